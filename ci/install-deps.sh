@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every host package the build and tests need, idempotently.
+# Why a script: CI and fresh machines start with none of these, and the
+# project may not rely on anything installed by hand.
+set -euo pipefail
+PKGS=(
+  # nested test host and TCG boots
+  qemu-system-x86 qemu-utils busybox-static cpio xz-utils zstd
+  # kernel builds
+  flex bison libelf-dev bc libssl-dev dwarves rsync kmod
+  # EDK2 builds
+  nasm acpica-tools uuid-dev python3 python-is-python3
+  # static linking, misc
+  libc6-dev build-essential jq file
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
