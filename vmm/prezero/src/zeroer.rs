@@ -1,0 +1,393 @@
+//! The parallel driver: splits a job into chunks and zeroes them on scoped
+//! worker threads.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::plan::{make_plan, Plan, Worker};
+use crate::{auto, kernels, numa, Backend, Choice, Error};
+
+/// Chunk alignment: the page size backing the memory.
+///
+/// Chunk boundaries fall on multiples of the granule, so no (huge) page is
+/// ever written by two workers: two threads faulting or zeroing the same
+/// 2 MiB page contend on it, and a page lives on one NUMA node, so a
+/// granule-aligned chunk is entirely on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Granule {
+    /// 4 KiB base pages.
+    Page4K,
+    /// 2 MiB huge pages (THP or hugetlbfs); the default, and a multiple of
+    /// 4 KiB so it is also right for base pages.
+    Huge2M,
+    /// 1 GiB huge pages.
+    Huge1G,
+}
+
+impl Granule {
+    /// The granule in bytes.
+    pub fn bytes(self) -> usize {
+        match self {
+            Granule::Page4K => 4 << 10,
+            Granule::Huge2M => 2 << 20,
+            Granule::Huge1G => 1 << 30,
+        }
+    }
+}
+
+/// What a zeroing job did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ZeroStats {
+    /// Bytes zeroed.
+    pub bytes: u64,
+    /// Wall time of the job, including thread start-up.
+    pub elapsed: Duration,
+    /// Worker threads used (small jobs use fewer than requested).
+    pub threads: usize,
+    /// Backend that ran (for `auto`, the one it resolved to).
+    pub backend: Backend,
+}
+
+impl ZeroStats {
+    /// Throughput in GiB/s (0 for an empty or instant job).
+    pub fn gib_per_s(&self) -> f64 {
+        let s = self.elapsed.as_secs_f64();
+        if s <= 0.0 {
+            return 0.0;
+        }
+        self.bytes as f64 / (1u64 << 30) as f64 / s
+    }
+}
+
+/// The zeroing engine, configured with a builder.
+///
+/// ```
+/// use prezero::{Choice, Granule, Zeroer};
+/// let z = Zeroer::new(Choice::Auto)?.threads(0).granule(Granule::Huge2M);
+/// let mut buf = vec![0xa5u8; 8 << 20];
+/// let stats = z.zero_slice(&mut buf);
+/// assert!(buf.iter().all(|&b| b == 0));
+/// assert_eq!(stats.bytes, 8 << 20);
+/// # Ok::<(), prezero::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Zeroer {
+    choice: Choice,
+    threads: usize,
+    granule: Granule,
+    pin: bool,
+}
+
+/// Progress callback: receives the total bytes zeroed so far, monotonically,
+/// from whichever worker finished a chunk (one call at a time).
+pub type Progress<'a> = Option<&'a (dyn Fn(u64) + Sync)>;
+
+impl Zeroer {
+    /// An engine using `choice`, all online CPUs, 2 MiB granules, no
+    /// pinning. Fails with [`Error::Unavailable`] for a backend this CPU
+    /// lacks.
+    pub fn new(choice: Choice) -> Result<Zeroer, Error> {
+        if let Choice::Backend(b) = choice {
+            if !b.is_available() {
+                return Err(Error::unavailable(b));
+            }
+        }
+        Ok(Zeroer {
+            choice,
+            threads: 0,
+            granule: Granule::Huge2M,
+            pin: false,
+        })
+    }
+
+    /// Most worker threads; 0 means every CPU the process may use
+    /// (`available_parallelism`). Jobs use one worker per 2 MiB at most.
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n;
+        self
+    }
+
+    /// Chunk alignment; set it to the page size backing the memory.
+    pub fn granule(mut self, g: Granule) -> Self {
+        self.granule = g;
+        self
+    }
+
+    /// Pin each worker to one CPU (of its NUMA node, on NUMA machines).
+    /// Steadier numbers for benchmarks; off by default so a busy CPU does
+    /// not stall the job.
+    pub fn pin_cpus(mut self, on: bool) -> Self {
+        self.pin = on;
+        self
+    }
+
+    /// What was asked for.
+    pub fn choice(&self) -> Choice {
+        self.choice
+    }
+
+    /// The backend large jobs use (for `auto`, the calibrated one; this
+    /// runs the calibration on first use).
+    pub fn backend(&self) -> Backend {
+        match self.choice {
+            Choice::Auto => auto::auto_backend(),
+            Choice::Backend(b) => b,
+        }
+    }
+
+    /// The backend a job of `len` bytes uses.
+    pub fn backend_for(&self, len: usize) -> Backend {
+        match self.choice {
+            Choice::Auto => auto::auto_backend_for(len),
+            Choice::Backend(b) => b,
+        }
+    }
+
+    /// The thread limit after resolving 0 to the CPU count.
+    pub fn max_threads(&self) -> usize {
+        if self.threads > 0 {
+            self.threads
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+
+    /// Zeroes exactly `[ptr, ptr + len)` in parallel.
+    ///
+    /// `progress`, if given, is called with the running total of bytes
+    /// zeroed after each chunk (chunks are at most 64 MiB).
+    ///
+    /// # Safety
+    /// The range must be valid for writes and not accessed by anyone else
+    /// (including through references) until this returns.
+    pub unsafe fn zero_raw(&self, ptr: *mut u8, len: usize, progress: Progress<'_>) -> ZeroStats {
+        self.zero_ranges(&[(ptr, len)], progress)
+    }
+
+    /// Zeroes several disjoint ranges as one parallel job (for example all
+    /// regions of a guest's memory), with one backend choice for the total.
+    ///
+    /// # Safety
+    /// As [`Zeroer::zero_raw`], for every range; ranges must not overlap.
+    pub unsafe fn zero_ranges(
+        &self,
+        ranges: &[(*mut u8, usize)],
+        progress: Progress<'_>,
+    ) -> ZeroStats {
+        let start = Instant::now();
+        let spans: Vec<(usize, usize)> = ranges
+            .iter()
+            .filter(|r| r.1 > 0)
+            .map(|&(p, l)| (p as usize, l))
+            .collect();
+        let total: usize = spans.iter().map(|s| s.1).sum();
+        let backend = self.backend_for(total);
+        let topo = numa::system_topology();
+        let allowed = if self.pin || topo.is_numa() {
+            numa::allowed_cpus()
+        } else {
+            Vec::new()
+        };
+        let plan = make_plan(
+            &spans,
+            self.max_threads(),
+            self.granule.bytes(),
+            self.pin,
+            topo,
+            &allowed,
+            &numa::node_of,
+        );
+        let threads = run_plan(&plan, backend, progress);
+        ZeroStats {
+            bytes: total as u64,
+            elapsed: start.elapsed(),
+            threads,
+            backend,
+        }
+    }
+
+    /// Zeroes a byte slice (in parallel when it is large).
+    pub fn zero_slice(&self, buf: &mut [u8]) -> ZeroStats {
+        // SAFETY: a unique borrow of the whole slice.
+        unsafe { self.zero_raw(buf.as_mut_ptr(), buf.len(), None) }
+    }
+}
+
+/// Runs `plan` and returns the number of workers that ran.
+///
+/// The calling thread is worker 0 unless that worker must be pinned
+/// (pinning the caller would leak affinity into it). If a thread cannot be
+/// spawned, the caller drains the queues itself, so the job always
+/// completes.
+///
+/// # Safety
+/// Every chunk of the plan must be valid for writes and unshared;
+/// `backend` must be available.
+pub(crate) unsafe fn run_plan(plan: &Plan, backend: Backend, progress: Progress<'_>) -> usize {
+    let cursors: Vec<AtomicUsize> = plan.queues.iter().map(|_| AtomicUsize::new(0)).collect();
+    let done = AtomicU64::new(0);
+    let reported = Mutex::new(0u64);
+
+    let drain = |home: usize| {
+        let mut order = vec![home, plan.shared()];
+        order.extend(0..plan.queues.len());
+        let mut seen = vec![false; plan.queues.len()];
+        for q in order {
+            if std::mem::replace(&mut seen[q], true) {
+                continue;
+            }
+            loop {
+                let i = cursors[q].fetch_add(1, Ordering::Relaxed);
+                let Some(c) = plan.queues[q].get(i) else {
+                    break;
+                };
+                // SAFETY: the caller guarantees every chunk is writable;
+                // each index is taken by exactly one worker.
+                unsafe { kernels::zero(backend, c.addr as *mut u8, c.len) };
+                let total = done.fetch_add(c.len as u64, Ordering::Relaxed) + c.len as u64;
+                if let Some(p) = progress {
+                    let mut r = reported.lock().unwrap_or_else(|e| e.into_inner());
+                    if total > *r {
+                        *r = total;
+                        p(total);
+                    }
+                }
+            }
+        }
+    };
+
+    let Some(first) = plan.workers.first() else {
+        return 0;
+    };
+    let caller_works = first.cpus.is_none();
+    let spawned: &[Worker] = if caller_works {
+        &plan.workers[1..]
+    } else {
+        &plan.workers
+    };
+    std::thread::scope(|s| {
+        let mut failed = false;
+        for w in spawned {
+            let drain = &drain;
+            let r = std::thread::Builder::new()
+                .name("prezero".into())
+                .spawn_scoped(s, move || {
+                    if let Some(cpus) = &w.cpus {
+                        numa::pin_current_thread(cpus);
+                    }
+                    drain(w.home);
+                });
+            failed |= r.is_err();
+        }
+        if caller_works || failed {
+            drain(first.home);
+        }
+    });
+    plan.workers.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Node, Topology};
+
+    #[test]
+    fn unavailable_backend_is_an_error_not_sigill() {
+        for b in Backend::ALL {
+            let r = Zeroer::new(Choice::Backend(b));
+            assert_eq!(r.is_ok(), b.is_available(), "{b}");
+            if let Err(e) = r {
+                let msg = e.to_string();
+                assert!(msg.contains(b.name()) && msg.contains("portable"), "{msg}");
+                let mut x = [1u8; 4];
+                // SAFETY: a local array.
+                assert!(unsafe { crate::zero_with(b, x.as_mut_ptr(), 4) }.is_err());
+                assert_eq!(x, [1; 4], "nothing written");
+            }
+        }
+    }
+
+    #[test]
+    fn progress_is_monotonic_and_complete() {
+        let len = 40 << 20;
+        let mut buf = vec![7u8; len];
+        let seen = Mutex::new(Vec::new());
+        let cb = |n: u64| seen.lock().unwrap().push(n);
+        let z = Zeroer::new(Choice::Auto).unwrap().threads(2);
+        // SAFETY: our own buffer.
+        let st = unsafe { z.zero_raw(buf.as_mut_ptr(), len, Some(&cb)) };
+        assert!(buf.iter().all(|&b| b == 0));
+        let seen = seen.into_inner().unwrap();
+        assert!(seen.len() > 1, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(*seen.last().unwrap(), len as u64);
+        assert_eq!(st.bytes, len as u64);
+        assert_eq!(st.threads, 2);
+        assert_eq!(st.backend, crate::auto_backend());
+        assert!(st.gib_per_s() > 0.0);
+    }
+
+    #[test]
+    fn threads_zero_means_all_cpus_and_small_jobs_one_worker() {
+        let z = Zeroer::new(Choice::Auto).unwrap();
+        assert_eq!(
+            z.max_threads(),
+            std::thread::available_parallelism().unwrap().get()
+        );
+        let mut small = [3u8; 4096];
+        let st = z.zero_slice(&mut small);
+        assert_eq!(st.threads, 1);
+        assert_eq!(st.backend, crate::small_backend());
+        assert!(small.iter().all(|&b| b == 0));
+        let st = z.zero_slice(&mut []);
+        assert_eq!(st.bytes, 0);
+    }
+
+    #[test]
+    fn pinned_workers_zero_everything() {
+        let mut buf = vec![9u8; 16 << 20];
+        let z = Zeroer::new(Choice::Auto)
+            .unwrap()
+            .threads(3)
+            .pin_cpus(true)
+            .granule(Granule::Page4K);
+        let st = z.zero_slice(&mut buf[5..]);
+        assert_eq!(st.threads, 3);
+        assert_eq!(buf[..5], [9; 5]);
+        assert!(buf[5..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn fake_numa_plan_executes_exactly() {
+        // Two fake nodes on this machine's CPUs; the upper half of the
+        // buffer "lives" on node 1. Workers pin to their node's CPUs.
+        let cpus = numa::allowed_cpus();
+        let (a, b) = (cpus[0], *cpus.last().unwrap());
+        let topo = Topology {
+            nodes: vec![
+                Node {
+                    id: 0,
+                    cpus: vec![a],
+                },
+                Node {
+                    id: 1,
+                    cpus: vec![b],
+                },
+            ],
+        };
+        let len = 24 << 20;
+        let mut buf = vec![0x5au8; len + 2];
+        let base = buf.as_mut_ptr() as usize + 1;
+        let mid = base + len / 2;
+        let node_of = |x: usize| Some(usize::from(x >= mid));
+        let plan = make_plan(&[(base, len)], 2, 4096, false, &topo, &cpus, &node_of);
+        assert_eq!(plan.workers.len(), 2);
+        assert!(plan.workers.iter().all(|w| w.cpus.is_some()));
+        // SAFETY: the plan covers our buffer minus one byte at each end.
+        let n = unsafe { run_plan(&plan, crate::small_backend(), None) };
+        assert_eq!(n, 2);
+        assert_eq!((buf[0], buf[len + 1]), (0x5a, 0x5a));
+        assert!(buf[1..=len].iter().all(|&b| b == 0));
+    }
+}
