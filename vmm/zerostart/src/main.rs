@@ -1,1 +1,124 @@
-fn main() {}
+//! zerostart: a KVM VMM that boots Linux from pre-zeroed memory, passes the
+//! guest a hint of which RAM is already zero, and times every boot phase.
+//!
+//! `zerostart run --kernel bzImage [--memory size=4G,hugepages=on] ...`;
+//! see `docs/vmm.md`.
+
+mod builder;
+mod cli;
+mod kernel;
+mod ram;
+mod timeline;
+mod vcpu;
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use serde_json::json;
+
+use crate::cli::{Cli, Command, RunArgs};
+use crate::timeline::Timeline;
+use crate::vcpu::{Vcpu, VmEvent};
+
+fn main() {
+    // Time zero of the boot timeline: as early as Rust code runs.
+    let start = Instant::now();
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Run(args) => match run(&args, start) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("zerostart: error: {e:#}");
+                1
+            }
+        },
+    };
+    std::process::exit(code);
+}
+
+fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
+    let mut tl = Timeline::new(start);
+    let (plan, kernel) = builder::plan(args)?;
+    let vm = builder::build(args, &plan, kernel, &mut tl)?;
+    vcpu::install_kick_handler().context("installing the vCPU kick signal handler")?;
+
+    let (tx, rx) = mpsc::channel();
+    let mut threads = Vec::new();
+    for (index, fd) in vm.vcpus.into_iter().enumerate() {
+        let v = Vcpu {
+            index: index as u8,
+            fd,
+            bus: vm.bus.clone(),
+            events: tx.clone(),
+            stop: vm.stop.clone(),
+            first_run: vm.first_run.clone(),
+            unmapped: vm.unmapped.clone(),
+        };
+        threads.push(v.spawn().context("starting a vCPU thread")?);
+    }
+    drop(tx);
+    if matches!(plan.serial, cli::SerialOpt::Tty) {
+        devices::SerialDevice::spawn_stdin_thread(vm.serial.clone());
+    }
+
+    let event = rx
+        .recv()
+        .unwrap_or_else(|_| VmEvent::Error("all vCPU threads ended without a reason".into()));
+    let exit_at = Instant::now();
+    let stuck = vcpu::stop_all(&vm.stop, threads, Duration::from_secs(2));
+
+    if let Some(t) = vm.first_run.get() {
+        tl.mark_at("first_kvm_run", *t);
+    }
+    if let Ok(timer) = vm.timer.lock() {
+        for m in timer.markers() {
+            tl.mark_at(&m.name, m.at);
+        }
+    }
+    if let Some(t) = vm.serial.lock().ok().and_then(|s| s.first_output()) {
+        tl.mark_at("first_serial_output", t);
+    }
+    tl.mark_at("exit", exit_at);
+
+    let hint = vm.hint.as_ref();
+    eprintln!(
+        "zerostart: exit={} code={} memory={}MiB hint={} ranges/{} MiB {}",
+        event.reason(),
+        event.code(),
+        plan.memory.size >> 20,
+        hint.map(|h| h.entries.len()).unwrap_or(0),
+        hint.map(|h| h.total_bytes()).unwrap_or(0) >> 20,
+        tl.summary()
+    );
+    if stuck > 0 {
+        eprintln!("zerostart: warning: {stuck} vCPU thread(s) did not stop in time");
+    }
+    if let Some(path) = &args.timeline {
+        write_timeline(path, &tl, &plan, &vm.ram, hint, &event)?;
+    }
+    Ok(event.code())
+}
+
+fn write_timeline(
+    path: &Path,
+    tl: &Timeline,
+    plan: &builder::Plan,
+    ram: &ram::VmRam,
+    hint: Option<&zerohint::Hint>,
+    event: &VmEvent,
+) -> anyhow::Result<()> {
+    let doc = json!({
+        "phases": tl.phases(),
+        "memory_bytes": plan.memory.size,
+        "vcpus": plan.cpus.boot,
+        "prezero": ram.report(hint),
+        "exit": {"reason": event.reason(), "code": event.code()},
+    });
+    let text = serde_json::to_string_pretty(&doc)?;
+    std::fs::write(path, text + "\n")
+        .with_context(|| format!("writing --timeline {}", path.display()))?;
+    Ok(())
+}

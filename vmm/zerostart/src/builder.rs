@@ -1,0 +1,421 @@
+//! Builds a ready-to-run VM from the `run` options: KVM, guest memory,
+//! devices, boot state and the zero hint (Firecracker's builder split).
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use arch::boot::{self, BootParamsConfig, SetupData};
+use arch::layout::LOW_MEMORY_END;
+use arch::BootMemory;
+use devices::{
+    BootTimer, I8042Device, PioBus, SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN,
+    I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
+};
+use kvm_bindings::{
+    kvm_pit_config, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES, KVM_PIT_SPEAKER_DUMMY,
+};
+use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
+use zerohint::Hint;
+
+use crate::cli::{CorruptHint, CpusConfig, MemoryOpts, RunArgs, SerialOpt};
+use crate::kernel::{self, Kernel};
+use crate::ram::{self, VmRam};
+use crate::timeline::Timeline;
+
+/// Where KVM puts the TSS (3 pages below the BIOS area, as in Firecracker).
+const KVM_TSS_ADDRESS: usize = 0xfffb_d000;
+
+/// Everything that can stop a VM from being built; every message names the
+/// problem and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad option value.
+    #[error(transparent)]
+    Cli(#[from] crate::cli::Error),
+    /// Kernel image problem.
+    #[error(transparent)]
+    Kernel(#[from] kernel::Error),
+    /// initramfs problem.
+    #[error("cannot read initramfs {path}: {err}; check the --initramfs path")]
+    Initramfs {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: std::io::Error,
+    },
+    /// KVM device missing.
+    #[error("{0} does not exist, so KVM is unavailable; load the kvm_intel or kvm_amd module (modprobe) or enable virtualization for this machine")]
+    KvmMissing(PathBuf),
+    /// KVM device not accessible.
+    #[error("permission denied opening {0}; run as root or add this user to the kvm group (usermod -aG kvm $USER)")]
+    KvmDenied(PathBuf),
+    /// KVM device failed otherwise.
+    #[error("cannot open {path}: {err}; check that it is the KVM device")]
+    KvmOpen {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: std::io::Error,
+    },
+    /// Not a KVM device.
+    #[error("{path} is not a KVM device (KVM_GET_API_VERSION: {err}); point it at /dev/kvm")]
+    NotKvm {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: String,
+    },
+    /// A KVM ioctl failed.
+    #[error("{what} failed: {err}")]
+    Kvm {
+        /// Which call.
+        what: &'static str,
+        /// errno.
+        err: kvm_ioctls::Error,
+    },
+    /// Size exceeds host RAM.
+    #[error("--memory size={size_mib}M exceeds this host's memory ({host_mib} MiB); choose a smaller size")]
+    TooMuchMemory {
+        /// Requested MiB.
+        size_mib: u64,
+        /// Host MiB.
+        host_mib: u64,
+    },
+    /// Guest memory.
+    #[error(transparent)]
+    Ram(#[from] ram::Error),
+    /// Serial output file.
+    #[error("cannot open serial output file {path}: {err}; check --serial file=PATH")]
+    SerialFile {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: std::io::Error,
+    },
+    /// Device setup.
+    #[error("setting up devices: {0}")]
+    Devices(String),
+    /// Boot data.
+    #[error(transparent)]
+    Boot(#[from] boot::Error),
+    /// Registers.
+    #[error(transparent)]
+    Regs(#[from] arch::regs::Error),
+    /// CPUID.
+    #[error(transparent)]
+    Cpuid(#[from] arch::cpuid::Error),
+    /// MSRs.
+    #[error(transparent)]
+    Msr(#[from] arch::msr::Error),
+    /// LAPIC.
+    #[error(transparent)]
+    Lapic(#[from] arch::interrupts::Error),
+    /// MP table.
+    #[error(transparent)]
+    Mptable(#[from] arch::mptable::Error),
+    /// Memory write.
+    #[error("writing guest memory: {0}")]
+    Memory(#[from] vm_memory::GuestMemoryError),
+    /// The hint changed after the boot data was written: something wrote
+    /// into hinted memory. Never boot with such a hint.
+    #[error(
+        "internal error: the zero hint changed while writing boot data ({0}); refusing to boot"
+    )]
+    HintChanged(String),
+}
+
+fn kvm_err(what: &'static str) -> impl Fn(kvm_ioctls::Error) -> Error {
+    move |err| Error::Kvm { what, err }
+}
+
+/// Opens the KVM device at `path` and checks it speaks the KVM API.
+pub fn open_kvm(path: &Path) -> Result<Kvm, Error> {
+    let f: File = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|err| match err.kind() {
+            std::io::ErrorKind::NotFound => Error::KvmMissing(path.to_path_buf()),
+            std::io::ErrorKind::PermissionDenied => Error::KvmDenied(path.to_path_buf()),
+            _ => Error::KvmOpen {
+                path: path.to_path_buf(),
+                err,
+            },
+        })?;
+    // SAFETY: we own the freshly opened descriptor.
+    let kvm = unsafe { Kvm::from_raw_fd(f.into_raw_fd()) };
+    match kvm.get_api_version() {
+        12 => Ok(kvm),
+        v if v < 0 => Err(Error::NotKvm {
+            path: path.to_path_buf(),
+            err: std::io::Error::from_raw_os_error(-v).to_string(),
+        }),
+        v => Err(Error::NotKvm {
+            path: path.to_path_buf(),
+            err: format!("unsupported API version {v}"),
+        }),
+    }
+}
+
+/// Host RAM in bytes (MemTotal).
+fn host_memory() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Checked options, before anything heavy is done.
+#[derive(Debug)]
+pub struct Plan {
+    /// vCPUs.
+    pub cpus: CpusConfig,
+    /// Memory.
+    pub memory: MemoryOpts,
+    /// Serial.
+    pub serial: SerialOpt,
+}
+
+/// Parses and checks every option and input file; allocates nothing.
+pub fn plan(args: &RunArgs) -> Result<(Plan, Kernel), Error> {
+    let cpus = CpusConfig::parse(&args.cpus)?;
+    let memory = MemoryOpts::parse(&args.memory)?;
+    let serial = SerialOpt::parse(&args.serial)?;
+    if let Some(host) = host_memory() {
+        if memory.size > host {
+            return Err(Error::TooMuchMemory {
+                size_mib: memory.size >> 20,
+                host_mib: host >> 20,
+            });
+        }
+    }
+    let kernel = Kernel::open(&args.kernel)?;
+    if let Some(p) = &args.initramfs {
+        File::open(p).map_err(|err| Error::Initramfs {
+            path: p.clone(),
+            err,
+        })?;
+    }
+    Ok((
+        Plan {
+            cpus,
+            memory,
+            serial,
+        },
+        kernel,
+    ))
+}
+
+/// A built VM, ready to start its vCPUs.
+pub struct Vm {
+    /// Keeps the VM (irqchip, memory slots, irqfds) alive until the vCPUs
+    /// are gone; never read.
+    #[allow(dead_code)]
+    pub vm_fd: VmFd,
+    /// vCPU file descriptors, index = APIC id.
+    pub vcpus: Vec<VcpuFd>,
+    /// Port-I/O devices.
+    pub bus: Arc<PioBus>,
+    /// COM1.
+    pub serial: Arc<Mutex<SerialDevice>>,
+    /// Boot-timer port.
+    pub timer: Arc<Mutex<BootTimer>>,
+    /// Guest RAM.
+    pub ram: VmRam,
+    /// The hint passed to the guest (before any test corruption).
+    pub hint: Option<Hint>,
+    /// Stop flag shared with vCPU threads.
+    pub stop: Arc<AtomicBool>,
+    /// Boot vCPU's first KVM_RUN.
+    pub first_run: Arc<OnceLock<Instant>>,
+    /// Unclaimed port writes.
+    pub unmapped: Arc<AtomicU64>,
+}
+
+fn serial_output(s: &SerialOpt) -> Result<SerialOutput, Error> {
+    Ok(match s {
+        SerialOpt::Tty => SerialOutput::Stdout,
+        SerialOpt::Off => SerialOutput::Sink,
+        SerialOpt::File(p) => SerialOutput::Writer(Box::new(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|err| Error::SerialFile {
+                    path: p.clone(),
+                    err,
+                })?,
+        )),
+    })
+}
+
+/// Builds the VM: KVM first (cheap checks), then memory, devices, vCPUs and
+/// the boot state; records `memory_ready` on `timeline`.
+pub fn build(
+    args: &RunArgs,
+    plan: &Plan,
+    mut kernel: Kernel,
+    timeline: &mut Timeline,
+) -> Result<Vm, Error> {
+    let kvm = open_kvm(&args.kvm_device)?;
+    let vm_fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
+
+    let mut ram = VmRam::create(&plan.memory)?;
+    timeline.mark("memory_ready");
+
+    vm_fd
+        .set_tss_address(KVM_TSS_ADDRESS)
+        .map_err(kvm_err("KVM_SET_TSS_ADDR"))?;
+    vm_fd
+        .create_irq_chip()
+        .map_err(kvm_err("KVM_CREATE_IRQCHIP"))?;
+    vm_fd
+        .create_pit2(kvm_pit_config {
+            flags: KVM_PIT_SPEAKER_DUMMY,
+            ..Default::default()
+        })
+        .map_err(kvm_err("KVM_CREATE_PIT2"))?;
+    for (slot, region) in ram.memory().iter().enumerate() {
+        let host = ram
+            .memory()
+            .get_host_address(region.start_addr())
+            .map_err(Error::Memory)?;
+        let r = kvm_userspace_memory_region {
+            slot: slot as u32,
+            flags: 0,
+            guest_phys_addr: region.start_addr().raw_value(),
+            memory_size: region.len(),
+            userspace_addr: host as u64,
+        };
+        // SAFETY: the region stays mapped as long as `ram`, which the Vm
+        // owns and drops after the vCPUs have stopped.
+        unsafe { vm_fd.set_user_memory_region(r) }
+            .map_err(kvm_err("KVM_SET_USER_MEMORY_REGION"))?;
+    }
+
+    // Devices.
+    let serial = SerialDevice::new(serial_output(&plan.serial)?)
+        .map_err(|e| Error::Devices(format!("serial: {e}")))?;
+    vm_fd
+        .register_irqfd(serial.interrupt_evt(), COM1_GSI)
+        .map_err(kvm_err("KVM_IRQFD (serial)"))?;
+    let serial = Arc::new(Mutex::new(serial));
+    let i8042 = Arc::new(Mutex::new(I8042Device::new()));
+    let timer = Arc::new(Mutex::new(BootTimer::new()));
+    let mut bus = PioBus::new();
+    let dev = |e: devices::Error| Error::Devices(e.to_string());
+    bus.insert(COM1_BASE, COM1_LEN, serial.clone())
+        .map_err(dev)?;
+    bus.insert(I8042_DATA_PORT, 1, i8042.clone()).map_err(dev)?;
+    bus.insert(I8042_COMMAND_PORT, 1, i8042).map_err(dev)?;
+    bus.insert(TIMER_PORT, 4, timer.clone()).map_err(dev)?;
+
+    // vCPUs.
+    let n = plan.cpus.boot;
+    let base_cpuid = kvm
+        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+        .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
+    let msr_list = kvm
+        .get_msr_index_list()
+        .map_err(kvm_err("KVM_GET_MSR_INDEX_LIST"))?;
+    let msrs = msr_list.as_slice().to_vec();
+    let mut vcpus = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let v = vm_fd
+            .create_vcpu(u64::from(i))
+            .map_err(kvm_err("KVM_CREATE_VCPU"))?;
+        let mut cpuid = base_cpuid.clone();
+        arch::cpuid::filter_cpuid(&mut cpuid, i, n)?;
+        v.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
+        arch::msr::setup_msrs(&v, &msrs)?;
+        arch::interrupts::setup_lint(&v)?;
+        vcpus.push(v);
+    }
+
+    // Guest memory contents. Every write below is recorded in `ram`.
+    let k = kernel.load(ram.memory())?;
+    ram.mark_written(k.load_addr, k.end - k.load_addr.0);
+    let initrd = match &args.initramfs {
+        Some(p) => {
+            let data = std::fs::read(p).map_err(|err| Error::Initramfs {
+                path: p.clone(),
+                err,
+            })?;
+            let at = boot::initrd_addr(
+                plan.memory.size,
+                data.len() as u64,
+                k.header.initrd_addr_max,
+                k.end,
+            )?;
+            ram.write_tracked(&data, at)?;
+            Some((at, data.len() as u64))
+        }
+        None => None,
+    };
+    let cmdline_len = boot::write_cmdline(&mut ram, &args.cmdline, k.header.cmdline_size)?;
+    arch::mptable::setup_mptable(&mut ram, n)?;
+    arch::regs::setup_boot_vcpu(&vcpus[0], &mut ram, k.entry)?;
+    // The legacy first MiB is never hinted, written or not.
+    ram.mark_written(GuestAddress(0), LOW_MEMORY_END);
+
+    // The hint: everything not written so far. setup_data and boot_params
+    // go below 1 MiB, which the hint already excludes.
+    let hint = ram.zero_hint()?;
+    let mut setup = Vec::new();
+    if let Some(h) = &hint {
+        let mut blob = h
+            .encode()
+            .map_err(|e| Error::HintChanged(format!("encoding: {e}")))?;
+        if args.test_corrupt_hint == Some(CorruptHint::Checksum) {
+            blob[0x18] ^= 1;
+        }
+        setup.push(SetupData {
+            kind: zerohint::SETUP_TYPE,
+            data: blob,
+        });
+    }
+    let setup_addr = boot::write_setup_data(&mut ram, &setup)?;
+    let params = boot::build_boot_params(&BootParamsConfig {
+        header: Some(k.header),
+        ram_size: plan.memory.size,
+        cmdline_len,
+        initrd,
+        setup_data: setup_addr,
+    })?;
+    boot::write_boot_params(&mut ram, &params)?;
+    let again = ram.zero_hint()?;
+    if again != hint {
+        return Err(Error::HintChanged(
+            "boot data landed outside the first MiB".into(),
+        ));
+    }
+    if args.test_corrupt_hint == Some(CorruptHint::Dirty) {
+        if let Some(e) = hint
+            .as_ref()
+            .and_then(|h| h.entries.iter().max_by_key(|e| e.length))
+        {
+            let mid = (e.start + e.length / 2) & !0xfff;
+            ram.write_untracked(&[0xa5], GuestAddress(mid + 123))?;
+        }
+    }
+
+    Ok(Vm {
+        vm_fd,
+        vcpus,
+        bus: Arc::new(bus),
+        serial,
+        timer,
+        ram,
+        hint,
+        stop: Arc::new(AtomicBool::new(false)),
+        first_run: Arc::new(OnceLock::new()),
+        unmapped: Arc::new(AtomicU64::new(0)),
+    })
+}

@@ -1,0 +1,224 @@
+//! Opening, checking and loading the kernel image.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use linux_loader::loader::bootparam::setup_header;
+use linux_loader::loader::{bzimage::BzImage, KernelLoader};
+use vm_memory::{GuestAddress, GuestMemoryMmap};
+
+/// `HdrS` at offset 0x202.
+const HDRS: u32 = 0x5372_6448;
+/// xloadflags bit 0: the kernel has a 64-bit entry point at +0x200.
+const XLF_KERNEL_64: u16 = 1;
+/// Offset of the 64-bit entry from the protected-mode load address.
+const ENTRY_64_OFFSET: u64 = 0x200;
+
+/// Kernel image errors; each message names the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No such file.
+    #[error("kernel image {0} does not exist; pass the path of a Linux bzImage with --kernel")]
+    NotFound(PathBuf),
+    /// Cannot open or read it.
+    #[error("cannot read kernel image {path}: {err}; check the path and its permissions")]
+    Unreadable {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: std::io::Error,
+    },
+    /// Not a bzImage.
+    #[error("{path} is not a Linux bzImage ({why}); pass arch/x86/boot/bzImage, not vmlinux or a compressed archive")]
+    NotBzImage {
+        /// Path.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// Old or 32-bit-only kernel.
+    #[error("{path} has no 64-bit entry point (boot protocol {version:#x}, xloadflags {xloadflags:#x}); use an x86_64 kernel with boot protocol 2.12 or later")]
+    No64BitEntry {
+        /// Path.
+        path: PathBuf,
+        /// Boot protocol version.
+        version: u16,
+        /// xloadflags.
+        xloadflags: u16,
+    },
+    /// linux-loader failed to place it.
+    #[error("loading kernel {path} into guest memory failed: {err}; give the VM more memory")]
+    Load {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: linux_loader::loader::Error,
+    },
+}
+
+/// An opened and checked bzImage.
+#[derive(Debug)]
+pub struct Kernel {
+    path: PathBuf,
+    file: File,
+}
+
+/// A kernel placed in guest memory.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadedKernel {
+    /// Protected-mode code load address.
+    pub load_addr: GuestAddress,
+    /// End of the bytes written.
+    pub end: u64,
+    /// 64-bit entry point.
+    pub entry: GuestAddress,
+    /// The setup header from the image.
+    pub header: setup_header,
+}
+
+impl Kernel {
+    /// Opens `path` and checks it is a bzImage with a 64-bit entry point,
+    /// before any guest memory is allocated.
+    pub fn open(path: &Path) -> Result<Kernel, Error> {
+        let unreadable = |err| Error::Unreadable {
+            path: path.to_path_buf(),
+            err,
+        };
+        let mut file = File::open(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Error::NotFound(path.to_path_buf())
+            } else {
+                unreadable(e)
+            }
+        })?;
+        if file.metadata().map_err(unreadable)?.is_dir() {
+            return Err(Error::NotBzImage {
+                path: path.to_path_buf(),
+                why: "it is a directory".into(),
+            });
+        }
+        let mut hdr = [0u8; 0x1f1 + 0x7b];
+        let not_bz = |why: &str| Error::NotBzImage {
+            path: path.to_path_buf(),
+            why: why.to_string(),
+        };
+        let n = read_full(&mut file, &mut hdr).map_err(unreadable)?;
+        if n < hdr.len() {
+            return Err(not_bz("file too short for a setup header"));
+        }
+        let u16_at = |o: usize| u16::from_le_bytes([hdr[o], hdr[o + 1]]);
+        if u32::from_le_bytes(hdr[0x202..0x206].try_into().unwrap_or_default()) != HDRS {
+            if hdr.starts_with(b"\x7fELF") {
+                return Err(not_bz("it is an ELF file"));
+            }
+            return Err(not_bz("no HdrS signature at offset 0x202"));
+        }
+        let version = u16_at(0x206);
+        let xloadflags = if version >= 0x20c { u16_at(0x236) } else { 0 };
+        if xloadflags & XLF_KERNEL_64 == 0 {
+            return Err(Error::No64BitEntry {
+                path: path.to_path_buf(),
+                version,
+                xloadflags,
+            });
+        }
+        Ok(Kernel {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// Loads the protected-mode part at its preferred address (1 MiB).
+    /// The caller must record `[load_addr, end)` as written.
+    pub fn load(&mut self, mem: &GuestMemoryMmap) -> Result<LoadedKernel, Error> {
+        let r = BzImage::load(
+            mem,
+            None,
+            &mut self.file,
+            Some(GuestAddress(arch::layout::HIMEM_START)),
+        )
+        .map_err(|err| Error::Load {
+            path: self.path.clone(),
+            err,
+        })?;
+        let header = r.setup_header.unwrap_or_default();
+        Ok(LoadedKernel {
+            load_addr: r.kernel_load,
+            end: r.kernel_end,
+            entry: GuestAddress(r.kernel_load.0 + ENTRY_64_OFFSET),
+            header,
+        })
+    }
+}
+
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    f.seek(SeekFrom::Start(0))?;
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn image(version: u16, xlf: u16) -> tempfile::NamedTempFile {
+        let mut b = vec![0u8; 0x1000];
+        b[0x1f1] = 1; // setup_sects
+        b[0x202..0x206].copy_from_slice(b"HdrS");
+        b[0x206..0x208].copy_from_slice(&version.to_le_bytes());
+        b[0x211] = 1; // loadflags: LOADED_HIGH
+        b[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes());
+        b[0x236..0x238].copy_from_slice(&xlf.to_le_bytes());
+        b[0x400] = 0xf4; // hlt
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&b).unwrap();
+        f
+    }
+
+    #[test]
+    fn accepts_64bit_bzimage_and_loads_it() {
+        let f = image(0x20f, 1);
+        let mut k = Kernel::open(f.path()).unwrap();
+        let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 4 << 20)]).unwrap();
+        let l = k.load(&mem).unwrap();
+        assert_eq!(l.load_addr, GuestAddress(0x10_0000));
+        assert_eq!(l.entry, GuestAddress(0x10_0200));
+        assert_eq!(l.end, 0x10_0000 + 0x1000 - 0x400);
+        use vm_memory::Bytes;
+        let b: u8 = mem.read_obj(GuestAddress(0x10_0000)).unwrap();
+        assert_eq!(b, 0xf4);
+    }
+
+    #[test]
+    fn rejects_bad_images() {
+        assert!(matches!(
+            Kernel::open(Path::new("/nonexistent/k")),
+            Err(Error::NotFound(_))
+        ));
+        assert!(matches!(
+            Kernel::open(image(0x20f, 0).path()),
+            Err(Error::No64BitEntry { .. })
+        ));
+        assert!(matches!(
+            Kernel::open(image(0x20a, 1).path()),
+            Err(Error::No64BitEntry { .. })
+        ));
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"\x7fELF").unwrap();
+        f.write_all(&[0u8; 0x400]).unwrap();
+        let e = Kernel::open(f.path()).unwrap_err();
+        assert!(e.to_string().contains("ELF"), "{e}");
+        assert!(matches!(
+            Kernel::open(Path::new("/")),
+            Err(Error::NotBzImage { .. })
+        ));
+    }
+}
