@@ -26,6 +26,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    println!("gen_vectors: wrote {} files to {}", files.len(), dir.display());
+    println!(
+        "gen_vectors: wrote {} files to {}",
+        files.len(),
+        dir.display()
+    );
     ExitCode::SUCCESS
 }

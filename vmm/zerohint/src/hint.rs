@@ -72,7 +72,8 @@ impl Hint {
             .filter_map(|(s, e)| {
                 let s = s.checked_add(MASK)? & !MASK;
                 let e = e & !MASK;
-                (s < e).then_some(Entry {
+                // Lazy: `e - s` must not be evaluated when the range is empty.
+                (s < e).then(|| Entry {
                     start: s,
                     length: e - s,
                     flags: entry_flags,

@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 
-use zerohint::{crc32, decode, decode_exact, check_in_ram, Error};
+use zerohint::{check_in_ram, crc32, decode, decode_exact, Error};
 
 /// One raw entry, reserved bytes included so they can be corrupted.
 #[derive(Clone, Copy)]
@@ -226,8 +226,20 @@ pub fn vectors() -> Vec<Vector> {
     let two = |a: RawEntry, b: RawEntry| raw(vec![a, b]);
 
     // ---- valid ----
-    v.add("ok_empty", raw(vec![]), true, Expect::Ok, "Empty zero hint: valid, nothing is known zero.");
-    v.add("ok_one", one(), true, Expect::Ok, "One 2 MiB range at 1 MiB, 4 KiB backing.");
+    v.add(
+        "ok_empty",
+        raw(vec![]),
+        true,
+        Expect::Ok,
+        "Empty zero hint: valid, nothing is known zero.",
+    );
+    v.add(
+        "ok_one",
+        one(),
+        true,
+        Expect::Ok,
+        "One 2 MiB range at 1 MiB, 4 KiB backing.",
+    );
     v.add(
         "ok_many",
         raw(vec![
@@ -267,7 +279,10 @@ pub fn vectors() -> Vec<Vector> {
     );
     v.add(
         "ok_high_addr",
-        raw(vec![z((1 << 52) - 2 * M2, M2, 21), z((1 << 52) - M2, M2, 21)]),
+        raw(vec![
+            z((1 << 52) - 2 * M2, M2, 21),
+            z((1 << 52) - M2, M2, 21),
+        ]),
         true,
         Expect::Ok,
         "Ranges just below 2^52 (the largest x86 physical address width).",
@@ -335,14 +350,37 @@ pub fn vectors() -> Vec<Vector> {
         "ok_in_ram",
         raw(vec![z(M1, 0x7f0_0000, 12), z(0x1_0000_0000, G1, 30)]),
         true,
-        Some(vec![(0x1_0000_0000, 2 * G1), (0, 0x9f000), (M1, 0x3f0_0000), (0x400_0000, 0x400_0000)]),
+        Some(vec![
+            (0x1_0000_0000, 2 * G1),
+            (0, 0x9f000),
+            (M1, 0x3f0_0000),
+            (0x400_0000, 0x400_0000),
+        ]),
         Expect::Ok,
         "Ranges inside RAM given out of order; the first range spans two adjacent RAM ranges.",
     );
 
     // ---- header errors, in spec order ----
-    v.add("trunc_zero_bytes", Raw { truncate: Some(0), ..one() }, true, err("Truncated"), "Zero bytes.");
-    v.add("trunc_header", Raw { truncate: Some(31), ..one() }, true, err("Truncated"), "31 bytes: one short of a header.");
+    v.add(
+        "trunc_zero_bytes",
+        Raw {
+            truncate: Some(0),
+            ..one()
+        },
+        true,
+        err("Truncated"),
+        "Zero bytes.",
+    );
+    v.add(
+        "trunc_header",
+        Raw {
+            truncate: Some(31),
+            ..one()
+        },
+        true,
+        err("Truncated"),
+        "31 bytes: one short of a header.",
+    );
     v.add(
         "trunc_entries",
         Raw { truncate: Some(32 + 24 + 23), ..two(z(M1, M1, 12), z(M2, M1, 12)) },
@@ -352,25 +390,97 @@ pub fn vectors() -> Vec<Vector> {
     );
     v.add(
         "trunc_entries_header_only",
-        Raw { truncate: Some(32), ..one() },
+        Raw {
+            truncate: Some(32),
+            ..one()
+        },
         true,
         err("Truncated"),
         "entry_count 1 but only the header is present.",
     );
-    v.add("bad_magic", Raw { magic: *b"ZSHINT02", ..one() }, true, err("BadMagic"), "Magic ZSHINT02.");
-    v.add("bad_magic_case", Raw { magic: *b"zshint01", ..one() }, true, err("BadMagic"), "Lower-case magic.");
+    v.add(
+        "bad_magic",
+        Raw {
+            magic: *b"ZSHINT02",
+            ..one()
+        },
+        true,
+        err("BadMagic"),
+        "Magic ZSHINT02.",
+    );
+    v.add(
+        "bad_magic_case",
+        Raw {
+            magic: *b"zshint01",
+            ..one()
+        },
+        true,
+        err("BadMagic"),
+        "Lower-case magic.",
+    );
     v.add(
         "bad_magic_first",
-        Raw { magic: *b"ZSHINT0\0", version: 9, crc: Crc::Xor(1), truncate: Some(32), ..one() },
+        Raw {
+            magic: *b"ZSHINT0\0",
+            version: 9,
+            crc: Crc::Xor(1),
+            truncate: Some(32),
+            ..one()
+        },
         true,
         err("BadMagic"),
         "Bad magic, version, checksum and truncated entries at once: magic is checked first.",
     );
-    v.add("bad_version_0", Raw { version: 0, ..one() }, true, err("BadVersion"), "version 0.");
-    v.add("bad_version_2", Raw { version: 2, ..one() }, true, err("BadVersion"), "version 2 (a future version is rejected, not guessed at).");
-    v.add("bad_version_swapped", Raw { version: 0x100, ..one() }, true, err("BadVersion"), "version 1 stored big-endian (0x0100).");
-    v.add("bad_header_size", Raw { header_size: 40, ..one() }, true, err("BadHeaderSize"), "header_size 40.");
-    v.add("bad_entry_size", Raw { entry_size: 32, ..one() }, true, err("BadHeaderSize"), "entry_size 32.");
+    v.add(
+        "bad_version_0",
+        Raw {
+            version: 0,
+            ..one()
+        },
+        true,
+        err("BadVersion"),
+        "version 0.",
+    );
+    v.add(
+        "bad_version_2",
+        Raw {
+            version: 2,
+            ..one()
+        },
+        true,
+        err("BadVersion"),
+        "version 2 (a future version is rejected, not guessed at).",
+    );
+    v.add(
+        "bad_version_swapped",
+        Raw {
+            version: 0x100,
+            ..one()
+        },
+        true,
+        err("BadVersion"),
+        "version 1 stored big-endian (0x0100).",
+    );
+    v.add(
+        "bad_header_size",
+        Raw {
+            header_size: 40,
+            ..one()
+        },
+        true,
+        err("BadHeaderSize"),
+        "header_size 40.",
+    );
+    v.add(
+        "bad_entry_size",
+        Raw {
+            entry_size: 32,
+            ..one()
+        },
+        true,
+        err("BadHeaderSize"),
+        "entry_size 32.",
+    );
     v.add(
         "too_many_entries",
         Raw { count: Some(513), ..one() },
@@ -385,9 +495,33 @@ pub fn vectors() -> Vec<Vector> {
         err("TooManyEntries"),
         "entry_count 0xffffffff and reserved1 set: the count is checked before reserved fields, and never multiplied unchecked.",
     );
-    v.add("reserved0", Raw { reserved0: 1, ..one() }, true, err("ReservedNonZero"), "Header reserved0 = 1.");
-    v.add("reserved1", Raw { reserved1: 0x8000_0000, ..one() }, true, err("ReservedNonZero"), "Header reserved1 = 0x80000000.");
-    v.add("reserved_hdr_flag", Raw { flags: 2, ..one() }, true, err("ReservedNonZero"), "Header flags bit 1 (reserved).");
+    v.add(
+        "reserved0",
+        Raw {
+            reserved0: 1,
+            ..one()
+        },
+        true,
+        err("ReservedNonZero"),
+        "Header reserved0 = 1.",
+    );
+    v.add(
+        "reserved1",
+        Raw {
+            reserved1: 0x8000_0000,
+            ..one()
+        },
+        true,
+        err("ReservedNonZero"),
+        "Header reserved1 = 0x80000000.",
+    );
+    v.add(
+        "reserved_hdr_flag",
+        Raw { flags: 2, ..one() },
+        true,
+        err("ReservedNonZero"),
+        "Header flags bit 1 (reserved).",
+    );
     v.add(
         "reserved_before_length",
         Raw { flags: 0x8000_0001, truncate: Some(40), ..raw(vec![scrub(M1, M1, 12)]) },
@@ -397,7 +531,10 @@ pub fn vectors() -> Vec<Vector> {
     );
     v.add(
         "bad_checksum",
-        Raw { crc: Crc::Xor(0x0000_0100), ..one() },
+        Raw {
+            crc: Crc::Xor(0x0000_0100),
+            ..one()
+        },
         true,
         err("BadChecksum"),
         "One bit of the checksum flipped.",
@@ -411,14 +548,20 @@ pub fn vectors() -> Vec<Vector> {
     );
     v.add(
         "bad_checksum_field_not_zeroed",
-        Raw { crc: Crc::OverField(0xdead_beef), ..one() },
+        Raw {
+            crc: Crc::OverField(0xdead_beef),
+            ..one()
+        },
         true,
         err("BadChecksum"),
         "Checksum computed with the checksum field holding 0xdeadbeef instead of 0.",
     );
     v.add(
         "bad_checksum_before_entries",
-        Raw { crc: Crc::Xor(1), ..raw(vec![z(M1 + 1, 0, 7)]) },
+        Raw {
+            crc: Crc::Xor(1),
+            ..raw(vec![z(M1 + 1, 0, 7)])
+        },
         true,
         err("BadChecksum"),
         "Bad checksum and a broken entry: the checksum is checked before entries.",
@@ -428,21 +571,33 @@ pub fn vectors() -> Vec<Vector> {
     let e = z(M1, M2, 12);
     v.add(
         "entry_reserved_flag",
-        two(e, RawEntry { flags: 3, ..z(4 * M1, M1, 12) }),
+        two(
+            e,
+            RawEntry {
+                flags: 3,
+                ..z(4 * M1, M1, 12)
+            },
+        ),
         true,
         err_at("BadEntryFlags", 1),
         "Entry 1 has flags bit 1 (reserved) set.",
     );
     v.add(
         "entry_reserved_byte_first",
-        raw(vec![RawEntry { reserved: [1, 0, 0], ..e }]),
+        raw(vec![RawEntry {
+            reserved: [1, 0, 0],
+            ..e
+        }]),
         true,
         err_at("BadEntryFlags", 0),
         "Entry 0 reserved byte 0x15 set.",
     );
     v.add(
         "entry_reserved_byte_last",
-        raw(vec![RawEntry { reserved: [0, 0, 0x80], ..e }]),
+        raw(vec![RawEntry {
+            reserved: [0, 0, 0x80],
+            ..e
+        }]),
         true,
         err_at("BadEntryFlags", 0),
         "Entry 0 reserved byte 0x17 set.",
@@ -456,20 +611,41 @@ pub fn vectors() -> Vec<Vector> {
     );
     v.add(
         "entry_zeroed_in_scrub",
-        Raw { flags: 1, ..two(scrub(M1, M1, 12), z(4 * M1, M1, 12)) },
+        Raw {
+            flags: 1,
+            ..two(scrub(M1, M1, 12), z(4 * M1, M1, 12))
+        },
         true,
         err_at("BadEntryFlags", 1),
         "Scrub request whose entry 1 has ZEROED set.",
     );
     v.add(
         "entry_flags_first",
-        raw(vec![RawEntry { flags: 0, page_shift: 0, start: 1, length: 0, reserved: [0; 3] }]),
+        raw(vec![RawEntry {
+            flags: 0,
+            page_shift: 0,
+            start: 1,
+            length: 0,
+            reserved: [0; 3],
+        }]),
         true,
         err_at("BadEntryFlags", 0),
         "Entry with every entry error at once: flags are checked first.",
     );
-    v.add("entry_page_shift_0", raw(vec![z(M1, M1, 0)]), true, err_at("BadPageShift", 0), "page_shift 0.");
-    v.add("entry_page_shift_22", two(e, z(4 * M1, M1, 22)), true, err_at("BadPageShift", 1), "Entry 1 page_shift 22.");
+    v.add(
+        "entry_page_shift_0",
+        raw(vec![z(M1, M1, 0)]),
+        true,
+        err_at("BadPageShift", 0),
+        "page_shift 0.",
+    );
+    v.add(
+        "entry_page_shift_22",
+        two(e, z(4 * M1, M1, 22)),
+        true,
+        err_at("BadPageShift", 1),
+        "Entry 1 page_shift 22.",
+    );
     v.add(
         "entry_page_shift_before_align",
         raw(vec![z(M1 + 1, M1, 13)]),
@@ -477,9 +653,27 @@ pub fn vectors() -> Vec<Vector> {
         err_at("BadPageShift", 0),
         "page_shift 13 and misaligned start: page_shift is checked first.",
     );
-    v.add("entry_misaligned_start", raw(vec![z(M1 + 0x800, M1, 12)]), true, err_at("Misaligned", 0), "start 0x100800.");
-    v.add("entry_misaligned_length", two(e, z(4 * M1, M1 + 1, 12)), true, err_at("Misaligned", 1), "Entry 1 length 0x100001.");
-    v.add("entry_empty", raw(vec![z(M1, 0, 12)]), true, err_at("EmptyRange", 0), "length 0.");
+    v.add(
+        "entry_misaligned_start",
+        raw(vec![z(M1 + 0x800, M1, 12)]),
+        true,
+        err_at("Misaligned", 0),
+        "start 0x100800.",
+    );
+    v.add(
+        "entry_misaligned_length",
+        two(e, z(4 * M1, M1 + 1, 12)),
+        true,
+        err_at("Misaligned", 1),
+        "Entry 1 length 0x100001.",
+    );
+    v.add(
+        "entry_empty",
+        raw(vec![z(M1, 0, 12)]),
+        true,
+        err_at("EmptyRange", 0),
+        "length 0.",
+    );
     v.add(
         "entry_empty_duplicate_start",
         two(e, z(M1, 0, 12)),
@@ -501,7 +695,13 @@ pub fn vectors() -> Vec<Vector> {
         err_at("Overflow", 1),
         "Entry 1 end wraps past 2^64 to 0x1000 (would look sorted and tiny if wrapped).",
     );
-    v.add("entry_unsorted", two(z(4 * M1, M1, 12), e), true, err_at("Unsorted", 1), "Entry 1 starts below entry 0.");
+    v.add(
+        "entry_unsorted",
+        two(z(4 * M1, M1, 12), e),
+        true,
+        err_at("Unsorted", 1),
+        "Entry 1 starts below entry 0.",
+    );
     v.add(
         "entry_overlapping",
         two(e, z(2 * M1, M2, 12)),
@@ -525,7 +725,12 @@ pub fn vectors() -> Vec<Vector> {
     );
     v.add(
         "entry_error_after_valid",
-        raw(vec![e, z(4 * M1, M1, 12), z(8 * M1, M1, 12), z(6 * M1, M1, 12)]),
+        raw(vec![
+            e,
+            z(4 * M1, M1, 12),
+            z(8 * M1, M1, 12),
+            z(6 * M1, M1, 12),
+        ]),
         true,
         err_at("Unsorted", 3),
         "Entries 0..2 valid, entry 3 unsorted: the index of the first bad entry is reported.",
@@ -655,9 +860,18 @@ fn json(vectors: &[Vector]) -> String {
                 .iter()
                 .map(|e| format!("[{}, {}, {}, {}]", e.start, e.length, e.flags, e.page_shift))
                 .collect();
-            let _ = write!(s, ", \"flags\": {}, \"entries\": [{}]", v.flags, e.join(", "));
+            let _ = write!(
+                s,
+                ", \"flags\": {}, \"entries\": [{}]",
+                v.flags,
+                e.join(", ")
+            );
         }
-        let _ = write!(s, ", \"description\": \"{}\"}}", v.description.replace('"', "\\\""));
+        let _ = write!(
+            s,
+            ", \"description\": \"{}\"}}",
+            v.description.replace('"', "\\\"")
+        );
         s.push_str(if i + 1 < vectors.len() { ",\n" } else { "\n" });
     }
     s.push_str("]\n");
@@ -678,7 +892,11 @@ fn errors_h() -> String {
     s.push_str("/* X-macro: ZSHINT_ERRORS(X) expands X(CODE_SUFFIX, \"Name\") for every code, OK first. */\n");
     s.push_str("#define ZSHINT_ERRORS(X) \\\n\tX(OK, \"Ok\") \\\n");
     for (i, n) in Error::ALL_NAMES.iter().enumerate() {
-        let sep = if i + 1 < Error::ALL_NAMES.len() { " \\" } else { "" };
+        let sep = if i + 1 < Error::ALL_NAMES.len() {
+            " \\"
+        } else {
+            ""
+        };
         let _ = writeln!(s, "\tX({}, \"{}\"){}", c_name(n), n, sep);
     }
     s.push_str("\n#endif /* ZSHINT_ERRORS_H */\n");
@@ -700,7 +918,12 @@ fn vectors_h(vectors: &[Vector]) -> String {
         {
             continue; // bytes already emitted under the first vector's name
         }
-        let _ = writeln!(s, "static const unsigned char zshint_vec_{}[{}] = {{", sym(v), v.bytes.len());
+        let _ = writeln!(
+            s,
+            "static const unsigned char zshint_vec_{}[{}] = {{",
+            sym(v),
+            v.bytes.len()
+        );
         for chunk in v.bytes.chunks(12) {
             let line: Vec<String> = chunk.iter().map(|b| format!("0x{b:02x}")).collect();
             let _ = writeln!(s, "\t{},", line.join(", "));
@@ -709,7 +932,12 @@ fn vectors_h(vectors: &[Vector]) -> String {
     }
     for v in vectors {
         if let Some(ram) = v.ram.as_ref().filter(|r| !r.is_empty()) {
-            let _ = writeln!(s, "static const unsigned long long zshint_ram_{}[{}][2] = {{", v.name, ram.len());
+            let _ = writeln!(
+                s,
+                "static const unsigned long long zshint_ram_{}[{}][2] = {{",
+                v.name,
+                ram.len()
+            );
             for (a, b) in ram {
                 let _ = writeln!(s, "\t{{ 0x{a:x}ULL, 0x{b:x}ULL }},");
             }
@@ -795,7 +1023,11 @@ fn readme(vectors: &[Vector]) -> String {
             v.exact,
             expect,
             v.description,
-            if v.ram.is_some() { " (RAM map given)" } else { "" }
+            if v.ram.is_some() {
+                " (RAM map given)"
+            } else {
+                ""
+            }
         );
     }
     s
@@ -862,7 +1094,11 @@ pub fn files() -> Vec<(String, Vec<u8>)> {
     let mut out: Vec<(String, Vec<u8>)> = Vec::new();
     for v in &vectors {
         if let Some((_, bytes)) = out.iter().find(|(f, _)| *f == v.file) {
-            assert_eq!(*bytes, v.bytes, "{}: two vectors share a file with different bytes", v.file);
+            assert_eq!(
+                *bytes, v.bytes,
+                "{}: two vectors share a file with different bytes",
+                v.file
+            );
             continue;
         }
         out.push((v.file.clone(), v.bytes.clone()));
