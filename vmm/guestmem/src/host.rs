@@ -1,0 +1,178 @@
+//! Host resource checks that must pass before guest RAM is touched, so a
+//! shortage is an error at start-up instead of a SIGBUS mid-boot (see
+//! cloud-hypervisor issues 5057 and 8742).
+
+use std::path::{Path, PathBuf};
+
+use crate::{Error, HugePageSize};
+
+fn read_u64(path: &Path) -> Result<u64, std::io::Error> {
+    let s = std::fs::read_to_string(path)?;
+    s.trim()
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+fn pool_dir(page: HugePageSize) -> PathBuf {
+    PathBuf::from(format!(
+        "/sys/kernel/mm/hugepages/hugepages-{}kB",
+        page.bytes() >> 10
+    ))
+}
+
+/// Checks that `bytes` of `page`-sized hugepages can be had right now:
+/// `free_hugepages - resv_hugepages` (pages other mappings reserved but have
+/// not faulted yet) must cover it. The error gives the exact command that
+/// grows the pool.
+pub fn check_hugepages(page: HugePageSize, bytes: u64) -> Result<(), Error> {
+    check_hugepages_in(&pool_dir(page), page, bytes)
+}
+
+pub(crate) fn check_hugepages_in(dir: &Path, page: HugePageSize, bytes: u64) -> Result<(), Error> {
+    let rd = |name: &str| {
+        let path = dir.join(name);
+        read_u64(&path).map_err(|source| Error::NoHugepagePool {
+            page: page.name(),
+            path,
+            source,
+        })
+    };
+    let total = rd("nr_hugepages")?;
+    let free = rd("free_hugepages")?;
+    let reserved = rd("resv_hugepages")?;
+    let needed = bytes.div_ceil(page.bytes());
+    let usable = free.saturating_sub(reserved);
+    if needed <= usable {
+        return Ok(());
+    }
+    let fix_path = match page {
+        // The classic knob is the same pool for the default 2M size.
+        HugePageSize::Size2M => format!(
+            "{} (or /proc/sys/vm/nr_hugepages)",
+            dir.join("nr_hugepages").display()
+        ),
+        HugePageSize::Size1G => dir.join("nr_hugepages").display().to_string(),
+    };
+    Err(Error::NotEnoughHugepages {
+        page: page.name(),
+        needed,
+        free: usable,
+        reserved,
+        total,
+        fix_total: total + (needed - usable),
+        fix_path,
+    })
+}
+
+/// The host's `MemAvailable` in bytes.
+pub fn mem_available() -> Result<u64, Error> {
+    mem_available_from(Path::new("/proc/meminfo"))
+}
+
+fn mem_available_from(path: &Path) -> Result<u64, Error> {
+    let err = |source| Error::HostFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let s = std::fs::read_to_string(path).map_err(err)?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|kb| kb << 10)
+        .ok_or_else(|| {
+            err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "no MemAvailable line",
+            ))
+        })
+}
+
+/// Errors if `bytes` exceeds the host's `MemAvailable` (for non-hugetlb
+/// backings; hugetlb pages are not part of MemAvailable and are checked by
+/// [`check_hugepages`]).
+pub fn check_mem_available(bytes: u64) -> Result<(), Error> {
+    let avail = mem_available()?;
+    if bytes > avail {
+        return Err(Error::NotEnoughMemory {
+            size_mib: bytes >> 20,
+            available_mib: avail >> 20,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(total: u64, free: u64, resv: u64) -> tempdir::Dir {
+        let d = tempdir::Dir::new();
+        std::fs::write(d.0.join("nr_hugepages"), format!("{total}\n")).unwrap();
+        std::fs::write(d.0.join("free_hugepages"), format!("{free}\n")).unwrap();
+        std::fs::write(d.0.join("resv_hugepages"), format!("{resv}\n")).unwrap();
+        d
+    }
+
+    /// A throwaway directory (no extra crate for one test helper).
+    mod tempdir {
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Dir {
+                use std::sync::atomic::{AtomicU32, Ordering};
+                static N: AtomicU32 = AtomicU32::new(0);
+                let p = std::env::temp_dir().join(format!(
+                    "guestmem-test-{}-{}",
+                    std::process::id(),
+                    N.fetch_add(1, Ordering::Relaxed)
+                ));
+                std::fs::create_dir_all(&p).unwrap();
+                Dir(p)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    #[test]
+    fn enough_pages_pass() {
+        let d = pool(1024, 600, 88);
+        check_hugepages_in(&d.0, HugePageSize::Size2M, 512 * (2 << 20)).unwrap();
+    }
+
+    #[test]
+    fn shortage_names_numbers_and_fix() {
+        let d = pool(100, 50, 10);
+        let e = check_hugepages_in(&d.0, HugePageSize::Size2M, 1 << 30).unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("needs 512 free 2M hugepages but only 40"), "{s}");
+        assert!(s.contains("echo 572 | sudo tee"), "{s}");
+        assert!(s.contains("/proc/sys/vm/nr_hugepages"), "{s}");
+    }
+
+    #[test]
+    fn missing_pool_is_an_error() {
+        let d = tempdir::Dir::new();
+        let e = check_hugepages_in(&d.0, HugePageSize::Size1G, 1 << 30).unwrap_err();
+        assert!(e.to_string().contains("no 1G hugepage pool"), "{e}");
+    }
+
+    #[test]
+    fn meminfo_parses_and_huge_request_fails() {
+        let avail = mem_available().unwrap();
+        assert!(avail > 0);
+        let e = check_mem_available(avail + (1 << 40))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exceeds the host's MemAvailable"), "{e}");
+        let d = tempdir::Dir::new();
+        let p = d.0.join("meminfo");
+        std::fs::write(&p, "MemTotal: 10 kB\nMemAvailable:    2048 kB\n").unwrap();
+        assert_eq!(mem_available_from(&p).unwrap(), 2 << 20);
+        std::fs::write(&p, "MemTotal: 10 kB\n").unwrap();
+        assert!(mem_available_from(&p).is_err());
+    }
+}

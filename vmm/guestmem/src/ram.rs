@@ -1,0 +1,706 @@
+//! Mapping guest RAM and tracking what the VMM wrote into it.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::num::NonZeroUsize;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use vm_memory::bitmap::AtomicBitmap;
+use vm_memory::mmap::MmapRegionBuilder;
+use vm_memory::{
+    Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryRegion, MmapRegion,
+};
+use zerohint::{Hint, PAGE_SIZE};
+
+use crate::prefault::{self, Span};
+use crate::track::Tracker;
+use crate::{
+    check_hugepages, check_mem_available, Backing, BackingKind, Error, GuestMemory, GuestRegion,
+    HugePageSize, MemoryConfig, PrefaultMethod, Prezero,
+};
+
+/// What preparing guest RAM cost, for the boot timeline (JSON via serde).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PrezeroReport {
+    /// `off` (no hint) or `engine` (hint given).
+    pub mode: &'static str,
+    /// The zeroing engine's backend when it ran (`nt_engine`), else `None`.
+    pub backend: Option<String>,
+    /// `nt_engine`, `populate_write`, `kernel_fault_on_demand` (no prefault:
+    /// the kernel clears pages as the guest touches them) or `none`.
+    pub method: &'static str,
+    /// The backing class.
+    pub backing: BackingKind,
+    /// Bytes prefaulted (0 without prefault).
+    pub bytes: u64,
+    /// Wall time of the prefault in milliseconds.
+    pub ms: f64,
+    /// Prefault throughput.
+    pub gib_per_s: f64,
+    /// Worker threads used for the prefault.
+    pub threads: usize,
+}
+
+/// Guest RAM: the mappings, the vm-memory view of them, and the record of
+/// every VMM write that decides what the zero hint may claim.
+pub struct GuestRam {
+    memory: GuestMemory,
+    cfg: MemoryConfig,
+    tracker: Mutex<Tracker>,
+    report: PrezeroReport,
+    /// Keeps the hugetlbfs file and its `flock` for the VM's lifetime.
+    _file: Option<Arc<File>>,
+}
+
+impl std::fmt::Debug for GuestRam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestRam")
+            .field("cfg", &self.cfg)
+            .field("report", &self.report)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_regions(cfg: &MemoryConfig, regions: &[(GuestAddress, u64)]) -> Result<(), Error> {
+    let bad = |m: String| Err(Error::BadRegions(m));
+    if regions.is_empty() {
+        return bad("no RAM regions".into());
+    }
+    let align = cfg.backing.hugepage().map_or(PAGE_SIZE, |p| p.bytes());
+    let mut end = 0u64;
+    let mut sum = 0u64;
+    for (i, &(GuestAddress(s), l)) in regions.iter().enumerate() {
+        if l == 0 || s % align != 0 || l % align != 0 {
+            return bad(format!(
+                "region {s:#x}+{l:#x} is empty or not aligned to {align:#x}"
+            ));
+        }
+        if i > 0 && s < end {
+            return bad(format!("region {s:#x} overlaps or precedes the one before"));
+        }
+        end = match s.checked_add(l) {
+            Some(e) => e,
+            None => return bad(format!("region {s:#x}+{l:#x} overflows")),
+        };
+        sum += l;
+    }
+    if sum != cfg.size {
+        return bad(format!(
+            "regions add up to {sum:#x}, size= is {:#x}",
+            cfg.size
+        ));
+    }
+    Ok(())
+}
+
+fn memfd(page: HugePageSize, size: u64) -> Result<File, Error> {
+    let huge = match page {
+        HugePageSize::Size2M => libc::MFD_HUGE_2MB,
+        HugePageSize::Size1G => libc::MFD_HUGE_1GB,
+    };
+    // SAFETY: the name is a valid C string; the returned fd is owned below.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"zerostart-guest-ram".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_HUGETLB | huge,
+        )
+    };
+    if fd < 0 {
+        return Err(Error::Backing {
+            what: format!("memfd_create(MFD_HUGETLB {})", page.name()),
+            source: io::Error::last_os_error(),
+            fix: "the host kernel needs hugetlb support for this page size",
+        });
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    let f = unsafe { File::from_raw_fd(fd) };
+    f.set_len(size).map_err(|source| Error::Backing {
+        what: "ftruncate of the hugetlb memfd".into(),
+        source,
+        fix: "size= must be a multiple of the hugepage size",
+    })?;
+    Ok(f)
+}
+
+const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+
+/// Opens (or creates) the hugetlbfs file and makes its content zero: a
+/// directory gets a new file that is unlinked at once (nobody else can open
+/// it); a named file is `flock`ed exclusively, truncated to 0 (freeing every
+/// page of an earlier user) and re-grown (new pages are cleared by the kernel
+/// when first faulted).
+fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<File, Error> {
+    let fix_mount = "put the file on a hugetlbfs mount with that page size, e.g. mount -t hugetlbfs -o pagesize=2M none /dev/hugepages";
+    let err = |what: String, source: io::Error, fix| Error::Backing { what, source, fix };
+    let file = if path.is_dir() {
+        let name = path.join(format!(
+            "zerostart-{}-{}",
+            std::process::id(),
+            Instant::now().elapsed().as_nanos() ^ (size as u128)
+        ));
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&name)
+            .map_err(|e| err(format!("create {}", name.display()), e, fix_mount))?;
+        std::fs::remove_file(&name)
+            .map_err(|e| err(format!("unlink {}", name.display()), e, fix_mount))?;
+        f
+    } else {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| err(format!("open {}", path.display()), e, fix_mount))?
+    };
+    // SAFETY: statfs fills the struct; fd is valid.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+        return Err(err("fstatfs".into(), io::Error::last_os_error(), fix_mount));
+    }
+    if st.f_type as i64 != HUGETLBFS_MAGIC || st.f_bsize as u64 != page.bytes() {
+        return Err(err(
+            format!(
+                "{} is not on a hugetlbfs mount with {} pages",
+                path.display(),
+                page.name()
+            ),
+            io::Error::from(io::ErrorKind::InvalidInput),
+            fix_mount,
+        ));
+    }
+    // SAFETY: flock on a valid fd.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(err(
+            format!("lock {}", path.display()),
+            io::Error::last_os_error(),
+            "another VM uses this file; give each VM its own file=",
+        ));
+    }
+    file.set_len(0)
+        .and_then(|_| file.set_len(size))
+        .map_err(|e| err(format!("truncate {}", path.display()), e, fix_mount))?;
+    Ok(file)
+}
+
+fn map_region(
+    cfg: &MemoryConfig,
+    gpa: GuestAddress,
+    len: u64,
+    file: Option<(&Arc<File>, u64)>,
+) -> Result<GuestRegion, Error> {
+    let size = usize::try_from(len).map_err(|_| Error::BadRegions("region too large".into()))?;
+    let bitmap = AtomicBitmap::new(
+        size,
+        NonZeroUsize::new(PAGE_SIZE as usize).unwrap_or(NonZeroUsize::MIN),
+    );
+    let mut b = MmapRegionBuilder::new_with_bitmap(size, bitmap)
+        .with_mmap_prot(libc::PROT_READ | libc::PROT_WRITE);
+    b = match file {
+        // Shared and *without* MAP_NORESERVE: hugetlb pages are reserved at
+        // mmap time, so a shortage fails here, not as a SIGBUS on fault.
+        Some((f, off)) => b
+            .with_mmap_flags(libc::MAP_SHARED)
+            .with_file_offset(FileOffset::from_arc(f.clone(), off))
+            .with_hugetlbfs(true),
+        None => b.with_mmap_flags(libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE),
+    };
+    let region: MmapRegion<AtomicBitmap> = b.build().map_err(|e| Error::Mmap {
+        backing: format!("{:?}", cfg.backing),
+        size_mib: len >> 20,
+        source: match e {
+            vm_memory::mmap::MmapRegionError::Mmap(io) => io,
+            other => io::Error::other(other.to_string()),
+        },
+    })?;
+    if let Backing::Anonymous { thp } = cfg.backing {
+        let advice = if thp {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: advice on our own fresh mapping; it changes no content.
+        // Failure (THP compiled out) only costs speed, so it is not fatal.
+        unsafe { libc::madvise(region.as_ptr().cast(), size, advice) };
+    }
+    GuestRegion::new(region, gpa)
+        .ok_or_else(|| Error::BadRegions(format!("region {:#x}+{len:#x} overflows", gpa.0)))
+}
+
+impl GuestRam {
+    /// Maps guest RAM for `regions` (from the arch crate: RAM below the
+    /// 32-bit MMIO hole and above 4 GiB), after checking the host can back
+    /// it, then prefaults it if asked. `progress` gets `(done, total)` bytes
+    /// during the prefault.
+    pub fn create(
+        cfg: &MemoryConfig,
+        regions: &[(GuestAddress, u64)],
+        progress: Option<&(dyn Fn(u64, u64) + Sync)>,
+    ) -> Result<GuestRam, Error> {
+        check_regions(cfg, regions)?;
+        match cfg.backing.hugepage() {
+            Some(p) => check_hugepages(p, cfg.size)?,
+            None => check_mem_available(cfg.size)?,
+        }
+        let file = match &cfg.backing {
+            Backing::Anonymous { .. } => None,
+            Backing::MemfdHugetlb(p) => Some(Arc::new(memfd(*p, cfg.size)?)),
+            Backing::HugetlbfsFile { path, page } => {
+                Some(Arc::new(hugetlbfs_file(path, *page, cfg.size)?))
+            }
+        };
+        let mut off = 0;
+        let mut mapped = Vec::with_capacity(regions.len());
+        for &(gpa, len) in regions {
+            mapped.push(map_region(cfg, gpa, len, file.as_ref().map(|f| (f, off)))?);
+            off += len;
+        }
+        let memory =
+            GuestMemory::from_regions(mapped).map_err(|e| Error::BadRegions(e.to_string()))?;
+        let ram: Vec<(u64, u64)> = regions.iter().map(|&(g, l)| (g.0, l)).collect();
+        let mut gr = GuestRam {
+            memory,
+            cfg: cfg.clone(),
+            tracker: Mutex::new(Tracker::new(ram, cfg.backing.page_shift())),
+            report: PrezeroReport {
+                mode: match cfg.prezero {
+                    Prezero::Off => "off",
+                    Prezero::Engine(_) => "engine",
+                },
+                backend: None,
+                method: match cfg.prezero {
+                    Prezero::Off => "none",
+                    Prezero::Engine(_) => "kernel_fault_on_demand",
+                },
+                backing: cfg.backing.kind(),
+                bytes: 0,
+                ms: 0.0,
+                gib_per_s: 0.0,
+                threads: 0,
+            },
+            _file: file,
+        };
+        if cfg.prefault {
+            gr.prefault(progress)?;
+        }
+        Ok(gr)
+    }
+
+    fn spans(&self) -> Vec<Span> {
+        self.memory
+            .iter()
+            .map(|r| Span {
+                gpa: r.start_addr().0,
+                host: r.as_ptr() as usize,
+                len: r.len() as usize,
+            })
+            .collect()
+    }
+
+    fn prefault(&mut self, progress: Option<&(dyn Fn(u64, u64) + Sync)>) -> Result<(), Error> {
+        let method = prefault::resolve(self.cfg.backing.kind(), self.cfg.prefault_method);
+        let threads = prefault::worker_count(self.cfg.threads);
+        let align = 1usize << self.cfg.backing.page_shift();
+        let spans = self.spans();
+        let t0 = Instant::now();
+        let (used_threads, backend) = match method {
+            PrefaultMethod::Nt => {
+                let choice = match self.cfg.prezero {
+                    Prezero::Engine(c) => c,
+                    Prezero::Off => prezero::Choice::Auto,
+                };
+                let granule = match self.cfg.backing.page_shift() {
+                    30 => prezero::Granule::Huge1G,
+                    21 => prezero::Granule::Huge2M,
+                    _ => prezero::Granule::Page4K,
+                };
+                let z = prezero::Zeroer::new(choice)?
+                    .threads(threads)
+                    .granule(granule);
+                let ranges: Vec<(*mut u8, usize)> =
+                    spans.iter().map(|s| (s.host as *mut u8, s.len)).collect();
+                let total = self.cfg.size;
+                let p = progress.map(|p| move |d: u64| p(d, total));
+                // SAFETY: the ranges are our own live mappings and nothing
+                // else runs in guest memory yet (no vCPU exists).
+                let st = unsafe {
+                    z.zero_ranges(&ranges, p.as_ref().map(|f| f as &(dyn Fn(u64) + Sync)))
+                };
+                (st.threads, Some(st.backend.name().to_string()))
+            }
+            _ => {
+                let chunks = prefault::chunks(&spans, align, 64 << 20);
+                prefault::parallel(&chunks, threads, progress, prefault::populate_write)?;
+                (threads.min(chunks.len()), None)
+            }
+        };
+        let secs = t0.elapsed().as_secs_f64();
+        let r = &mut self.report;
+        r.method = match method {
+            PrefaultMethod::Nt => "nt_engine",
+            _ => "populate_write",
+        };
+        r.backend = backend;
+        r.bytes = self.cfg.size;
+        r.ms = secs * 1e3;
+        r.gib_per_s = if secs > 0.0 {
+            self.cfg.size as f64 / (1u64 << 30) as f64 / secs
+        } else {
+            0.0
+        };
+        r.threads = used_threads;
+        Ok(())
+    }
+
+    /// The guest memory, for KVM region setup and loaders. Writes through it
+    /// are recorded by its dirty bitmap and excluded from the hint; prefer
+    /// [`GuestRam::write_tracked`] anyway.
+    pub fn memory(&self) -> &GuestMemory {
+        &self.memory
+    }
+
+    /// The configuration this RAM was built from.
+    pub fn config(&self) -> &MemoryConfig {
+        &self.cfg
+    }
+
+    fn tracker(&self) -> MutexGuard<'_, Tracker> {
+        // A panic while holding the lock leaves the data consistent (every
+        // mutation is a single push or assignment).
+        self.tracker.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that the VMM wrote (or will write) `[addr, addr + len)`: the
+    /// kernel, initramfs, boot_params, command line, setup_data including
+    /// the hint blob, page tables, GDT, MP/ACPI tables, firmware. After
+    /// [`GuestRam::finalize_hint`], a range touching a hinted page is an
+    /// error.
+    pub fn mark_written(&mut self, addr: GuestAddress, len: u64) -> Result<(), Error> {
+        self.tracker().mark(addr.0, len)
+    }
+
+    /// Writes `data` at `addr` and records it (record first, so a failed
+    /// partial write is still excluded).
+    pub fn write_tracked(&mut self, data: &[u8], addr: GuestAddress) -> Result<(), Error> {
+        let len = data.len() as u64;
+        self.tracker().mark(addr.0, len)?;
+        self.memory
+            .write_slice(data, addr)
+            .map_err(|source| Error::GuestWrite {
+                addr: addr.0,
+                len,
+                source,
+            })
+    }
+
+    /// Pages written through vm-memory's API, from the dirty bitmaps, as
+    /// guest-physical `(start, len)` runs.
+    fn dirty_ranges(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for r in self.memory.iter() {
+            let base = r.start_addr().0;
+            // A snapshot of the words; the original keeps its bits.
+            let words = MmapRegion::bitmap(r).clone().get_and_reset();
+            for (wi, mut w) in words.into_iter().enumerate() {
+                while w != 0 {
+                    let bit = w.trailing_zeros() as u64;
+                    w &= w - 1;
+                    let gpa = base + (wi as u64 * 64 + bit) * PAGE_SIZE;
+                    match out.last_mut() {
+                        Some(last) if last.0 + last.1 == gpa => last.1 += PAGE_SIZE,
+                        _ => out.push((gpa, PAGE_SIZE)),
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The zero hint for the guest: all RAM minus every written page
+    /// (rounded outward to 4 KiB), with the backing's page shift; `None`
+    /// when `prezero=off`. Mark the hint blob's own location written before
+    /// calling this, then write the blob; [`GuestRam::finalize_hint`]
+    /// checks that this hint is still true.
+    pub fn zero_hint(&self) -> Result<Option<Hint>, Error> {
+        if self.cfg.prezero == Prezero::Off {
+            return Ok(None);
+        }
+        let dirty = self.dirty_ranges();
+        self.tracker().issue(&dirty).map(Some)
+    }
+
+    /// Call right before the first `KVM_RUN`: checks that nothing was written
+    /// into the last hint handed out since [`GuestRam::zero_hint`] built it
+    /// (else [`Error::HintInvalidated`]), then freezes it. From now on
+    /// tracked writes into hinted pages fail. Returns the final hint (`None`
+    /// for `prezero=off`). Idempotent.
+    pub fn finalize_hint(&mut self) -> Result<Option<Hint>, Error> {
+        if self.cfg.prezero == Prezero::Off {
+            return Ok(None);
+        }
+        let dirty = self.dirty_ranges();
+        self.tracker().finalize(&dirty).map(Some)
+    }
+
+    /// Whether [`GuestRam::finalize_hint`] has run.
+    pub fn is_finalized(&self) -> bool {
+        self.tracker().is_frozen()
+    }
+
+    /// What preparing guest RAM did and cost.
+    pub fn report(&self) -> PrezeroReport {
+        self.report.clone()
+    }
+
+    /// Reads every byte `hint` claims zero, in parallel on the configured
+    /// threads; errors with the lowest non-zero guest-physical address, or if
+    /// a range is not RAM. Returns the bytes checked. Call it while no vCPU
+    /// runs.
+    pub fn verify_zero(&self, hint: &Hint) -> Result<u64, Error> {
+        let regions = self.spans();
+        let mut spans = Vec::new();
+        for e in &hint.entries {
+            let mut covered = 0u64;
+            for r in &regions {
+                let s = e.start.max(r.gpa);
+                let end = e.end().min(r.gpa + r.len as u64);
+                if s < end {
+                    spans.push(Span {
+                        gpa: s,
+                        host: r.host + (s - r.gpa) as usize,
+                        len: (end - s) as usize,
+                    });
+                    covered += end - s;
+                }
+            }
+            if covered != e.length || e.start % PAGE_SIZE != 0 || e.length % PAGE_SIZE != 0 {
+                return Err(Error::HintOutOfRam {
+                    start: e.start,
+                    len: e.length,
+                });
+            }
+        }
+        // SAFETY: spans are 4K-aligned pieces of our live mappings; the
+        // caller runs this while no vCPU writes guest memory.
+        unsafe { crate::verify::verify_spans(&spans, prefault::worker_count(self.cfg.threads)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: u64 = 1 << 20;
+
+    /// Two regions with a hole, like RAM split around the MMIO gap.
+    fn regions() -> Vec<(GuestAddress, u64)> {
+        vec![(GuestAddress(0), 24 * M), (GuestAddress(64 * M), 8 * M)]
+    }
+
+    fn ram(opts: &str) -> GuestRam {
+        let cfg = MemoryConfig::parse(&format!("size=32M,{opts}")).unwrap();
+        GuestRam::create(&cfg, &regions(), None).unwrap()
+    }
+
+    fn covered(h: &Hint, a: u64) -> bool {
+        h.entries.iter().any(|e| a >= e.start && a < e.end())
+    }
+
+    #[test]
+    fn fresh_ram_is_all_hinted_and_verifies() {
+        for opts in [
+            "thp=off",
+            "thp=on",
+            "prefault=on,prefault_method=populate",
+            "prefault=on,prefault_method=nt,thp=off",
+        ] {
+            let r = ram(opts);
+            let h = r.zero_hint().unwrap().unwrap();
+            assert_eq!(h.total_bytes(), 32 * M, "{opts}");
+            assert_eq!(r.verify_zero(&h).unwrap(), 32 * M, "{opts}");
+        }
+    }
+
+    #[test]
+    fn prezero_off_gives_no_hint() {
+        let mut r = ram("prezero=off,prefault=on");
+        assert_eq!(r.zero_hint().unwrap(), None);
+        assert_eq!(r.finalize_hint().unwrap(), None);
+        assert_eq!(r.report().mode, "off");
+        assert_eq!(r.report().method, "populate_write");
+    }
+
+    #[test]
+    fn report_names_method() {
+        assert_eq!(ram("").report().method, "kernel_fault_on_demand");
+        let r = ram("prefault=on,prefault_method=nt");
+        let rep = r.report();
+        assert_eq!(rep.method, "nt_engine");
+        assert!(rep.backend.is_some() && rep.bytes == 32 * M && rep.threads >= 1);
+        let j = serde_json::to_value(&rep).unwrap();
+        assert_eq!(j["method"], "nt_engine");
+        assert_eq!(j["backing"], "anon_thp");
+        assert!(j["gib_per_s"].as_f64().unwrap() > 0.0);
+        let r = ram("prefault=on,prefault_method=populate");
+        assert_eq!(r.report().method, "populate_write");
+        assert_eq!(r.report().backend, None);
+    }
+
+    #[test]
+    fn prefault_progress_reaches_total() {
+        let cfg = MemoryConfig::parse("size=32M,prefault=on,threads=2").unwrap();
+        let last = std::sync::Mutex::new((0u64, 0u64));
+        let p = |d: u64, t: u64| *last.lock().unwrap() = (d, t);
+        GuestRam::create(&cfg, &regions(), Some(&p)).unwrap();
+        assert_eq!(*last.lock().unwrap(), (32 * M, 32 * M));
+    }
+
+    #[test]
+    fn tracked_writes_are_excluded_and_data_lands() {
+        let mut r = ram("");
+        r.write_tracked(b"kernel", GuestAddress(0x100000)).unwrap();
+        r.write_tracked(&[1; 10], GuestAddress(64 * M + 4095))
+            .unwrap();
+        r.mark_written(GuestAddress(0x7000), 1).unwrap();
+        let h = r.zero_hint().unwrap().unwrap();
+        for a in [0x100000, 0x100fff, 64 * M, 64 * M + 8191, 0x7000] {
+            assert!(!covered(&h, a), "{a:#x}");
+        }
+        assert!(covered(&h, 0x101000) && covered(&h, 64 * M + 8192));
+        r.verify_zero(&h).unwrap();
+        let mut b = [0u8; 6];
+        r.memory()
+            .read_slice(&mut b, GuestAddress(0x100000))
+            .unwrap();
+        assert_eq!(&b, b"kernel");
+        // Outside RAM: an error, and nothing leaks.
+        assert!(matches!(
+            r.write_tracked(b"x", GuestAddress(40 * M)),
+            Err(Error::GuestWrite { .. })
+        ));
+    }
+
+    #[test]
+    fn forgotten_mark_is_caught_by_the_dirty_bitmap() {
+        let r = ram("");
+        // A loader writing straight through vm-memory, never calling mark.
+        r.memory()
+            .write_slice(&[0xaa; 3], GuestAddress(5 * M + 4094))
+            .unwrap();
+        let h = r.zero_hint().unwrap().unwrap();
+        assert!(!covered(&h, 5 * M + 4094) && !covered(&h, 5 * M + 4096));
+        assert_eq!(h.total_bytes(), 32 * M - 2 * 4096);
+        assert_eq!(r.verify_zero(&h).unwrap(), h.total_bytes());
+    }
+
+    #[test]
+    fn write_after_issue_fails_finalize_and_after_finalize_is_refused() {
+        let mut r = ram("");
+        let blob = GuestAddress(0x30000);
+        r.mark_written(blob, 4096).unwrap();
+        let h = r.zero_hint().unwrap().unwrap();
+        r.write_tracked(&h.encode().unwrap(), blob).unwrap();
+        // A sneaky untracked write after the hint was built.
+        r.memory()
+            .write_slice(&[1], GuestAddress(0x200000))
+            .unwrap();
+        assert!(matches!(
+            r.finalize_hint(),
+            Err(Error::HintInvalidated { page: 0x200000 })
+        ));
+        // Rebuild and rewrite the blob: now it finalizes.
+        let h = r.zero_hint().unwrap().unwrap();
+        r.write_tracked(&h.encode().unwrap(), blob).unwrap();
+        assert_eq!(r.finalize_hint().unwrap(), Some(h.clone()));
+        assert!(r.is_finalized());
+        r.verify_zero(&h).unwrap();
+        // Into the blob page: allowed. Into hinted memory: refused, and
+        // the memory is not written.
+        r.write_tracked(&[2], blob).unwrap();
+        assert!(matches!(
+            r.write_tracked(&[3], GuestAddress(0x400000)),
+            Err(Error::WriteAfterFinalize { page: 0x400000, .. })
+        ));
+        assert!(r.mark_written(GuestAddress(0x400000), 1).is_err());
+        r.verify_zero(&h).unwrap();
+    }
+
+    #[test]
+    fn verify_finds_single_byte_at_start_middle_and_end() {
+        for gpa in [0, 12 * M + 777, 24 * M - 1, 64 * M, 72 * M - 1] {
+            let r = ram("");
+            let h = r.zero_hint().unwrap().unwrap();
+            // Poke through the host mapping, bypassing all tracking, as a
+            // stale page from another tenant would look.
+            let host = r.memory().get_host_address(GuestAddress(gpa)).unwrap();
+            // SAFETY: inside our own mapping; no vCPU runs.
+            unsafe { host.write_volatile(0x5a) };
+            match r.verify_zero(&h) {
+                Err(Error::NotZero {
+                    gpa: g,
+                    value: 0x5a,
+                }) => assert_eq!(g, gpa),
+                other => panic!("{gpa:#x}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn verify_reports_lowest_of_several() {
+        let r = ram("threads=2");
+        let h = r.zero_hint().unwrap().unwrap();
+        for gpa in [70 * M, 3 * M + 5, 20 * M] {
+            let host = r.memory().get_host_address(GuestAddress(gpa)).unwrap();
+            // SAFETY: inside our own mapping.
+            unsafe { host.write_volatile(1) };
+        }
+        assert!(matches!(r.verify_zero(&h), Err(Error::NotZero { gpa, .. }) if gpa == 3 * M + 5));
+    }
+
+    #[test]
+    fn verify_rejects_hint_outside_ram() {
+        let r = ram("");
+        let h = Hint::zeroed_from_ranges(&[(24 * M, 4096)], 12).unwrap();
+        assert!(matches!(r.verify_zero(&h), Err(Error::HintOutOfRam { .. })));
+        let h = Hint::zeroed_from_ranges(&[(60 * M, 8 * M)], 12).unwrap();
+        assert!(matches!(r.verify_zero(&h), Err(Error::HintOutOfRam { .. })));
+    }
+
+    #[test]
+    fn bad_layouts_are_errors() {
+        let cfg = MemoryConfig::parse("size=32M").unwrap();
+        for regs in [
+            vec![],
+            vec![(GuestAddress(0), 16 * M)],
+            vec![(GuestAddress(0), 24 * M), (GuestAddress(8 * M), 8 * M)],
+            vec![(GuestAddress(0x800), 32 * M)],
+            vec![(GuestAddress(u64::MAX - 4095), 32 * M)],
+        ] {
+            let e = GuestRam::create(&cfg, &regs, None).unwrap_err();
+            assert!(matches!(e, Error::BadRegions(_)), "{regs:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn too_much_memory_is_a_clear_error() {
+        let avail = crate::mem_available().unwrap();
+        let size = (avail + (64 << 30)) & !(4096 - 1);
+        let cfg = MemoryConfig {
+            size,
+            ..MemoryConfig::default()
+        };
+        let e = GuestRam::create(&cfg, &[(GuestAddress(0), size)], None).unwrap_err();
+        assert!(matches!(e, Error::NotEnoughMemory { .. }), "{e}");
+    }
+}
