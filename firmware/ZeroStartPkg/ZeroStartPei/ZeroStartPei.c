@@ -1,0 +1,356 @@
+/** @file
+  ZeroStartPei: read the zerostart hint from fw_cfg at the end of PEI and
+  claim the hinted memory the firmware has provably not written yet.
+
+  Why PEI, and why a claim: the DXE core reuses freed pages and allocates
+  pages for itself (images, pool) without going through gBS, so no DXE
+  driver can prove afterwards that a page was never handed out. At the end
+  of PEI the whole history of memory use is still on record: PEI allocates
+  only inside the PHIT range [EfiMemoryBottom, EfiMemoryTop) and describes
+  everything else it placed in RAM with memory allocation or firmware volume
+  HOBs; SEC's page tables, temporary RAM and the decompressed PEI/DXE FVs
+  (OVMF's MEMFD) lie below ZEROSTART_FLOOR. So
+
+    claim = (hint ∩ tested system memory) − PHIT − every allocation HOB
+            − every FV HOB − [0, ZEROSTART_FLOOR) − a reserve
+
+  is memory no firmware code has touched. Publishing each claimed range as a
+  memory allocation HOB of ZEROSTART_CLAIM_MEMORY_TYPE makes the DXE core
+  build its memory map with those pages already allocated, so no DXE
+  component and no OS loader can be handed them (and so write them) until
+  ExitBootServices. ZeroStartDxe publishes them (after scrubbing them for a
+  scrub request). The reserve - the highest claimable memory below 4 GiB,
+  directly below the PHIT range where the DXE core allocates top-down - is
+  left to DXE and the OS loader.
+
+  Copyright (c) zerostart authors.
+  SPDX-License-Identifier: BSD-2-Clause-Patent
+**/
+
+#include <PiPei.h>
+#include <Guid/ZeroStartHint.h>
+#include <Ppi/EndOfPeiPhase.h>
+#include <Library/BaseLib.h>
+#include <Library/BaseMemoryLib.h>
+#include <Library/DebugLib.h>
+#include <Library/HobLib.h>
+#include <Library/MemoryAllocationLib.h>
+#include <Library/PeimEntryPoint.h>
+#include <Library/PeiServicesLib.h>
+#include <Library/QemuFwCfgLib.h>
+#include <Library/TimerLib.h>
+#include <Library/ZeroHintLib.h>
+
+/// Nothing below this address is ever claimed: legacy low memory, OVMF's
+/// MEMFD (SEC page tables, temporary RAM, decompressed PEIFV/DXEFV at
+/// 8 MiB..~24 MiB) and the kernel's default load address area.
+#define ZEROSTART_FLOOR  SIZE_32MB
+
+/// Memory left to DXE and the OS loader: 256 MiB plus 1/16 of RAM.
+#define ZEROSTART_RESERVE_BASE   SIZE_256MB
+#define ZEROSTART_RESERVE_SHIFT  4
+
+STATIC
+VOID
+AddRange (
+  IN OUT ZERO_RANGE  *Ranges,
+  IN OUT UINTN       *Count,
+  IN     UINTN       Capacity,
+  IN     UINT64      Base,
+  IN     UINT64      Length,
+  IN     BOOLEAN     Dirty
+  )
+{
+  ZERO_RANGE  Range;
+
+  if (*Count >= Capacity) {
+    // Sized from the HOB count below; cannot happen.
+    ASSERT (FALSE);
+    return;
+  }
+
+  if (ZeroRangeMake (Base, Length, Dirty, &Range)) {
+    Ranges[*Count].Start = Range.Start;
+    Ranges[*Count].Last  = Range.Last;
+    (*Count)++;
+  }
+}
+
+STATIC
+EFI_STATUS
+EFIAPI
+ZeroStartEndOfPei (
+  IN EFI_PEI_SERVICES           **PeiServices,
+  IN EFI_PEI_NOTIFY_DESCRIPTOR  *NotifyDescriptor,
+  IN VOID                       *Ppi
+  );
+
+STATIC EFI_PEI_NOTIFY_DESCRIPTOR  mEndOfPeiNotify = {
+  (EFI_PEI_PPI_DESCRIPTOR_NOTIFY_CALLBACK | EFI_PEI_PPI_DESCRIPTOR_TERMINATE_LIST),
+  &gEfiEndOfPeiSignalPpiGuid,
+  ZeroStartEndOfPei
+};
+
+STATIC
+EFI_STATUS
+EFIAPI
+ZeroStartEndOfPei (
+  IN EFI_PEI_SERVICES           **PeiServices,
+  IN EFI_PEI_NOTIFY_DESCRIPTOR  *NotifyDescriptor,
+  IN VOID                       *Ppi
+  )
+{
+  UINT64                      T0;
+  FIRMWARE_CONFIG_ITEM        Item;
+  UINTN                       Size;
+  UINTN                       ReadSize;
+  UINT8                       *Blob;
+  ZERO_HINT_STATUS            Status;
+  UINT32                      EntryCount;
+  UINT32                      Flags;
+  UINT32                      BadEntry;
+  UINT32                      Index;
+  ZERO_HINT_ENTRY             Entry;
+  EFI_PEI_HOB_POINTERS        Hob;
+  EFI_HOB_HANDOFF_INFO_TABLE  *Phit;
+  UINTN                       HobCount;
+  UINTN                       Capacity;
+  ZERO_RANGE                  *Hint;
+  ZERO_RANGE                  *Ram;
+  ZERO_RANGE                  *Dirty;
+  ZERO_RANGE                  *Tmp;
+  ZERO_RANGE                  *Claim;
+  UINTN                       HintCount;
+  UINTN                       RamCount;
+  UINTN                       DirtyCount;
+  UINTN                       TmpCount;
+  UINTN                       ClaimCount;
+  BOOLEAN                     Complete;
+  UINT64                      RamBytes;
+  UINT64                      Reserve;
+  UINT64                      Removed;
+  UINT64                      Removed2;
+  UINT64                      HintBytes;
+  ZEROSTART_CLAIM_HOB         *Handoff;
+  UINTN                       HandoffSize;
+  EFI_HOB_RESOURCE_DESCRIPTOR  *Res;
+
+  T0 = GetPerformanceCounter ();
+  if (GetBootModeHob () == BOOT_ON_S3_RESUME) {
+    return EFI_SUCCESS;
+  }
+
+  if (!QemuFwCfgIsAvailable ()) {
+    DEBUG ((DEBUG_INFO, "ZeroStart: no fw_cfg; no hint\n"));
+    return EFI_SUCCESS;
+  }
+
+  if (RETURN_ERROR (QemuFwCfgFindFile (ZSHINT_FW_CFG_FILE, &Item, &Size))) {
+    DEBUG ((DEBUG_INFO, "ZeroStart: no fw_cfg file %a; no hint\n", ZSHINT_FW_CFG_FILE));
+    return EFI_SUCCESS;
+  }
+
+  //
+  // A file longer than the largest valid hint can only be BadLength or fail
+  // an earlier header check; one byte more than the maximum is enough to
+  // tell which.
+  //
+  ReadSize = (Size > ZSHINT_MAX_SIZE) ? ZSHINT_MAX_SIZE + 1 : Size;
+  Blob     = AllocatePages (EFI_SIZE_TO_PAGES (ReadSize + 1));
+  if (Blob == NULL) {
+    DEBUG ((DEBUG_WARN, "ZeroStart: out of PEI memory reading the hint; nothing published\n"));
+    return EFI_SUCCESS;
+  }
+
+  QemuFwCfgSelectItem (Item);
+  QemuFwCfgReadBytes (ReadSize, Blob);
+  Status = ZeroHintValidate (Blob, ReadSize, TRUE, &EntryCount, &Flags, &BadEntry);
+  if (Status != ZeroHintOk) {
+    if (Status >= ZeroHintBadEntryFlags) {
+      DEBUG ((
+        DEBUG_WARN,
+        "ZeroStart: hint rejected: %a (entry %u, fw_cfg %a, %u bytes); nothing published\n",
+        ZeroHintStatusName (Status),
+        BadEntry,
+        ZSHINT_FW_CFG_FILE,
+        (UINT32)Size
+        ));
+    } else {
+      DEBUG ((
+        DEBUG_WARN,
+        "ZeroStart: hint rejected: %a (fw_cfg %a, %u bytes); nothing published\n",
+        ZeroHintStatusName (Status),
+        ZSHINT_FW_CFG_FILE,
+        (UINT32)Size
+        ));
+    }
+
+    return EFI_SUCCESS;
+  }
+
+  //
+  // Size the work arrays from the HOB list: every HOB adds at most one range.
+  //
+  HobCount = 0;
+  for (Hob.Raw = GetHobList (); !END_OF_HOB_LIST (Hob); Hob.Raw = GET_NEXT_HOB (Hob)) {
+    HobCount++;
+  }
+
+  Capacity = EntryCount + HobCount + 8;
+  Hint     = AllocatePages (EFI_SIZE_TO_PAGES (5 * Capacity * sizeof (ZERO_RANGE)));
+  if (Hint == NULL) {
+    DEBUG ((DEBUG_WARN, "ZeroStart: out of PEI memory for %u ranges; nothing published\n", (UINT32)Capacity));
+    return EFI_SUCCESS;
+  }
+
+  Ram   = Hint + Capacity;
+  Dirty = Ram + Capacity;
+  Tmp   = Dirty + Capacity;
+  Claim = Tmp + Capacity;
+
+  HintCount = 0;
+  for (Index = 0; Index < EntryCount; Index++) {
+    ZeroHintGetEntry (Blob, Index, &Entry);
+    AddRange (Hint, &HintCount, Capacity, Entry.Start, Entry.Length, FALSE);
+  }
+
+  HintCount = ZeroRangesNormalize (Hint, HintCount);
+  HintBytes = ZeroRangesTotal (Hint, HintCount);
+
+  //
+  // RAM: tested system memory. Dirty: everything any firmware stage is on
+  // record as having used, plus the floor.
+  //
+  RamCount   = 0;
+  DirtyCount = 0;
+  Phit       = NULL;
+  AddRange (Dirty, &DirtyCount, Capacity, 0, ZEROSTART_FLOOR, TRUE);
+  for (Hob.Raw = GetHobList (); !END_OF_HOB_LIST (Hob); Hob.Raw = GET_NEXT_HOB (Hob)) {
+    switch (GET_HOB_TYPE (Hob)) {
+      case EFI_HOB_TYPE_HANDOFF:
+        Phit = Hob.HandoffInformationTable;
+        AddRange (Dirty, &DirtyCount, Capacity, Phit->EfiMemoryBottom, Phit->EfiMemoryTop - Phit->EfiMemoryBottom, TRUE);
+        break;
+      case EFI_HOB_TYPE_RESOURCE_DESCRIPTOR:
+        Res = Hob.ResourceDescriptor;
+        if ((Res->ResourceType == EFI_RESOURCE_SYSTEM_MEMORY) &&
+            ((Res->ResourceAttribute & (EFI_RESOURCE_ATTRIBUTE_PRESENT | EFI_RESOURCE_ATTRIBUTE_INITIALIZED | EFI_RESOURCE_ATTRIBUTE_TESTED)) ==
+             (EFI_RESOURCE_ATTRIBUTE_PRESENT | EFI_RESOURCE_ATTRIBUTE_INITIALIZED | EFI_RESOURCE_ATTRIBUTE_TESTED)))
+        {
+          AddRange (Ram, &RamCount, Capacity, Res->PhysicalStart, Res->ResourceLength, FALSE);
+        }
+
+        break;
+      case EFI_HOB_TYPE_MEMORY_ALLOCATION:
+        AddRange (
+          Dirty,
+          &DirtyCount,
+          Capacity,
+          Hob.MemoryAllocation->AllocDescriptor.MemoryBaseAddress,
+          Hob.MemoryAllocation->AllocDescriptor.MemoryLength,
+          TRUE
+          );
+        break;
+      case EFI_HOB_TYPE_FV:
+        AddRange (Dirty, &DirtyCount, Capacity, Hob.FirmwareVolume->BaseAddress, Hob.FirmwareVolume->Length, TRUE);
+        break;
+      case EFI_HOB_TYPE_FV2:
+        AddRange (Dirty, &DirtyCount, Capacity, Hob.FirmwareVolume2->BaseAddress, Hob.FirmwareVolume2->Length, TRUE);
+        break;
+      case EFI_HOB_TYPE_FV3:
+        AddRange (Dirty, &DirtyCount, Capacity, Hob.FirmwareVolume3->BaseAddress, Hob.FirmwareVolume3->Length, TRUE);
+        break;
+      default:
+        break;
+    }
+  }
+
+  if (Phit == NULL) {
+    DEBUG ((DEBUG_WARN, "ZeroStart: no PHIT HOB; nothing published\n"));
+    return EFI_SUCCESS;
+  }
+
+  RamCount   = ZeroRangesAlignInward (Ram, ZeroRangesNormalize (Ram, RamCount));
+  DirtyCount = ZeroRangesAlignOutward (Dirty, DirtyCount);
+  RamBytes   = ZeroRangesTotal (Ram, RamCount);
+
+  Complete = ZeroRangesIntersect (Hint, HintCount, Ram, RamCount, Tmp, Capacity, &TmpCount);
+  Complete = (BOOLEAN)(ZeroRangesSubtract (Tmp, TmpCount, Dirty, DirtyCount, Claim, Capacity, &ClaimCount) && Complete);
+  ClaimCount = ZeroRangesAlignInward (Claim, ClaimCount);
+
+  //
+  // Leave the reserve: first from the top of memory below 4 GiB (where the
+  // DXE core allocates), then, if that was not enough, from the top.
+  //
+  Reserve    = ZEROSTART_RESERVE_BASE + ((RamBytes >> ZEROSTART_RESERVE_SHIFT) & ~(UINT64)EFI_PAGE_MASK);
+  ClaimCount = ZeroRangesTrimTop (Claim, ClaimCount, Capacity, BASE_4GB - 1, Reserve, &Removed);
+  Removed2   = 0;
+  if (Removed < Reserve) {
+    ClaimCount = ZeroRangesTrimTop (Claim, ClaimCount, Capacity, MAX_UINT64, Reserve - Removed, &Removed2);
+  }
+
+  if (ClaimCount > ZSHINT_MAX_ENTRIES) {
+    // The table holds at most 512 ranges; publishing fewer is always safe.
+    ClaimCount = ZSHINT_MAX_ENTRIES;
+    Complete   = FALSE;
+  }
+
+  for (Index = 0; Index < ClaimCount; Index++) {
+    BuildMemoryAllocationHob (
+      Claim[Index].Start,
+      Claim[Index].Last - Claim[Index].Start + 1,
+      ZEROSTART_CLAIM_MEMORY_TYPE
+      );
+  }
+
+  HandoffSize = sizeof (ZEROSTART_CLAIM_HOB) + ClaimCount * sizeof (ZERO_RANGE) + ReadSize;
+  Handoff     = BuildGuidHob (&gZeroStartClaimHobGuid, HandoffSize);
+  if (Handoff == NULL) {
+    // The allocation HOBs above stay: the memory is then simply not used by
+    // the firmware and not published - safe, only slower.
+    DEBUG ((DEBUG_WARN, "ZeroStart: cannot build the claim HOB; nothing published\n"));
+    return EFI_SUCCESS;
+  }
+
+  Handoff->Version        = ZEROSTART_CLAIM_HOB_VERSION;
+  Handoff->HintFlags      = Flags;
+  Handoff->HintEntryCount = EntryCount;
+  Handoff->ClaimCount     = (UINT32)ClaimCount;
+  Handoff->HintSize       = (UINT32)ReadSize;
+  Handoff->Reserved       = 0;
+  Handoff->HintBytes      = HintBytes;
+  Handoff->ReservedBytes  = Removed + Removed2;
+  Handoff->ClaimedBytes   = ZeroRangesTotal (Claim, ClaimCount);
+  CopyMem (Handoff + 1, Claim, ClaimCount * sizeof (ZERO_RANGE));
+  CopyMem ((UINT8 *)(Handoff + 1) + ClaimCount * sizeof (ZERO_RANGE), Blob, ReadSize);
+  Handoff->PeiNanoseconds = GetTimeInNanoSecond (GetPerformanceCounter () - T0);
+
+  DEBUG ((
+    DEBUG_INFO,
+    "ZeroStart: PEI: %a hint, %u entries, %Lu bytes; RAM %Lu bytes; claimed %Lu bytes in %u ranges%a; reserve %Lu bytes; %Lu us\n",
+    (Flags & ZSHINT_FLAG_SCRUB_REQUEST) != 0 ? "scrub-request" : "zero",
+    EntryCount,
+    HintBytes,
+    RamBytes,
+    Handoff->ClaimedBytes,
+    (UINT32)ClaimCount,
+    Complete ? "" : " (cut short: out of range slots)",
+    Handoff->ReservedBytes,
+    DivU64x32 (Handoff->PeiNanoseconds, 1000)
+    ));
+  return EFI_SUCCESS;
+}
+
+/**
+  Entry point: defer the work to the end of PEI, when every PEI allocation
+  and HOB that precedes the DXE hand-off is on record.
+**/
+EFI_STATUS
+EFIAPI
+ZeroStartPeiEntry (
+  IN       EFI_PEI_FILE_HANDLE  FileHandle,
+  IN CONST EFI_PEI_SERVICES     **PeiServices
+  )
+{
+  return PeiServicesNotifyPpi (&mEndOfPeiNotify);
+}

@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""QEMU TCG tests of zerostart's OVMF build (firmware/).
+
+Each case boots OVMF.fd with a hint in fw_cfg (opt/org.zerostart/prezeroed)
+and ZeroStartDump.efi as the default boot loader (\\EFI\\BOOT\\BOOTX64.EFI on a
+virtual FAT disk). The application prints the published EFI table, checks it
+from inside the guest (validates, every range still claimed, table and its
+own image outside the ranges, every byte zero) and powers off. This script
+then checks from outside: ranges inside the hint, inside RAM, above the
+firmware floor, off the non-RAM hint entries; the firmware's debug log
+(debugcon 0x402) for the claim/scrub/total lines; and, for a corrupted hint,
+no table and exactly one warning naming the error.
+
+  run_tests.py --fw-dir DIR            correctness cases (make test-firmware)
+  run_tests.py --fw-dir DIR --timing   firmware time, 1/4 GiB x 1/2 vCPUs x
+                                       with/without scrub (make firmware-timing)
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zshint  # noqa: E402
+
+MiB = zshint.MiB
+GiB = zshint.GiB
+FLOOR = 32 * MiB  # ZeroStartPei's ZEROSTART_FLOOR
+PATTERN = 0x5A53464C4C504154  # ZeroStartDump's FILL_PATTERN
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Boot:
+    """One QEMU boot: its serial console and firmware debug log."""
+
+    def __init__(self, name, serial, debug, seconds, rc):
+        self.name = name
+        self.serial = serial
+        self.debug = debug
+        self.seconds = seconds
+        self.rc = rc
+
+    def dump(self):
+        return [l[len("ZSDUMP: "):] for l in self.serial.splitlines() if l.startswith("ZSDUMP: ")]
+
+    def ranges(self):
+        out = []
+        for l in self.dump():
+            m = re.match(r"range \d+ 0x([0-9a-fA-F]+) \+0x([0-9a-fA-F]+) shift (\d+)", l)
+            if m:
+                out.append((int(m.group(1), 16), int(m.group(2), 16)))
+        return out
+
+    def result(self):
+        for l in self.dump():
+            if l.startswith("RESULT "):
+                return l.split()[1]
+        return None
+
+    def zs_log(self):
+        return [l for l in self.debug.splitlines() if l.startswith("ZeroStart:")]
+
+
+def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900):
+    d = os.path.join(work, name)
+    os.makedirs(os.path.join(d, "esp", "EFI", "BOOT"))
+    shutil.copy(os.path.join(args.fw_dir, "ZeroStartDump.efi"), os.path.join(d, "esp", "EFI", "BOOT", "BOOTX64.EFI"))
+    serial = os.path.join(d, "serial.log")
+    debug = os.path.join(d, "debug.log")
+    cmd = [
+        args.qemu,
+        "-machine", "q35",
+        "-accel", "tcg,thread=multi",
+        "-cpu", "max",
+        "-m", str(mem // MiB) + "M",
+        "-smp", str(smp),
+        "-nodefaults", "-display", "none", "-no-reboot",
+        "-bios", os.path.join(args.fw_dir, "OVMF.fd"),
+        "-drive", "format=raw,file=fat:" + os.path.join(d, "esp"),
+        "-serial", "file:" + serial,
+        "-debugcon", "file:" + debug, "-global", "isa-debugcon.iobase=0x402",
+    ]
+    if hint is not None:
+        path = os.path.join(d, "hint.bin")
+        with open(path, "wb") as f:
+            f.write(hint)
+        cmd += ["-fw_cfg", "name=opt/org.zerostart/prezeroed,file=" + path]
+    if pattern:
+        # Guest RAM starts as a private copy of a file full of the pattern:
+        # the scrub must turn what it publishes into zeros.
+        ramfile = os.path.join(d, "ram.img")
+        chunk = PATTERN.to_bytes(8, "little") * (8 * MiB // 8)
+        with open(ramfile, "wb") as f:
+            for _ in range(mem // len(chunk)):
+                f.write(chunk)
+        cmd += ["-object", f"memory-backend-file,id=ram0,size={mem // MiB}M,mem-path={ramfile},share=off",
+                "-machine", "memory-backend=ram0"]
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=timeout)
+        rc = proc.returncode
+        if rc != 0:
+            print(f"  qemu exited {rc}: {proc.stdout.decode(errors='replace')[-2000:]}")
+    except subprocess.TimeoutExpired:
+        rc = "timeout"
+        print(f"  qemu timed out after {timeout} s")
+    seconds = time.monotonic() - t0
+    if pattern:
+        os.unlink(os.path.join(d, "ram.img"))
+
+    def read(p):
+        try:
+            with open(p, "rb") as f:
+                return ANSI.sub("", f.read().decode(errors="replace")).replace("\r", "")
+        except FileNotFoundError:
+            return ""
+
+    return Boot(name, read(serial), read(debug), seconds, rc)
+
+
+def inside(r, ranges):
+    s, n = r
+    return any(a <= s and s + n <= a + m for a, m in ranges)
+
+
+def overlaps(r, ranges):
+    s, n = r
+    return any(s < a + m and a < s + n for a, m in ranges)
+
+
+def check_published(boot, hint_ram, not_ram, mem, min_fraction):
+    errs = []
+    if boot.result() != "PASS":
+        errs.append(f"guest check result {boot.result()!r}, want PASS")
+    ranges = boot.ranges()
+    ram = zshint.q35_ram(mem)
+    for r in ranges:
+        if not inside(r, hint_ram):
+            errs.append(f"range {r[0]:#x}+{r[1]:#x} not inside the hint's RAM entries")
+        if not inside(r, ram):
+            errs.append(f"range {r[0]:#x}+{r[1]:#x} not inside guest RAM")
+        if overlaps(r, not_ram):
+            errs.append(f"range {r[0]:#x}+{r[1]:#x} overlaps a non-RAM hint entry")
+        if r[0] < FLOOR:
+            errs.append(f"range {r[0]:#x}+{r[1]:#x} below the {FLOOR:#x} floor")
+    total = sum(n for _, n in ranges)
+    if total < min_fraction * mem:
+        errs.append(f"only {total} bytes published of {mem}, want >= {min_fraction:.0%}")
+    log = boot.zs_log()
+    if not any(l.startswith("ZeroStart: PEI:") for l in log):
+        errs.append("no 'ZeroStart: PEI:' claim line in the debug log")
+    if not any(l.startswith("ZeroStart: total") for l in log):
+        errs.append("no 'ZeroStart: total' line in the debug log")
+    m = [l for l in log if l.startswith("ZeroStart: published")]
+    if not m or f"published {total} bytes" not in m[0]:
+        errs.append(f"debug log published line {m} disagrees with the table ({total} bytes)")
+    return errs
+
+
+def case_zero(args, work):
+    mem = 1 * GiB
+    blob, hint_ram, not_ram = zshint.adversarial_hint(mem)
+    b = run_qemu(args, work, "zero-1g-2cpu", mem, 2, blob)
+    return b, check_published(b, hint_ram, not_ram, mem, 0.4)
+
+
+def case_zero_4g(args, work):
+    mem = 4 * GiB
+    blob, hint_ram, not_ram = zshint.adversarial_hint(mem)
+    b = run_qemu(args, work, "zero-4g-1cpu", mem, 1, blob)
+    errs = check_published(b, hint_ram, not_ram, mem, 0.6)
+    if not any(s >= 4 * GiB for s, _ in b.ranges()):
+        errs.append("nothing published above 4 GiB")
+    return b, errs
+
+
+def corrupt_case(name, mutate, error):
+    def case(args, work):
+        mem = 1 * GiB
+        blob, _, _ = zshint.adversarial_hint(mem)
+        b = run_qemu(args, work, name, mem, 1, mutate(bytearray(blob)))
+        errs = []
+        if b.result() != "ABSENT":
+            errs.append(f"guest saw {b.result()!r}, want ABSENT (no table for a bad hint)")
+        warn = [l for l in b.zs_log() if "hint rejected" in l]
+        if len(warn) != 1 or f"rejected: {error} " not in warn[0]:
+            errs.append(f"want exactly one 'hint rejected: {error}' line, got {warn}")
+        if any(l.startswith("ZeroStart: PEI:") for l in b.zs_log()):
+            errs.append("a rejected hint was still claimed")
+        return b, errs
+
+    return case
+
+
+def flip_crc(blob):
+    blob[0x18] ^= 1
+    return bytes(blob)
+
+
+def flip_entry(blob):
+    blob[32 + 8] ^= 0x10  # first entry's length, after the CRC was computed
+    return bytes(blob)
+
+
+def no_hint_case(args, work):
+    b = run_qemu(args, work, "no-hint", 1 * GiB, 1, None)
+    errs = []
+    if b.result() != "ABSENT":
+        errs.append(f"guest saw {b.result()!r}, want ABSENT")
+    if any("rejected" in l or l.startswith("ZeroStart: PEI:") for l in b.zs_log()):
+        errs.append(f"unexpected log without a hint: {b.zs_log()}")
+    return b, errs
+
+
+def case_scrub(args, work):
+    mem = 1 * GiB
+    blob, hint_ram, not_ram = zshint.adversarial_hint(mem, scrub=True)
+    b = run_qemu(args, work, "scrub-1g-2cpu-pattern", mem, 2, blob, pattern=True)
+    errs = check_published(b, hint_ram, not_ram, mem, 0.4)
+    log = b.zs_log()
+    cpus = [l for l in log if l.startswith("ZeroStart: scrub cpu")]
+    busy = [l for l in cpus if not l.endswith(": 0 bytes")]
+    if len(cpus) != 2 or len(busy) != 2:
+        errs.append(f"want both vCPUs scrubbing, got {cpus}")
+    if not any("on 2 of 2 processors (parallel)" in l for l in log):
+        errs.append("no 'scrubbed ... on 2 of 2 processors (parallel)' line")
+    m = re.search(r"free pages (\d+) with fill pattern (\d+)", "\n".join(b.dump()))
+    if not m or int(m.group(2)) == 0:
+        errs.append("no free page outside the table still holds the fill pattern: the fill did not reach RAM")
+    return b, errs
+
+
+CASES = {
+    "zero": case_zero,
+    "zero-4g": case_zero_4g,
+    "bad-checksum": corrupt_case("bad-checksum", flip_crc, "BadChecksum"),
+    "bad-data": corrupt_case("bad-data", flip_entry, "BadChecksum"),
+    "bad-length": corrupt_case("bad-length", lambda b: bytes(b) + b"\0", "BadLength"),
+    "no-hint": no_hint_case,
+    "scrub": case_scrub,
+}
+
+
+def timing(args, work):
+    rows = []
+    for mem in (1 * GiB, 4 * GiB):
+        for smp in (1, 2):
+            for scrub in (False, True):
+                blob, _, _ = zshint.adversarial_hint(mem, scrub)
+                name = f"time-{mem // GiB}g-{smp}cpu-{'scrub' if scrub else 'zero'}"
+                b = run_qemu(args, work, name, mem, smp, blob)
+                log = "\n".join(b.zs_log())
+                tot = re.search(r"total (\d+) us \(PEI (\d+) us, DXE (\d+) us\).*claimed (\d+), scrubbed (\d+), "
+                                r"published (\d+)", log)
+                sc = re.search(r"scrubbed \d+ bytes .* on (\d+) of (\d+) processors \((\w+)\) in (\d+) us, (\d+) MiB/s",
+                               log)
+                rows.append((mem // GiB, smp, scrub, tot, sc, b.result(), b.seconds))
+                print(f"  {name}: {b.result()} {b.seconds:.1f} s wall; " +
+                      (tot.group(0) if tot else "no total line") + ("; " + sc.group(0) if sc else ""), flush=True)
+    print("\n| guest | vCPUs | hint | firmware total | PEI | DXE | scrubbed | scrub rate | published | QEMU wall |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for mem, smp, scrub, tot, sc, res, secs in rows:
+        if not tot:
+            print(f"| {mem} GiB | {smp} | {'scrub' if scrub else 'zero'} | (no total: {res}) | | | | | | {secs:.1f} s |")
+            continue
+        us, pei, dxe, claimed, scrubbed, pub = (int(tot.group(i)) for i in range(1, 7))
+        rate = f"{sc.group(5)} MiB/s on {sc.group(1)} ({sc.group(3)})" if sc else "-"
+        print(f"| {mem} GiB | {smp} | {'scrub' if scrub else 'zero'} | {us / 1000:.1f} ms | {pei / 1000:.1f} ms | "
+              f"{dxe / 1000:.1f} ms | {scrubbed / MiB:.0f} MiB | {rate} | {pub / MiB:.0f} MiB | {secs:.1f} s |")
+    return all(r[5] == "PASS" and r[3] for r in rows)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fw-dir", required=True, help="firmware/build.sh output directory")
+    ap.add_argument("--qemu", default="qemu-system-x86_64")
+    ap.add_argument("--only", action="append", choices=sorted(CASES), help="run only these cases")
+    ap.add_argument("--timing", action="store_true", help="run the timing matrix instead of the cases")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+    for f in ("OVMF.fd", "ZeroStartDump.efi"):
+        if not os.path.exists(os.path.join(args.fw_dir, f)):
+            sys.exit(f"run_tests.py: {f} missing in {args.fw_dir}; run `make firmware` first")
+    work = tempfile.mkdtemp(prefix="zs-fw-qemu-")
+    failed = []
+    try:
+        if args.timing:
+            if not timing(args, work):
+                failed.append("timing")
+        else:
+            for name in args.only or list(CASES):
+                print(f"firmware qemu test {name} ...", flush=True)
+                boot, errs = CASES[name](args, work)
+                summary = [l for l in boot.dump() if l.startswith(("ranges", "RESULT", "free pages", "non-zero"))]
+                print(f"  {boot.seconds:.1f} s wall; guest: {'; '.join(summary)}")
+                for l in boot.zs_log():
+                    if not l.startswith("ZeroStart: scrub cpu") or name == "scrub":
+                        print("  " + l)
+                for e in errs:
+                    print(f"  FAIL {name}: {e}")
+                if errs:
+                    failed.append(name)
+                    print(f"  (logs kept in {os.path.join(work, name)})")
+                    args.keep = True
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    if failed:
+        sys.exit(f"firmware qemu tests failed: {', '.join(failed)}")
+    print("firmware qemu tests passed")
+
+
+if __name__ == "__main__":
+    main()
