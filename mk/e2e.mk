@@ -1,0 +1,32 @@
+# End-to-end tests on real KVM inside the nested test host, and `make demo`.
+# Owner: tests/nested-host, tests/guest-init. See docs/e2e.md.
+TEST_TARGETS += test-e2e
+
+E2E_PY := python3 tests/nested-host/run.py
+ZEROSTART_STATIC := target/x86_64-unknown-linux-gnu/static/zerostart
+
+.PHONY: e2e-zerostart test-guest-init test-e2e demo e2e-image
+
+# zerostart linked statically: L2 has no libc to load a dynamic binary with.
+e2e-zerostart: deps
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --profile static \
+	  --target x86_64-unknown-linux-gnu -p zerostart
+	@ldd $(ZEROSTART_STATIC) 2>&1 | grep -qE 'not a dynamic executable|statically linked' || \
+	  { echo "e2e: $(ZEROSTART_STATIC) is not static"; exit 1; }
+
+# The L3 guest's hint validator against the golden vectors, on the host.
+test-guest-init: deps
+	@mkdir -p target/e2e
+	gcc -std=c11 -O2 -Wall -Wextra -Werror -I tests/vectors -o target/e2e/test_zshint \
+	  tests/guest-init/test_zshint.c tests/guest-init/zshint.c
+	target/e2e/test_zshint
+
+# Builds (or finds cached) the L2 image only.
+e2e-image: deps e2e-zerostart
+	python3 tests/nested-host/build.py --zerostart $(ZEROSTART_STATIC) >/dev/null
+
+test-e2e: deps test-guest-init e2e-zerostart
+	$(E2E_PY) e2e $(E2E_ARGS)
+
+demo: deps e2e-zerostart
+	@$(E2E_PY) demo $(DEMO_ARGS)

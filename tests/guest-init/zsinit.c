@@ -1,0 +1,390 @@
+/*
+ * zsinit: /init of the L3 test guest (the Linux guest that zerostart boots
+ * inside the nested test host).
+ *
+ * Why a static program of our own and not a busybox script: it must read the
+ * raw hint blob and validate it bit-exactly (zshint.c), find the physical
+ * frames behind the memory it checks (/proc/self/pagemap), and time a
+ * hugetlb populate without shell overhead. It prints exactly one verdict
+ * line the harness parses:
+ *
+ *   ZSINIT: PASS|FAIL hint=valid|absent|invalid(<Err>) ranges=N
+ *           hinted_bytes=N zero_checked_bytes=N nonzero_bytes=N
+ *           hinted_checked_bytes=N populate_ms=N ...
+ *
+ * then writes the TEST_DONE boot-timer marker and reboots (the VMM exits on
+ * guest reset). Knobs on the kernel command line: zsinit.check_mib=N (4 KiB
+ * anonymous memory checked, default 64), zsinit.huge_check_mib=N (hugetlb
+ * memory checked, default: every free 2 MiB page, capped at 512),
+ * zsinit.populate_mib=N (time populating N MiB of hugetlb memory; those
+ * pages are then checked too), zsinit.halt=poweroff (power off instead).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/io.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "zshint.h"
+
+#define MIB ((uint64_t)1024 * 1024)
+#define HUGE_2M (2 * MIB)
+
+static char cmdline[4096];
+static struct zshint_range ranges[ZSHINT_MAX_ENTRIES];
+static uint32_t nranges;
+static int failed;
+static char fail_reason[256];
+
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	if (!failed)
+		vsnprintf(fail_reason, sizeof(fail_reason), fmt, ap);
+	va_end(ap);
+	failed = 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void timer_mark(uint32_t id)
+{
+	/* Harmless under VMMs that do not listen on the port (the write is dropped). */
+	if (ioperm(ZSHINT_TIMER_PORT, 4, 1) == 0)
+		outl(ZSHINT_TIMER_VALUE(id), ZSHINT_TIMER_PORT);
+}
+
+static ssize_t read_file(const char *path, void *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t got = 0;
+	if (fd < 0)
+		return -1;
+	while (got < cap) {
+		ssize_t r = read(fd, (char *)buf + got, cap - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	return (ssize_t)got;
+}
+
+static uint64_t uptime_ms(void)
+{
+	char b[64] = {0};
+	if (read_file("/proc/uptime", b, sizeof(b) - 1) <= 0)
+		return 0;
+	return (uint64_t)(strtod(b, NULL) * 1000.0);
+}
+
+/* Value of `key=` on the kernel command line, or NULL. */
+static const char *param(const char *key)
+{
+	size_t kl = strlen(key);
+	for (const char *p = cmdline; *p;) {
+		while (*p == ' ' || *p == '\n')
+			p++;
+		if (!strncmp(p, key, kl) && p[kl] == '=')
+			return p + kl + 1;
+		while (*p && *p != ' ' && *p != '\n')
+			p++;
+	}
+	return NULL;
+}
+
+static uint64_t param_u64(const char *key, uint64_t dflt)
+{
+	const char *v = param(key);
+	return v ? strtoull(v, NULL, 0) : dflt;
+}
+
+/*
+ * Spec step 10 against the firmware memory map the kernel was given
+ * (/sys/firmware/memmap: e820 as the VMM wrote it; "end" is inclusive).
+ * Without that directory the check is skipped and said so.
+ */
+static zshint_err_t check_ram(uint32_t n, uint32_t *bad)
+{
+	static struct zshint_ram ram[256];
+	size_t nram = 0;
+	DIR *d = opendir("/sys/firmware/memmap");
+	struct dirent *de;
+	if (!d) {
+		printf("ZSINIT: note no /sys/firmware/memmap: OutOfRam check skipped\n");
+		return ZSHINT_E_OK;
+	}
+	while ((de = readdir(d)) && nram < 256) {
+		char path[300], b[64] = {0}, t[64] = {0};
+		uint64_t st, en;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/firmware/memmap/%s/type", de->d_name);
+		if (read_file(path, t, sizeof(t) - 1) <= 0 || strncmp(t, "System RAM", 10))
+			continue;
+		snprintf(path, sizeof(path), "/sys/firmware/memmap/%s/start", de->d_name);
+		if (read_file(path, b, sizeof(b) - 1) <= 0)
+			continue;
+		st = strtoull(b, NULL, 16);
+		memset(b, 0, sizeof(b));
+		snprintf(path, sizeof(path), "/sys/firmware/memmap/%s/end", de->d_name);
+		if (read_file(path, b, sizeof(b) - 1) <= 0)
+			continue;
+		en = strtoull(b, NULL, 16);
+		ram[nram].start = st;
+		ram[nram].length = en - st + 1;
+		nram++;
+	}
+	closedir(d);
+	printf("ZSINIT: e820 usable ranges=%zu\n", nram);
+	return zshint_check_ram(ranges, n, ram, nram, bad);
+}
+
+/*
+ * The hint as a stock kernel exposes it: the raw setup_data entries under
+ * /sys/kernel/boot_params/setup_data/<n>/{type,data}.
+ */
+static void find_hint(char *verdict, size_t vlen, uint64_t *hinted)
+{
+	static uint8_t blob[ZSHINT_HEADER_SIZE + ZSHINT_ENTRY_SIZE * ZSHINT_MAX_ENTRIES + 64];
+	const char *dirp = "/sys/kernel/boot_params/setup_data";
+	DIR *d = opendir(dirp);
+	struct dirent *de;
+	int found = 0;
+
+	snprintf(verdict, vlen, "absent");
+	*hinted = 0;
+	if (!d) {
+		printf("ZSINIT: note no %s (%s)\n", dirp, strerror(errno));
+		return;
+	}
+	while ((de = readdir(d))) {
+		char path[512], tbuf[32] = {0};
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/type", dirp, de->d_name);
+		if (read_file(path, tbuf, sizeof(tbuf) - 1) <= 0)
+			continue;
+		unsigned long type = strtoul(tbuf, NULL, 0);
+		printf("ZSINIT: setup_data %s type=0x%lx\n", de->d_name, type);
+		if (type != ZSHINT_SETUP_DATA_TYPE)
+			continue;
+		found++;
+		snprintf(path, sizeof(path), "%s/%s/data", dirp, de->d_name);
+		ssize_t n = read_file(path, blob, sizeof(blob));
+		if (n < 0) {
+			snprintf(verdict, vlen, "invalid(Unreadable)");
+			fail("hint data unreadable: %s", strerror(errno));
+			continue;
+		}
+		struct zshint_info info;
+		uint32_t bad = 0;
+		zshint_err_t e = zshint_validate(blob, (size_t)n, 1, 0, &info, ranges,
+						    ZSHINT_MAX_ENTRIES, &bad);
+		if (found > 1) {
+			snprintf(verdict, vlen, "invalid(Duplicate)");
+			fail("more than one hint setup_data entry");
+		} else if (e == ZSHINT_E_OK && (e = check_ram(info.entry_count, &bad)) != ZSHINT_E_OK) {
+			snprintf(verdict, vlen, "invalid(%s)", zshint_err_name(e));
+			fail("hint range %u is not inside usable RAM of the e820 map", bad);
+		} else if (e != ZSHINT_E_OK) {
+			snprintf(verdict, vlen, "invalid(%s)", zshint_err_name(e));
+			fail("hint rejected: %s (entry %u)", zshint_err_name(e), bad);
+		} else {
+			snprintf(verdict, vlen, "valid");
+			nranges = info.entry_count;
+			*hinted = info.total_bytes;
+			for (uint32_t i = 0; i < nranges; i++)
+				printf("ZSINIT: range %u start=0x%" PRIx64 " length=0x%" PRIx64
+				       " page_shift=%u\n",
+				       i, ranges[i].start, ranges[i].length, ranges[i].page_shift);
+		}
+	}
+	closedir(d);
+}
+
+static int in_hint(uint64_t pa)
+{
+	for (uint32_t i = 0; i < nranges; i++)
+		if (pa >= ranges[i].start && pa - ranges[i].start < ranges[i].length)
+			return 1;
+	return 0;
+}
+
+struct check {
+	uint64_t zero_checked, nonzero, hinted_checked, unmapped;
+};
+
+/*
+ * Reads every byte of [p, p+len) and, through pagemap, counts how many of
+ * the checked bytes sit on guest-physical frames the hint named.
+ */
+static void check_zero(const uint8_t *p, size_t len, size_t page, struct check *c)
+{
+	int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	for (size_t off = 0; off < len; off += page) {
+		const uint64_t *w = (const uint64_t *)(p + off);
+		uint64_t nz = 0;
+		for (size_t i = 0; i < page / 8; i++) {
+			if (__builtin_expect(w[i] != 0, 0)) {
+				for (int b = 0; b < 8; b++)
+					nz += ((w[i] >> (8 * b)) & 0xff) != 0;
+			}
+		}
+		c->zero_checked += page - nz;
+		c->nonzero += nz;
+		if (nz)
+			printf("ZSINIT: NONZERO %" PRIu64 " bytes in page at va %p\n", nz,
+			       (const void *)(p + off));
+		uint64_t ent = 0;
+		if (pm >= 0 && pread(pm, &ent, 8, (off_t)(((uintptr_t)(p + off) / 4096) * 8)) == 8 &&
+		    (ent >> 63) && (ent & ((1ull << 55) - 1))) {
+			uint64_t pa = (ent & ((1ull << 55) - 1)) * 4096;
+			if (in_hint(pa))
+				c->hinted_checked += page;
+		} else {
+			c->unmapped += page;
+		}
+	}
+	if (pm >= 0)
+		close(pm);
+}
+
+static uint64_t free_hugepages(void)
+{
+	char b[32] = {0};
+	if (read_file("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", b, sizeof(b) - 1) <= 0)
+		return 0;
+	return strtoull(b, NULL, 10);
+}
+
+static void show_kernel_counters(void)
+{
+	static char buf[65536];
+	ssize_t n;
+	/* A patched kernel may publish its own view of the hint; show it verbatim. */
+	if (mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL) == 0 || errno == EBUSY) {
+		n = read_file("/sys/kernel/debug/prezero", buf, sizeof(buf) - 1);
+		if (n > 0) {
+			buf[n] = 0;
+			for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
+				printf("ZSINIT: kernel-prezero %s\n", l);
+		}
+	}
+	n = read_file("/proc/vmstat", buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = 0;
+		for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
+			if (strstr(l, "prezero") || strstr(l, "zerostart"))
+				printf("ZSINIT: vmstat %s\n", l);
+	}
+}
+
+int main(void)
+{
+	char hint[64];
+	uint64_t hinted = 0, populate_ms = 0;
+	struct check c = {0};
+	struct utsname u;
+
+	timer_mark(0x0002); /* init_started */
+	mkdir("/proc", 0555);
+	mkdir("/sys", 0555);
+	mkdir("/dev", 0755);
+	mount("proc", "/proc", "proc", 0, NULL);
+	mount("sysfs", "/sys", "sysfs", 0, NULL);
+	mount("devtmpfs", "/dev", "devtmpfs", 0, NULL);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (read_file("/proc/cmdline", cmdline, sizeof(cmdline) - 1) < 0)
+		fail("cannot read /proc/cmdline");
+	uname(&u);
+	printf("ZSINIT: START kernel=%s uptime_ms=%" PRIu64 "\n", u.release, uptime_ms());
+
+	find_hint(hint, sizeof(hint), &hinted);
+	show_kernel_counters();
+
+	/* 4 KiB anonymous memory, write-faulted by MAP_POPULATE (never the shared zero page). */
+	uint64_t check_mib = param_u64("zsinit.check_mib", 64);
+	if (check_mib) {
+		size_t len = check_mib * MIB;
+		uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED) {
+			fail("mmap %" PRIu64 " MiB anon: %s", check_mib, strerror(errno));
+		} else {
+			madvise(p, len, MADV_NOHUGEPAGE);
+			check_zero(p, len, 4096, &c);
+			munmap(p, len);
+		}
+	}
+
+	/* hugetlb: optionally timed populate, then the same pages are checked. */
+	uint64_t free_huge = free_hugepages();
+	uint64_t populate_mib = param_u64("zsinit.populate_mib", 0);
+	uint64_t huge_mib = param_u64("zsinit.huge_check_mib", free_huge * 2 > 512 ? 512 : free_huge * 2);
+	if (populate_mib > huge_mib)
+		huge_mib = populate_mib;
+	huge_mib &= ~1ull;
+	printf("ZSINIT: hugetlb free_2m=%" PRIu64 " checking_mib=%" PRIu64 "\n", free_huge, huge_mib);
+	if (huge_mib) {
+		if (huge_mib / 2 > free_huge) {
+			fail("need %" PRIu64 " free 2 MiB pages, have %" PRIu64
+			     " (raise hugepages= on the guest command line)",
+			     huge_mib / 2, free_huge);
+		} else {
+			size_t len = huge_mib * MIB;
+			uint64_t t0 = now_ns();
+			uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
+			uint64_t t1 = now_ns();
+			if (p == MAP_FAILED) {
+				fail("mmap %" PRIu64 " MiB hugetlb: %s", huge_mib, strerror(errno));
+			} else {
+				populate_ms = (t1 - t0) / 1000000;
+				printf("ZSINIT: populate hugetlb_mib=%" PRIu64 " ms=%" PRIu64
+				       " MiB_per_s=%" PRIu64 "\n",
+				       huge_mib, populate_ms,
+				       (uint64_t)((t1 - t0) ? huge_mib * 1000000000ull / (t1 - t0) : 0));
+				check_zero(p, len, HUGE_2M, &c);
+				munmap(p, len);
+			}
+		}
+	}
+	if (c.nonzero)
+		fail("%" PRIu64 " non-zero bytes in freshly allocated memory", c.nonzero);
+
+	show_kernel_counters();
+	printf("ZSINIT: %s hint=%s ranges=%u hinted_bytes=%" PRIu64 " zero_checked_bytes=%" PRIu64
+	       " nonzero_bytes=%" PRIu64 " hinted_checked_bytes=%" PRIu64 " populate_ms=%" PRIu64
+	       " uptime_ms=%" PRIu64 " kernel=%s%s%s\n",
+	       failed ? "FAIL" : "PASS", hint, nranges, hinted, c.zero_checked, c.nonzero,
+	       c.hinted_checked, populate_ms, uptime_ms(), u.release,
+	       failed ? " reason=" : "", failed ? fail_reason : "");
+	fflush(stdout);
+	timer_mark(0x0003); /* test_done */
+	sync();
+	const char *halt = param("zsinit.halt");
+	reboot(halt && !strncmp(halt, "poweroff", 8) ? RB_POWER_OFF : RB_AUTOBOOT);
+	for (;;)
+		pause();
+}

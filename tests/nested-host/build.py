@@ -1,0 +1,500 @@
+#!/usr/bin/env python3
+"""Builds the nested KVM test host (the "L2" image) from Debian packages.
+
+Why this exists: the machines zerostart is developed on expose a software KVM
+that cannot boot Linux. QEMU in TCG mode with an emulated AMD CPU
+(`-cpu EPYC,+svm`) running Debian's cloud kernel can load kvm-amd and run
+real KVM guests, so every claim about booting Linux is checked there. This
+script produces, cached by a hash of every input under
+$ZEROSTART_CACHE/nested/:
+
+  l2-<hash>/vmlinuz            Debian bookworm cloud kernel (L2)
+  l2-<hash>/initramfs.cpio     busybox, kvm modules, zerostart, QEMU bundle,
+                               L3 kernels, L3 initramfs, scenario script
+  l2-<hash>/manifest.json      what went in (paths, hashes, package versions)
+
+The scenario list is not part of the image: run.py appends it as a second
+cpio archive at boot (the kernel unpacks concatenated archives), so changing
+scenarios never rebuilds the image. Python 3 standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+GUEST_INIT = REPO / "tests" / "guest-init"
+LOCK = HERE / "versions.lock"
+
+# Files of ours that go into the image; their bytes are part of the hash.
+L2_INIT = HERE / "l2-init.sh"
+SCENARIO_SH = HERE / "scenario.sh"
+
+TRIXIE_SOURCES = """Types: deb
+URIs: http://deb.debian.org/debian
+Suites: trixie
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"""
+
+
+class BuildError(Exception):
+    """A build step failed; the message names the problem and the fix."""
+
+
+def log(msg: str) -> None:
+    print(f"nested-host: {msg}", file=sys.stderr, flush=True)
+
+
+def cache_root() -> Path:
+    root = Path(os.environ.get("ZEROSTART_CACHE", Path.home() / ".cache" / "zerostart"))
+    return root / "nested"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=False, text=True, capture_output=True, **kw)
+
+
+# --------------------------------------------------------------------------
+# Debian packages
+
+
+class LockEntry:
+    def __init__(self, line: str):
+        fields = line.split()
+        pkg, _, ver = fields[0].partition("=")
+        attrs = dict(f.split("=", 1) for f in fields[1:])
+        if not pkg or not ver or "sha256" not in attrs or "suite" not in attrs:
+            raise BuildError(f"{LOCK}: bad line {line!r}; expected 'pkg=ver sha256=.. suite=..'")
+        self.package, self.version = pkg, ver
+        self.sha256 = attrs["sha256"]
+        self.suite = attrs["suite"]
+        self.meta = attrs.get("meta")
+        self.role = attrs.get("role", pkg)
+
+
+def read_lock() -> list[LockEntry]:
+    out = []
+    for line in LOCK.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            out.append(LockEntry(line))
+    return out
+
+
+class Apt:
+    """apt-get for one suite; trixie goes through a private lists dir so the
+    machine's own sources and package state are never touched."""
+
+    def __init__(self, suite: str):
+        self.suite = suite
+        self.opts: list[str] = []
+        if suite != "bookworm":
+            base = cache_root() / f"apt-{suite}"
+            (base / "lists" / "partial").mkdir(parents=True, exist_ok=True)
+            (base / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+            (base / "parts").mkdir(parents=True, exist_ok=True)
+            src = base / "parts" / f"{suite}.sources"
+            src.write_text(TRIXIE_SOURCES.replace("trixie", suite))
+            self.opts = [
+                "-o", f"Dir::State::Lists={base / 'lists'}",
+                "-o", "Dir::Etc::SourceList=/dev/null",
+                "-o", f"Dir::Etc::SourceParts={base / 'parts'}",
+                "-o", f"Dir::Cache={base / 'cache'}",
+            ]
+        self.updated = False
+
+    def update(self) -> None:
+        if self.updated:
+            return
+        log(f"apt-get update ({self.suite})")
+        r = run(["apt-get", *self.opts, "-qq", "update"])
+        if r.returncode != 0:
+            raise BuildError(f"apt-get update for {self.suite} failed: {r.stderr.strip()[-400:]}")
+        self.updated = True
+
+    def download(self, spec: str, dest: Path) -> Path | None:
+        """Downloads `spec` (pkg or pkg=ver) into dest; returns the .deb or None."""
+        with tempfile.TemporaryDirectory(dir=dest) as tmp:
+            r = run(["apt-get", *self.opts, "-qq", "download", spec], cwd=tmp)
+            debs = list(Path(tmp).glob("*.deb"))
+            if r.returncode != 0 or len(debs) != 1:
+                return None
+            final = dest / debs[0].name
+            os.replace(debs[0], final)
+            return final
+
+    def depends(self, meta: str) -> str | None:
+        r = run(["apt-cache", *self.opts, "depends", meta])
+        m = re.search(r"Depends: (\S+)", r.stdout)
+        return m.group(1) if m else None
+
+    def candidate(self, pkg: str) -> str | None:
+        r = run(["apt-cache", *self.opts, "policy", pkg])
+        m = re.search(r"Candidate: (\S+)", r.stdout)
+        return m.group(1) if m and m.group(1) != "(none)" else None
+
+
+def fetch_packages() -> dict[str, Path]:
+    """Returns role -> verified .deb path, downloading what is missing."""
+    debs_dir = cache_root() / "debs"
+    debs_dir.mkdir(parents=True, exist_ok=True)
+    apts: dict[str, Apt] = {}
+    out: dict[str, Path] = {}
+    for e in read_lock():
+        # A cached file of the right hash is the pinned package, whatever its name.
+        hit = next((p for p in debs_dir.glob("*.deb") if e.sha256 in _known_hashes(p)), None)
+        if hit:
+            out[e.role] = hit
+            continue
+        apt = apts.setdefault(e.suite, Apt(e.suite))
+        spec = f"{e.package}={e.version}"
+        deb = apt.download(spec, debs_dir)
+        if deb is None:
+            apt.update()
+            deb = apt.download(spec, debs_dir)
+        if deb is not None:
+            got = sha256_file(deb)
+            if got != e.sha256:
+                deb.unlink()
+                raise BuildError(
+                    f"{spec}: sha256 {got} does not match versions.lock ({e.sha256}); "
+                    "the mirror served different bytes for a pinned version: investigate before updating the lock")
+        else:
+            pkg = e.package
+            if e.meta:
+                apt.update()
+                pkg = apt.depends(e.meta) or pkg
+            ver = apt.candidate(pkg)
+            deb = apt.download(pkg, debs_dir) if ver else None
+            if deb is None:
+                raise BuildError(f"cannot download {spec} nor a current {pkg} from Debian {e.suite}; "
+                                 "check network access to deb.debian.org")
+            got = sha256_file(deb)
+            log(f"WARNING: {spec} is gone from the mirror; using {pkg}={ver}. Update versions.lock with:\n"
+                f"  {pkg}={ver} sha256={got} suite={e.suite}"
+                + (f" meta={e.meta}" if e.meta else "") + f" role={e.role}")
+        _remember_hash(deb)
+        out[e.role] = deb
+    return out
+
+
+def _known_hashes(deb: Path) -> set[str]:
+    side = deb.with_suffix(".sha256")
+    if side.exists() and side.stat().st_mtime >= deb.stat().st_mtime:
+        return {side.read_text().strip()}
+    return set()
+
+
+def _remember_hash(deb: Path) -> None:
+    deb.with_suffix(".sha256").write_text(sha256_file(deb) + "\n")
+
+
+def unpack(deb: Path) -> Path:
+    """dpkg-deb -x into the cache (never into the machine's /)."""
+    digest = _known_hashes(deb).pop() if _known_hashes(deb) else sha256_file(deb)
+    dest = cache_root() / "unpack" / digest[:20]
+    if dest.is_dir():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent))
+    r = run(["dpkg-deb", "-x", str(deb), str(tmp)])
+    if r.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BuildError(f"dpkg-deb -x {deb} failed: {r.stderr.strip()}")
+    os.replace(tmp, dest)
+    return dest
+
+
+def kernel_of(tree: Path) -> tuple[Path, str]:
+    vms = sorted(tree.glob("boot/vmlinuz-*"))
+    if len(vms) != 1:
+        raise BuildError(f"{tree}: expected one boot/vmlinuz-*, found {len(vms)}")
+    return vms[0], vms[0].name[len("vmlinuz-"):]
+
+
+def module(tree: Path, release: str, rel: str) -> bytes:
+    """A kernel module's bytes, decompressed if the package ships .ko.xz/.zst."""
+    for base in (tree / "lib" / "modules" / release, tree / "usr" / "lib" / "modules" / release):
+        p = base / "kernel" / rel
+        if p.exists():
+            return p.read_bytes()
+        if p.with_name(p.name + ".xz").exists():
+            import lzma
+            return lzma.decompress(p.with_name(p.name + ".xz").read_bytes())
+        if p.with_name(p.name + ".zst").exists():
+            r = subprocess.run(["zstd", "-dc", str(p.with_name(p.name + ".zst"))], capture_output=True, check=True)
+            return r.stdout
+    raise BuildError(f"module {rel} not found in {tree} for {release}")
+
+
+# --------------------------------------------------------------------------
+# cpio (newc), written here so device nodes need no mknod and output is
+# byte-for-byte reproducible (mtime 0, fixed inode numbers).
+
+
+class Cpio:
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[int, bytes, int, int]] = {}  # path -> (mode, data, rmajor, rminor)
+
+    def dir(self, path: str, perm: int = 0o755) -> None:
+        parts = path.strip("/").split("/")
+        for i in range(1, len(parts) + 1):
+            p = "/".join(parts[:i])
+            self.entries.setdefault(p, (stat.S_IFDIR | perm, b"", 0, 0))
+
+    def _parent(self, path: str) -> str:
+        path = path.strip("/")
+        if "/" in path:
+            self.dir(path.rsplit("/", 1)[0])
+        return path
+
+    def file(self, path: str, data: bytes, perm: int = 0o644) -> None:
+        self.entries[self._parent(path)] = (stat.S_IFREG | perm, data, 0, 0)
+
+    def symlink(self, path: str, target: str) -> None:
+        self.entries[self._parent(path)] = (stat.S_IFLNK | 0o777, target.encode(), 0, 0)
+
+    def chardev(self, path: str, major: int, minor: int, perm: int = 0o600) -> None:
+        self.entries[self._parent(path)] = (stat.S_IFCHR | perm, b"", major, minor)
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for p in sorted(self.entries):
+            mode, data, ma, mi = self.entries[p]
+            h.update(f"{p}\0{mode:o}\0{ma}:{mi}\0{len(data)}\0".encode())
+            h.update(hashlib.sha256(data).digest())
+        return h.hexdigest()
+
+    def write(self, out: io.BufferedIOBase) -> None:
+        def pad(n: int) -> bytes:
+            return b"\0" * ((4 - n % 4) % 4)
+
+        def rec(ino: int, name: str, mode: int, data: bytes, ma: int, mi: int) -> None:
+            nb = name.encode() + b"\0"
+            nlink = 2 if stat.S_ISDIR(mode) else 1
+            hdr = "070701" + "".join(f"{v:08x}" for v in (
+                ino, mode, 0, 0, nlink, 0, len(data), 0, 0, ma, mi, len(nb), 0))
+            out.write(hdr.encode() + nb + pad(110 + len(nb)))
+            out.write(data + pad(len(data)))
+
+        for i, p in enumerate(sorted(self.entries), start=1):
+            mode, data, ma, mi = self.entries[p]
+            rec(i, p, mode, data, ma, mi)
+        rec(0, "TRAILER!!!", 0, b"", 0, 0)
+
+
+def write_cpio(c: Cpio, path: Path, compress: bool) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as raw:
+        if compress:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+                c.write(gz)
+        else:
+            c.write(raw)
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------
+# Pieces
+
+
+def build_guest_init() -> Path:
+    """gcc -static the L3 /init; cached by its sources' hash."""
+    srcs = sorted(GUEST_INIT.glob("*.[ch]"))
+    srcs = [s for s in srcs if not s.name.startswith("test_")]
+    srcs.append(REPO / "tests" / "vectors" / "zshint_errors.h")
+    h = hashlib.sha256()
+    for s in srcs:
+        h.update(s.name.encode() + b"\0" + s.read_bytes())
+    out = cache_root() / "guest-init" / h.hexdigest()[:20] / "zsinit"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = ["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(REPO / "tests" / "vectors"),
+           "-o", str(out) + ".tmp",
+           *[str(s) for s in srcs if s.suffix == ".c"]]
+    r = run(cmd)
+    if r.returncode != 0:
+        raise BuildError(f"building the L3 init failed ({' '.join(cmd)}):\n{r.stderr}")
+    os.replace(str(out) + ".tmp", out)
+    return out
+
+
+def build_l3_initramfs() -> Path:
+    init = build_guest_init()
+    c = Cpio()
+    for d in ("dev", "proc", "sys", "tmp"):
+        c.dir(d)
+    # The kernel opens /dev/console before devtmpfs is mounted: it must exist in the archive.
+    c.chardev("dev/console", 5, 1)
+    c.chardev("dev/null", 1, 3, 0o666)
+    c.file("init", init.read_bytes(), 0o755)
+    out = cache_root() / "l3" / f"initramfs-{c.digest()[:20]}.cpio.gz"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_cpio(c, out, compress=True)
+    return out
+
+
+def qemu_bundle(c: Cpio, qemu: str) -> None:
+    """Host QEMU + every library ldd lists + qboot, as the L3 baseline VMM."""
+    qpath = shutil.which(qemu)
+    if not qpath:
+        raise BuildError(f"{qemu} not found; run `make deps` (ci/install-deps.sh installs qemu-system-x86)")
+    c.file("qemu/bin/qemu-system-x86_64", Path(qpath).read_bytes(), 0o755)
+    r = run(["ldd", qpath])
+    for line in r.stdout.splitlines():
+        m = re.search(r"(/\S+) \(0x", line)
+        if not m:
+            continue
+        lib = Path(m.group(1))
+        real = lib.resolve()
+        c.file(str(lib).lstrip("/"), real.read_bytes(), 0o755)
+        # ld.so is looked up by its PT_INTERP path; /lib64 in Debian.
+    for rom in ("qboot.rom", "bios-microvm.bin", "linuxboot_dma.bin"):
+        p = Path("/usr/share/qemu") / rom
+        if p.exists():
+            c.file(f"qemu/share/{rom}", p.read_bytes())
+
+
+def zerostart_binary(path: Path | None) -> Path | None:
+    if path is None:
+        return None
+    if not path.exists():
+        raise BuildError(f"zerostart binary {path} does not exist; build it with `make zerostart-static`")
+    r = run(["ldd", str(path)])
+    if "not a dynamic executable" not in (r.stdout + r.stderr) and "statically linked" not in (r.stdout + r.stderr):
+        raise BuildError(f"{path} is dynamically linked; L2 has no libc. Build with "
+                         "RUSTFLAGS='-C target-feature=+crt-static' --target x86_64-unknown-linux-gnu")
+    return path
+
+
+def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: bool = True,
+             qemu: str = "qemu-system-x86_64") -> dict:
+    """Returns the manifest of the cached L2 image, building it if needed."""
+    debs = fetch_packages()
+    l2tree = unpack(debs["l2-kernel"])
+    vmlinuz, release = kernel_of(l2tree)
+    bb = unpack(debs["busybox"]) / "bin" / "busybox"
+
+    kernels: dict[str, Path] = {}
+    for role, deb in debs.items():
+        if role.startswith("l3-kernel-"):
+            kernels[role[len("l3-kernel-"):]] = kernel_of(unpack(deb))[0]
+    kernels.update(l3_kernels)
+
+    c = Cpio()
+    for d in ("dev", "proc", "sys", "tmp", "run", "bin", "sbin", "usr/bin", "usr/sbin", "zs"):
+        c.dir(d)
+    c.chardev("dev/console", 5, 1)
+    c.chardev("dev/null", 1, 3, 0o666)
+    c.file("bin/busybox", bb.read_bytes(), 0o755)
+    c.symlink("bin/sh", "busybox")
+    c.file("init", L2_INIT.read_bytes(), 0o755)
+    c.file("zs/scenario.sh", SCENARIO_SH.read_bytes(), 0o755)
+    for m in ("virt/lib/irqbypass.ko", "arch/x86/kvm/kvm.ko", "arch/x86/kvm/kvm-amd.ko"):
+        c.file(f"lib/modules/{Path(m).name}", module(l2tree, release, m))
+    for name, k in sorted(kernels.items()):
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+            raise BuildError(f"L3 kernel name {name!r} must match [A-Za-z0-9._-]+")
+        c.file(f"zs/kernels/{name}", k.read_bytes())
+    l3i = build_l3_initramfs()
+    c.file("zs/l3-initramfs.cpio.gz", l3i.read_bytes())
+    zs = zerostart_binary(zerostart)
+    if zs:
+        c.file("zs/zerostart", zs.read_bytes(), 0o755)
+    if with_qemu:
+        qemu_bundle(c, qemu)
+
+    vm_hash = sha256_file(vmlinuz)
+    digest = hashlib.sha256((c.digest() + vm_hash).encode()).hexdigest()[:20]
+    outdir = cache_root() / f"l2-{digest}"
+    manifest = {
+        "dir": str(outdir),
+        "vmlinuz": str(outdir / "vmlinuz"),
+        "initramfs": str(outdir / "initramfs.cpio"),
+        "l2_kernel_release": release,
+        "l3_kernels": {n: str(p) for n, p in sorted(kernels.items())},
+        "zerostart": str(zs) if zs else None,
+        "zerostart_sha256": sha256_file(zs) if zs else None,
+        "qemu": with_qemu,
+        "packages": {e.role: f"{e.package}={e.version}" for e in read_lock()},
+        "hash": digest,
+    }
+    if (outdir / "manifest.json").exists():
+        log(f"L2 image cached: {outdir}")
+        return manifest
+    log(f"building L2 image {outdir}")
+    tmp = Path(tempfile.mkdtemp(dir=cache_root()))
+    shutil.copyfile(vmlinuz, tmp / "vmlinuz")
+    # Uncompressed on purpose: L2 runs under TCG, where gunzip of ~150 MB costs seconds.
+    write_cpio(c, tmp / "initramfs.cpio", compress=False)
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if outdir.exists():
+        shutil.rmtree(outdir)
+    os.replace(tmp, outdir)
+    return manifest
+
+
+def default_l3_kernels() -> dict[str, Path]:
+    """The patched kernel from guest-kernel-patches/, when it has been built.
+
+    ZS_L3_KERNEL=/path/bzImage wins; otherwise the newest
+    $ZEROSTART_CACHE/kernel/**/bzImage is used. Without either, scenarios
+    that ask for the "patched" kernel fall back to stock Debian 6.12 (run.py
+    says so in the report).
+    """
+    env = os.environ.get("ZS_L3_KERNEL")
+    if env:
+        p = Path(env)
+        if not p.exists():
+            raise BuildError(f"ZS_L3_KERNEL={env} does not exist")
+        return {"patched": p}
+    root = cache_root().parent / "kernel"
+    cands = sorted(root.glob("**/bzImage"), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
+    return {"patched": cands[-1]} if cands else {}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--zerostart", type=Path, help="static zerostart binary to put in L2")
+    ap.add_argument("--no-qemu", action="store_true", help="leave the QEMU baseline VMM out of L2")
+    ap.add_argument("--fetch-only", action="store_true", help="only download and verify the packages")
+    a = ap.parse_args()
+    try:
+        if a.fetch_only:
+            for role, deb in fetch_packages().items():
+                print(f"{role}: {deb}")
+            return 0
+        m = build_l2(default_l3_kernels(), a.zerostart, with_qemu=not a.no_qemu)
+        print(json.dumps(m, indent=2))
+        return 0
+    except BuildError as e:
+        print(f"nested-host: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

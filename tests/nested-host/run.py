@@ -1,0 +1,581 @@
+#!/usr/bin/env python3
+"""Runs zerostart end-to-end scenarios on real KVM inside the nested test host.
+
+Why: this machine's /dev/kvm cannot boot Linux, so the harness boots the L2
+image (build.py) under QEMU TCG with an emulated AMD SVM CPU, lets L2 run
+each scenario (zerostart or the QEMU baseline booting an L3 Linux guest whose
+/init is tests/guest-init/zsinit), streams L2's serial console, and turns the
+ZSE2E-/ZSINIT: lines into target/e2e/report.json. Every wait is bounded; on
+any failure or timeout it kills QEMU, saves target/e2e/console.log and prints
+its tail.
+
+  run.py e2e   [--vmm zerostart|qemu] [--only NAME,...]
+  run.py demo  (direct on a host with vmx/svm, else inside the nested host)
+
+Python 3 standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import build  # noqa: E402
+
+REPO = build.REPO
+OUT = REPO / "target" / "e2e"
+MIB = 1 << 20
+REQUIRED_PHASES = ["process_start", "memory_ready", "first_kvm_run", "init_started", "test_done", "exit"]
+L2_BOOT_TIMEOUT_S = 180  # L2 boot to "kvm ready" under TCG (normally ~5-15 s)
+GRACE_S = 60  # harness slack over each scenario's in-L2 timeout
+
+
+@dataclass
+class Scenario:
+    name: str
+    vmm: str  # "zerostart" | "qemu"
+    kernel: str  # name under /zs/kernels in L2
+    mem_mib: int
+    prezero: str  # "auto" | "off" (zerostart's --memory prezero=)
+    expect_hint: bool
+    cpus: int = 1
+    timeout_s: int = 240
+    guest_args: str = ""
+    note: str = ""
+
+    def line(self) -> str:
+        return "|".join([self.name, self.vmm, self.kernel, str(self.mem_mib), self.prezero,
+                         str(self.cpus), str(self.timeout_s), self.guest_args])
+
+
+def guest_args(mem_mib: int) -> str:
+    # A hugetlb pool in the guest lets zsinit check (and time) 2 MiB pages too.
+    huge = 128 if mem_mib >= 4096 else 64
+    extra = os.environ.get("ZSE2E_GUEST_APPEND", "")
+    return f"hugepages={huge} zsinit.check_mib=64 zsinit.populate_mib={huge * 2} {extra}".strip()
+
+
+def e2e_scenarios(l3: str) -> list[Scenario]:
+    """The issue's scenarios. `l3` is the kernel under test (patched when built)."""
+    return [
+        Scenario("zs-prezero-4g", "zerostart", l3, 4096, "auto", True, guest_args=guest_args(4096),
+                 note="2M hugepages, prefault, prezero on: hint valid, memory zero, full timeline"),
+        Scenario("zs-noprezero-4g", "zerostart", l3, 4096, "off", False, guest_args=guest_args(4096),
+                 note="prezero off: no hint"),
+        Scenario("zs-stock612-hint-1g", "zerostart", "debian-6.12", 1024, "auto", True,
+                 guest_args=guest_args(1024),
+                 note="stock Debian 6.12 kernel boots with the hint present and ignores it"),
+        Scenario("zs-prezero-1g", "zerostart", l3, 1024, "auto", True, guest_args=guest_args(1024),
+                 note="1 GiB guest timeline (4 GiB is zs-prezero-4g)"),
+        Scenario("qemu-baseline-4g", "qemu", l3, 4096, "off", False, guest_args=guest_args(4096),
+                 note="QEMU microvm inside L2 on the same kernel: the baseline VMM"),
+    ]
+
+
+def demo_scenario(l3: str) -> Scenario:
+    return Scenario("demo-4g", "zerostart", l3, 4096, "auto", True, guest_args=guest_args(4096),
+                    note="4 GiB, 2M hugepages, prefault, pre-zeroed")
+
+
+# --------------------------------------------------------------------------
+# parsing
+
+
+@dataclass
+class Result:
+    sc: Scenario
+    rc: int | None = None
+    wall_ms: int | None = None
+    verdict: dict = field(default_factory=dict)
+    timeline_json: dict | None = None
+    l3_lines: list[str] = field(default_factory=list)
+    vmm_lines: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def kv(s: str) -> dict:
+    return dict(m.groups() for m in re.finditer(r"(\w+)=(\S+)", s))
+
+
+def parse_verdict(line: str) -> dict:
+    m = re.search(r"ZSINIT: (PASS|FAIL) (.*)", line)
+    if not m:
+        return {}
+    d = kv(m.group(2))
+    d["status"] = m.group(1)
+    r = re.search(r"reason=(.*)$", m.group(2))
+    if r:
+        d["reason"] = r.group(1)
+    return d
+
+
+def judge(r: Result) -> None:
+    sc, v = r.sc, r.verdict
+    if r.rc is None:
+        r.failures.append("no ZSE2E-END line (scenario did not finish)")
+    elif r.rc != 0:
+        r.failures.append(f"VMM exited {r.rc}")
+    boots = sum(1 for ln in r.l3_lines if "ZSINIT: START" in ln)
+    if boots > 1:
+        r.failures.append(f"the L3 guest booted {boots} times (reset did not end the VMM)")
+    if not v:
+        r.failures.append("no ZSINIT verdict line from the L3 guest")
+    else:
+        if v["status"] != "PASS":
+            r.failures.append(f"guest verdict FAIL: {v.get('reason', '?')}")
+        if int(v.get("nonzero_bytes", "1")) != 0:
+            r.failures.append(f"guest saw {v.get('nonzero_bytes')} non-zero bytes")
+        if int(v.get("zero_checked_bytes", "0")) == 0:
+            r.failures.append("guest checked no memory")
+        hint = v.get("hint", "?")
+        if sc.expect_hint and not (hint == "valid" and int(v.get("ranges", "0")) > 0):
+            r.failures.append(f"expected a valid non-empty hint, guest saw hint={hint} ranges={v.get('ranges')}")
+        if not sc.expect_hint and hint != "absent":
+            r.failures.append(f"expected no hint, guest saw hint={hint}")
+    if sc.vmm == "zerostart":
+        if r.timeline_json is None:
+            r.failures.append("no timeline JSON from zerostart")
+        else:
+            names = [p.get("name") for p in r.timeline_json.get("phases", [])]
+            missing = [p for p in REQUIRED_PHASES if p not in names]
+            if missing:
+                r.failures.append(f"timeline lacks phases {missing} (has {names})")
+
+
+def timeline_of(r: Result) -> list[dict]:
+    if r.timeline_json is not None:
+        return [{"name": p["name"], "t_ms": p["t_ms"]} for p in r.timeline_json.get("phases", [])
+                if "name" in p and "t_ms" in p]
+    # The QEMU baseline has no boot-timer device: only what L2 measured around it.
+    if r.wall_ms is not None:
+        return [{"name": "process_start", "t_ms": 0}, {"name": "exit", "t_ms": r.wall_ms}]
+    return []
+
+
+def report_entry(r: Result) -> dict:
+    v = r.verdict
+    mem = r.sc.mem_mib * MIB
+    if r.timeline_json and isinstance(r.timeline_json.get("memory_bytes"), int):
+        mem = r.timeline_json["memory_bytes"]
+    hint = v.get("hint", "unknown")
+    e = {
+        "name": r.sc.name,
+        "passed": not r.failures,
+        "guest_mem_bytes": mem,
+        "hint_seen": hint != "absent" and hint != "unknown",
+        "zero_checked_bytes": int(v.get("zero_checked_bytes", 0)),
+        "nonzero_bytes": int(v.get("nonzero_bytes", 0)),
+        "timeline": timeline_of(r),
+        # additions
+        "vmm": r.sc.vmm,
+        "kernel": r.sc.kernel,
+        "guest_kernel_release": v.get("kernel"),
+        "prezero": r.sc.prezero,
+        "hint": hint,
+        "hint_ranges": int(v.get("ranges", 0)),
+        "hinted_bytes": int(v.get("hinted_bytes", 0)),
+        "hinted_checked_bytes": int(v.get("hinted_checked_bytes", 0)),
+        "populate_ms": int(v.get("populate_ms", 0)),
+        "guest_uptime_ms_at_verdict": int(v.get("uptime_ms", 0)),
+        "vmm_rc": r.rc,
+        "wall_ms_in_l2": r.wall_ms,
+        "failures": r.failures,
+        "note": r.sc.note,
+    }
+    if r.timeline_json:
+        for k in ("prezero", "exit", "memory_bytes"):
+            if k in r.timeline_json:
+                e[f"zerostart_{k}"] = r.timeline_json[k]
+    return e
+
+
+# --------------------------------------------------------------------------
+# running L2
+
+
+class Console:
+    """Reads a child's stdout on a thread so every wait can have a deadline."""
+
+    def __init__(self, proc: subprocess.Popen, log_path: Path, echo: bool):
+        self.proc, self.q = proc, queue.Queue()
+        self.log = open(log_path, "w", errors="replace")
+        self.echo = echo
+        self.lines: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for raw in iter(self.proc.stdout.readline, b""):
+            self.q.put(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", ""))
+        self.q.put(None)
+
+    def next(self, deadline: float) -> str | None:
+        """Next line, None at EOF; raises TimeoutError past `deadline`."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        try:
+            line = self.q.get(timeout=left)
+        except queue.Empty:
+            raise TimeoutError from None
+        if line is not None:
+            self.lines.append(line)
+            self.log.write(line + "\n")
+            self.log.flush()
+            if self.echo:
+                print(f"  | {line}", flush=True)
+        return line
+
+
+def kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int) -> tuple[list[Result], str | None]:
+    """Boots L2 once and runs every scenario; returns results and a fatal error, if any."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    max_mem = max(s.mem_mib for s in scenarios)
+    hugepages = max_mem // 2 + 16
+    init_size = Path(manifest["initramfs"]).stat().st_size // MIB
+    l2_mem = max_mem + 32 + 1536 + 2 * init_size
+    # The scenario list rides as a second cpio archive after the cached image.
+    lst = build.Cpio()
+    lst.file("zs/scenarios.txt", ("\n".join(s.line() for s in scenarios) + "\n").encode())
+    tmpdir = Path(tempfile.mkdtemp(prefix="zse2e-"))
+    try:
+        initrd = tmpdir / "initrd.cpio"
+        shutil.copyfile(manifest["initramfs"], initrd)
+        with open(initrd, "ab") as f:
+            lst.write(f)
+        qemu = shutil.which("qemu-system-x86_64")
+        if not qemu:
+            return [], "qemu-system-x86_64 not found: run `make deps`"
+        cmd = [qemu, "-accel", "tcg,thread=multi", "-cpu", "EPYC,+svm", "-m", f"{l2_mem}M",
+               "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
+               "-serial", "stdio", "-monitor", "none", "-no-reboot",
+               "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
+               "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
+               + os.environ.get("ZSE2E_L2_APPEND", "")]
+        print(f"e2e: booting L2 (TCG, -cpu EPYC,+svm, {l2_mem} MiB, {hugepages} x 2M hugepages) "
+              f"for {len(scenarios)} scenario(s)", flush=True)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        con = Console(proc, OUT / "console.log", echo)
+        try:
+            return _drive(con, scenarios)
+        finally:
+            kill(proc)
+            con.log.close()
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _drive(con: Console, scenarios: list[Scenario]) -> tuple[list[Result], str | None]:
+    results: list[Result] = []
+    by_name = {s.name: s for s in scenarios}
+    t_start = time.monotonic()
+    overall = t_start + L2_BOOT_TIMEOUT_S + sum(s.timeout_s + GRACE_S for s in scenarios)
+    deadline = t_start + L2_BOOT_TIMEOUT_S
+    cur: Result | None = None
+    try:
+        while True:
+            line = con.next(min(deadline, overall))
+            if line is None:
+                if cur:
+                    return results, f"L2 exited during scenario {cur.sc.name}"
+                if len(results) < len(scenarios):
+                    return results, "L2 exited before running every scenario"
+                return results, None
+            if line.startswith("ZSE2E-FATAL"):
+                return results, line
+            if line.startswith("ZSE2E-L2 kvm ready"):
+                print(f"e2e: L2 up with /dev/kvm after {time.monotonic() - t_start:.1f} s", flush=True)
+            elif line.startswith("ZSE2E-BEGIN"):
+                name = kv(line).get("name")
+                if name not in by_name:
+                    return results, f"L2 started unknown scenario {name}"
+                cur = Result(by_name[name])
+                deadline = time.monotonic() + cur.sc.timeout_s + GRACE_S
+                print(f"e2e: [{name}] running ({cur.sc.vmm}, kernel {cur.sc.kernel}, "
+                      f"{cur.sc.mem_mib} MiB, prezero={cur.sc.prezero})", flush=True)
+            elif cur and line.startswith("L3| "):
+                cur.l3_lines.append(line[4:])
+                if "ZSINIT: PASS" in line or "ZSINIT: FAIL" in line:
+                    cur.verdict = parse_verdict(line)
+            elif cur and line.startswith("ZSE2E-TIMEOUT"):
+                cur.failures.append(f"timed out in L2 after {cur.sc.timeout_s} s")
+            elif cur and line.startswith("VMM| "):
+                cur.vmm_lines.append(line[5:])
+            elif cur and line.startswith("ZSE2E-TIMELINE"):
+                js = line.split(" ", 2)[2] if line.count(" ") >= 2 else ""
+                try:
+                    cur.timeline_json = json.loads(js)
+                except json.JSONDecodeError as e:
+                    cur.failures.append(f"timeline JSON unparsable: {e}")
+            elif cur and line.startswith("ZSE2E-END"):
+                d = kv(line)
+                cur.rc = int(d.get("rc", "-1"))
+                cur.wall_ms = int(d.get("wall_ms", "0"))
+                judge(cur)
+                results.append(cur)
+                status = "PASS" if not cur.failures else "FAIL: " + "; ".join(cur.failures)
+                print(f"e2e: [{cur.sc.name}] {status} ({cur.wall_ms} ms in L2)", flush=True)
+                cur = None
+                deadline = overall
+            elif line.startswith("ZSE2E-DONE"):
+                deadline = min(overall, time.monotonic() + 30)
+    except TimeoutError:
+        where = f"scenario {cur.sc.name}" if cur else ("L2 boot" if not results else "L2")
+        if cur:
+            cur.failures.append("harness timeout")
+            results.append(cur)
+        return results, f"timeout waiting for {where} after {time.monotonic() - t_start:.0f} s"
+
+
+# --------------------------------------------------------------------------
+# output
+
+
+def write_report(results: list[Result], fatal: str | None, manifest: dict | None, path: Path) -> dict:
+    rep = {
+        "scenarios": [report_entry(r) for r in results],
+        "fatal": fatal,
+        "l2": {k: manifest.get(k) for k in ("hash", "l2_kernel_release", "packages", "zerostart_sha256")}
+        if manifest else None,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rep, indent=2) + "\n")
+    return rep
+
+
+def summary(rep: dict) -> str:
+    rows = [("scenario", "ok", "vmm", "kernel", "mem", "hint", "zero-checked", "nonzero", "populate",
+             "init_started", "exit")]
+    for s in rep["scenarios"]:
+        tl = {p["name"]: p["t_ms"] for p in s["timeline"]}
+        rows.append((s["name"], "PASS" if s["passed"] else "FAIL", s["vmm"], s["kernel"],
+                     f"{s['guest_mem_bytes'] // MIB}M", s["hint"] + (f"/{s['hint_ranges']}" if s["hint_ranges"] else ""),
+                     f"{s['zero_checked_bytes'] // MIB}M", str(s["nonzero_bytes"]), f"{s['populate_ms']}ms",
+                     fmt_ms(tl.get("init_started")), fmt_ms(tl.get("exit"))))
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = ["  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in rows]
+    out.insert(1, "  ".join("-" * x for x in w))
+    for s in rep["scenarios"]:
+        for f in s["failures"]:
+            out.append(f"  {s['name']}: {f}")
+    return "\n".join(out)
+
+
+def fmt_ms(v) -> str:
+    return "-" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v)
+
+
+def timeline_table(phases: list[dict]) -> str:
+    rows = [("phase", "t_ms", "delta_ms")]
+    prev = None
+    for p in phases:
+        t = p["t_ms"]
+        rows.append((p["name"], f"{t:.3f}" if isinstance(t, float) else str(t),
+                     "" if prev is None else f"{t - prev:.3f}" if isinstance(t - prev, float) else str(t - prev)))
+        prev = t
+    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"{r[0].ljust(w[0])}  {r[1].rjust(w[1])}  {r[2].rjust(w[2])}" for r in rows]
+    lines.insert(1, "-" * (sum(w) + 4))
+    return "\n".join(lines)
+
+
+def fail_loudly(fatal: str | None) -> None:
+    log = OUT / "console.log"
+    print(f"\ne2e: FAILED{': ' + fatal if fatal else ''}", file=sys.stderr)
+    if log.exists():
+        tail = log.read_text(errors="replace").splitlines()[-80:]
+        print(f"e2e: last {len(tail)} lines of {log}:", file=sys.stderr)
+        for line in tail:
+            print(f"  {line}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------
+# entry points
+
+
+def l3_kernel_name(kernels: dict) -> str:
+    if "patched" in kernels:
+        return "patched"
+    print("e2e: patched guest kernel not built yet ($ZEROSTART_CACHE/kernel/**/bzImage or ZS_L3_KERNEL); "
+          "the L3 kernel under test is stock Debian 6.12", flush=True)
+    return "debian-6.12"
+
+
+def zerostart_path(arg: str | None) -> Path | None:
+    p = Path(arg) if arg else REPO / "target" / "x86_64-unknown-linux-gnu" / "static" / "zerostart"
+    return p if p.exists() else None
+
+
+def cmd_e2e(a) -> int:
+    t0 = time.monotonic()
+    zs = zerostart_path(a.zerostart)
+    kernels = build.default_l3_kernels()
+    manifest = build.build_l2(kernels, zs, with_qemu=True)
+    l3 = l3_kernel_name(manifest["l3_kernels"])
+    scs = e2e_scenarios(l3)
+    if a.vmm:
+        for s in scs:
+            s.vmm = a.vmm
+            if a.vmm == "qemu":
+                s.expect_hint = False
+    if a.only:
+        want = set(a.only.split(","))
+        scs = [s for s in scs if s.name in want]
+        if not scs:
+            print(f"e2e: --only {a.only} matches no scenario", file=sys.stderr)
+            return 2
+    if zs is None and any(s.vmm == "zerostart" for s in scs):
+        print("e2e: warning: no static zerostart binary (make zerostart-static); its scenarios will fail",
+              flush=True)
+    results, fatal = run_nested(scs, manifest, a.verbose, a.smp)
+    rep = write_report(results, fatal, manifest, Path(a.report))
+    print("\n" + summary(rep))
+    print(f"\ne2e: report {a.report}; console log {OUT / 'console.log'}; {time.monotonic() - t0:.0f} s total")
+    ok = fatal is None and len(results) == len(scs) and all(not r.failures for r in results)
+    if not ok:
+        fail_loudly(fatal)
+        return 1
+    print("e2e: all scenarios passed")
+    return 0
+
+
+def host_has_hw_virt() -> bool:
+    try:
+        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
+    except OSError:
+        return False
+    return bool({"vmx", "svm"} & set(flags.split()))
+
+
+def cmd_demo(a) -> int:
+    zs = zerostart_path(a.zerostart)
+    if zs is None:
+        print("demo: no static zerostart binary; run `make demo` (it builds one)", file=sys.stderr)
+        return 1
+    kernels = build.default_l3_kernels()
+    if host_has_hw_virt() and not a.nested:
+        return demo_direct(zs, kernels)
+    print("demo: this CPU has no vmx/svm, so the demo runs inside the nested KVM test host (QEMU TCG, -cpu EPYC,+svm)",
+          flush=True)
+    manifest = build.build_l2(kernels, zs, with_qemu=False)
+    sc = demo_scenario(l3_kernel_name(manifest["l3_kernels"]))
+    results, fatal = run_nested([sc], manifest, a.verbose, a.smp)
+    path = OUT / "demo-report.json"
+    rep = write_report(results, fatal, manifest, path)
+    if results and results[0].timeline_json:
+        tl_path = OUT / "demo-timeline.json"
+        tl_path.write_text(json.dumps(results[0].timeline_json, indent=2) + "\n")
+        show_demo(results[0].timeline_json, results[0].verdict, tl_path)
+    print(summary(rep))
+    if fatal or not results or results[0].failures:
+        fail_loudly(fatal)
+        return 1
+    return 0
+
+
+def show_demo(tl: dict, verdict: dict, path: Path) -> None:
+    print("\nzerostart boot timeline (4 GiB, 2M hugepages, prefault, pre-zeroed):")
+    print(timeline_table(tl.get("phases", [])))
+    if "prezero" in tl:
+        print(f"prezero: {json.dumps(tl['prezero'])}")
+    if verdict:
+        print(f"guest: hint={verdict.get('hint')} ranges={verdict.get('ranges')} "
+              f"zero_checked={int(verdict.get('zero_checked_bytes', 0)) // MIB} MiB "
+              f"nonzero={verdict.get('nonzero_bytes')} populate={verdict.get('populate_ms')} ms")
+    print(f"timeline JSON: {path}\n")
+
+
+def demo_direct(zs: Path, kernels: dict) -> int:
+    """On a host with hardware virtualization: zerostart runs right here."""
+    kernel_name = l3_kernel_name(kernels)
+    if kernel_name == "patched":
+        kernel = kernels["patched"]
+    else:
+        debs = build.fetch_packages()
+        kernel = build.kernel_of(build.unpack(debs["l3-kernel-debian-6.12"]))[0]
+    initrd = build.build_l3_initramfs()
+    sc = demo_scenario(kernel_name)
+    nr = Path("/proc/sys/vm/nr_hugepages")
+    free = Path("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
+    before = int(nr.read_text())
+    need = sc.mem_mib // 2
+    OUT.mkdir(parents=True, exist_ok=True)
+    tl_path, ser = OUT / "demo-timeline.json", OUT / "demo-serial.log"
+    try:
+        if int(free.read_text()) < need:
+            nr.write_text(str(before + need - int(free.read_text())))
+            if int(free.read_text()) < need:
+                print(f"demo: could reserve only {free.read_text().strip()} of {need} 2 MiB hugepages "
+                      "(memory too fragmented or too small)", file=sys.stderr)
+                return 1
+        cmd = [str(zs), "run", "--kernel", str(kernel), "--initramfs", str(initrd),
+               "--cmdline", f"console=ttyS0 reboot=k panic=-1 quiet {sc.guest_args}", "--cpus", f"boot={sc.cpus}",
+               "--memory", f"size={sc.mem_mib}M,hugepages=on,hugepage_size=2M,prefault=on,prezero=auto",
+               "--serial", f"file={ser}", "--timeline", str(tl_path)]
+        print("demo: " + " ".join(cmd), flush=True)
+        try:
+            rc = subprocess.run(cmd, timeout=sc.timeout_s).returncode
+        except subprocess.TimeoutExpired:
+            print(f"demo: zerostart did not finish within {sc.timeout_s} s", file=sys.stderr)
+            return 1
+    finally:
+        nr.write_text(str(before))
+    verdict = {}
+    if ser.exists():
+        for line in ser.read_text(errors="replace").splitlines():
+            if "ZSINIT: PASS" in line or "ZSINIT: FAIL" in line:
+                verdict = parse_verdict(line)
+    if not tl_path.exists():
+        print(f"demo: zerostart exited {rc} without a timeline; serial log {ser}", file=sys.stderr)
+        return 1
+    show_demo(json.loads(tl_path.read_text()), verdict, tl_path)
+    return 0 if rc == 0 and verdict.get("status") == "PASS" else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cmd", choices=["e2e", "demo"])
+    ap.add_argument("--zerostart", help="static zerostart binary (default target/x86_64-unknown-linux-gnu/static/zerostart)")
+    ap.add_argument("--vmm", choices=["zerostart", "qemu"], help="run every e2e scenario with this VMM")
+    ap.add_argument("--only", help="comma-separated scenario names")
+    ap.add_argument("--report", default=str(OUT / "report.json"))
+    ap.add_argument("--smp", type=int, default=2, help="L2 vCPUs")
+    ap.add_argument("--nested", action="store_true", help="demo: use the nested host even with vmx/svm")
+    ap.add_argument("-v", "--verbose", action="store_true", help="echo the whole L2 console")
+    a = ap.parse_args()
+    try:
+        return cmd_e2e(a) if a.cmd == "e2e" else cmd_demo(a)
+    except build.BuildError as e:
+        print(f"e2e: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+#!/bin/sh
+# Runs each scenario of the list (one per line, '|'-separated):
+#   name|vmm|kernel|mem_mib|prezero|cpus|timeout_s|l3 cmdline extras
+# inside L2 and prints, per scenario:
+#   ZSE2E-BEGIN name=.. vmm=.. kernel=.. mem_mib=.. prezero=..
+#   L3| <each line of the L3 serial console>
+#   VMM| <each line of the VMM's own stdout/stderr>
+#   ZSE2E-TIMELINE name=.. <timeline JSON on one line>   (zerostart only)
+#   ZSE2E-END name=.. rc=N wall_ms=N
+# vmm is "zerostart" (the VMM under test) or "qemu" (the baseline).
+list=${1:-/zs/scenarios.txt}
+ms() { awk '{printf "%d", $1 * 1000}' /proc/uptime; }
+[ -f "$list" ] || { echo "ZSE2E-FATAL no scenario list $list"; exit 1; }
+while IFS='|' read -r name vmm kernel mem prezero cpus tmo extra; do
+  case "$name" in ''|'#'*) continue;; esac
+  echo "ZSE2E-BEGIN name=$name vmm=$vmm kernel=$kernel mem_mib=$mem prezero=$prezero cpus=$cpus"
+  k=/zs/kernels/$kernel
+  ser=/tmp/$name.serial; out=/tmp/$name.vmm; tl=/tmp/$name.timeline.json
+  rm -f "$ser" "$out" "$tl"
+  cmd="console=ttyS0 reboot=k panic=-1 quiet $extra"
+  free=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages)
+  echo "ZSE2E-INFO name=$name l2_free_hugepages=$free cmdline=$cmd"
+  t0=$(ms)
+  if [ ! -f "$k" ]; then
+    echo "no kernel $k in the L2 image" > "$out"; rc=127
+  elif [ "$vmm" = zerostart ]; then
+    if [ -x /zs/zerostart ]; then
+      timeout -s KILL "$tmo" /zs/zerostart run --kernel "$k" --initramfs /zs/l3-initramfs.cpio.gz \
+        --cmdline "$cmd" --cpus "boot=$cpus" \
+        --memory "size=${mem}M,hugepages=on,hugepage_size=2M,prefault=on,prezero=$prezero" \
+        --serial "file=$ser" --timeline "$tl" > "$out" 2>&1 < /dev/null
+      rc=$?
+    else
+      echo "zerostart binary not in the L2 image" > "$out"; rc=127
+    fi
+  elif [ "$vmm" = qemu ]; then
+    # rtc=on: without a CMOS the guest's rtc_cmos probe spins ~16 s under nested TCG.
+    # zsinit.halt=poweroff: microvm restarts the guest on reset despite -no-reboot.
+    timeout -s KILL "$tmo" /qemu/bin/qemu-system-x86_64 -L /qemu/share \
+      -M microvm,x-option-roms=off,rtc=on,memory-backend=ram -bios qboot.rom \
+      -enable-kvm -cpu host -smp "$cpus" -m "${mem}M" \
+      -object "memory-backend-memfd,id=ram,size=${mem}M,hugetlb=on,hugetlbsize=2M,prealloc=on" \
+      -nodefaults -no-user-config -display none -no-reboot -serial "file:$ser" \
+      -kernel "$k" -initrd /zs/l3-initramfs.cpio.gz -append "$cmd zsinit.halt=poweroff" > "$out" 2>&1 < /dev/null
+    rc=$?
+  else
+    echo "unknown vmm $vmm" > "$out"; rc=2
+  fi
+  t1=$(ms)
+  [ "$rc" = 137 ] && echo "ZSE2E-TIMEOUT name=$name after ${tmo}s (killed)"
+  [ -f "$ser" ] && tr -d '\r' < "$ser" | sed 's/^/L3| /'
+  [ -f "$out" ] && sed 's/^/VMM| /' "$out"
+  [ -s "$tl" ] && echo "ZSE2E-TIMELINE name=$name $(tr -d '\n' < "$tl")"
+  echo "ZSE2E-END name=$name rc=$rc wall_ms=$((t1 - t0))"
+done < "$list"
