@@ -17,7 +17,8 @@ use devices::{
     I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
 };
 use kvm_bindings::{
-    kvm_pit_config, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES, KVM_PIT_SPEAKER_DUMMY,
+    kvm_pit_config, kvm_sregs, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES,
+    KVM_PIT_SPEAKER_DUMMY,
 };
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
@@ -339,72 +340,27 @@ pub fn build(
         vcpus.push(v);
     }
 
-    // Guest memory contents. Every write below is recorded in `ram`.
-    let k = kernel.load(ram.memory())?;
-    ram.mark_written(k.load_addr, k.end - k.load_addr.0);
-    let initrd = match &args.initramfs {
-        Some(p) => {
-            let data = std::fs::read(p).map_err(|err| Error::Initramfs {
-                path: p.clone(),
-                err,
-            })?;
-            let at = boot::initrd_addr(
-                plan.memory.size,
-                data.len() as u64,
-                k.header.initrd_addr_max,
-                k.end,
-            )?;
-            ram.write_tracked(&data, at)?;
-            Some((at, data.len() as u64))
-        }
-        None => None,
-    };
-    let cmdline_len = boot::write_cmdline(&mut ram, &args.cmdline, k.header.cmdline_size)?;
-    arch::mptable::setup_mptable(&mut ram, n)?;
-    arch::regs::setup_boot_vcpu(&vcpus[0], &mut ram, k.entry)?;
-    // The legacy first MiB is never hinted, written or not.
-    ram.mark_written(GuestAddress(0), LOW_MEMORY_END);
-
-    // The hint: everything not written so far. setup_data and boot_params
-    // go below 1 MiB, which the hint already excludes.
-    let hint = ram.zero_hint()?;
-    let mut setup = Vec::new();
-    if let Some(h) = &hint {
-        let mut blob = h
-            .encode()
-            .map_err(|e| Error::HintChanged(format!("encoding: {e}")))?;
-        if args.test_corrupt_hint == Some(CorruptHint::Checksum) {
-            blob[0x18] ^= 1;
-        }
-        setup.push(SetupData {
-            kind: zerohint::SETUP_TYPE,
-            data: blob,
-        });
-    }
-    let setup_addr = boot::write_setup_data(&mut ram, &setup)?;
-    let params = boot::build_boot_params(&BootParamsConfig {
-        header: Some(k.header),
-        ram_size: plan.memory.size,
-        cmdline_len,
-        initrd,
-        setup_data: setup_addr,
-    })?;
-    boot::write_boot_params(&mut ram, &params)?;
-    let again = ram.zero_hint()?;
-    if again != hint {
-        return Err(Error::HintChanged(
-            "boot data landed outside the first MiB".into(),
-        ));
-    }
-    if args.test_corrupt_hint == Some(CorruptHint::Dirty) {
-        if let Some(e) = hint
-            .as_ref()
-            .and_then(|h| h.entries.iter().max_by_key(|e| e.length))
-        {
-            let mid = (e.start + e.length / 2) & !0xfff;
-            ram.write_untracked(&[0xa5], GuestAddress(mid + 123))?;
-        }
-    }
+    let base_sregs = vcpus[0].get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
+    let boot = prepare_guest(
+        &mut ram,
+        &mut kernel,
+        &GuestInputs {
+            initramfs: args.initramfs.as_deref(),
+            cmdline: &args.cmdline,
+            memory_size: plan.memory.size,
+            cpus: n,
+            corrupt: args.test_corrupt_hint,
+        },
+        base_sregs,
+    )?;
+    let v0 = &vcpus[0];
+    v0.set_sregs(&boot.sregs)
+        .map_err(kvm_err("KVM_SET_SREGS"))?;
+    v0.set_regs(&arch::regs::boot_regs(boot.entry))
+        .map_err(kvm_err("KVM_SET_REGS"))?;
+    v0.set_fpu(&arch::regs::boot_fpu())
+        .map_err(kvm_err("KVM_SET_FPU"))?;
+    let hint = boot.hint;
 
     Ok(Vm {
         vm_fd,
@@ -418,4 +374,270 @@ pub fn build(
         first_run: Arc::new(OnceLock::new()),
         unmapped: Arc::new(AtomicU64::new(0)),
     })
+}
+
+/// What goes into guest memory besides the kernel.
+#[derive(Debug, Clone, Copy)]
+pub struct GuestInputs<'a> {
+    /// initramfs file.
+    pub initramfs: Option<&'a Path>,
+    /// Kernel command line.
+    pub cmdline: &'a str,
+    /// RAM size.
+    pub memory_size: u64,
+    /// vCPUs (for the MP table).
+    pub cpus: u8,
+    /// Test-only hint corruption.
+    pub corrupt: Option<CorruptHint>,
+}
+
+/// The boot vCPU's entry state and the hint, from [`prepare_guest`].
+#[derive(Debug)]
+pub struct PreparedGuest {
+    /// 64-bit entry point.
+    pub entry: GuestAddress,
+    /// Special registers for long mode.
+    pub sregs: kvm_sregs,
+    /// The hint passed in setup_data (before test corruption), if any.
+    pub hint: Option<Hint>,
+}
+
+/// Writes everything the guest needs into `ram` — kernel, initramfs,
+/// command line, MP table, page tables and GDT, then the hint (computed
+/// from everything written so far, with the first MiB always excluded) as
+/// setup_data and `boot_params` — and returns the entry state.
+///
+/// Every write goes through `ram`'s tracker. As a last line of defence the
+/// hint is recomputed after the final writes and the boot is refused if it
+/// changed.
+pub fn prepare_guest(
+    ram: &mut VmRam,
+    kernel: &mut Kernel,
+    inputs: &GuestInputs<'_>,
+    base_sregs: kvm_sregs,
+) -> Result<PreparedGuest, Error> {
+    // Guest memory contents. Every write below is recorded in `ram`.
+    let k = kernel.load(ram.memory())?;
+    ram.mark_written(k.load_addr, k.end - k.load_addr.0);
+    let initrd = match &inputs.initramfs {
+        Some(p) => {
+            let data = std::fs::read(p).map_err(|err| Error::Initramfs {
+                path: p.to_path_buf(),
+                err,
+            })?;
+            let at = boot::initrd_addr(
+                inputs.memory_size,
+                data.len() as u64,
+                k.header.initrd_addr_max,
+                k.end,
+            )?;
+            ram.write_tracked(&data, at)?;
+            Some((at, data.len() as u64))
+        }
+        None => None,
+    };
+    let cmdline_len = boot::write_cmdline(ram, inputs.cmdline, k.header.cmdline_size)?;
+    arch::mptable::setup_mptable(ram, inputs.cpus)?;
+    let sregs = arch::regs::long_mode_sregs(ram, base_sregs)?;
+    // The legacy first MiB is never hinted, written or not.
+    ram.mark_written(GuestAddress(0), LOW_MEMORY_END);
+
+    // The hint: everything not written so far. setup_data and boot_params
+    // go below 1 MiB, which the hint already excludes.
+    let hint = ram.zero_hint()?;
+    let mut setup = Vec::new();
+    if let Some(h) = &hint {
+        let mut blob = h
+            .encode()
+            .map_err(|e| Error::HintChanged(format!("encoding: {e}")))?;
+        if inputs.corrupt == Some(CorruptHint::Checksum) {
+            blob[0x18] ^= 1;
+        }
+        setup.push(SetupData {
+            kind: zerohint::SETUP_TYPE,
+            data: blob,
+        });
+    }
+    let setup_addr = boot::write_setup_data(ram, &setup)?;
+    let params = boot::build_boot_params(&BootParamsConfig {
+        header: Some(k.header),
+        ram_size: inputs.memory_size,
+        cmdline_len,
+        initrd,
+        setup_data: setup_addr,
+    })?;
+    boot::write_boot_params(ram, &params)?;
+    let again = ram.zero_hint()?;
+    if again != hint {
+        return Err(Error::HintChanged(
+            "boot data landed outside the first MiB".into(),
+        ));
+    }
+    if inputs.corrupt == Some(CorruptHint::Dirty) {
+        if let Some(e) = hint
+            .as_ref()
+            .and_then(|h| h.entries.iter().max_by_key(|e| e.length))
+        {
+            let mid = (e.start + e.length / 2) & !0xfff;
+            ram.write_untracked(&[0xa5], GuestAddress(mid + 123))?;
+        }
+    }
+
+    Ok(PreparedGuest {
+        entry: k.entry,
+        sregs,
+        hint,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{MemoryOpts, Prezero};
+    use std::io::Write;
+    use vm_memory::Bytes;
+
+    const MIB: u64 = 1 << 20;
+
+    fn ram(size: u64) -> VmRam {
+        VmRam::create(&MemoryOpts {
+            size,
+            hugepages: false,
+            hugepage_size: crate::cli::HugepageSize::Size2M,
+            prefault: false,
+            prezero: Prezero::Auto,
+        })
+        .unwrap()
+    }
+
+    /// Fills all RAM with `pattern` (untracked, when `fill`), prepares a
+    /// guest with a kernel and an initramfs, and returns the RAM and hint.
+    fn prepare_over(pattern: Option<u8>, corrupt: Option<CorruptHint>, size: u64) -> (VmRam, Hint) {
+        let mut ram = ram(size);
+        if let Some(pattern) = pattern {
+            let fill = vec![pattern; MIB as usize];
+            for (start, len) in arch::layout::ram_regions(size) {
+                for off in (0..len).step_by(MIB as usize) {
+                    ram.write_untracked(&fill, GuestAddress(start.0 + off))
+                        .unwrap();
+                }
+            }
+        }
+        let payload: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let kimg = kernel::test_image(0x20f, 1, &payload);
+        let mut k = Kernel::open(kimg.path()).unwrap();
+        let mut initrd = tempfile::NamedTempFile::new().unwrap();
+        initrd
+            .write_all(
+                &(0..1_000_000u32)
+                    .map(|i| (i * 13 + 1) as u8)
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap();
+        let p = prepare_guest(
+            &mut ram,
+            &mut k,
+            &GuestInputs {
+                initramfs: Some(initrd.path()),
+                cmdline: "console=ttyS0 reboot=k panic=1",
+                memory_size: size,
+                cpus: 4,
+                corrupt,
+            },
+            kvm_sregs::default(),
+        )
+        .unwrap();
+        (ram, p.hint.expect("prezero=auto gives a hint"))
+    }
+
+    /// Bytes in hinted ranges that differ from `pattern`.
+    fn changed_in_hint(ram: &VmRam, hint: &Hint, pattern: u8) -> u64 {
+        let mut changed = 0;
+        let mut buf = vec![0u8; MIB as usize];
+        for e in &hint.entries {
+            let mut at = e.start;
+            while at < e.start + e.length {
+                let n = (e.start + e.length - at).min(MIB) as usize;
+                ram.memory()
+                    .read_slice(&mut buf[..n], GuestAddress(at))
+                    .unwrap();
+                changed += buf[..n].iter().filter(|&&b| b != pattern).count() as u64;
+                at += n as u64;
+            }
+        }
+        changed
+    }
+
+    /// The security property: nothing the VMM writes lands in the hint.
+    /// RAM is pre-filled with two different patterns so a write of any
+    /// value is visible in at least one run.
+    #[test]
+    fn nothing_written_is_hinted() {
+        let size = 64 * MIB;
+        for pattern in [0xaa, 0x55] {
+            let (ram, hint) = prepare_over(Some(pattern), None, size);
+            assert_eq!(changed_in_hint(&ram, &hint, pattern), 0);
+            // The hint is not trivially empty: all RAM but the first MiB,
+            // the kernel and the initramfs.
+            let expect_min = size - MIB - 2 * MIB;
+            assert!(hint.total_bytes() >= expect_min, "{}", hint.total_bytes());
+            // And the VMM did write: the kernel is at 1 MiB.
+            let b: u8 = ram.memory().read_obj(GuestAddress(0x10_0000 + 1)).unwrap();
+            assert_eq!(b, 10);
+        }
+    }
+
+    /// Above 3 GiB the hint follows the e820 map around the MMIO hole and
+    /// never claims anything outside usable RAM.
+    #[test]
+    fn hint_stays_inside_e820_ram() {
+        let size = 3 * 1024 * MIB + 64 * MIB;
+        let (_ram, hint) = prepare_over(None, None, size);
+        let ram_map: Vec<_> = arch::boot::e820_map(size)
+            .into_iter()
+            .filter(|e| e.kind == arch::boot::E820_RAM)
+            .collect();
+        for e in &hint.entries {
+            assert!(
+                ram_map
+                    .iter()
+                    .any(|r| e.start >= r.addr && e.start + e.length <= r.addr + r.size),
+                "{e:x?} outside e820 RAM"
+            );
+        }
+        assert!(hint
+            .entries
+            .iter()
+            .any(|e| e.start == arch::layout::MMIO_GAP_END));
+        assert!(hint.total_bytes() >= size - 3 * MIB);
+    }
+
+    /// The check above can fail: the dirty self-test writes into the hint.
+    #[test]
+    fn dirty_self_test_is_caught() {
+        let (ram, hint) = prepare_over(Some(0), Some(CorruptHint::Dirty), 64 * MIB);
+        assert_eq!(changed_in_hint(&ram, &hint, 0), 1);
+    }
+
+    /// The hint reaches the guest as the first setup_data entry.
+    #[test]
+    fn hint_is_in_setup_data() {
+        let (ram, hint) = prepare_over(Some(0), None, 64 * MIB);
+        let m = ram.memory();
+        let bp = arch::layout::ZERO_PAGE_START;
+        let sd: u64 = m.read_obj(GuestAddress(bp + 0x250)).unwrap();
+        let kind: u32 = m.read_obj(GuestAddress(sd + 8)).unwrap();
+        let len: u32 = m.read_obj(GuestAddress(sd + 12)).unwrap();
+        assert_eq!(kind, zerohint::SETUP_TYPE);
+        let mut blob = vec![0u8; len as usize];
+        m.read_slice(&mut blob, GuestAddress(sd + 16)).unwrap();
+        assert_eq!(blob, hint.encode().unwrap());
+        let (ram2, _) = prepare_over(Some(0), Some(CorruptHint::Checksum), 64 * MIB);
+        let mut blob2 = vec![0u8; len as usize];
+        ram2.memory()
+            .read_slice(&mut blob2, GuestAddress(sd + 16))
+            .unwrap();
+        assert_ne!(blob, blob2);
+        assert!(zerohint::decode(&blob2).is_err());
+    }
 }

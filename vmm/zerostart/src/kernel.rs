@@ -164,23 +164,35 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
+/// A minimal bzImage for tests: one setup sector, boot protocol
+/// `version`, `xloadflags`, and `payload` as the protected-mode part.
+#[cfg(test)]
+pub(crate) fn test_image(version: u16, xlf: u16, payload: &[u8]) -> tempfile::NamedTempFile {
+    use std::io::Write;
+    let mut b = vec![0u8; 0x400];
+    b[0x1f1] = 1; // setup_sects
+    b[0x202..0x206].copy_from_slice(b"HdrS");
+    b[0x206..0x208].copy_from_slice(&version.to_le_bytes());
+    b[0x211] = 1; // loadflags: LOADED_HIGH
+    b[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes());
+    b[0x22c..0x230].copy_from_slice(&0x7fff_ffffu32.to_le_bytes()); // initrd_addr_max
+    b[0x236..0x238].copy_from_slice(&xlf.to_le_bytes());
+    b[0x238..0x23c].copy_from_slice(&2047u32.to_le_bytes()); // cmdline_size
+    b.extend_from_slice(payload);
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(&b).unwrap();
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
 
     fn image(version: u16, xlf: u16) -> tempfile::NamedTempFile {
-        let mut b = vec![0u8; 0x1000];
-        b[0x1f1] = 1; // setup_sects
-        b[0x202..0x206].copy_from_slice(b"HdrS");
-        b[0x206..0x208].copy_from_slice(&version.to_le_bytes());
-        b[0x211] = 1; // loadflags: LOADED_HIGH
-        b[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes());
-        b[0x236..0x238].copy_from_slice(&xlf.to_le_bytes());
-        b[0x400] = 0xf4; // hlt
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(&b).unwrap();
-        f
+        let mut p = vec![0u8; 0xc00];
+        p[0] = 0xf4; // hlt
+        test_image(version, xlf, &p)
     }
 
     #[test]
