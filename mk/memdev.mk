@@ -1,0 +1,30 @@
+# Guest memory (vmm/guestmem) and legacy devices (vmm/devices). See docs/memory.md.
+#   make test-memdev     crate tests, incl. hugetlb memfd/hugetlbfs tests with
+#                        2 MiB hugepages reserved for the run and given back
+#   make bench-prefault  NT engine vs MADV_POPULATE_WRITE prefault per backing
+#                        (PREFAULT_SIZE, PREFAULT_REPS), hugepages reserved likewise
+
+TEST_TARGETS += test-memdev
+
+MEMDEV_HUGEPAGES := vmm/guestmem/scripts/with-hugepages.sh
+PREFAULT_SIZE ?= 2G
+PREFAULT_REPS ?= 5
+# 2 MiB pages covering PREFAULT_SIZE (binary units), and 1 GiB pages.
+PREFAULT_2M_PAGES = $(shell python3 -c "import sys;s='$(PREFAULT_SIZE)';u={'K':10,'M':20,'G':30,'T':40};n=int(s[:-1])<<u[s[-1].upper()] if s[-1].isalpha() else int(s);print((n+(2<<20)-1)//(2<<20))")
+PREFAULT_1G_PAGES = $(shell python3 -c "print(($(PREFAULT_2M_PAGES)+511)//512)")
+
+.PHONY: test-memdev bench-prefault
+
+# As root (CI), a missing hugepage pool or hugetlbfs mount fails the run
+# instead of skipping the hugetlb tests.
+test-memdev: deps
+	$(CARGO) clippy -p guestmem -p devices --all-targets -- -D warnings
+	$(CARGO) test -p devices
+	$(if $(filter 0,$(shell id -u)),ZEROSTART_REQUIRE_HUGEPAGES=1) \
+	  bash $(MEMDEV_HUGEPAGES) 2048 64 -- $(CARGO) test -p guestmem
+
+bench-prefault: deps
+	$(CARGO) build --release -p guestmem --example prefault_bench
+	bash $(MEMDEV_HUGEPAGES) 2048 $(PREFAULT_2M_PAGES) -- \
+	  bash $(MEMDEV_HUGEPAGES) 1048576 $(PREFAULT_1G_PAGES) -- \
+	  target/release/examples/prefault_bench $(PREFAULT_SIZE) $(PREFAULT_REPS)

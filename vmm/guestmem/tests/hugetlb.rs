@@ -1,0 +1,211 @@
+//! hugetlb backings against the real kernel. They need free 2 MiB hugepages
+//! (and root to mount hugetlbfs): `make test-memdev` reserves them around
+//! the run and sets ZEROSTART_REQUIRE_HUGEPAGES=1, which turns a missing
+//! resource into a failure instead of a skip.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use guestmem::{check_hugepages, Error, GuestRam, HugePageSize, MemoryConfig};
+use vm_memory::GuestAddress;
+
+const M: u64 = 1 << 20;
+/// Tests share one hugepage pool: run them one at a time.
+static POOL: Mutex<()> = Mutex::new(());
+
+fn have_pages(bytes: u64) -> bool {
+    match check_hugepages(HugePageSize::Size2M, bytes) {
+        Ok(()) => true,
+        Err(e) if std::env::var_os("ZEROSTART_REQUIRE_HUGEPAGES").is_some() => {
+            panic!("hugepages required: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIP (no hugepages): {e}");
+            false
+        }
+    }
+}
+
+fn create(opts: &str, size: u64) -> Result<GuestRam, Error> {
+    let cfg = MemoryConfig::parse(&format!("size={size},{opts}")).unwrap();
+    GuestRam::create(&cfg, &[(GuestAddress(0), size)], None)
+}
+
+/// A private hugetlbfs mount, unmounted on drop.
+struct Mount(PathBuf);
+impl Mount {
+    fn new() -> Option<Mount> {
+        let dir = std::env::temp_dir().join(format!("guestmem-hugetlbfs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: valid C strings; mounting a fresh private hugetlbfs.
+        let r = unsafe {
+            libc::mount(
+                c"none".as_ptr(),
+                c.as_ptr(),
+                c"hugetlbfs".as_ptr(),
+                0,
+                c"pagesize=2M".as_ptr().cast(),
+            )
+        };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            let _ = std::fs::remove_dir(&dir);
+            if std::env::var_os("ZEROSTART_REQUIRE_HUGEPAGES").is_some() {
+                panic!("cannot mount hugetlbfs: {e}");
+            }
+            eprintln!("SKIP (cannot mount hugetlbfs, need root): {e}");
+            return None;
+        }
+        Some(Mount(dir))
+    }
+}
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Ok(c) = CString::new(self.0.as_os_str().as_bytes()) {
+            // SAFETY: unmounting what new() mounted.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Fills `path` (on hugetlbfs) with a secret, as an earlier tenant would.
+fn dirty_file(path: &Path, size: u64) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap();
+    f.set_len(size).unwrap();
+    // SAFETY: mapping the file we just sized; unmapped below.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            size as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        std::ptr::write_bytes(p.cast::<u8>(), 0xa5, size as usize);
+        libc::munmap(p, size as usize);
+    }
+}
+
+#[test]
+fn memfd_hugetlb_is_zero_and_hinted_with_2m_pages() {
+    let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if !have_pages(64 * M) {
+        return;
+    }
+    for opts in [
+        "hugepages=on",
+        "hugepages=on,prefault=on,prefault_method=populate",
+        "hugepages=on,prefault=on,prefault_method=nt",
+    ] {
+        let mut r = create(opts, 64 * M).unwrap();
+        r.write_tracked(b"boot", GuestAddress(0x1000)).unwrap();
+        let h = r.finalize_hint().unwrap().unwrap();
+        assert!(h.entries.iter().all(|e| e.page_shift == 21));
+        assert_eq!(h.total_bytes(), 64 * M - 4096, "{opts}");
+        assert_eq!(r.verify_zero(&h).unwrap(), 64 * M - 4096);
+    }
+}
+
+#[test]
+fn hugetlbfs_file_with_old_tenant_data_never_leaks() {
+    let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if !have_pages(32 * M) {
+        return;
+    }
+    let Some(mnt) = Mount::new() else { return };
+    let path = mnt.0.join("vm0");
+    for opts in [
+        "",
+        ",prefault=on,prefault_method=populate",
+        ",prefault=on,prefault_method=nt",
+    ] {
+        dirty_file(&path, 32 * M);
+        let r = create(&format!("file={}{opts}", path.display()), 32 * M).unwrap();
+        let h = r.zero_hint().unwrap().unwrap();
+        assert_eq!(h.total_bytes(), 32 * M);
+        // Every byte the hint claims must really be zero.
+        assert_eq!(r.verify_zero(&h).unwrap(), 32 * M, "{opts}");
+    }
+    // Directory: a fresh unlinked file.
+    let r = create(&format!("file={}", mnt.0.display()), 32 * M).unwrap();
+    let h = r.zero_hint().unwrap().unwrap();
+    assert_eq!(r.verify_zero(&h).unwrap(), 32 * M);
+    assert_eq!(
+        std::fs::read_dir(&mnt.0).unwrap().count(),
+        1,
+        "the directory mode must not leave a file behind"
+    );
+}
+
+#[test]
+fn hugetlbfs_file_is_locked_against_a_second_vm() {
+    let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if !have_pages(8 * M) {
+        return;
+    }
+    let Some(mnt) = Mount::new() else { return };
+    let path = mnt.0.join("shared");
+    let _a = create(&format!("file={}", path.display()), 4 * M).unwrap();
+    let e = create(&format!("file={}", path.display()), 4 * M).unwrap_err();
+    assert!(e.to_string().contains("another VM uses this file"), "{e}");
+}
+
+#[test]
+fn hugepage_shortage_is_an_error_before_any_fault() {
+    let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let d = "/sys/kernel/mm/hugepages/hugepages-2048kB";
+    let rd = |f: &str| -> u64 {
+        std::fs::read_to_string(format!("{d}/{f}"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let usable = rd("free_hugepages") - rd("resv_hugepages");
+    let size = (usable + 1) * 2 * M;
+    for opts in ["hugepages=on,prefault=on", "hugepages=on"] {
+        let e = create(opts, size).map(|_| ()).unwrap_err();
+        let s = e.to_string();
+        assert!(
+            matches!(e, Error::NotEnoughHugepages { .. }) && s.contains("sudo tee"),
+            "{s}"
+        );
+    }
+}
+
+#[test]
+fn file_not_on_hugetlbfs_is_refused() {
+    let p = std::env::temp_dir().join(format!("guestmem-not-huge-{}", std::process::id()));
+    let cfg = MemoryConfig::parse(&format!("size=4M,file={}", p.display())).unwrap();
+    // Skip the pool check's influence: with no free pages it fails first,
+    // which is also a correct refusal.
+    let e = GuestRam::create(&cfg, &[(GuestAddress(0), 4 * M)], None).unwrap_err();
+    let _ = std::fs::remove_file(&p);
+    let s = e.to_string();
+    assert!(s.contains("hugetlbfs") || s.contains("hugepages"), "{s}");
+}
+
+#[test]
+fn misaligned_size_names_the_fix() {
+    let e = MemoryConfig::parse("size=5M,hugepages=on")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("multiple of 2M"), "{e}");
+    let e = MemoryConfig::parse("size=1536M,hugepages=on,hugepage_size=1G")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("multiple of 1G"), "{e}");
+}
