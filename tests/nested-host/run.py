@@ -50,15 +50,22 @@ class Scenario:
     kernel: str  # name under /zs/kernels in L2
     mem_mib: int
     prezero: str  # "auto" | "off" (zerostart's --memory prezero=)
-    expect_hint: bool
+    expect_hint: str  # "valid" | "absent" | "invalid(<Err>)"
     cpus: int = 1
     timeout_s: int = 240
     guest_args: str = ""
     note: str = ""
+    vmm_args: str = ""  # extra zerostart arguments (test-only corruption switches)
+
+    def memory_opts(self) -> str:
+        """zerostart --memory after size=; ZSE2E_HUGEPAGES=off is for debugging VMM builds without them."""
+        huge = os.environ.get("ZSE2E_HUGEPAGES", "on")
+        opts = f"hugepages={huge},hugepage_size=2M," if huge == "on" else "hugepages=off,"
+        return opts + f"prefault=on,prezero={self.prezero}"
 
     def line(self) -> str:
-        return "|".join([self.name, self.vmm, self.kernel, str(self.mem_mib), self.prezero,
-                         str(self.cpus), str(self.timeout_s), self.guest_args])
+        return "|".join([self.name, self.vmm, self.kernel, str(self.mem_mib), self.memory_opts(),
+                         str(self.cpus), str(self.timeout_s), self.vmm_args, self.guest_args])
 
 
 def guest_args(mem_mib: int) -> str:
@@ -71,22 +78,25 @@ def guest_args(mem_mib: int) -> str:
 def e2e_scenarios(l3: str) -> list[Scenario]:
     """The issue's scenarios. `l3` is the kernel under test (patched when built)."""
     return [
-        Scenario("zs-prezero-4g", "zerostart", l3, 4096, "auto", True, guest_args=guest_args(4096),
+        Scenario("zs-prezero-4g", "zerostart", l3, 4096, "auto", "valid", guest_args=guest_args(4096),
                  note="2M hugepages, prefault, prezero on: hint valid, memory zero, full timeline"),
-        Scenario("zs-noprezero-4g", "zerostart", l3, 4096, "off", False, guest_args=guest_args(4096),
+        Scenario("zs-noprezero-4g", "zerostart", l3, 4096, "off", "absent", guest_args=guest_args(4096),
                  note="prezero off: no hint"),
-        Scenario("zs-stock612-hint-1g", "zerostart", "debian-6.12", 1024, "auto", True,
+        Scenario("zs-stock612-hint-1g", "zerostart", "debian-6.12", 1024, "auto", "valid",
                  guest_args=guest_args(1024),
                  note="stock Debian 6.12 kernel boots with the hint present and ignores it"),
-        Scenario("zs-prezero-1g", "zerostart", l3, 1024, "auto", True, guest_args=guest_args(1024),
+        Scenario("zs-prezero-1g", "zerostart", l3, 1024, "auto", "valid", guest_args=guest_args(1024),
                  note="1 GiB guest timeline (4 GiB is zs-prezero-4g)"),
-        Scenario("qemu-baseline-4g", "qemu", l3, 4096, "off", False, guest_args=guest_args(4096),
+        Scenario("zs-corrupt-hint-1g", "zerostart", l3, 1024, "auto", "invalid(BadChecksum)",
+                 guest_args=guest_args(1024), vmm_args="--test-corrupt-hint checksum",
+                 note="zerostart flips a bit of the hint: the guest must reject it, not trust it"),
+        Scenario("qemu-baseline-4g", "qemu", l3, 4096, "off", "absent", guest_args=guest_args(4096),
                  note="QEMU microvm inside L2 on the same kernel: the baseline VMM"),
     ]
 
 
 def demo_scenario(l3: str) -> Scenario:
-    return Scenario("demo-4g", "zerostart", l3, 4096, "auto", True, guest_args=guest_args(4096),
+    return Scenario("demo-4g", "zerostart", l3, 4096, "auto", "valid", guest_args=guest_args(4096),
                     note="4 GiB, 2M hugepages, prefault, pre-zeroed")
 
 
@@ -134,16 +144,23 @@ def judge(r: Result) -> None:
     if not v:
         r.failures.append("no ZSINIT verdict line from the L3 guest")
     else:
-        if v["status"] != "PASS":
+        want = sc.expect_hint
+        hint = v.get("hint", "?")
+        if want.startswith("invalid("):
+            # The guest must refuse the hint and say so; nothing else may fail.
+            if hint != want:
+                r.failures.append(f"expected hint={want}, guest saw hint={hint}")
+            if v["status"] == "FAIL" and not v.get("reason", "").startswith("hint rejected"):
+                r.failures.append(f"guest verdict FAIL for another reason: {v.get('reason', '?')}")
+        elif v["status"] != "PASS":
             r.failures.append(f"guest verdict FAIL: {v.get('reason', '?')}")
         if int(v.get("nonzero_bytes", "1")) != 0:
             r.failures.append(f"guest saw {v.get('nonzero_bytes')} non-zero bytes")
         if int(v.get("zero_checked_bytes", "0")) == 0:
             r.failures.append("guest checked no memory")
-        hint = v.get("hint", "?")
-        if sc.expect_hint and not (hint == "valid" and int(v.get("ranges", "0")) > 0):
+        if want == "valid" and not (hint == "valid" and int(v.get("ranges", "0")) > 0):
             r.failures.append(f"expected a valid non-empty hint, guest saw hint={hint} ranges={v.get('ranges')}")
-        if not sc.expect_hint and hint != "absent":
+        if want == "absent" and hint != "absent":
             r.failures.append(f"expected no hint, guest saw hint={hint}")
     if sc.vmm == "zerostart":
         if r.timeline_json is None:
@@ -442,7 +459,7 @@ def cmd_e2e(a) -> int:
         for s in scs:
             s.vmm = a.vmm
             if a.vmm == "qemu":
-                s.expect_hint = False
+                s.expect_hint, s.vmm_args = "absent", ""
     if a.only:
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
@@ -535,7 +552,7 @@ def demo_direct(zs: Path, kernels: dict) -> int:
                 return 1
         cmd = [str(zs), "run", "--kernel", str(kernel), "--initramfs", str(initrd),
                "--cmdline", f"console=ttyS0 reboot=k panic=-1 quiet {sc.guest_args}", "--cpus", f"boot={sc.cpus}",
-               "--memory", f"size={sc.mem_mib}M,hugepages=on,hugepage_size=2M,prefault=on,prezero=auto",
+               "--memory", f"size={sc.mem_mib}M,{sc.memory_opts()}",
                "--serial", f"file={ser}", "--timeline", str(tl_path)]
         print("demo: " + " ".join(cmd), flush=True)
         try:

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Runs each scenario of the list (one per line, '|'-separated):
-#   name|vmm|kernel|mem_mib|prezero|cpus|timeout_s|l3 cmdline extras
+#   name|vmm|kernel|mem_mib|memopts|cpus|timeout_s|zerostart extras|l3 cmdline extras
 # inside L2 and prints, per scenario:
-#   ZSE2E-BEGIN name=.. vmm=.. kernel=.. mem_mib=.. prezero=..
+#   ZSE2E-BEGIN name=.. vmm=.. kernel=.. mem_mib=.. memory=..
 #   L3| <each line of the L3 serial console>
 #   VMM| <each line of the VMM's own stdout/stderr>
 #   ZSE2E-TIMELINE name=.. <timeline JSON on one line>   (zerostart only)
@@ -11,9 +11,9 @@
 list=${1:-/zs/scenarios.txt}
 ms() { awk '{printf "%d", $1 * 1000}' /proc/uptime; }
 [ -f "$list" ] || { echo "ZSE2E-FATAL no scenario list $list"; exit 1; }
-while IFS='|' read -r name vmm kernel mem prezero cpus tmo extra; do
+while IFS='|' read -r name vmm kernel mem memopts cpus tmo vmmx extra; do
   case "$name" in ''|'#'*) continue;; esac
-  echo "ZSE2E-BEGIN name=$name vmm=$vmm kernel=$kernel mem_mib=$mem prezero=$prezero cpus=$cpus"
+  echo "ZSE2E-BEGIN name=$name vmm=$vmm kernel=$kernel mem_mib=$mem memory=$memopts cpus=$cpus"
   k=/zs/kernels/$kernel
   ser=/tmp/$name.serial; out=/tmp/$name.vmm; tl=/tmp/$name.timeline.json
   rm -f "$ser" "$out" "$tl"
@@ -27,8 +27,8 @@ while IFS='|' read -r name vmm kernel mem prezero cpus tmo extra; do
     if [ -x /zs/zerostart ]; then
       timeout -s KILL "$tmo" /zs/zerostart run --kernel "$k" --initramfs /zs/l3-initramfs.cpio.gz \
         --cmdline "$cmd" --cpus "boot=$cpus" \
-        --memory "size=${mem}M,hugepages=on,hugepage_size=2M,prefault=on,prezero=$prezero" \
-        --serial "file=$ser" --timeline "$tl" > "$out" 2>&1 < /dev/null
+        --memory "size=${mem}M,$memopts" \
+        --serial "file=$ser" --timeline "$tl" $vmmx > "$out" 2>&1 < /dev/null
       rc=$?
     else
       echo "zerostart binary not in the L2 image" > "$out"; rc=127
