@@ -404,6 +404,38 @@ impl GuestRam {
             })
     }
 
+    /// Writes `data` at `addr` behind every tracker's back (no mark, no
+    /// dirty bit, allowed after finalize). Exists only so the VMM's
+    /// `--test-corrupt-hint` self-test can plant a byte the hint wrongly
+    /// claims zero and show that guest-side verification catches it; never
+    /// use it for real boot data.
+    pub fn write_untracked_for_selftest(
+        &self,
+        data: &[u8],
+        addr: GuestAddress,
+    ) -> Result<(), Error> {
+        let len = data.len() as u64;
+        let err = |source| Error::GuestWrite {
+            addr: addr.0,
+            len,
+            source,
+        };
+        let r = self
+            .memory
+            .find_region(addr)
+            .ok_or(vm_memory::GuestMemoryError::InvalidGuestAddress(addr))
+            .map_err(err)?;
+        let off = addr.0 - r.start_addr().0;
+        if off.checked_add(len).is_none_or(|e| e > r.len()) {
+            return Err(err(vm_memory::GuestMemoryError::InvalidGuestAddress(addr)));
+        }
+        // SAFETY: bounds checked against the region's live mapping above.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), r.as_ptr().add(off as usize), data.len())
+        };
+        Ok(())
+    }
+
     /// Pages written through vm-memory's API, from the dirty bitmaps, as
     /// guest-physical `(start, len)` runs.
     fn dirty_ranges(&self) -> Vec<(u64, u64)> {
@@ -634,6 +666,23 @@ mod tests {
         ));
         assert!(r.mark_written(GuestAddress(0x400000), 1).is_err());
         r.verify_zero(&h).unwrap();
+    }
+
+    #[test]
+    fn selftest_corruption_bypasses_tracking_and_verify_catches_it() {
+        let mut r = ram("");
+        let h = r.zero_hint().unwrap().unwrap();
+        r.write_untracked_for_selftest(&[0xa5], GuestAddress(9 * M + 123))
+            .unwrap();
+        // Invisible to the tracker (that is the point of the self-test)...
+        assert_eq!(r.finalize_hint().unwrap(), Some(h.clone()));
+        // ...but not to verification.
+        assert!(
+            matches!(r.verify_zero(&h), Err(Error::NotZero { gpa, value: 0xa5 }) if gpa == 9 * M + 123)
+        );
+        assert!(r
+            .write_untracked_for_selftest(&[1, 2], GuestAddress(24 * M - 1))
+            .is_err());
     }
 
     #[test]
