@@ -2,7 +2,7 @@
 //! page"), command line, initramfs placement and the setup_data chain.
 
 use linux_loader::loader::bootparam::{boot_e820_entry, boot_params, setup_header};
-use vm_memory::{ByteValued, GuestAddress, GuestMemoryError};
+use vm_memory::{ByteValued, GuestAddress};
 
 use crate::layout::{
     ram_regions, CMDLINE_MAX_SIZE, CMDLINE_START, EBDA_START, HIMEM_START, MMIO_GAP_START,
@@ -61,7 +61,7 @@ pub enum Error {
     TooManyE820(usize),
     /// Guest memory write failed.
     #[error("writing boot data into guest memory: {0}")]
-    Memory(#[from] GuestMemoryError),
+    Memory(#[from] crate::memory::MemoryError),
 }
 
 /// One e820 entry.
@@ -159,7 +159,8 @@ pub fn write_setup_data<M: BootMemory>(mem: &mut M, entries: &[SetupData]) -> Re
         buf.extend_from_slice(&e.kind.to_le_bytes());
         buf.extend_from_slice(&(e.data.len() as u32).to_le_bytes());
         buf.extend_from_slice(&e.data);
-        mem.write_tracked(&buf, GuestAddress(addrs[i]))?;
+        mem.write_tracked(&buf, GuestAddress(addrs[i]))
+            .map_err(crate::memory::MemoryError)?;
     }
     Ok(addrs.first().copied().unwrap_or(0))
 }
@@ -189,7 +190,8 @@ pub fn write_cmdline<M: BootMemory>(
             max,
         });
     }
-    mem.write_tracked(&bytes, GuestAddress(CMDLINE_START))?;
+    mem.write_tracked(&bytes, GuestAddress(CMDLINE_START))
+        .map_err(crate::memory::MemoryError)?;
     Ok(bytes.len())
 }
 
@@ -246,7 +248,8 @@ pub fn build_boot_params(cfg: &BootParamsConfig) -> Result<boot_params, Error> {
 
 /// Writes `params` at [`ZERO_PAGE_START`].
 pub fn write_boot_params<M: BootMemory>(mem: &mut M, params: &boot_params) -> Result<(), Error> {
-    mem.write_tracked(params.as_slice(), GuestAddress(ZERO_PAGE_START))?;
+    mem.write_tracked(params.as_slice(), GuestAddress(ZERO_PAGE_START))
+        .map_err(crate::memory::MemoryError)?;
     Ok(())
 }
 

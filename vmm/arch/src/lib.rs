@@ -22,4 +22,4 @@ pub mod mptable;
 pub mod msr;
 pub mod regs;
 
-pub use memory::{BootMemory, RecordingMemory};
+pub use memory::{BootMemory, MemoryError, RecordingMemory, WriteError};

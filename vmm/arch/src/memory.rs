@@ -1,6 +1,21 @@
 //! The single door through which boot structures reach guest memory.
 
-use vm_memory::{Bytes, GuestAddress, GuestMemoryError, GuestMemoryMmap};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+
+/// Why a tracked write failed (the implementation's own error, boxed so
+/// this crate does not depend on the guest-memory crate).
+pub type WriteError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Wraps a [`WriteError`] so it can be a `thiserror` source.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MemoryError(pub WriteError);
+
+impl From<WriteError> for MemoryError {
+    fn from(e: WriteError) -> Self {
+        MemoryError(e)
+    }
+}
 
 /// Guest memory that remembers what was written.
 ///
@@ -11,7 +26,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryError, GuestMemoryMmap};
 pub trait BootMemory {
     /// Writes `data` at `addr` and records `[addr, addr + data.len())` as
     /// written.
-    fn write_tracked(&mut self, data: &[u8], addr: GuestAddress) -> Result<(), GuestMemoryError>;
+    fn write_tracked(&mut self, data: &[u8], addr: GuestAddress) -> Result<(), WriteError>;
 }
 
 /// A [`BootMemory`] over a plain `GuestMemoryMmap` that keeps the list of
@@ -41,10 +56,10 @@ impl RecordingMemory {
 }
 
 impl BootMemory for RecordingMemory {
-    fn write_tracked(&mut self, data: &[u8], addr: GuestAddress) -> Result<(), GuestMemoryError> {
+    fn write_tracked(&mut self, data: &[u8], addr: GuestAddress) -> Result<(), WriteError> {
         // Record first: if the write fails half-way the partial bytes are
         // still excluded.
         self.written.push((addr.0, data.len() as u64));
-        self.mem.write_slice(data, addr)
+        Ok(self.mem.write_slice(data, addr)?)
     }
 }

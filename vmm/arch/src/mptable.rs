@@ -2,7 +2,7 @@
 //! vCPUs there are (and their APIC ids) and how the 24 I/O APIC pins are
 //! wired, without ACPI.
 
-use vm_memory::{GuestAddress, GuestMemoryError};
+use vm_memory::GuestAddress;
 
 use crate::layout::{APIC_START, IOAPIC_START, MPTABLE_START};
 use crate::memory::BootMemory;
@@ -30,7 +30,7 @@ pub enum Error {
     VcpuCount(u8),
     /// Writing into guest memory failed.
     #[error("writing the MP table: {0}")]
-    Memory(#[from] GuestMemoryError),
+    Memory(#[from] crate::memory::MemoryError),
 }
 
 fn checksum(b: &[u8]) -> u8 {
@@ -113,7 +113,8 @@ pub fn build(cpus: u8, base: u64) -> Result<Vec<u8>, Error> {
 /// Writes the MP table for `cpus` vCPUs at [`MPTABLE_START`].
 pub fn setup_mptable<M: BootMemory>(mem: &mut M, cpus: u8) -> Result<(), Error> {
     let t = build(cpus, MPTABLE_START)?;
-    mem.write_tracked(&t, GuestAddress(MPTABLE_START))?;
+    mem.write_tracked(&t, GuestAddress(MPTABLE_START))
+        .map_err(crate::memory::MemoryError)?;
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 
 use kvm_bindings::{kvm_fpu, kvm_regs, kvm_sregs};
 use kvm_ioctls::VcpuFd;
-use vm_memory::{GuestAddress, GuestMemoryError};
+use vm_memory::GuestAddress;
 
 use crate::gdt::{kvm_segment_from_gdt, BOOT_GDT};
 use crate::layout::{
@@ -28,7 +28,7 @@ const PDE_2M: u64 = 0x83;
 pub enum Error {
     /// Writing page tables or the GDT into guest memory failed.
     #[error("writing boot page tables/GDT: {0}")]
-    Memory(#[from] GuestMemoryError),
+    Memory(#[from] crate::memory::MemoryError),
     /// A vCPU register ioctl failed.
     #[error("{what} failed: {err}")]
     Kvm {
@@ -71,10 +71,13 @@ pub fn long_mode_sregs<M: BootMemory>(
     mut base: kvm_sregs,
 ) -> Result<kvm_sregs, Error> {
     let gdt: Vec<u8> = BOOT_GDT.iter().flat_map(|e| e.to_le_bytes()).collect();
-    mem.write_tracked(&gdt, GuestAddress(BOOT_GDT_START))?;
-    mem.write_tracked(&0u64.to_le_bytes(), GuestAddress(BOOT_IDT_START))?;
+    mem.write_tracked(&gdt, GuestAddress(BOOT_GDT_START))
+        .map_err(crate::memory::MemoryError)?;
+    mem.write_tracked(&0u64.to_le_bytes(), GuestAddress(BOOT_IDT_START))
+        .map_err(crate::memory::MemoryError)?;
     for (addr, page) in page_tables() {
-        mem.write_tracked(&page, GuestAddress(addr))?;
+        mem.write_tracked(&page, GuestAddress(addr))
+            .map_err(crate::memory::MemoryError)?;
     }
     let code = kvm_segment_from_gdt(BOOT_GDT[1], 1);
     let data = kvm_segment_from_gdt(BOOT_GDT[2], 2);

@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use arch::boot::{self, BootParamsConfig, SetupData};
 use arch::layout::LOW_MEMORY_END;
-use arch::BootMemory;
 use devices::{
     BootTimer, I8042Device, PioBus, SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN,
     I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
@@ -24,9 +23,9 @@ use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 use zerohint::Hint;
 
-use crate::cli::{CorruptHint, CpusConfig, MemoryOpts, RunArgs, SerialOpt};
+use crate::cli::{CorruptHint, CpusConfig, RunArgs, SerialOpt};
 use crate::kernel::{self, Kernel};
-use crate::ram::{self, VmRam};
+use crate::ram::{self, GuestRam, MemoryConfig, Tracked};
 use crate::timeline::Timeline;
 
 /// Where KVM puts the TSS (3 pages below the BIOS area, as in Firecracker).
@@ -88,9 +87,15 @@ pub enum Error {
         /// Host MiB.
         host_mib: u64,
     },
-    /// Guest memory.
+    /// Guest memory (options, host checks, mapping, tracking).
     #[error(transparent)]
-    Ram(#[from] ram::Error),
+    Ram(#[from] guestmem::Error),
+    /// Size not page aligned.
+    #[error("--memory size={0} is not a multiple of 4 KiB; round it to whole pages (e.g. 512M)")]
+    UnalignedSize(u64),
+    /// `--verify-hint` found non-zero memory in the hint.
+    #[error("--verify-hint: {0}; refusing to boot with a false hint")]
+    VerifyFailed(guestmem::Error),
     /// Serial output file.
     #[error("cannot open serial output file {path}: {err}; check --serial file=PATH")]
     SerialFile {
@@ -179,7 +184,7 @@ pub struct Plan {
     /// vCPUs.
     pub cpus: CpusConfig,
     /// Memory.
-    pub memory: MemoryOpts,
+    pub memory: MemoryConfig,
     /// Serial.
     pub serial: SerialOpt,
 }
@@ -187,7 +192,10 @@ pub struct Plan {
 /// Parses and checks every option and input file; allocates nothing.
 pub fn plan(args: &RunArgs) -> Result<(Plan, Kernel), Error> {
     let cpus = CpusConfig::parse(&args.cpus)?;
-    let memory = MemoryOpts::parse(&args.memory)?;
+    let memory = MemoryConfig::parse(&args.memory)?;
+    if !memory.size.is_multiple_of(4096) {
+        return Err(Error::UnalignedSize(memory.size));
+    }
     let serial = SerialOpt::parse(&args.serial)?;
     if let Some(host) = host_memory() {
         if memory.size > host {
@@ -196,6 +204,11 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Kernel), Error> {
                 host_mib: host >> 20,
             });
         }
+    }
+    // Before anything is allocated: a shortage must be an error now, not a
+    // SIGBUS when the guest first touches a page.
+    if let Some(page) = memory.backing.hugepage() {
+        guestmem::check_hugepages(page, memory.size)?;
     }
     let kernel = Kernel::open(&args.kernel)?;
     if let Some(p) = &args.initramfs {
@@ -229,9 +242,11 @@ pub struct Vm {
     /// Boot-timer port.
     pub timer: Arc<Mutex<BootTimer>>,
     /// Guest RAM.
-    pub ram: VmRam,
+    pub ram: GuestRam,
     /// The hint passed to the guest (before any test corruption).
     pub hint: Option<Hint>,
+    /// Bytes checked by `--verify-hint`.
+    pub verified_bytes: u64,
     /// Stop flag shared with vCPU threads.
     pub stop: Arc<AtomicBool>,
     /// Boot vCPU's first KVM_RUN.
@@ -268,7 +283,7 @@ pub fn build(
     let kvm = open_kvm(&args.kvm_device)?;
     let vm_fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
 
-    let mut ram = VmRam::create(&plan.memory)?;
+    let mut ram = ram::create(&plan.memory)?;
     timeline.mark("memory_ready");
 
     vm_fd
@@ -361,6 +376,10 @@ pub fn build(
     v0.set_fpu(&arch::regs::boot_fpu())
         .map_err(kvm_err("KVM_SET_FPU"))?;
     let hint = boot.hint;
+    let verified_bytes = match (&hint, args.verify_hint) {
+        (Some(h), true) => ram.verify_zero(h).map_err(Error::VerifyFailed)?,
+        _ => 0,
+    };
 
     Ok(Vm {
         vm_fd,
@@ -370,6 +389,7 @@ pub fn build(
         timer,
         ram,
         hint,
+        verified_bytes,
         stop: Arc::new(AtomicBool::new(false)),
         first_run: Arc::new(OnceLock::new()),
         unmapped: Arc::new(AtomicU64::new(0)),
@@ -411,14 +431,15 @@ pub struct PreparedGuest {
 /// hint is recomputed after the final writes and the boot is refused if it
 /// changed.
 pub fn prepare_guest(
-    ram: &mut VmRam,
+    ram: &mut GuestRam,
     kernel: &mut Kernel,
     inputs: &GuestInputs<'_>,
     base_sregs: kvm_sregs,
 ) -> Result<PreparedGuest, Error> {
-    // Guest memory contents. Every write below is recorded in `ram`.
+    // Guest memory contents. Every write below is recorded in `ram`
+    // (explicitly, and by vm-memory's dirty bitmap as a second net).
     let k = kernel.load(ram.memory())?;
-    ram.mark_written(k.load_addr, k.end - k.load_addr.0);
+    ram.mark_written(k.load_addr, k.end - k.load_addr.0)?;
     let initrd = match &inputs.initramfs {
         Some(p) => {
             let data = std::fs::read(p).map_err(|err| Error::Initramfs {
@@ -436,14 +457,15 @@ pub fn prepare_guest(
         }
         None => None,
     };
-    let cmdline_len = boot::write_cmdline(ram, inputs.cmdline, k.header.cmdline_size)?;
-    arch::mptable::setup_mptable(ram, inputs.cpus)?;
-    let sregs = arch::regs::long_mode_sregs(ram, base_sregs)?;
-    // The legacy first MiB is never hinted, written or not.
-    ram.mark_written(GuestAddress(0), LOW_MEMORY_END);
+    let mut mem = Tracked(ram);
+    let cmdline_len = boot::write_cmdline(&mut mem, inputs.cmdline, k.header.cmdline_size)?;
+    arch::mptable::setup_mptable(&mut mem, inputs.cpus)?;
+    let sregs = arch::regs::long_mode_sregs(&mut mem, base_sregs)?;
+    // The legacy first MiB is never hinted, written or not. setup_data
+    // (with the hint blob itself) and boot_params go there below.
+    ram.mark_written(GuestAddress(0), LOW_MEMORY_END)?;
 
-    // The hint: everything not written so far. setup_data and boot_params
-    // go below 1 MiB, which the hint already excludes.
+    // The hint: everything not written so far.
     let hint = ram.zero_hint()?;
     let mut setup = Vec::new();
     if let Some(h) = &hint {
@@ -458,7 +480,8 @@ pub fn prepare_guest(
             data: blob,
         });
     }
-    let setup_addr = boot::write_setup_data(ram, &setup)?;
+    let mut mem = Tracked(ram);
+    let setup_addr = boot::write_setup_data(&mut mem, &setup)?;
     let params = boot::build_boot_params(&BootParamsConfig {
         header: Some(k.header),
         ram_size: inputs.memory_size,
@@ -466,11 +489,13 @@ pub fn prepare_guest(
         initrd,
         setup_data: setup_addr,
     })?;
-    boot::write_boot_params(ram, &params)?;
-    let again = ram.zero_hint()?;
-    if again != hint {
+    boot::write_boot_params(&mut mem, &params)?;
+    // Freeze: fails if anything wrote into the hint since it was built;
+    // later tracked writes into hinted pages are refused.
+    let fin = ram.finalize_hint()?;
+    if fin != hint {
         return Err(Error::HintChanged(
-            "boot data landed outside the first MiB".into(),
+            "the finalized hint differs from the one passed to the guest".into(),
         ));
     }
     if inputs.corrupt == Some(CorruptHint::Dirty) {
@@ -479,7 +504,7 @@ pub fn prepare_guest(
             .and_then(|h| h.entries.iter().max_by_key(|e| e.length))
         {
             let mid = (e.start + e.length / 2) & !0xfff;
-            ram.write_untracked(&[0xa5], GuestAddress(mid + 123))?;
+            ram::write_untracked(ram, &[0xa5], GuestAddress(mid + 123))?;
         }
     }
 
@@ -493,33 +518,33 @@ pub fn prepare_guest(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{MemoryOpts, Prezero};
     use std::io::Write;
     use vm_memory::Bytes;
 
     const MIB: u64 = 1 << 20;
 
-    fn ram(size: u64) -> VmRam {
-        VmRam::create(&MemoryOpts {
+    fn ram(size: u64) -> GuestRam {
+        ram::create(&MemoryConfig {
             size,
-            hugepages: false,
-            hugepage_size: crate::cli::HugepageSize::Size2M,
-            prefault: false,
-            prezero: Prezero::Auto,
+            backing: guestmem::Backing::Anonymous { thp: false },
+            ..Default::default()
         })
         .unwrap()
     }
 
     /// Fills all RAM with `pattern` (untracked, when `fill`), prepares a
     /// guest with a kernel and an initramfs, and returns the RAM and hint.
-    fn prepare_over(pattern: Option<u8>, corrupt: Option<CorruptHint>, size: u64) -> (VmRam, Hint) {
+    fn prepare_over(
+        pattern: Option<u8>,
+        corrupt: Option<CorruptHint>,
+        size: u64,
+    ) -> (GuestRam, Hint) {
         let mut ram = ram(size);
         if let Some(pattern) = pattern {
             let fill = vec![pattern; MIB as usize];
             for (start, len) in arch::layout::ram_regions(size) {
                 for off in (0..len).step_by(MIB as usize) {
-                    ram.write_untracked(&fill, GuestAddress(start.0 + off))
-                        .unwrap();
+                    ram::write_untracked(&ram, &fill, GuestAddress(start.0 + off)).unwrap();
                 }
             }
         }
@@ -551,7 +576,7 @@ mod tests {
     }
 
     /// Bytes in hinted ranges that differ from `pattern`.
-    fn changed_in_hint(ram: &VmRam, hint: &Hint, pattern: u8) -> u64 {
+    fn changed_in_hint(ram: &GuestRam, hint: &Hint, pattern: u8) -> u64 {
         let mut changed = 0;
         let mut buf = vec![0u8; MIB as usize];
         for e in &hint.entries {

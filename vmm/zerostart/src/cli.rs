@@ -41,7 +41,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "boot=1", value_name = "boot=N")]
     pub cpus: String,
     /// Guest memory: size=512M,hugepages=on|off,hugepage_size=2M|1G,
-    /// prefault=on|off,prezero=auto|off|<backend>.
+    /// file=PATH (hugetlbfs),thp=on|off,prefault=on|off,
+    /// prefault_method=auto|nt|populate,prezero=auto|off|<backend>,threads=N.
     #[arg(long, default_value = "size=512M", value_name = "size=...,...")]
     pub memory: String,
     /// Guest serial console (COM1): tty (this terminal), off, or file=PATH.
@@ -50,6 +51,10 @@ pub struct RunArgs {
     /// Write the boot timeline as JSON to this file.
     #[arg(long, value_name = "PATH.json")]
     pub timeline: Option<PathBuf>,
+    /// Before starting the guest, re-read every byte the hint claims zero
+    /// and refuse to boot if one is not (costs a full read of guest RAM).
+    #[arg(long)]
+    pub verify_hint: bool,
     /// KVM device node (tests point it at a missing file).
     #[arg(
         long,
@@ -131,38 +136,6 @@ fn pairs(
         .collect()
 }
 
-/// Parses a byte size: a number with an optional K/M/G/T suffix (binary
-/// units, optional trailing `B`/`iB`).
-pub fn parse_size(s: &str) -> Option<u64> {
-    let t = s.trim();
-    let t = t
-        .strip_suffix("iB")
-        .or_else(|| t.strip_suffix('B'))
-        .unwrap_or(t);
-    let (num, shift) = match t.chars().last()? {
-        'k' | 'K' => (&t[..t.len() - 1], 10),
-        'm' | 'M' => (&t[..t.len() - 1], 20),
-        'g' | 'G' => (&t[..t.len() - 1], 30),
-        't' | 'T' => (&t[..t.len() - 1], 40),
-        _ => (t, 0),
-    };
-    let n: u64 = num.parse().ok()?;
-    n.checked_mul(1u64 << shift)
-}
-
-fn on_off(opt: &'static str, key: &'static str, v: &str) -> Result<bool, Error> {
-    match v {
-        "on" | "true" | "yes" => Ok(true),
-        "off" | "false" | "no" => Ok(false),
-        _ => Err(Error::BadValue {
-            opt,
-            key,
-            value: v.to_string(),
-            hint: "use on or off",
-        }),
-    }
-}
-
 /// `--cpus` parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpusConfig {
@@ -201,139 +174,6 @@ impl CpusConfig {
     }
 }
 
-/// Hugepage size choice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HugepageSize {
-    /// 2 MiB.
-    Size2M,
-    /// 1 GiB.
-    Size1G,
-}
-
-impl HugepageSize {
-    /// Bytes.
-    pub fn bytes(self) -> u64 {
-        match self {
-            HugepageSize::Size2M => 2 << 20,
-            HugepageSize::Size1G => 1 << 30,
-        }
-    }
-}
-
-/// `prezero=` choice.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Prezero {
-    /// Zero with the fastest backend; send the hint.
-    Auto,
-    /// No hint.
-    Off,
-    /// A named zeroing backend.
-    Backend(String),
-}
-
-/// `--memory` parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemoryOpts {
-    /// Bytes of guest RAM.
-    pub size: u64,
-    /// hugetlb backing.
-    pub hugepages: bool,
-    /// hugetlb page size.
-    pub hugepage_size: HugepageSize,
-    /// Populate all memory before boot.
-    pub prefault: bool,
-    /// Pre-zeroing / hint.
-    pub prezero: Prezero,
-}
-
-impl MemoryOpts {
-    /// Parses `size=4G,hugepages=on,...`. Defaults: 512M, no hugepages,
-    /// 2M pages, no prefault, prezero=auto.
-    pub fn parse(s: &str) -> Result<Self, Error> {
-        let mut m = MemoryOpts {
-            size: 512 << 20,
-            hugepages: false,
-            hugepage_size: HugepageSize::Size2M,
-            prefault: false,
-            prezero: Prezero::Auto,
-        };
-        let mut explicit_page_size = false;
-        for (k, v) in pairs("memory", s, "size=1G,hugepages=on")? {
-            match k.as_str() {
-                "size" => {
-                    m.size = parse_size(&v).filter(|&n| n > 0).ok_or(Error::BadValue {
-                        opt: "memory",
-                        key: "size",
-                        value: v.clone(),
-                        hint: "write a size like 512M, 4G or 1073741824",
-                    })?;
-                    if !m.size.is_multiple_of(4096) {
-                        return Err(Error::BadValue {
-                            opt: "memory",
-                            key: "size",
-                            value: v,
-                            hint: "the size must be a multiple of 4 KiB",
-                        });
-                    }
-                }
-                "hugepages" => m.hugepages = on_off("memory", "hugepages", &v)?,
-                "hugepage_size" => {
-                    explicit_page_size = true;
-                    m.hugepage_size = match parse_size(&v) {
-                        Some(0x20_0000) => HugepageSize::Size2M,
-                        Some(0x4000_0000) => HugepageSize::Size1G,
-                        _ => {
-                            return Err(Error::BadValue {
-                                opt: "memory",
-                                key: "hugepage_size",
-                                value: v,
-                                hint: "use 2M or 1G",
-                            })
-                        }
-                    }
-                }
-                "prefault" => m.prefault = on_off("memory", "prefault", &v)?,
-                "prezero" => {
-                    m.prezero = match v.as_str() {
-                        "auto" | "on" => Prezero::Auto,
-                        "off" => Prezero::Off,
-                        "" => {
-                            return Err(Error::BadValue {
-                                opt: "memory",
-                                key: "prezero",
-                                value: v,
-                                hint: "use auto, off or a zeroing backend name",
-                            })
-                        }
-                        b => Prezero::Backend(b.to_string()),
-                    }
-                }
-                _ => {
-                    return Err(Error::UnknownKey {
-                        opt: "memory",
-                        key: k,
-                        valid: "size, hugepages, hugepage_size, prefault, prezero",
-                    })
-                }
-            }
-        }
-        if explicit_page_size && !m.hugepages {
-            // Asking for a page size implies hugepages, as in
-            // cloud-hypervisor.
-            m.hugepages = true;
-        }
-        if m.hugepages && !m.size.is_multiple_of(m.hugepage_size.bytes()) {
-            return Err(Error::BadValue {
-                opt: "memory",
-                key: "size",
-                value: m.size.to_string(),
-                hint: "with hugepages the size must be a multiple of the hugepage size",
-            });
-        }
-        Ok(m)
-    }
-}
-
 /// `--serial` parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SerialOpt {
@@ -367,50 +207,6 @@ impl SerialOpt {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("512M"), Some(512 << 20));
-        assert_eq!(parse_size("4G"), Some(4 << 30));
-        assert_eq!(parse_size("4GiB"), Some(4 << 30));
-        assert_eq!(parse_size("1048576"), Some(1 << 20));
-        assert_eq!(parse_size("2k"), Some(2048));
-        assert_eq!(parse_size("lots"), None);
-        assert_eq!(parse_size("G"), None);
-        assert_eq!(parse_size("99999999999T"), None);
-    }
-
-    #[test]
-    fn memory_defaults_and_keys() {
-        let m = MemoryOpts::parse("size=512M").unwrap();
-        assert_eq!(m.size, 512 << 20);
-        assert!(!m.hugepages && !m.prefault);
-        assert_eq!(m.prezero, Prezero::Auto);
-        let m = MemoryOpts::parse("size=4G,hugepages=on,hugepage_size=1G,prefault=on,prezero=off")
-            .unwrap();
-        assert_eq!(
-            (m.size, m.hugepages, m.hugepage_size, m.prefault, m.prezero),
-            (4 << 30, true, HugepageSize::Size1G, true, Prezero::Off)
-        );
-        let m = MemoryOpts::parse("size=1G,prezero=avx512").unwrap();
-        assert_eq!(m.prezero, Prezero::Backend("avx512".into()));
-    }
-
-    #[test]
-    fn memory_errors_name_the_fix() {
-        let e = MemoryOpts::parse("size=lots").unwrap_err();
-        assert!(e.to_string().contains("512M"), "{e}");
-        assert!(MemoryOpts::parse("size=0").is_err());
-        assert!(MemoryOpts::parse("size=1000").is_err());
-        assert!(MemoryOpts::parse("bogus=1")
-            .unwrap_err()
-            .to_string()
-            .contains("valid keys"));
-        assert!(MemoryOpts::parse("size").is_err());
-        assert!(MemoryOpts::parse("hugepages=maybe").is_err());
-        assert!(MemoryOpts::parse("hugepage_size=4M").is_err());
-        assert!(MemoryOpts::parse("size=3M,hugepages=on").is_err());
-    }
 
     #[test]
     fn cpus() {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use linux_loader::loader::bootparam::setup_header;
 use linux_loader::loader::{bzimage::BzImage, KernelLoader};
-use vm_memory::{GuestAddress, GuestMemoryMmap};
+use vm_memory::{GuestAddress, GuestMemoryBackend};
 
 /// `HdrS` at offset 0x202.
 const HDRS: u32 = 0x5372_6448;
@@ -131,7 +131,7 @@ impl Kernel {
 
     /// Loads the protected-mode part at its preferred address (1 MiB).
     /// The caller must record `[load_addr, end)` as written.
-    pub fn load(&mut self, mem: &GuestMemoryMmap) -> Result<LoadedKernel, Error> {
+    pub fn load<M: GuestMemoryBackend>(&mut self, mem: &M) -> Result<LoadedKernel, Error> {
         let r = BzImage::load(
             mem,
             None,
@@ -199,7 +199,8 @@ mod tests {
     fn accepts_64bit_bzimage_and_loads_it() {
         let f = image(0x20f, 1);
         let mut k = Kernel::open(f.path()).unwrap();
-        let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 4 << 20)]).unwrap();
+        let mem =
+            vm_memory::GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 4 << 20)]).unwrap();
         let l = k.load(&mem).unwrap();
         assert_eq!(l.load_addr, GuestAddress(0x10_0000));
         assert_eq!(l.entry, GuestAddress(0x10_0200));

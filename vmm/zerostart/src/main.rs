@@ -97,7 +97,8 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
         eprintln!("zerostart: warning: {stuck} vCPU thread(s) did not stop in time");
     }
     if let Some(path) = &args.timeline {
-        write_timeline(path, &tl, &plan, &vm.ram, hint, &event)?;
+        let report = ram::Report::new(&vm.ram, hint, vm.verified_bytes);
+        write_timeline(path, &tl, &plan, &report, &event)?;
     }
     Ok(event.code())
 }
@@ -106,15 +107,14 @@ fn write_timeline(
     path: &Path,
     tl: &Timeline,
     plan: &builder::Plan,
-    ram: &ram::VmRam,
-    hint: Option<&zerohint::Hint>,
+    report: &ram::Report,
     event: &VmEvent,
 ) -> anyhow::Result<()> {
     let doc = json!({
         "phases": tl.phases(),
         "memory_bytes": plan.memory.size,
         "vcpus": plan.cpus.boot,
-        "prezero": ram.report(hint),
+        "prezero": report,
         "exit": {"reason": event.reason(), "code": event.code()},
     });
     let text = serde_json::to_string_pretty(&doc)?;

@@ -1,123 +1,108 @@
-//! Guest RAM as the VMM sees it: the memory, the written-range log and the
-//! zero hint derived from them.
-//!
-//! Temporary adapter: fresh anonymous memory (which the host kernel hands
-//! out zero-filled), until `guestmem` provides hugepage backings and the
-//! parallel prefault engine.
+//! Guest RAM as the builder uses it: `guestmem::GuestRam` plus the
+//! arch crate's [`arch::BootMemory`] door, the hint report, and the
+//! test-only untracked write.
 
-use std::time::Instant;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde_json::json;
-use vm_memory::{Bytes, GuestAddress, GuestMemoryError, GuestMemoryMmap};
+use serde::Serialize;
+use vm_memory::{GuestAddress, GuestMemoryBackend};
 use zerohint::Hint;
 
-use crate::cli::{MemoryOpts, Prezero};
+pub use guestmem::{Error, GuestRam, MemoryConfig};
 
-/// RAM errors.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// mmap failed.
-    #[error("cannot allocate {size} bytes of guest memory: {err}; choose a smaller --memory size")]
-    Alloc {
-        /// Bytes.
-        size: u64,
-        /// Cause.
-        err: String,
-    },
-    /// Backing not supported yet.
-    #[error("hugepage backing is not available in this build; use --memory hugepages=off")]
-    NoHugepages,
-    /// Hint construction failed.
-    #[error("building the zero hint: {0}")]
-    Hint(zerohint::Error),
+/// Sizes from which a prefault on a terminal shows progress.
+const PROGRESS_MIN_BYTES: u64 = 4 << 30;
+
+/// Maps and (optionally) prefaults guest RAM laid out by
+/// `arch::layout::ram_regions`; shows a progress line on a terminal for
+/// large prefaults.
+pub fn create(cfg: &MemoryConfig) -> Result<GuestRam, Error> {
+    let regions = arch::layout::ram_regions(cfg.size);
+    let show = cfg.prefault && cfg.size >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal();
+    let last = AtomicU64::new(u64::MAX);
+    let progress = move |done: u64, total: u64| {
+        let pct = done * 100 / total.max(1);
+        if last.swap(pct, Ordering::Relaxed) != pct {
+            eprint!(
+                "\rzerostart: prefault {:>5.1}/{:.1} GiB {pct:>3}%{}",
+                done as f64 / (1u64 << 30) as f64,
+                total as f64 / (1u64 << 30) as f64,
+                if done >= total { "\n" } else { "" }
+            );
+        }
+    };
+    GuestRam::create(
+        cfg,
+        &regions,
+        if show {
+            Some(&progress as &(dyn Fn(u64, u64) + Sync))
+        } else {
+            None
+        },
+    )
 }
 
-/// Guest RAM plus its write log.
-#[derive(Debug)]
-pub struct VmRam {
-    mem: GuestMemoryMmap,
-    regions: Vec<(GuestAddress, u64)>,
-    written: Vec<(u64, u64)>,
-    prezero: bool,
-    size: u64,
-    setup_ms: f64,
-}
+/// [`arch::BootMemory`] over [`GuestRam`]: every arch write is tracked.
+pub struct Tracked<'a>(pub &'a mut GuestRam);
 
-impl VmRam {
-    /// Maps `opts.size` bytes laid out by `arch::layout::ram_regions`.
-    pub fn create(opts: &MemoryOpts) -> Result<VmRam, Error> {
-        if opts.hugepages {
-            return Err(Error::NoHugepages);
-        }
-        let t = Instant::now();
-        let regions = arch::layout::ram_regions(opts.size);
-        let ranges: Vec<(GuestAddress, usize)> =
-            regions.iter().map(|&(a, l)| (a, l as usize)).collect();
-        let mem = GuestMemoryMmap::from_ranges(&ranges).map_err(|e| Error::Alloc {
-            size: opts.size,
-            err: e.to_string(),
-        })?;
-        Ok(VmRam {
-            mem,
-            regions,
-            written: Vec::new(),
-            prezero: opts.prezero != Prezero::Off,
-            size: opts.size,
-            setup_ms: t.elapsed().as_secs_f64() * 1000.0,
-        })
-    }
-
-    /// The guest memory.
-    pub fn memory(&self) -> &GuestMemoryMmap {
-        &self.mem
-    }
-
-    /// Records `[addr, addr + len)` as written (or otherwise not provably
-    /// zero).
-    pub fn mark_written(&mut self, addr: GuestAddress, len: u64) {
-        if len > 0 {
-            self.written.push((addr.0, len));
-        }
-    }
-
-    /// RAM minus everything written, or `None` with prezero=off.
-    pub fn zero_hint(&self) -> Result<Option<Hint>, Error> {
-        if !self.prezero {
-            return Ok(None);
-        }
-        let ranges: Vec<(u64, u64)> = self.regions.iter().map(|&(a, l)| (a.0, l)).collect();
-        let mut h = Hint::zeroed_from_ranges(&ranges, 12).map_err(Error::Hint)?;
-        for &(s, l) in &self.written {
-            h.subtract(s, l);
-        }
-        h.keep_largest(zerohint::MAX_ENTRIES);
-        Ok(Some(h))
-    }
-
-    /// Writes `data` at `addr` without recording it. Only for the
-    /// `--test-corrupt-hint=dirty` self-test.
-    pub fn write_untracked(&self, data: &[u8], addr: GuestAddress) -> Result<(), GuestMemoryError> {
-        self.mem.write_slice(data, addr)
-    }
-
-    /// The memory part of the timeline JSON.
-    pub fn report(&self, hint: Option<&Hint>) -> serde_json::Value {
-        json!({
-            "mode": if self.prezero { "fresh-anonymous" } else { "off" },
-            "backend": "kernel-zero-fill",
-            "method": "anonymous mmap (host zero-fills on first touch)",
-            "bytes": self.size,
-            "ms": self.setup_ms,
-            "gib_per_s": serde_json::Value::Null,
-            "hint_ranges": hint.map(|h| h.entries.len()).unwrap_or(0),
-            "hint_bytes": hint.map(|h| h.total_bytes()).unwrap_or(0),
-        })
+impl arch::BootMemory for Tracked<'_> {
+    fn write_tracked(&mut self, data: &[u8], addr: GuestAddress) -> Result<(), arch::WriteError> {
+        Ok(self.0.write_tracked(data, addr)?)
     }
 }
 
-impl arch::BootMemory for VmRam {
-    fn write_tracked(&mut self, data: &[u8], addr: GuestAddress) -> Result<(), GuestMemoryError> {
-        self.mark_written(addr, data.len() as u64);
-        self.mem.write_slice(data, addr)
+/// Writes `data` at `addr` through a raw host pointer, so neither the
+/// tracker nor vm-memory's dirty bitmap sees it. Only for the
+/// `--test-corrupt-hint=dirty` self-test, which must simulate a VMM bug.
+pub fn write_untracked(ram: &GuestRam, data: &[u8], addr: GuestAddress) -> Result<(), Error> {
+    let err = |source| Error::GuestWrite {
+        addr: addr.0,
+        len: data.len() as u64,
+        source,
+    };
+    let mem = ram.memory();
+    let last = addr
+        .0
+        .checked_add(data.len().saturating_sub(1) as u64)
+        .ok_or(err(vm_memory::GuestMemoryError::InvalidGuestAddress(addr)))?;
+    // Both ends must be in the same region for one pointer to cover them.
+    let host = mem.get_host_address(addr).map_err(err)?;
+    let host_last = mem.get_host_address(GuestAddress(last)).map_err(err)?;
+    if host_last as usize - host as usize != data.len().saturating_sub(1) {
+        return Err(err(vm_memory::GuestMemoryError::InvalidGuestAddress(
+            GuestAddress(last),
+        )));
+    }
+    // SAFETY: `[host, host + len)` lies inside one live mapping of guest
+    // RAM (checked above) and no vCPU runs yet.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), host, data.len()) };
+    Ok(())
+}
+
+/// The `prezero` object of the timeline JSON.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// From guestmem: mode, backend, method, backing, bytes, ms, gib_per_s,
+    /// threads.
+    #[serde(flatten)]
+    pub ram: guestmem::PrezeroReport,
+    /// Entries in the hint passed to the guest.
+    pub hint_ranges: usize,
+    /// Bytes the hint claims zero.
+    pub hint_bytes: u64,
+    /// Bytes re-read by `--verify-hint` (0 when not asked).
+    pub verified_bytes: u64,
+}
+
+impl Report {
+    /// Report for `ram` and the hint it produced.
+    pub fn new(ram: &GuestRam, hint: Option<&Hint>, verified_bytes: u64) -> Self {
+        Report {
+            ram: ram.report(),
+            hint_ranges: hint.map_or(0, |h| h.entries.len()),
+            hint_bytes: hint.map_or(0, |h| h.total_bytes()),
+            verified_bytes,
+        }
     }
 }

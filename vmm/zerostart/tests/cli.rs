@@ -114,11 +114,13 @@ fn non_kernel_files() {
 fn bad_memory_sizes() {
     let k = bzimage(&OK_GUEST);
     let out = run_with(k.path(), &["--memory", "size=lots"]);
-    assert_one_line_error(&out, &["size='lots'", "512M"]);
+    assert_one_line_error(&out, &["size=\"lots\"", "e.g. 4G"]);
+    let out = run_with(k.path(), &["--memory", "size=1000"]);
+    assert_one_line_error(&out, &["multiple of 4 KiB"]);
     let out = run_with(k.path(), &["--memory", "size=64T"]);
     assert_one_line_error(&out, &["exceeds this host's memory", "smaller"]);
     let out = run_with(k.path(), &["--memory", "colour=blue"]);
-    assert_one_line_error(&out, &["unknown key 'colour'"]);
+    assert_one_line_error(&out, &["colour", "size, hugepages"]);
 }
 
 #[test]
@@ -191,7 +193,7 @@ fn hugepages_without_reservation() {
         .unwrap_or(0);
     let size = format!("size={}M,hugepages=on", (free + 1) * 2);
     let out = run_with(k.path(), &["--memory", &size]);
-    assert_one_line_error(&out, &["hugepages"]);
+    assert_one_line_error(&out, &["hugepages but only", "nr_hugepages"]);
 }
 
 #[test]
