@@ -9,6 +9,19 @@ pub const MAX_LEN: usize = 2048;
 /// Parameter that states which hint outcome the test expects.
 pub const EXPECT_PARAM: &str = "zsprobe.expect=";
 
+/// Parameter that makes the probe fault on purpose, to test that an
+/// exception becomes a verdict line instead of a silent triple fault.
+pub const FAULT_PARAM: &str = "zsprobe.fault=";
+
+/// A deliberate fault (`zsprobe.fault=ud|pf`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// `ud`: an invalid opcode (vector 6).
+    InvalidOpcode,
+    /// `pf`: a read of an unmapped address (vector 14).
+    PageFault,
+}
+
 /// What the command line says the VMM handed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -48,6 +61,22 @@ pub fn expect(cmdline: &[u8]) -> Result<Expect, &[u8]> {
                 b"valid" => Expect::Valid,
                 other => return Err(other),
             };
+        }
+    }
+    Ok(out)
+}
+
+/// The `zsprobe.fault=` value, if any; the last one wins. An unknown value
+/// is an error carrying it.
+pub fn fault(cmdline: &[u8]) -> Result<Option<Fault>, &[u8]> {
+    let mut out = None;
+    for word in cmdline.split(|b| b.is_ascii_whitespace()) {
+        if let Some(v) = word.strip_prefix(FAULT_PARAM.as_bytes()) {
+            out = Some(match v {
+                b"ud" => Fault::InvalidOpcode,
+                b"pf" => Fault::PageFault,
+                other => return Err(other),
+            });
         }
     }
     Ok(out)
@@ -98,6 +127,17 @@ mod tests {
         );
         assert_eq!(expect(b"zsprobe.expect=maybe"), Err(&b"maybe"[..]));
         assert_eq!(expect(b"xzsprobe.expect=valid"), Ok(Expect::Any));
+    }
+
+    #[test]
+    fn fault_values() {
+        assert_eq!(fault(b"console=ttyS0"), Ok(None));
+        assert_eq!(fault(b"zsprobe.fault=ud"), Ok(Some(Fault::InvalidOpcode)));
+        assert_eq!(
+            fault(b"zsprobe.fault=ud zsprobe.fault=pf"),
+            Ok(Some(Fault::PageFault))
+        );
+        assert_eq!(fault(b"zsprobe.fault=gp"), Err(&b"gp"[..]));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use core::fmt;
 use zerohint::marker::INIT_STARTED;
 
 use crate::bootparams::{BootParams, SIZE as BOOT_PARAMS_SIZE};
-use crate::cmdline::{self, Escaped, Expect};
+use crate::cmdline::{self, Escaped, Expect, Fault};
 use crate::e820::{self, Table};
 use crate::ranges::{Areas, Written};
 use crate::scan::{scan, Counts};
@@ -28,6 +28,9 @@ pub trait Platform {
     /// Identity-maps `[0, end)` with the probe's own page tables, so nothing
     /// depends on how much the VMM mapped beyond the boot protocol's promise.
     fn map_ram(&self, end: u64) -> Result<(), Failure>;
+    /// Raises the CPU exception `zsprobe.fault=` asked for. Does not return
+    /// on a real CPU; if it does, the run fails with `fault_not_raised`.
+    fn inject_fault(&self, fault: Fault);
 }
 
 /// Where the probe itself lies: `[start, end)` covers its loaded image,
@@ -120,6 +123,11 @@ fn run_checked<P: Platform>(p: &P, bp_addr: u64, image: Image) -> Result<Verdict
     let cl = cmdline::terminated(cl_bytes).ok_or(Failure::CmdlineUnterminated { addr: cl_addr })?;
     log!(p, "cmdline={}", Escaped(cl));
     let expect = cmdline::expect(cl).map_err(|_| Failure::BadExpect)?;
+    if let Some(f) = cmdline::fault(cl).map_err(|_| Failure::BadFault)? {
+        log!(p, "injecting fault={f:?}");
+        p.inject_fault(f);
+        return Err(Failure::FaultNotRaised.into());
+    }
     p.marker(MARKER_BOOT_PARAMS_OK);
 
     // Everything written before the scan, to keep out of the hint.
@@ -284,6 +292,9 @@ mod tests {
     }
 
     impl Platform for Fake {
+        fn inject_fault(&self, fault: Fault) {
+            self.lines.borrow_mut().push(format!("fault {fault:?}"));
+        }
         fn phys(&self, gpa: u64, len: u64) -> Option<&[u8]> {
             let end = gpa.checked_add(len)?;
             if let Some(m) = *self.mapped.borrow() {
@@ -553,6 +564,19 @@ mod tests {
         let mut f = Fake::new();
         f.cmdline("zsprobe.expect=yes");
         assert_eq!(f.run(), Verdict::Fail(Failure::BadExpect));
+    }
+
+    #[test]
+    fn fault_injection_is_requested_from_the_platform() {
+        let mut f = Fake::new();
+        f.cmdline("zsprobe.fault=pf");
+        f.hint(0, GOOD);
+        // The fake returns, as a CPU without the fault would.
+        assert_eq!(f.run(), Verdict::Fail(Failure::FaultNotRaised));
+        assert!(f.lines.borrow().iter().any(|l| l == "fault PageFault"));
+        let mut f = Fake::new();
+        f.cmdline("zsprobe.fault=never");
+        assert_eq!(f.run(), Verdict::Fail(Failure::BadFault));
     }
 
     #[test]

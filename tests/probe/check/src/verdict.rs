@@ -78,6 +78,10 @@ pub enum Failure {
     },
     /// `zsprobe.expect=` has a value other than `absent` or `valid`.
     BadExpect,
+    /// `zsprobe.fault=` has a value other than `ud` or `pf`.
+    BadFault,
+    /// `zsprobe.fault=` asked for a fault and none happened.
+    FaultNotRaised,
     /// The probe's image, bss and stack are not inside usable RAM.
     ImageNotInRam {
         /// First byte.
@@ -202,6 +206,8 @@ impl fmt::Display for Failure {
                 write!(f, "reason=cmdline_unterminated addr={addr:#x}")
             }
             Failure::BadExpect => f.write_str("reason=bad_expect"),
+            Failure::BadFault => f.write_str("reason=bad_fault"),
+            Failure::FaultNotRaised => f.write_str("reason=fault_not_raised"),
             Failure::ImageNotInRam { start, end } => {
                 write!(f, "reason=image_not_in_ram start={start:#x} end={end:#x}")
             }

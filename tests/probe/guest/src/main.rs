@@ -20,6 +20,7 @@ use core::fmt;
 use core::panic::PanicInfo;
 use core::ptr::addr_of;
 
+use probe_check::cmdline::Fault;
 use probe_check::{Failure, Image, Platform, Verdict};
 use zerohint::marker::TEST_DONE;
 
@@ -90,6 +91,20 @@ impl Platform for Guest {
         self.mapped_end.set(end);
         serial::line(format_args!("paging pages=2m map_end={end:#x}"));
         Ok(())
+    }
+
+    fn inject_fault(&self, fault: Fault) {
+        match fault {
+            // SAFETY: ud2 raises #UD, which ring 0 turns into a verdict.
+            Fault::InvalidOpcode => unsafe { core::arch::asm!("ud2", options(nomem, nostack)) },
+            Fault::PageFault => {
+                // PML4 slot 254 is never mapped.
+                let p = 0x7f00_0000_0000 as *const u8;
+                // SAFETY: the read faults (#PF) and never returns a value;
+                // ring 0 turns the fault into a verdict.
+                unsafe { core::ptr::read_volatile(p) };
+            }
+        }
     }
 }
 

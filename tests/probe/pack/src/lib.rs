@@ -236,3 +236,90 @@ pub fn pack(elf: &[u8]) -> Result<Packed, Error> {
         init_size,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// The linked probe ELF: `PROBE_ELF` (set by build.sh test) or the
+    /// default build output.
+    fn probe_elf() -> Vec<u8> {
+        let path = std::env::var_os("PROBE_ELF")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../../target/probe-cargo/x86_64-unknown-linux-gnu/release/probe")
+            });
+        std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}: build the probe first with tests/probe/build.sh",
+                path.display()
+            )
+        })
+    }
+
+    fn le16(b: &[u8], o: usize) -> u16 {
+        u16::from_le_bytes([b[o], b[o + 1]])
+    }
+
+    fn le32(b: &[u8], o: usize) -> u32 {
+        u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+    }
+
+    #[test]
+    fn header_is_what_linux_loaders_check() {
+        let p = pack(&probe_elf()).unwrap();
+        let b = &p.image;
+        assert_eq!(b[hdr::SETUP_SECTS], SETUP_SECTS);
+        assert_eq!(le16(b, hdr::BOOT_FLAG), 0xaa55);
+        assert_eq!(&b[hdr::HEADER..hdr::HEADER + 4], b"HdrS");
+        assert!(le16(b, hdr::VERSION) >= 0x020c);
+        assert_eq!(b[hdr::LOADFLAGS] & LOADED_HIGH, LOADED_HIGH);
+        assert_eq!(le16(b, hdr::XLOADFLAGS) & XLF_KERNEL_64, XLF_KERNEL_64);
+        assert_eq!(le32(b, hdr::CODE32_START), LOAD_ADDR as u32);
+        assert_eq!(le32(b, hdr::KERNEL_ALIGNMENT), 0x20_0000);
+        assert_eq!(b[hdr::RELOCATABLE_KERNEL], 0);
+        assert_eq!(
+            u64::from_le_bytes(
+                b[hdr::PREF_ADDRESS..hdr::PREF_ADDRESS + 8]
+                    .try_into()
+                    .unwrap()
+            ),
+            LOAD_ADDR
+        );
+        // init_size covers the payload and is page-granular.
+        let init = le32(b, hdr::INIT_SIZE);
+        assert_eq!(init, p.init_size);
+        assert!(u64::from(init) >= p.payload_size);
+        assert_eq!(init % 4096, 0);
+        // syssize counts the payload in 16-byte units.
+        assert_eq!(
+            u64::from(le32(b, hdr::SYSSIZE)),
+            p.payload_size.div_ceil(16)
+        );
+        assert_eq!(b.len(), SETUP_SIZE + p.payload_size as usize);
+        // The 64-bit entry (cli; cld) is at payload offset 0x200.
+        let entry = SETUP_SIZE + ENTRY64_OFFSET as usize;
+        assert_eq!(&b[entry..entry + 2], &[0xfa, 0xfc]);
+        // The version string is where kernel_version points.
+        let v = 0x200 + usize::from(le16(b, hdr::KERNEL_VERSION));
+        assert!(b[v..].starts_with(VERSION_STRING.as_bytes()));
+        const { assert!(hdr::END <= SETUP_SIZE) };
+    }
+
+    #[test]
+    fn packing_is_deterministic() {
+        let elf = probe_elf();
+        assert_eq!(pack(&elf).unwrap(), pack(&elf).unwrap());
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_probe() {
+        assert!(matches!(pack(b"not an ELF at all"), Err(Error::Parse(_))));
+        // An ELF whose entry is elsewhere: patch e_entry (offset 24).
+        let mut elf = probe_elf();
+        elf[24..32].copy_from_slice(&(LOAD_ADDR + 0x300).to_le_bytes());
+        assert!(matches!(pack(&elf), Err(Error::Entry { .. })));
+    }
+}
