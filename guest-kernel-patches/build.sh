@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Builds the zerostart guest kernel: Debian's linux-source-6.12 (pinned in
+# source.lock) + the patches in `series` + config/zerostart.config, twice:
+# with CONFIG_ZEROSTART_PREZERO=y (bzImage) and =n (bzImage-noprezero).
+#
+# Output: $ZEROSTART_CACHE/kernel/<hash>/bzImage{,-noprezero}, where <hash>
+# covers the source version, the series, the config fragment and this
+# script. The last line printed is that directory. A second run with the
+# same inputs does nothing but print it.
+#
+# Why a private apt lists dir and a trixie-only sources file: the machine is
+# bookworm; we need trixie's 6.12 source package without upgrading anything.
+#
+# Why one persistent git tree + one persistent build dir (O=): patches are
+# applied with `git am` (so checkpatch and format-patch work on the result)
+# and only files the series touches get new mtimes, so rebuilds are
+# incremental; ccache makes switching between the two variants cheap.
+#
+# Usage: build.sh            fetch, unpack, apply series, build both images
+#        build.sh --dev      build the tree as it is (no re-apply): for
+#                            working on the series inside the cache tree
+#        build.sh --print    print the output dir for the current inputs
+#                            (exit 1 if not built yet)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CACHE="${ZEROSTART_CACHE:-$HOME/.cache/zerostart}/kernel"
+MODE="${1:-build}"
+# shellcheck source=source.lock
+. "$HERE/source.lock"
+
+die() { echo "guest-kernel build: $*" >&2; exit 1; }
+log() { echo "guest-kernel build: $*" >&2; }
+
+# ---------------------------------------------------------------- inputs
+inputs_hash() {
+	{
+		echo "$VERSION $DEB_SHA256"
+		sha256sum "$HERE/build.sh" "$HERE/config/zerostart.config" "$HERE/series"
+		while read -r p; do
+			case "$p" in ''|'#'*) continue ;; esac
+			sha256sum "$HERE/$p"
+		done <"$HERE/series"
+	} | sed "s|$HERE/||" | sha256sum | cut -c1-16
+}
+
+[ -f "$HERE/series" ] || die "missing $HERE/series (list of patches, one per line)"
+HASH="$(inputs_hash)"
+OUT="$CACHE/$HASH"
+if [ "$MODE" = "--print" ]; then
+	[ -f "$OUT/bzImage" ] && [ -f "$OUT/bzImage-noprezero" ] || exit 1
+	echo "$OUT"; exit 0
+fi
+if [ "$MODE" = build ] && [ -f "$OUT/bzImage" ] && [ -f "$OUT/bzImage-noprezero" ]; then
+	log "up to date"
+	echo "$OUT"; exit 0
+fi
+
+# ---------------------------------------------------------------- host tools
+need=()
+for p in ccache flex bison bc libelf-dev libssl-dev build-essential xz-utils git perl; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+	log "installing ${need[*]}"
+	SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
+		die "could not install ${need[*]}; install them with apt-get and re-run"
+fi
+
+# ---------------------------------------------------------------- fetch
+DL="$CACHE/dl"
+mkdir -p "$DL/lists/partial"
+deb_ok() { [ -f "$DL/$DEB" ] && echo "$DEB_SHA256  $DL/$DEB" | sha256sum -c --status; }
+if ! deb_ok; then
+	rm -f "$DL/$DEB"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" >"$DL/sources.list"
+	APT=(apt-get -qq -o "Dir::State::Lists=$DL/lists" -o "Dir::Etc::SourceList=$DL/sources.list"
+		-o Dir::Etc::SourceParts=/dev/null -o APT::Sandbox::User=root)
+	log "fetching $PACKAGE=$VERSION from $SUITE (private apt lists, machine not upgraded)"
+	"${APT[@]}" update || die "apt-get update for $SUITE failed (network? keyring?)"
+	(cd "$DL" && "${APT[@]}" download "$PACKAGE=$VERSION") ||
+		die "$PACKAGE=$VERSION is no longer on $MIRROR; bump VERSION and DEB_SHA256 in source.lock"
+	deb_ok || die "$DEB checksum mismatch: expected $DEB_SHA256 (source.lock)"
+fi
+
+# ---------------------------------------------------------------- unpack + git
+SRC="$CACHE/src/linux-$VERSION"
+GIT=(git -C "$SRC" -c user.name=zerostart -c user.email=zerostart@localhost
+	-c core.autocrlf=false -c advice.detachedHead=false)
+if ! "${GIT[@]}" rev-parse -q --verify refs/tags/pristine >/dev/null 2>&1; then
+	log "unpacking $TARBALL into $SRC"
+	rm -rf "$SRC.tmp" && mkdir -p "$SRC.tmp"
+	dpkg-deb --fsys-tarfile "$DL/$DEB" | tar -xO "./$TARBALL" | tar -xJ -C "$SRC.tmp" --strip-components=1
+	git -C "$SRC.tmp" init -q -b zerostart
+	git -C "$SRC.tmp" add -A -f . >/dev/null
+	git -C "$SRC.tmp" -c user.name=zerostart -c user.email=zerostart@localhost \
+		commit -q -m "Linux $VERSION (Debian $PACKAGE, pristine)"
+	git -C "$SRC.tmp" tag pristine
+	rm -rf "$SRC" && mv "$SRC.tmp" "$SRC"
+fi
+
+# ---------------------------------------------------------------- apply series
+if [ "$MODE" != --dev ] && [ "$MODE" != --configure ]; then
+	SERIES_ID="$(sha256sum "$HERE/series" | cut -c1-16)-$HASH"
+	if [ "$(cat "$SRC/.git/zerostart-applied" 2>/dev/null)" != "$SERIES_ID" ] ||
+		[ -n "$("${GIT[@]}" status --porcelain --untracked-files=no)" ]; then
+		log "applying series to pristine tree"
+		"${GIT[@]}" am --abort >/dev/null 2>&1 || true
+		"${GIT[@]}" checkout -q -f -B zerostart pristine
+		while read -r p; do
+			case "$p" in ''|'#'*) continue ;; esac
+			"${GIT[@]}" am -q --keep-cr "$HERE/$p" || die "patch $p does not apply to $VERSION"
+		done <"$HERE/series"
+		echo "$SERIES_ID" >"$SRC/.git/zerostart-applied"
+	fi
+fi
+
+# ---------------------------------------------------------------- configure
+BUILD="$CACHE/build"
+mkdir -p "$BUILD"
+export CCACHE_DIR="$CACHE/ccache" CCACHE_BASEDIR="$SRC" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=5G
+export KBUILD_BUILD_TIMESTAMP="Thu Jan  1 00:00:00 UTC 2026" KBUILD_BUILD_USER=zerostart KBUILD_BUILD_HOST=zerostart
+JOBS="${ZEROSTART_KERNEL_JOBS:-$(($(nproc) + 1))}"
+KMAKE=(make -s -C "$SRC" O="$BUILD" CC="ccache gcc" HOSTCC="ccache gcc" -j"$JOBS")
+
+# configure <y|n>: defconfig + kvm_guest.config + fragment, then the variant,
+# generated in a scratch dir; the build dir's .config is replaced only when
+# the content changes, so Kbuild stays incremental.
+configure() {
+	local variant="$1" cfg="$CACHE/cfg" tmp="$CACHE/cfg/.config"
+	mkdir -p "$cfg"
+	make -s -C "$SRC" O="$cfg" CC="ccache gcc" HOSTCC="ccache gcc" defconfig >/dev/null
+	KCONFIG_CONFIG="$tmp" "$SRC/scripts/kconfig/merge_config.sh" -m -O "$cfg" \
+		"$tmp" "$SRC/kernel/configs/kvm_guest.config" "$HERE/config/zerostart.config" >/dev/null
+	if [ "$variant" = n ]; then
+		"$SRC/scripts/config" --file "$tmp" -d ZEROSTART_PREZERO
+	fi
+	make -s -C "$SRC" O="$cfg" CC="ccache gcc" HOSTCC="ccache gcc" olddefconfig >/dev/null
+	# Every option the fragment names must have taken (merge_config only warns).
+	local line opt want got
+	while read -r line; do
+		case "$line" in
+		CONFIG_*=*) opt="${line%%=*}"; want="${line#*=}" ;;
+		"# CONFIG_"*" is not set") opt="${line#\# }"; opt="${opt%% *}"; want=n ;;
+		*) continue ;;
+		esac
+		if [ "$opt" = CONFIG_ZEROSTART_PREZERO ]; then want="$variant"; fi
+		case "$opt" in CONFIG_ZEROSTART_*)
+			# A tree without the series (pristine baseline) has no such options.
+			grep -q "config ${opt#CONFIG_}\$" -r "$SRC/mm/Kconfig" "$SRC/arch/x86/Kconfig" 2>/dev/null || continue
+			if [ "$variant" = n ] && [ "$opt" != CONFIG_ZEROSTART_PREZERO ]; then continue; fi ;;
+		esac
+		got="$(grep -E "^$opt=|^# $opt is not set" "$tmp" || true)"
+		case "$got" in "$opt=$want") ;; "# $opt is not set") [ "$want" = n ] || die "config: $opt is not set, fragment wants $want (check its dependencies)" ;;
+		"") [ "$want" = n ] || die "config: $opt missing, fragment wants $want (check its dependencies)" ;;
+		*) die "config: got '$got', fragment wants $opt=$want" ;;
+		esac
+	done <"$HERE/config/zerostart.config"
+	cmp -s "$tmp" "$BUILD/.config" || cp "$tmp" "$BUILD/.config"
+}
+
+build_variant() {
+	local variant="$1" dest="$2"
+	log "building bzImage (CONFIG_ZEROSTART_PREZERO=$variant) in $BUILD with -j$JOBS"
+	configure "$variant"
+	local t0=$SECONDS
+	"${KMAKE[@]}" bzImage || die "kernel build failed (CONFIG_ZEROSTART_PREZERO=$variant)"
+	log "built in $((SECONDS - t0)) s"
+	mkdir -p "$OUT"
+	cp "$BUILD/arch/x86/boot/bzImage" "$OUT/$dest.tmp" && mv "$OUT/$dest.tmp" "$OUT/$dest"
+	cp "$BUILD/.config" "$OUT/config-$dest"
+}
+
+if [ "$MODE" = --dev ] || [ "$MODE" = --configure ]; then
+	OUT="$CACHE/dev"
+fi
+if [ "$MODE" = --configure ]; then
+	configure y
+	"${KMAKE[@]}" prepare
+	echo "$BUILD"; exit 0
+fi
+# The option on first: that is the image the tests boot. For quick work on
+# the series, ZEROSTART_KERNEL_VARIANTS=y builds only that one.
+for v in ${ZEROSTART_KERNEL_VARIANTS:-y n}; do
+	case "$v" in
+	y) build_variant y bzImage ;;
+	n) build_variant n bzImage-noprezero ;;
+	*) die "ZEROSTART_KERNEL_VARIANTS: unknown variant '$v' (use y, n or both)" ;;
+	esac
+done
+"${GIT[@]}" log --oneline pristine..HEAD >"$OUT/series.log"
+echo "$OUT"
