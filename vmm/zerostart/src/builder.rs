@@ -440,6 +440,10 @@ pub fn prepare_guest(
     // (explicitly, and by vm-memory's dirty bitmap as a second net).
     let k = kernel.load(ram.memory())?;
     ram.mark_written(k.load_addr, k.end - k.load_addr.0)?;
+    // The kernel's working window (`init_size` from the load address:
+    // decompression buffer, bss, early stack) is written by the guest
+    // before it can read any hint, so it is never hinted.
+    ram.mark_written(k.load_addr, k.footprint())?;
     let initrd = match &inputs.initramfs {
         Some(p) => {
             let data = std::fs::read(p).map_err(|err| Error::Initramfs {

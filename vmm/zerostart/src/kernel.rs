@@ -77,6 +77,21 @@ pub struct LoadedKernel {
     pub header: setup_header,
 }
 
+impl LoadedKernel {
+    /// Bytes from the load address the kernel occupies or uses before it
+    /// reads its memory map: the larger of the loaded image and the setup
+    /// header's `init_size` (boot protocol 2.10+).
+    pub fn footprint(&self) -> u64 {
+        let image = self.end - self.load_addr.0;
+        let init = if self.header.version >= 0x20a {
+            u64::from(self.header.init_size)
+        } else {
+            0
+        };
+        image.max(init)
+    }
+}
+
 impl Kernel {
     /// Opens `path` and checks it is a bzImage with a 64-bit entry point,
     /// before any guest memory is allocated.
