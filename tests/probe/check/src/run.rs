@@ -186,6 +186,26 @@ fn run_checked<P: Platform>(p: &P, bp_addr: u64, image: Image) -> Result<Verdict
         })?,
     };
     let view = zerohint::decode_exact(bytes).map_err(Verdict::HintInvalid)?;
+    // Logged before the remaining checks, so a rejected hint can be read.
+    let hinted_bytes = view.total_bytes();
+    log!(
+        p,
+        "hint addr={:#x} ranges={} hinted_bytes={hinted_bytes}",
+        node.data(),
+        view.len()
+    );
+    for (i, e) in view.entries().enumerate().take(LOGGED_RANGES) {
+        log!(
+            p,
+            "range index={i} start={:#x} end={:#x} page_shift={}",
+            e.start,
+            e.end(),
+            e.page_shift
+        );
+    }
+    if view.len() > LOGGED_RANGES {
+        log!(p, "range more={}", view.len() - LOGGED_RANGES);
+    }
     if view.is_scrub_request() {
         return Err(Failure::ScrubRequestInSetupData.into());
     }
@@ -208,25 +228,6 @@ fn run_checked<P: Platform>(p: &P, bp_addr: u64, image: Image) -> Result<Verdict
             found: Expect::Valid,
         }
         .into());
-    }
-    let hinted_bytes = view.total_bytes();
-    log!(
-        p,
-        "hint addr={:#x} ranges={} hinted_bytes={hinted_bytes}",
-        node.data(),
-        view.len()
-    );
-    for (i, e) in view.entries().enumerate().take(LOGGED_RANGES) {
-        log!(
-            p,
-            "range index={i} start={:#x} end={:#x} page_shift={}",
-            e.start,
-            e.end(),
-            e.page_shift
-        );
-    }
-    if view.len() > LOGGED_RANGES {
-        log!(p, "range more={}", view.len() - LOGGED_RANGES);
     }
 
     p.marker(INIT_STARTED);

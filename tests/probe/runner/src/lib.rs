@@ -433,6 +433,11 @@ fn run(boot: &Boot, kernel: &Path) -> Result<Outcome, Error> {
         usize::try_from(boot.memory).map_err(|_| Error::Config("memory too large".into()))?;
     let mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), size)]).map_err(mem_err)?;
     let host = mem.get_host_address(GuestAddress(0)).map_err(mem_err)?;
+    // Transparent huge pages, like the VMM's default backing: a 4 GiB
+    // guest's first read of every 4 KiB page would otherwise dominate the
+    // scan time. Advice only; its failure changes nothing but speed.
+    // SAFETY: the range is exactly `mem`'s own anonymous mapping.
+    unsafe { libc::madvise(host.cast(), size, libc::MADV_HUGEPAGE) };
     let region = kvm_userspace_memory_region {
         slot: 0,
         flags: 0,
