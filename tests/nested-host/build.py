@@ -459,12 +459,13 @@ def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: boo
 
 
 def default_l3_kernels() -> dict[str, Path]:
-    """The patched kernel from guest-kernel-patches/, when it has been built.
+    """The patched guest kernel, when it has been built.
 
-    ZS_L3_KERNEL=/path/bzImage wins; otherwise the newest
-    $ZEROSTART_CACHE/kernel/**/bzImage is used. Without either, scenarios
-    that ask for the "patched" kernel fall back to stock Debian 6.12 (run.py
-    says so in the report).
+    ZS_L3_KERNEL=/path/bzImage wins; otherwise guest-kernel-patches/build.sh
+    --print names the image built from the current patch series (nothing if
+    it is not built: this harness never starts a 7-minute kernel build on its
+    own; `make` the kernel area first). Without either, run.py falls back to
+    stock Debian 6.12 for the "kernel under test" and says so.
     """
     env = os.environ.get("ZS_L3_KERNEL")
     if env:
@@ -472,9 +473,19 @@ def default_l3_kernels() -> dict[str, Path]:
         if not p.exists():
             raise BuildError(f"ZS_L3_KERNEL={env} does not exist")
         return {"patched": p}
-    root = cache_root().parent / "kernel"
-    cands = sorted(root.glob("**/bzImage"), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
-    return {"patched": cands[-1]} if cands else {}
+    script = REPO / "guest-kernel-patches" / "build.sh"
+    if not script.exists():
+        return {}
+    r = run(["bash", str(script), "--print"])
+    if r.returncode != 0 or not r.stdout.strip():
+        return {}
+    out = Path(r.stdout.strip().splitlines()[-1])
+    kernels = {}
+    if (out / "bzImage").exists():
+        kernels["patched"] = out / "bzImage"
+    if (out / "bzImage-noprezero").exists():
+        kernels["patched-noprezero"] = out / "bzImage-noprezero"
+    return kernels
 
 
 def main() -> int:
