@@ -81,9 +81,14 @@ fn hint_pages(h: &Hint, pages: u64) -> Vec<bool> {
         .collect()
 }
 
-/// Byte ranges inside a 64-page address space, unaligned.
+/// Byte ranges inside a 64-page address space: unaligned, or in half
+/// pages so that ranges meeting or overlapping mid-page are common.
 fn small_ranges() -> impl Strategy<Value = Vec<(u64, u64)>> {
-    prop::collection::vec((0u64..60 * P, 0u64..8 * P), 0..12)
+    let range = prop_oneof![
+        (0u64..60 * P, 0u64..8 * P),
+        (0u64..120, 0u64..16).prop_map(|(s, l)| (s * P / 2, l * P / 2)),
+    ];
+    prop::collection::vec(range, 0..12)
 }
 
 proptest! {
