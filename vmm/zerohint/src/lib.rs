@@ -7,6 +7,22 @@
 //! in exactly the order the spec lists so the Rust, EDK2 and Linux consumers
 //! agree on the first error (the golden vectors in `tests/vectors/` pin it).
 //!
+//! ```
+//! # fn main() -> Result<(), zerohint::Error> {
+//! // Producer: RAM known zero, minus everything written before the guest runs.
+//! let mut hint = zerohint::Hint::zeroed_from_ranges(&[(0, 0x9f000), (0x10_0000, 0x3ff0_0000)], 21)?;
+//! hint.subtract(0x100_0000, 0x52_3456); // the kernel image, rounded outward to 4 KiB
+//! let bytes = hint.encode()?; // a setup_data / fw_cfg payload of exactly this length
+//!
+//! // Consumer: validate, then check against its own RAM map.
+//! let view = zerohint::decode_exact(&bytes)?;
+//! zerohint::check_in_ram(&view, &[(0, 0x9f000), (0x10_0000, 0x3ff0_0000)])?;
+//! assert!(view.covers(0x200_0000, 0x1000));
+//! assert!(!view.covers(0x150_0000, 0x1000)); // inside the kernel image
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! `no_std`; decoding never allocates (the bare-metal probe guest uses it
 //! with `default-features = false`). Feature `alloc` (default) adds the owned
 //! [`Hint`] builder, `std` adds `std::error::Error`.
