@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# make test-kvm: boots the bare-metal probe guest through `zerostart run` on
+# /dev/kvm with each memory backing, with and without the pre-zeroed hint,
+# with a corrupted and a dirty hint, several vCPUs and RAM above the 3 GiB
+# hole, and checks the probe's verdict line and the timeline JSON.
+#
+#   tests/kvm/run.sh [CASE...]     (default: every case)
+#
+# Needs root for the 2M hugepage cases: the pool is grown through
+# /proc/sys/vm/nr_hugepages and put back on exit, even on failure.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+
+if [ ! -c /dev/kvm ]; then
+  echo "test-kvm: /dev/kvm is missing; these tests need KVM (load kvm_intel/kvm_amd)" >&2
+  exit 1
+fi
+
+cargo build --release --locked -p zerostart
+bash tests/probe/build.sh
+Z="${CARGO_TARGET_DIR:-$root/target}/release/zerostart"
+K="$root/target/probe/probe.bzImage"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-test-kvm.XXXXXX")"
+hp_file=/proc/sys/vm/nr_hugepages
+hp_old="$(cat "$hp_file")"
+cleanup() {
+  # Put the hugepage pool back the way we found it.
+  if [ "$(cat "$hp_file")" != "$hp_old" ]; then
+    echo "$hp_old" >"$hp_file" || echo "test-kvm: could not restore $hp_file to $hp_old" >&2
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Grows the 2M pool so that at least $1 pages are free.
+reserve_2m() {
+  local need=$1 free
+  free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
+  if [ "$free" -lt "$need" ]; then
+    echo $(($(cat "$hp_file") + need - free)) >"$hp_file"
+    free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
+    if [ "$free" -lt "$need" ]; then
+      echo "test-kvm: could only reserve $free of $need 2M hugepages" >&2
+      return 1
+    fi
+  fi
+}
+
+passed=0
+failed=0
+failures=()
+
+# case NAME EXPECTED_EXIT VERDICT_REGEX CHECKS -- zerostart run args...
+# CHECKS is a Python expression over `j` (the timeline JSON) or "-" for a
+# run that must not boot (then VERDICT_REGEX matches zerostart's stderr).
+run_case() {
+  local name=$1 want_rc=$2 want=$3 checks=$4
+  shift 5
+  local log="$work/$name.serial" tl="$work/$name.json" err="$work/$name.stderr" rc=0
+  timeout 300 "$Z" run --kernel "$K" --serial "file=$log" --timeline "$tl" "$@" \
+    2>"$err" || rc=$?
+  local ok=1 why=""
+  if [ "$rc" != "$want_rc" ]; then
+    ok=0
+    why="exit code $rc, expected $want_rc"
+  elif [ "$checks" = "-" ]; then
+    grep -Eq "$want" "$err" || { ok=0; why="stderr does not match /$want/"; }
+  else
+    local verdicts
+    verdicts=$(grep -c '^ZSPROBE: \(PASS\|FAIL\)' "$log" || true)
+    if [ "$verdicts" != 1 ]; then
+      ok=0
+      why="$verdicts verdict lines, expected exactly 1"
+    elif ! grep -Eq "$want" "$log"; then
+      ok=0
+      why="verdict does not match /$want/"
+    elif ! python3 - "$tl" "$checks" >"$work/$name.json-check" 2>&1 <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+names = [p["name"] for p in j["phases"]]
+for n in ["process_start", "memory_ready", "first_kvm_run", "kernel_started",
+          "first_serial_output", "test_done", "exit"]:
+    assert n in names, f"phase {n} missing from {names}"
+t = [p["t_ms"] for p in j["phases"]]
+assert t == sorted(t) and t[0] == 0.0, f"phase times not ordered from 0: {t}"
+assert j["exit"] == {"reason": "i8042 reset", "code": 0}, j["exit"]
+for k in ["mode", "method", "backing", "bytes", "ms", "gib_per_s", "hint_ranges", "hint_bytes"]:
+    assert k in j["prezero"], f"prezero.{k} missing: {j['prezero']}"
+assert eval(sys.argv[2]), f"check failed: {sys.argv[2]} on {json.dumps(j)}"
+PY
+    then
+      ok=0
+      why="timeline JSON: $(tail -1 "$work/$name.json-check")"
+    fi
+  fi
+  if [ "$ok" = 1 ]; then
+    passed=$((passed + 1))
+    echo "ok   $name: $(grep -E '^ZSPROBE: (PASS|FAIL)' "$log" 2>/dev/null || tail -1 "$err")"
+    echo "     $(grep '^zerostart: exit' "$err" || true)"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "FAIL $name: $why"
+    echo "---- zerostart $* (stderr)"
+    cat "$err"
+    echo "---- serial log"
+    cat "$log" 2>/dev/null || true
+    echo "----"
+  fi
+}
+
+MIB=$((1 << 20))
+valid="^ZSPROBE: PASS hint=valid "
+absent="^ZSPROBE: PASS hint=absent "
+cmd_valid="console=ttyS0 reboot=k panic=1 zsprobe.expect=valid"
+cmd_absent="console=ttyS0 reboot=k panic=1 zsprobe.expect=absent"
+
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=(4k 4k-off 4k-prefault thp 2m 2m-off checksum dirty verify-dirty smp 4g)
+
+for c in "${cases[@]}"; do
+  case "$c" in
+    4k)
+      run_case 4k 0 "$valid" "j['memory_bytes'] == 512*$MIB and j['prezero']['backing'] in ('anon4k', 'anon4_k') and j['prezero']['hint_bytes'] > 500*$MIB" -- \
+        --memory size=512M,hugepages=off,thp=off --cmdline "$cmd_valid" ;;
+    4k-off)
+      run_case 4k-off 0 "$absent" "j['prezero']['mode'] == 'off' and j['prezero']['hint_ranges'] == 0" -- \
+        --memory size=512M,hugepages=off,thp=off,prezero=off --cmdline "$cmd_absent" ;;
+    4k-prefault)
+      run_case 4k-prefault 0 "$valid" "j['prezero']['bytes'] == 1024*$MIB and j['prezero']['method'] in ('nt_engine', 'populate_write')" -- \
+        --memory size=1G,thp=off,prefault=on --cmdline "$cmd_valid" ;;
+    thp)
+      run_case thp 0 "$valid" "j['prezero']['backing'] == 'anon_thp'" -- \
+        --memory size=512M --cmdline "$cmd_valid" ;;
+    2m)
+      reserve_2m 256
+      run_case 2m 0 "$valid" "j['prezero']['backing'] in ('hugetlb2m', 'hugetlb2_m') and j['prezero']['bytes'] == 512*$MIB" -- \
+        --memory size=512M,hugepages=on,hugepage_size=2M,prefault=on --cmdline "$cmd_valid" ;;
+    2m-off)
+      reserve_2m 256
+      run_case 2m-off 0 "$absent" "j['prezero']['backing'] in ('hugetlb2m', 'hugetlb2_m') and j['prezero']['hint_ranges'] == 0" -- \
+        --memory size=512M,hugepages=on,prezero=off --cmdline "$cmd_absent" ;;
+    checksum)
+      run_case checksum 0 "^ZSPROBE: FAIL hint=invalid error=BadChecksum" "True" -- \
+        --memory size=512M --test-corrupt-hint=checksum ;;
+    dirty)
+      # The checker must be able to fail: one planted byte is found.
+      run_case dirty 0 "^ZSPROBE: FAIL hint=valid nonzero_bytes=1 " "True" -- \
+        --memory size=512M --test-corrupt-hint=dirty ;;
+    verify-dirty)
+      # --verify-hint catches the same planted byte before the guest runs.
+      run_case verify-dirty 1 "hinted-zero guest memory is not zero" "-" -- \
+        --memory size=512M --test-corrupt-hint=dirty --verify-hint ;;
+    smp)
+      run_case smp 0 "$valid" "j['vcpus'] == 4" -- \
+        --cpus boot=4 --memory size=512M --cmdline "$cmd_valid" ;;
+    4g)
+      # Crosses the 3..4 GiB MMIO hole: two hint ranges.
+      run_case 4g 0 "^ZSPROBE: PASS hint=valid ranges=2 " "j['memory_bytes'] == 4096*$MIB and j['prezero']['hint_ranges'] == 2" -- \
+        --memory size=4G --cmdline "$cmd_valid" ;;
+    *)
+      echo "test-kvm: unknown case $c" >&2
+      exit 2 ;;
+  esac
+done
+
+echo "test-kvm: $passed passed, $failed failed"
+echo "$passed passed, $failed failed"
+if [ "$failed" -gt 0 ]; then
+  echo "test-kvm: failed cases: ${failures[*]}" >&2
+  exit 1
+fi
