@@ -291,3 +291,31 @@ fn four_gib_scan_takes_seconds() {
     assert!(bytes > 4000 * MIB);
     assert!(scan < Duration::from_secs(30), "scan took {scan:?}");
 }
+
+#[test]
+fn second_hint_node_and_scrub_requests_are_refused() {
+    let mut ok = vec![0; zerohint::encoded_size(1)];
+    zerohint::encode_into(0, &[Entry::zeroed(0x40_0000, 0x1000, 12)], &mut ok).unwrap();
+    let mut b = small();
+    b.extra_setup_data = vec![(zerohint::SETUP_TYPE, ok)];
+    assert_eq!(
+        verdict(&b),
+        format!(
+            "ZSPROBE: FAIL reason=multiple_hints first={:#x} second={:#x}",
+            layout::SETUP_DATA,
+            layout::SETUP_DATA + 0x50
+        )
+    );
+    let scrub = Entry {
+        flags: 0,
+        ..Entry::zeroed(0x40_0000, 0x1000, 12)
+    };
+    let mut raw = vec![0; zerohint::encoded_size(1)];
+    zerohint::encode_into(zerohint::HDR_FLAG_SCRUB_REQUEST, &[scrub], &mut raw).unwrap();
+    let mut b = small();
+    b.hint = Hint::Raw(raw);
+    assert_eq!(
+        verdict(&b),
+        "ZSPROBE: FAIL reason=scrub_request_in_setup_data"
+    );
+}
