@@ -46,7 +46,7 @@ mod zeroer;
 
 pub use auto::{
     auto_backend, auto_backend_for, calibration, small_backend, Calibration, CALIBRATION_BUDGET,
-    SMALL_THRESHOLD,
+    SMALL_THRESHOLD, WINDOWS,
 };
 pub use backend::{available_backends, Backend, Choice};
 pub use zeroer::{Granule, Progress, ZeroStats, Zeroer};

@@ -1,0 +1,31 @@
+# Zeroing engine benchmark (vmm/prezero, vmm/zerobench).
+#
+# make bench        - one run of every backend, auto, memset and kernel
+#                     prefault at 1..N threads on a warm 4 GiB buffer;
+#                     table on stdout, JSON in target/bench/zero.json
+# make bench-check  - the same, then fail unless auto (most threads) is
+#                     >= 2x memset and >= 95% of the best backend
+# make test-bench   - unit, property and schema tests of both crates
+#
+# `bench` uses `zerostart bench zero` once the zerostart binary mounts
+# zerobench, and zerobench's bench_zero example until then. Either may grow
+# the 2 MiB hugepage pool when run as root, and always restores it.
+BENCH_SIZE ?= 4G
+BENCH_ARGS ?= --size $(BENCH_SIZE) --json target/bench/zero.json
+BENCH_CMD = $(if $(shell grep -qs zerobench vmm/zerostart/Cargo.toml && echo y),\
+	$(CARGO) run --release -p zerostart -- bench zero,\
+	$(CARGO) run --release -p zerobench --example bench_zero --)
+
+.PHONY: bench bench-check test-bench
+TEST_TARGETS += test-bench
+
+bench:
+	@mkdir -p target/bench
+	$(BENCH_CMD) $(BENCH_ARGS)
+
+bench-check:
+	@mkdir -p target/bench
+	$(CARGO) run --release -p zerobench --example bench_zero -- $(BENCH_ARGS) --check
+
+test-bench:
+	$(CARGO) test -p prezero -p zerobench

@@ -1,0 +1,207 @@
+//! The timed operations: engine, memset and kernel populate.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use prezero::Zeroer;
+
+const HUGE_2M: usize = 2 << 20;
+/// `MADV_POPULATE_WRITE` (Linux 5.14): fault in writable pages, the way
+/// QEMU and cloud-hypervisor prefault guest RAM.
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// How a fresh mapping is backed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backing {
+    /// 4 KiB pages (`MADV_NOHUGEPAGE`).
+    Small,
+    /// Transparent huge pages (`MADV_HUGEPAGE`).
+    Thp,
+    /// hugetlb 2 MiB pages (`MAP_HUGETLB`).
+    Hugetlb,
+}
+
+/// A private anonymous mapping, 2 MiB aligned, unmapped on drop.
+pub(crate) struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a plain memory region; threads get disjoint parts.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    pub(crate) fn new(len: usize, backing: Backing) -> io::Result<Mapping> {
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        if backing == Backing::Hugetlb {
+            let len = len.next_multiple_of(HUGE_2M);
+            let f = flags | libc::MAP_HUGETLB | (21 << libc::MAP_HUGE_SHIFT);
+            // SAFETY: fresh mapping, checked.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    f,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            return Ok(Mapping { ptr: p.cast(), len });
+        }
+        // Over-map by 2 MiB and trim, so THP can back every 2 MiB.
+        let total = len + HUGE_2M;
+        // SAFETY: fresh mapping, checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                total,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = p as usize;
+        let start = base.next_multiple_of(HUGE_2M);
+        // SAFETY: unmapping the unused parts of our own mapping.
+        unsafe {
+            if start > base {
+                libc::munmap(p, start - base);
+            }
+            let end = start + len;
+            if base + total > end {
+                libc::munmap(end as *mut libc::c_void, base + total - end);
+            }
+            let advice = match backing {
+                Backing::Small => libc::MADV_NOHUGEPAGE,
+                _ => libc::MADV_HUGEPAGE,
+            };
+            libc::madvise(start as *mut libc::c_void, len, advice);
+        }
+        Ok(Mapping {
+            ptr: start as *mut u8,
+            len,
+        })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// `len` split into `threads` contiguous parts, 2 MiB aligned.
+pub(crate) fn parts(len: usize, threads: usize) -> Vec<(usize, usize)> {
+    let t = threads.max(1);
+    let step = len.div_ceil(t).next_multiple_of(HUGE_2M).max(HUGE_2M);
+    (0..t)
+        .map(|i| (i * step).min(len))
+        .map(|off| (off, step.min(len - off)))
+        .filter(|p| p.1 > 0)
+        .collect()
+}
+
+/// Runs `f(offset, len)` on every part, one scoped thread per part.
+fn in_parallel(len: usize, threads: usize, f: impl Fn(usize, usize) + Sync) -> Duration {
+    let ps = parts(len, threads);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for &(off, l) in ps.iter().skip(1) {
+            let f = &f;
+            s.spawn(move || f(off, l));
+        }
+        if let Some(&(off, l)) = ps.first() {
+            f(off, l);
+        }
+    });
+    start.elapsed()
+}
+
+/// glibc `memset` of `fill` over the mapping, `threads` parts in parallel.
+pub(crate) fn memset(m: &Mapping, threads: usize, fill: u8) -> Duration {
+    in_parallel(m.len, threads, |off, l| {
+        // SAFETY: disjoint parts of our mapping.
+        unsafe { libc::memset(m.ptr().add(off).cast(), fill.into(), l) };
+    })
+}
+
+/// The engine over the whole mapping.
+pub(crate) fn engine(m: &Mapping, z: &Zeroer) -> Duration {
+    let start = Instant::now();
+    // SAFETY: our mapping, not referenced elsewhere during the call.
+    unsafe { z.zero_raw(m.ptr, m.len, None) };
+    start.elapsed()
+}
+
+/// Maps `len` fresh bytes with `backing` and times `MADV_POPULATE_WRITE`
+/// over it from `threads` threads (disjoint parts): the kernel zeroes
+/// every page as it faults it in. Mapping and unmapping are not timed.
+pub(crate) fn populate(len: usize, backing: Backing, threads: usize) -> io::Result<Duration> {
+    let m = &Mapping::new(len, backing)?;
+    let err = std::sync::Mutex::new(None);
+    let t = in_parallel(m.len, threads, |off, l| {
+        // SAFETY: advice on our own mapping.
+        let rc = unsafe { libc::madvise(m.ptr().add(off).cast(), l, MADV_POPULATE_WRITE) };
+        if rc != 0 {
+            *err.lock().unwrap_or_else(|e| e.into_inner()) = Some(io::Error::last_os_error());
+        }
+    });
+    match err.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(t),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_cover_exactly() {
+        for len in [0, 1, HUGE_2M - 1, HUGE_2M, 5 * HUGE_2M + 3, 1 << 30] {
+            for t in 1..=5 {
+                let ps = parts(len, t);
+                assert!(ps.len() <= t);
+                let mut at = 0;
+                for &(o, l) in &ps {
+                    assert_eq!(o, at);
+                    assert!(o % HUGE_2M == 0);
+                    at += l;
+                }
+                assert_eq!(at, len, "{len} {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn memset_and_populate_work() {
+        let m = Mapping::new(6 << 20, Backing::Thp).unwrap();
+        assert_eq!(m.ptr() as usize % HUGE_2M, 0);
+        memset(&m, 3, 0x11);
+        let s = unsafe { std::slice::from_raw_parts(m.ptr(), m.len()) };
+        assert!(s.iter().all(|&b| b == 0x11));
+        let z = Zeroer::new(prezero::Choice::Auto).unwrap().threads(2);
+        engine(&m, &z);
+        let s = unsafe { std::slice::from_raw_parts(m.ptr(), m.len()) };
+        assert!(s.iter().all(|&b| b == 0));
+        assert!(populate(4 << 20, Backing::Small, 2).unwrap() > Duration::ZERO);
+    }
+}

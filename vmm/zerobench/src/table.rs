@@ -1,0 +1,87 @@
+//! The human-readable report.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+
+use crate::{human, Report};
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    }
+}
+
+/// Results by method × thread count, ratios of `auto` to each baseline,
+/// then notes.
+pub(crate) fn render(r: &Report, threads: &[usize], notes: &[String]) -> String {
+    let mut out = format!(
+        "zeroing {} (best of the runs; GiB/s, ms per GiB in parentheses); auto = {}\n",
+        human(r.size_bytes),
+        r.auto_backend
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut header = vec!["method".to_string()];
+    header.extend(
+        threads
+            .iter()
+            .map(|n| format!("{n} thread{}", if *n == 1 { "" } else { "s" })),
+    );
+    t.set_header(header);
+    let mut methods: Vec<&str> = Vec::new();
+    for m in &r.results {
+        if !methods.contains(&m.method.as_str()) {
+            methods.push(&m.method);
+        }
+    }
+    for method in methods {
+        let mut row = vec![method.to_string()];
+        for &n in threads {
+            row.push(match r.get(method, n) {
+                Some(m) => format!("{:.2} ({:.1})", m.gib_per_s, m.ms_per_gib),
+                None => "-".into(),
+            });
+        }
+        t.add_row(row);
+    }
+    for i in 1..=threads.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    out += &t.to_string();
+
+    let mut q = Table::new();
+    q.load_preset(UTF8_FULL_CONDENSED);
+    q.set_header(vec![
+        "threads",
+        "auto/memset",
+        "auto/best backend",
+        "auto/populate 4K",
+        "auto/populate THP",
+        "auto/populate hugetlb",
+    ]);
+    for &n in threads {
+        let g = |m: &str| r.get(m, n).map(|x| x.gib_per_s);
+        let auto = g("auto");
+        let best = r.best_backend(n);
+        q.add_row(vec![
+            n.to_string(),
+            ratio(auto, g("memset")),
+            match best {
+                Some(b) => format!("{} ({})", ratio(auto, Some(b.gib_per_s)), b.method),
+                None => "-".into(),
+            },
+            ratio(auto, g("kernel_populate_4k")),
+            ratio(auto, g("kernel_populate_thp")),
+            ratio(auto, g("kernel_populate_hugetlb")),
+        ]);
+    }
+    out += "\n";
+    out += &q.to_string();
+    for n in notes {
+        out += "\nnote: ";
+        out += n;
+    }
+    out
+}
