@@ -37,7 +37,7 @@ abi-vectors:
 # cannot be downloaded here) and is itself built from crates.io once.
 abi-fuzz-tools:
 	@rustup toolchain list | grep -q '^nightly' || { echo "fuzz-abi: no nightly toolchain; install it with 'rustup toolchain install nightly'" >&2; exit 1; }
-	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked --version 0.13.2
 
 # Seeds the corpus (kept in the cache, not the tree) with every golden vector.
 fuzz-abi: abi-fuzz-tools
