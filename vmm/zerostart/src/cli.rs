@@ -23,6 +23,16 @@ pub struct Cli {
 pub enum Command {
     /// Boot a kernel in a new VM and run it until it powers off or reboots.
     Run(Box<RunArgs>),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// `zerostart bench ...`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Zeroing engine against memset and kernel prefault, in one run.
+    Zero(zerobench::BenchZeroArgs),
 }
 
 /// `zerostart run` options.

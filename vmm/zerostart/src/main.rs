@@ -19,7 +19,7 @@ use anyhow::Context;
 use clap::Parser;
 use serde_json::json;
 
-use crate::cli::{Cli, Command, RunArgs};
+use crate::cli::{BenchCommand, Cli, Command, RunArgs};
 use crate::timeline::Timeline;
 use crate::vcpu::{Vcpu, VmEvent};
 
@@ -32,6 +32,13 @@ fn main() {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("zerostart: error: {e:#}");
+                1
+            }
+        },
+        Command::Bench(BenchCommand::Zero(args)) => match zerobench::run(&args) {
+            Ok(_) => 0,
+            Err(e) => {
+                eprintln!("zerostart: bench zero: {e}");
                 1
             }
         },
