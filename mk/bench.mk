@@ -5,7 +5,9 @@
 #                     table on stdout, JSON in target/bench/zero.json
 # make bench-check  - the same, then fail unless auto (most threads) is
 #                     >= 2x memset and >= 95% of the best backend
-# make test-bench   - unit, property and schema tests of both crates
+# make test-bench   - smoke run of the release bench CLI on 128 MiB (no
+#                     hugepage pool changes) and a check of its JSON with jq;
+#                     the crates' unit/property/schema tests run in test-fast
 #
 # `bench` uses `zerostart bench zero` once the zerostart binary mounts
 # zerobench, and zerobench's bench_zero example until then. Either may grow
@@ -27,5 +29,11 @@ bench-check:
 	@mkdir -p target/bench
 	$(CARGO) run --release -p zerobench --example bench_zero -- $(BENCH_ARGS) --check
 
+# Every required method must appear at every thread count, with sane numbers.
+BENCH_SMOKE_JSON := target/bench/smoke.json
 test-bench:
-	$(CARGO) test -p prezero -p zerobench
+	@mkdir -p target/bench
+	$(CARGO) run --release -p zerobench --example bench_zero -- \
+		--size 128M --threads 1,2 --reps 1 --no-hugepage-reserve --json $(BENCH_SMOKE_JSON)
+	jq -e -f vmm/zerobench/tests/report.jq $(BENCH_SMOKE_JSON)
+	@echo "test-bench: bench CLI smoke run OK ($$(jq -r .auto_backend $(BENCH_SMOKE_JSON)) is auto)"

@@ -35,8 +35,8 @@ fn install_handler() {
         let _ = ctrlc::set_handler(|| {
             if let Some((nr, added)) = ADDED.lock().ok().and_then(|g| g.clone()) {
                 give_back(&nr, added);
+                eprintln!("zerobench: interrupted; gave back {added} reserved hugepages");
             }
-            eprintln!("zerobench: interrupted; hugepage pool restored");
             std::process::exit(130);
         });
     });
