@@ -8,12 +8,13 @@ use crate::{BackingKind, Error, PrefaultMethod};
 /// The prefault method used for `prefault_method=auto`, per backing.
 ///
 /// Measured (docs/memory.md, "Prefault: NT engine vs MADV_POPULATE_WRITE";
-/// `make bench-prefault`, 2 GiB fresh memory, 5 alternating reps, 2 threads,
-/// 2-core AMD EPYC dev host, Linux 6.18), median GiB/s NT vs populate:
-/// anon 4K 0.50 vs 0.76, THP 1.04 vs 2.25, hugetlb 2M 2.39 vs 3.23,
-/// hugetlb 1G 5.22 vs 6.58. Populating is faster everywhere: on fresh
-/// memory the kernel must clear each page at fault time anyway, so the
-/// engine's stores are a second full pass over the same memory.
+/// `make bench-prefault PREFAULT_REPS=7`: 2 GiB fresh memory, 2 threads,
+/// 2-core AMD EPYC dev host, Linux 6.18), median GiB per CPU-second NT vs
+/// populate: anon 4K 1.75 vs 2.92, THP 6.60 vs 10.04, hugetlb 2M 8.24 vs
+/// 10.85, hugetlb 1G 20.09 vs 28.61 (wall time agreed, but the shared host
+/// made it noisy). Populating wins everywhere: on fresh memory the kernel
+/// clears each page at fault time anyway, so the engine's stores are a
+/// second full pass over the same memory.
 pub const PREFAULT_TABLE: [(BackingKind, PrefaultMethod); 4] = [
     (BackingKind::Anon4K, PrefaultMethod::Populate),
     (BackingKind::AnonThp, PrefaultMethod::Populate),

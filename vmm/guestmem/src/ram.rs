@@ -637,6 +637,28 @@ mod tests {
     }
 
     #[test]
+    fn loader_style_reads_into_guest_memory_are_caught_too() {
+        // linux-loader copies the kernel file with read_exact_volatile_from.
+        let r = ram("");
+        let image = vec![0x90u8; 3 * 4096 + 10];
+        r.memory()
+            .read_exact_volatile_from(GuestAddress(2 * M), &mut &image[..], image.len())
+            .unwrap();
+        let h = r.zero_hint().unwrap().unwrap();
+        for a in [2 * M, 2 * M + 3 * 4096 + 9] {
+            assert!(!covered(&h, a), "{a:#x}");
+        }
+        assert!(covered(&h, 2 * M + 4 * 4096) && covered(&h, 2 * M - 1));
+        r.verify_zero(&h).unwrap();
+    }
+
+    #[test]
+    fn guest_ram_can_be_shared_with_vcpu_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<GuestRam>();
+    }
+
+    #[test]
     fn write_after_issue_fails_finalize_and_after_finalize_is_refused() {
         let mut r = ram("");
         let blob = GuestAddress(0x30000);
