@@ -1,0 +1,2 @@
+//! placeholder
+#![deny(missing_docs)]
