@@ -40,7 +40,7 @@ use std::path::PathBuf;
 pub use config::{
     parse_size, Backing, BackingKind, HugePageSize, MemoryConfig, PrefaultMethod, Prezero,
 };
-pub use host::{check_hugepages, check_mem_available, mem_available};
+pub use host::{check_cgroup_limits, check_hugepages, check_mem_available, mem_available};
 pub use prefault::PREFAULT_TABLE;
 pub use ram::{GuestRam, PrezeroReport};
 
@@ -109,6 +109,19 @@ pub enum Error {
         size_mib: u64,
         /// MemAvailable MiB.
         available_mib: u64,
+    },
+    /// A cgroup limit would stop guest RAM from being faulted in (hugetlb:
+    /// SIGBUS at fault; memory: OOM kill).
+    #[error("guest RAM needs {needed_mib} MiB of {what} but a cgroup limit leaves {headroom_mib} MiB (exceeding it means SIGBUS or OOM kill mid-boot); fix: {fix}, or use a smaller size=")]
+    CgroupLimit {
+        /// `memory` or `2M hugetlb` / `1G hugetlb`.
+        what: String,
+        /// MiB needed.
+        needed_mib: u64,
+        /// MiB the limit leaves.
+        headroom_mib: u64,
+        /// The command that raises the limit.
+        fix: String,
     },
     /// Reading a host file (meminfo, sysfs) failed.
     #[error("cannot read {path}: {source}")]

@@ -253,6 +253,7 @@ impl GuestRam {
             Some(p) => check_hugepages(p, cfg.size)?,
             None => check_mem_available(cfg.size)?,
         }
+        crate::check_cgroup_limits(cfg.backing.hugepage(), cfg.size)?;
         let file = match &cfg.backing {
             Backing::Anonymous { .. } => None,
             Backing::MemfdHugetlb(p) => Some(Arc::new(memfd(*p, cfg.size)?)),
