@@ -128,6 +128,42 @@ fn memfd(page: HugePageSize, size: u64) -> Result<File, Error> {
 
 const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
 
+// `f_type`/`f_bsize` are i64 on x86_64 glibc but narrower elsewhere.
+#[allow(clippy::unnecessary_cast)]
+fn statfs_ok(st: &libc::statfs, page: HugePageSize) -> io::Result<()> {
+    if st.f_type as i64 != HUGETLBFS_MAGIC || st.f_bsize as u64 != page.bytes() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "filesystem type {:#x} with block size {:#x}",
+                st.f_type as i64, st.f_bsize as u64
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_hugetlbfs(dir: &Path, page: HugePageSize) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statfs fills the zeroed struct from a valid C path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    statfs_ok(&st, page)
+}
+
+fn check_hugetlbfs_fd(file: &File, page: HugePageSize) -> io::Result<()> {
+    // SAFETY: fstatfs fills the zeroed struct; the fd is valid.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    statfs_ok(&st, page)
+}
+
 /// Opens (or creates) the hugetlbfs file and makes its content zero: a
 /// directory gets a new file that is unlinked at once (nobody else can open
 /// it); a named file is `flock`ed exclusively, truncated to 0 (freeing every
@@ -136,12 +172,31 @@ const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
 fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<File, Error> {
     let fix_mount = "put the file on a hugetlbfs mount with that page size, e.g. mount -t hugetlbfs -o pagesize=2M none /dev/hugepages";
     let err = |what: String, source: io::Error, fix| Error::Backing { what, source, fix };
+    // Check the filesystem before creating anything, so a wrong path leaves
+    // no stray file behind.
+    let dir = if path.is_dir() {
+        path
+    } else {
+        path.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+    };
+    check_hugetlbfs(dir, page).map_err(|source| {
+        err(
+            format!(
+                "{} is not on a hugetlbfs mount with {} pages",
+                path.display(),
+                page.name()
+            ),
+            source,
+            fix_mount,
+        )
+    })?;
     let file = if path.is_dir() {
-        let name = path.join(format!(
-            "zerostart-{}-{}",
-            std::process::id(),
-            Instant::now().elapsed().as_nanos() ^ (size as u128)
-        ));
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let name = path.join(format!("zerostart-{}-{nanos}", std::process::id()));
         let f = OpenOptions::new()
             .read(true)
             .write(true)
@@ -164,22 +219,18 @@ fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<File, Er
             .open(path)
             .map_err(|e| err(format!("open {}", path.display()), e, fix_mount))?
     };
-    // SAFETY: statfs fills the struct; fd is valid.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
-        return Err(err("fstatfs".into(), io::Error::last_os_error(), fix_mount));
-    }
-    if st.f_type as i64 != HUGETLBFS_MAGIC || st.f_bsize as u64 != page.bytes() {
-        return Err(err(
+    // The file itself, in case `path` is a symlink to another filesystem.
+    check_hugetlbfs_fd(&file, page).map_err(|source| {
+        err(
             format!(
-                "{} is not on a hugetlbfs mount with {} pages",
+                "{} is not a hugetlbfs file with {} pages",
                 path.display(),
                 page.name()
             ),
-            io::Error::from(io::ErrorKind::InvalidInput),
+            source,
             fix_mount,
-        ));
-    }
+        )
+    })?;
     // SAFETY: flock on a valid fd.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(err(

@@ -193,7 +193,9 @@ fn file_not_on_hugetlbfs_is_refused() {
     // Skip the pool check's influence: with no free pages it fails first,
     // which is also a correct refusal.
     let e = GuestRam::create(&cfg, &[(GuestAddress(0), 4 * M)], None).unwrap_err();
+    let stray = p.exists();
     let _ = std::fs::remove_file(&p);
+    assert!(!stray, "a refused file= must not be created");
     let s = e.to_string();
     assert!(s.contains("hugetlbfs") || s.contains("hugepages"), "{s}");
 }
