@@ -20,6 +20,7 @@ pub mod layout;
 pub mod memory;
 pub mod mptable;
 pub mod msr;
+pub mod pvh;
 pub mod regs;
 
 pub use memory::{BootMemory, MemoryError, RecordingMemory, WriteError};

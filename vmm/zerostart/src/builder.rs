@@ -16,7 +16,7 @@ use devices::{
     I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
 };
 use kvm_bindings::{
-    kvm_pit_config, kvm_sregs, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES,
+    kvm_pit_config, kvm_regs, kvm_sregs, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES,
     KVM_PIT_SPEAKER_DUMMY,
 };
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
@@ -24,7 +24,7 @@ use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 use zerohint::Hint;
 
 use crate::cli::{CorruptHint, CpusConfig, RunArgs, SerialOpt};
-use crate::kernel::{self, Kernel};
+use crate::kernel::{self, Format, Kernel};
 use crate::ram::{self, GuestRam, MemoryConfig, Tracked};
 use crate::timeline::Timeline;
 
@@ -125,6 +125,9 @@ pub enum Error {
     /// MP table.
     #[error(transparent)]
     Mptable(#[from] arch::mptable::Error),
+    /// PVH boot data.
+    #[error(transparent)]
+    Pvh(#[from] arch::pvh::Error),
     /// Memory write.
     #[error("writing guest memory: {0}")]
     Memory(#[from] vm_memory::GuestMemoryError),
@@ -247,6 +250,8 @@ pub struct Vm {
     pub hint: Option<Hint>,
     /// Bytes checked by `--verify-hint`.
     pub verified_bytes: u64,
+    /// How the kernel was entered (PVH carries no hint).
+    pub format: Format,
     /// Stop flag shared with vCPU threads.
     pub stop: Arc<AtomicBool>,
     /// Boot vCPU's first KVM_RUN.
@@ -371,8 +376,7 @@ pub fn build(
     let v0 = &vcpus[0];
     v0.set_sregs(&boot.sregs)
         .map_err(kvm_err("KVM_SET_SREGS"))?;
-    v0.set_regs(&arch::regs::boot_regs(boot.entry))
-        .map_err(kvm_err("KVM_SET_REGS"))?;
+    v0.set_regs(&boot.regs).map_err(kvm_err("KVM_SET_REGS"))?;
     v0.set_fpu(&arch::regs::boot_fpu())
         .map_err(kvm_err("KVM_SET_FPU"))?;
     let hint = boot.hint;
@@ -390,6 +394,7 @@ pub fn build(
         ram,
         hint,
         verified_bytes,
+        format: boot.format,
         stop: Arc::new(AtomicBool::new(false)),
         first_run: Arc::new(OnceLock::new()),
         unmapped: Arc::new(AtomicU64::new(0)),
@@ -414,8 +419,10 @@ pub struct GuestInputs<'a> {
 /// The boot vCPU's entry state and the hint, from [`prepare_guest`].
 #[derive(Debug)]
 pub struct PreparedGuest {
-    /// 64-bit entry point.
-    pub entry: GuestAddress,
+    /// General registers at the entry point.
+    pub regs: kvm_regs,
+    /// How the kernel is entered (PVH carries no hint).
+    pub format: Format,
     /// Special registers for long mode.
     pub sregs: kvm_sregs,
     /// The hint passed in setup_data (before test corruption), if any.
@@ -453,7 +460,7 @@ pub fn prepare_guest(
             let at = boot::initrd_addr(
                 inputs.memory_size,
                 data.len() as u64,
-                k.header.initrd_addr_max,
+                k.initrd_addr_max(),
                 k.end,
             )?;
             ram.write_tracked(&data, at)?;
@@ -462,8 +469,19 @@ pub fn prepare_guest(
         None => None,
     };
     let mut mem = Tracked(ram);
-    let cmdline_len = boot::write_cmdline(&mut mem, inputs.cmdline, k.header.cmdline_size)?;
+    let cmdline_len = boot::write_cmdline(&mut mem, inputs.cmdline, k.cmdline_size())?;
     arch::mptable::setup_mptable(&mut mem, inputs.cpus)?;
+    if k.format == Format::Elf {
+        // PVH: no boot_params, so no setup_data and no hint.
+        let start = arch::pvh::write_start_info(&mut mem, inputs.memory_size, initrd)?;
+        let sregs = arch::pvh::pvh_sregs(&mut mem, base_sregs)?;
+        return Ok(PreparedGuest {
+            regs: arch::pvh::pvh_regs(k.entry, start),
+            sregs,
+            hint: None,
+            format: Format::Elf,
+        });
+    }
     let sregs = arch::regs::long_mode_sregs(&mut mem, base_sregs)?;
     // The legacy first MiB is never hinted, written or not. setup_data
     // (with the hint blob itself) and boot_params go there below.
@@ -513,9 +531,10 @@ pub fn prepare_guest(
     }
 
     Ok(PreparedGuest {
-        entry: k.entry,
+        regs: arch::regs::boot_regs(k.entry),
         sregs,
         hint,
+        format: Format::BzImage,
     })
 }
 

@@ -5,6 +5,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use linux_loader::loader::bootparam::setup_header;
+use linux_loader::loader::elf::{Elf, PvhBootCapability};
 use linux_loader::loader::{bzimage::BzImage, KernelLoader};
 use vm_memory::{GuestAddress, GuestMemoryBackend};
 
@@ -30,7 +31,7 @@ pub enum Error {
         err: std::io::Error,
     },
     /// Not a bzImage.
-    #[error("{path} is not a Linux bzImage ({why}); pass arch/x86/boot/bzImage, not vmlinux or a compressed archive")]
+    #[error("{path} is not a Linux bzImage ({why}); pass arch/x86/boot/bzImage (or a PVH vmlinux), not a compressed archive")]
     NotBzImage {
         /// Path.
         path: PathBuf,
@@ -47,6 +48,9 @@ pub enum Error {
         /// xloadflags.
         xloadflags: u16,
     },
+    /// ELF without the PVH note.
+    #[error("{0} is an ELF kernel without a PVH entry note; build it with CONFIG_PVH=y or boot arch/x86/boot/bzImage")]
+    NoPvhEntry(PathBuf),
     /// linux-loader failed to place it.
     #[error("loading kernel {path} into guest memory failed: {err}; give the VM more memory")]
     Load {
@@ -57,25 +61,46 @@ pub enum Error {
     },
 }
 
-/// An opened and checked bzImage.
+/// Kernel image formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Linux bzImage: 64-bit boot protocol, `boot_params`, setup_data (the
+    /// hint).
+    BzImage,
+    /// ELF `vmlinux` with a PVH entry note: 32-bit entry, `hvm_start_info`;
+    /// no setup_data, so no hint.
+    Elf,
+}
+
+/// An opened and checked kernel image.
 #[derive(Debug)]
 pub struct Kernel {
     path: PathBuf,
     file: File,
+    format: Format,
 }
 
 /// A kernel placed in guest memory.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadedKernel {
-    /// Protected-mode code load address.
+    /// Lowest address the image may occupy (bzImage: its load address; ELF:
+    /// 1 MiB, since segments may start anywhere above it).
     pub load_addr: GuestAddress,
-    /// End of the bytes written.
+    /// End of the bytes written (ELF: including each segment's bss).
     pub end: u64,
-    /// 64-bit entry point.
+    /// Entry point: 64-bit entry (bzImage) or PVH entry (ELF).
     pub entry: GuestAddress,
-    /// The setup header from the image.
+    /// How the image is entered.
+    pub format: Format,
+    /// The setup header (bzImage; default for ELF).
     pub header: setup_header,
 }
+
+/// The command-line limit of a kernel without a setup header
+/// (x86 `COMMAND_LINE_SIZE` - 1).
+const ELF_CMDLINE_SIZE: u32 = 2047;
+/// initramfs limit without a setup header (the protocol's default).
+const ELF_INITRD_ADDR_MAX: u32 = 0x7fff_ffff;
 
 impl LoadedKernel {
     /// Bytes from the load address the kernel occupies or uses before it
@@ -83,18 +108,34 @@ impl LoadedKernel {
     /// header's `init_size` (boot protocol 2.10+).
     pub fn footprint(&self) -> u64 {
         let image = self.end - self.load_addr.0;
-        let init = if self.header.version >= 0x20a {
+        let init = if self.format == Format::BzImage && self.header.version >= 0x20a {
             u64::from(self.header.init_size)
         } else {
             0
         };
         image.max(init)
     }
+
+    /// The kernel's command-line limit, excluding the NUL.
+    pub fn cmdline_size(&self) -> u32 {
+        match self.format {
+            Format::BzImage => self.header.cmdline_size,
+            Format::Elf => ELF_CMDLINE_SIZE,
+        }
+    }
+
+    /// Highest address the initramfs may occupy.
+    pub fn initrd_addr_max(&self) -> u32 {
+        match self.format {
+            Format::BzImage if self.header.initrd_addr_max != 0 => self.header.initrd_addr_max,
+            _ => ELF_INITRD_ADDR_MAX,
+        }
+    }
 }
 
 impl Kernel {
-    /// Opens `path` and checks it is a bzImage with a 64-bit entry point,
-    /// before any guest memory is allocated.
+    /// Opens `path` and checks it is a bzImage with a 64-bit entry point or
+    /// an x86-64 ELF, before any guest memory is allocated.
     pub fn open(path: &Path) -> Result<Kernel, Error> {
         let unreadable = |err| Error::Unreadable {
             path: path.to_path_buf(),
@@ -119,14 +160,24 @@ impl Kernel {
             why: why.to_string(),
         };
         let n = read_full(&mut file, &mut hdr).map_err(unreadable)?;
+        let u16_at = |o: usize| u16::from_le_bytes([hdr[o], hdr[o + 1]]);
+        if n >= 64 && hdr.starts_with(b"\x7fELF") {
+            // ELFCLASS64, little endian, EM_X86_64.
+            if hdr[4] != 2 || hdr[5] != 1 || u16_at(18) != 0x3e {
+                return Err(not_bz(
+                    "it is an ELF file but not x86-64 (64-bit, little endian)",
+                ));
+            }
+            return Ok(Kernel {
+                path: path.to_path_buf(),
+                file,
+                format: Format::Elf,
+            });
+        }
         if n < hdr.len() {
             return Err(not_bz("file too short for a setup header"));
         }
-        let u16_at = |o: usize| u16::from_le_bytes([hdr[o], hdr[o + 1]]);
         if u32::from_le_bytes(hdr[0x202..0x206].try_into().unwrap_or_default()) != HDRS {
-            if hdr.starts_with(b"\x7fELF") {
-                return Err(not_bz("it is an ELF file"));
-            }
             return Err(not_bz("no HdrS signature at offset 0x202"));
         }
         let version = u16_at(0x206);
@@ -141,29 +192,45 @@ impl Kernel {
         Ok(Kernel {
             path: path.to_path_buf(),
             file,
+            format: Format::BzImage,
         })
     }
 
-    /// Loads the protected-mode part at its preferred address (1 MiB).
-    /// The caller must record `[load_addr, end)` as written.
+    /// Loads the image: a bzImage's protected-mode part at its preferred
+    /// address (1 MiB), an ELF's segments at their physical addresses.
+    /// The caller must record `[load_addr, load_addr + footprint())` as
+    /// written.
     pub fn load<M: GuestMemoryBackend>(&mut self, mem: &M) -> Result<LoadedKernel, Error> {
-        let r = BzImage::load(
-            mem,
-            None,
-            &mut self.file,
-            Some(GuestAddress(arch::layout::HIMEM_START)),
-        )
-        .map_err(|err| Error::Load {
+        let himem = Some(GuestAddress(arch::layout::HIMEM_START));
+        let load_err = |err| Error::Load {
             path: self.path.clone(),
             err,
-        })?;
-        let header = r.setup_header.unwrap_or_default();
-        Ok(LoadedKernel {
-            load_addr: r.kernel_load,
-            end: r.kernel_end,
-            entry: GuestAddress(r.kernel_load.0 + ENTRY_64_OFFSET),
-            header,
-        })
+        };
+        match self.format {
+            Format::BzImage => {
+                let r = BzImage::load(mem, None, &mut self.file, himem).map_err(load_err)?;
+                Ok(LoadedKernel {
+                    load_addr: r.kernel_load,
+                    end: r.kernel_end,
+                    entry: GuestAddress(r.kernel_load.0 + ENTRY_64_OFFSET),
+                    format: Format::BzImage,
+                    header: r.setup_header.unwrap_or_default(),
+                })
+            }
+            Format::Elf => {
+                let r = Elf::load(mem, None, &mut self.file, himem).map_err(load_err)?;
+                let PvhBootCapability::PvhEntryPresent(entry) = r.pvh_boot_cap else {
+                    return Err(Error::NoPvhEntry(self.path.clone()));
+                };
+                Ok(LoadedKernel {
+                    load_addr: GuestAddress(arch::layout::HIMEM_START),
+                    end: r.kernel_end.max(arch::layout::HIMEM_START),
+                    entry,
+                    format: Format::Elf,
+                    header: setup_header::default(),
+                })
+            }
+        }
     }
 }
 

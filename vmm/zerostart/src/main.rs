@@ -100,6 +100,9 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
         hint.map(|h| h.total_bytes()).unwrap_or(0) >> 20,
         tl.summary()
     );
+    if vm.format == kernel::Format::Elf {
+        eprintln!("zerostart: note: PVH boot carries no setup_data, so the guest got no zero hint");
+    }
     if stuck > 0 {
         eprintln!("zerostart: warning: {stuck} vCPU thread(s) did not stop in time");
     }

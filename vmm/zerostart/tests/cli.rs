@@ -42,6 +42,65 @@ const OK_GUEST: [u8; 50] = [
     0xe6, 0x64,
 ];
 
+/// 32-bit PVH guest (nasm listing):
+/// ```text
+///     cmp dword [ebx], 0x336ec578   ; hvm_start_info.magic
+///     jne fail
+///     "PVH\n" on COM1, kernel_started marker, i8042 reset
+/// fail:
+///     "X" on COM1, i8042 reset
+/// ```
+const PVH_GUEST: [u8; 49] = [
+    0x81, 0x3b, 0x78, 0xc5, 0x6e, 0x33, 0x75, 0x1e, 0x66, 0xba, 0xf8, 0x03, 0xb0, 0x50, 0xee, 0xb0,
+    0x56, 0xee, 0xb0, 0x48, 0xee, 0xb0, 0x0a, 0xee, 0x66, 0xba, 0x40, 0x04, 0xb8, 0x01, 0x00, 0x53,
+    0x5a, 0xef, 0xb0, 0xfe, 0xe6, 0x64, 0x66, 0xba, 0xf8, 0x03, 0xb0, 0x58, 0xee, 0xb0, 0xfe, 0xe6,
+    0x64,
+];
+
+/// An x86-64 ELF with one PT_LOAD segment (`code` at 16 MiB, like vmlinux)
+/// and, when `pvh`, a PT_NOTE with the Xen PHYS32_ENTRY note pointing at it.
+fn elf_kernel(code: &[u8], pvh: bool) -> tempfile::NamedTempFile {
+    const LOAD: u64 = 0x100_0000;
+    let mut b = vec![0u8; 0x1000];
+    b[..4].copy_from_slice(b"\x7fELF");
+    b[4] = 2; // ELFCLASS64
+    b[5] = 1; // little endian
+    b[6] = 1; // EV_CURRENT
+    b[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    b[18..20].copy_from_slice(&0x3eu16.to_le_bytes()); // EM_X86_64
+    b[20..24].copy_from_slice(&1u32.to_le_bytes());
+    b[24..32].copy_from_slice(&LOAD.to_le_bytes()); // e_entry
+    b[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+    b[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+    b[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+    b[56..58].copy_from_slice(&2u16.to_le_bytes()); // e_phnum
+    let phdr = |b: &mut Vec<u8>, at: usize, kind: u32, off: u64, addr: u64, size: u64| {
+        b[at..at + 4].copy_from_slice(&kind.to_le_bytes());
+        b[at + 4..at + 8].copy_from_slice(&5u32.to_le_bytes()); // R+X
+        b[at + 8..at + 16].copy_from_slice(&off.to_le_bytes());
+        b[at + 16..at + 24].copy_from_slice(&addr.to_le_bytes());
+        b[at + 24..at + 32].copy_from_slice(&addr.to_le_bytes());
+        b[at + 32..at + 40].copy_from_slice(&size.to_le_bytes());
+        b[at + 40..at + 48].copy_from_slice(&size.to_le_bytes());
+        b[at + 48..at + 56].copy_from_slice(&0x1000u64.to_le_bytes());
+    };
+    phdr(&mut b, 64, 1, 0x1000, LOAD, code.len() as u64);
+    // Note: namesz 4, descsz 4, type 18 (or 17, not PVH), "Xen\0", entry.
+    let note_type: u32 = if pvh { 18 } else { 17 };
+    let mut note = Vec::new();
+    for v in [4u32, 4, note_type] {
+        note.extend_from_slice(&v.to_le_bytes());
+    }
+    note.extend_from_slice(b"Xen\0");
+    note.extend_from_slice(&(LOAD as u32).to_le_bytes());
+    phdr(&mut b, 120, 4, 0x200, 0, note.len() as u64);
+    b[0x200..0x200 + note.len()].copy_from_slice(&note);
+    b.extend_from_slice(code);
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(&b).unwrap();
+    f
+}
+
 fn zerostart() -> Command {
     let mut c = Command::cargo_bin("zerostart").unwrap();
     c.env_remove("ZEROSTART_KVM_DEVICE");
@@ -105,7 +164,7 @@ fn non_kernel_files() {
     let mut e = tempfile::NamedTempFile::new().unwrap();
     e.write_all(b"\x7fELF\x02\x01\x01").unwrap();
     e.write_all(&[0; 4096]).unwrap();
-    assert_one_line_error(&run_with(e.path(), &[]), &["ELF"]);
+    assert_one_line_error(&run_with(e.path(), &[]), &["ELF", "not x86-64"]);
     let short = tempfile::NamedTempFile::new().unwrap();
     assert_one_line_error(&run_with(short.path(), &[]), &["too short"]);
 }
@@ -245,6 +304,37 @@ fn boots_a_tiny_guest() {
         assert_eq!(j["exit"]["code"], 0);
         assert!(j["prezero"]["hint_bytes"].as_u64().unwrap() > 100 << 20);
     }
+}
+
+#[test]
+fn boots_a_pvh_elf() {
+    if !have_kvm() {
+        eprintln!("skipped: /dev/kvm not available");
+        return;
+    }
+    let k = elf_kernel(&PVH_GUEST, true);
+    let dir = tempfile::tempdir().unwrap();
+    let serial = dir.path().join("serial.log");
+    let out = zerostart()
+        .arg("run")
+        .arg("--kernel")
+        .arg(k.path())
+        .args(["--memory", "size=128M"])
+        .arg("--serial")
+        .arg(format!("file={}", serial.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("PVH boot carries no setup_data"), "{err}");
+    assert_eq!(std::fs::read_to_string(&serial).unwrap(), "PVH\n");
+}
+
+#[test]
+fn elf_without_pvh_note() {
+    let k = elf_kernel(&PVH_GUEST, false);
+    let out = run_with(k.path(), &["--memory", "size=128M"]);
+    assert_one_line_error(&out, &["without a PVH entry note", "CONFIG_PVH"]);
 }
 
 #[test]

@@ -1,0 +1,178 @@
+//! The PVH boot protocol for ELF kernels (`vmlinux` built with
+//! `CONFIG_PVH`): 32-bit protected mode, paging off, EBX = `hvm_start_info`.
+//!
+//! PVH has no setup_data, so a PVH boot carries no zero hint: Linux builds
+//! its own `boot_params` from `hvm_start_info` and never sees one.
+
+use kvm_bindings::{kvm_regs, kvm_sregs};
+use linux_loader::loader::elf::start_info::{
+    hvm_memmap_table_entry, hvm_modlist_entry, hvm_start_info,
+};
+use vm_memory::{ByteValued, GuestAddress};
+
+use crate::boot::e820_map;
+use crate::gdt::{gdt_entry, kvm_segment_from_gdt};
+use crate::layout::{BOOT_GDT_START, BOOT_IDT_START, CMDLINE_START};
+use crate::memory::{BootMemory, MemoryError};
+
+/// `hvm_start_info.magic`.
+pub const XEN_HVM_START_MAGIC: u32 = 0x336e_c578;
+/// `hvm_start_info` address.
+pub const PVH_INFO_START: u64 = 0x6000;
+/// Module list (the initramfs) address.
+pub const MODLIST_START: u64 = 0x6040;
+/// Memory map address.
+pub const MEMMAP_START: u64 = 0x7000;
+
+const X86_CR0_PE: u64 = 1 << 0;
+const X86_CR0_ET: u64 = 1 << 4;
+
+/// The PVH GDT: null, flat 32-bit code, flat data, TSS.
+pub const PVH_GDT: [u64; 4] = [
+    gdt_entry(0, 0, 0),
+    gdt_entry(0xc09b, 0, 0xfffff),
+    gdt_entry(0xc093, 0, 0xfffff),
+    gdt_entry(0x008b, 0, 0x67),
+];
+
+/// Errors building PVH boot state.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Writing into guest memory failed.
+    #[error("writing PVH boot data: {0}")]
+    Memory(#[from] MemoryError),
+}
+
+/// Writes `hvm_start_info`, its memory map (the e820 map of
+/// [`crate::boot::e820_map`]) and module list, and returns its address for
+/// EBX. The command line must already be at [`CMDLINE_START`].
+pub fn write_start_info<M: BootMemory>(
+    mem: &mut M,
+    ram_size: u64,
+    initrd: Option<(GuestAddress, u64)>,
+) -> Result<GuestAddress, Error> {
+    let map = e820_map(ram_size);
+    let mut memmap = Vec::new();
+    for e in &map {
+        let entry = hvm_memmap_table_entry {
+            addr: e.addr,
+            size: e.size,
+            type_: e.kind,
+            reserved: 0,
+        };
+        memmap.extend_from_slice(entry.as_slice());
+    }
+    mem.write_tracked(&memmap, GuestAddress(MEMMAP_START))
+        .map_err(MemoryError)?;
+    let mut info = hvm_start_info {
+        magic: XEN_HVM_START_MAGIC,
+        version: 1,
+        cmdline_paddr: CMDLINE_START,
+        memmap_paddr: MEMMAP_START,
+        memmap_entries: map.len() as u32,
+        ..Default::default()
+    };
+    if let Some((addr, size)) = initrd {
+        let m = hvm_modlist_entry {
+            paddr: addr.0,
+            size,
+            ..Default::default()
+        };
+        mem.write_tracked(m.as_slice(), GuestAddress(MODLIST_START))
+            .map_err(MemoryError)?;
+        info.nr_modules = 1;
+        info.modlist_paddr = MODLIST_START;
+    }
+    mem.write_tracked(info.as_slice(), GuestAddress(PVH_INFO_START))
+        .map_err(MemoryError)?;
+    Ok(GuestAddress(PVH_INFO_START))
+}
+
+/// Writes the PVH GDT and returns special registers for 32-bit protected
+/// mode with paging off, starting from `base` (KVM's, for the APIC base).
+pub fn pvh_sregs<M: BootMemory>(mem: &mut M, mut base: kvm_sregs) -> Result<kvm_sregs, Error> {
+    let gdt: Vec<u8> = PVH_GDT.iter().flat_map(|e| e.to_le_bytes()).collect();
+    mem.write_tracked(&gdt, GuestAddress(BOOT_GDT_START))
+        .map_err(MemoryError)?;
+    mem.write_tracked(&0u64.to_le_bytes(), GuestAddress(BOOT_IDT_START))
+        .map_err(MemoryError)?;
+    let code = kvm_segment_from_gdt(PVH_GDT[1], 1);
+    let data = kvm_segment_from_gdt(PVH_GDT[2], 2);
+    base.gdt.base = BOOT_GDT_START;
+    base.gdt.limit = (gdt.len() - 1) as u16;
+    base.idt.base = BOOT_IDT_START;
+    base.idt.limit = 7;
+    base.cs = code;
+    base.ds = data;
+    base.es = data;
+    base.fs = data;
+    base.gs = data;
+    base.ss = data;
+    base.tr = kvm_segment_from_gdt(PVH_GDT[3], 3);
+    base.cr0 = X86_CR0_PE | X86_CR0_ET;
+    base.cr3 = 0;
+    base.cr4 = 0;
+    base.efer = 0;
+    Ok(base)
+}
+
+/// General registers at the PVH entry: EIP = entry, EBX = start info.
+pub fn pvh_regs(entry: GuestAddress, start_info: GuestAddress) -> kvm_regs {
+    kvm_regs {
+        rflags: 0x2,
+        rip: entry.0,
+        rbx: start_info.0,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::RecordingMemory;
+    use vm_memory::{Bytes, GuestMemoryMmap};
+
+    #[test]
+    fn start_info_and_memmap() {
+        let mut m = RecordingMemory::new(
+            GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 1 << 20)]).unwrap(),
+        );
+        let at =
+            write_start_info(&mut m, 4 << 30, Some((GuestAddress(0x3000_0000), 1234))).unwrap();
+        let info: hvm_start_info = m.mem.read_obj(at).unwrap();
+        assert_eq!(
+            (info.magic, info.version, info.nr_modules),
+            (XEN_HVM_START_MAGIC, 1, 1)
+        );
+        assert_eq!(info.cmdline_paddr, CMDLINE_START);
+        assert_eq!(info.memmap_entries, 4);
+        let last: hvm_memmap_table_entry =
+            m.mem.read_obj(GuestAddress(MEMMAP_START + 3 * 24)).unwrap();
+        assert_eq!((last.addr, last.size, last.type_), (4 << 30, 1 << 30, 1));
+        let module: hvm_modlist_entry = m.mem.read_obj(GuestAddress(MODLIST_START)).unwrap();
+        assert_eq!((module.paddr, module.size), (0x3000_0000, 1234));
+        assert!(m.was_written(PVH_INFO_START) && m.was_written(MEMMAP_START + 95));
+    }
+
+    #[test]
+    fn protected_mode_without_paging() {
+        let mut m = RecordingMemory::new(
+            GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 1 << 20)]).unwrap(),
+        );
+        let s = pvh_sregs(&mut m, kvm_sregs::default()).unwrap();
+        assert_eq!(
+            (s.cr0, s.cr4, s.efer, s.cr3),
+            (X86_CR0_PE | X86_CR0_ET, 0, 0, 0)
+        );
+        assert_eq!(
+            (s.cs.db, s.cs.l, s.cs.selector, s.cs.limit),
+            (1, 0, 8, 0xffff_ffff)
+        );
+        assert_eq!(
+            (s.ds.selector, s.tr.selector, s.tr.type_),
+            (0x10, 0x18, 0xb)
+        );
+        let r = pvh_regs(GuestAddress(0x100_0000), GuestAddress(PVH_INFO_START));
+        assert_eq!((r.rip, r.rbx), (0x100_0000, PVH_INFO_START));
+    }
+}
