@@ -21,7 +21,8 @@ test-memdev: deps
 	$(CARGO) clippy -p guestmem -p devices --all-targets -- -D warnings
 	$(CARGO) test -p devices
 	$(if $(filter 0,$(shell id -u)),ZEROSTART_REQUIRE_HUGEPAGES=1) \
-	  bash $(MEMDEV_HUGEPAGES) 2048 64 -- $(CARGO) test -p guestmem
+	  bash $(MEMDEV_HUGEPAGES) 2048 64 -- bash $(MEMDEV_HUGEPAGES) 1048576 1 -- \
+	  $(CARGO) test -p guestmem
 
 bench-prefault: deps
 	$(CARGO) build --release -p guestmem --example prefault_bench
