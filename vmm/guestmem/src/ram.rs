@@ -289,6 +289,20 @@ fn map_region(
         .ok_or_else(|| Error::BadRegions(format!("region {:#x}+{len:#x} overflows", gpa.0)))
 }
 
+/// The hint's (informational) page shift: the backing's, except that THP
+/// switched off host-wide (`enabled` = `[never]`) means 4 KiB pages whatever
+/// `MADV_HUGEPAGE` asked for.
+fn hint_page_shift(b: &Backing) -> u8 {
+    if let Backing::Anonymous { thp: true } = b {
+        let en = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        if !en.contains("[always]") && !en.contains("[madvise]") {
+            return 12;
+        }
+    }
+    b.page_shift()
+}
+
 impl GuestRam {
     /// Maps guest RAM for `regions` (from the arch crate: RAM below the
     /// 32-bit MMIO hole and above 4 GiB), after checking the host can back
@@ -324,7 +338,7 @@ impl GuestRam {
         let mut gr = GuestRam {
             memory,
             cfg: cfg.clone(),
-            tracker: Mutex::new(Tracker::new(ram, cfg.backing.page_shift())),
+            tracker: Mutex::new(Tracker::new(ram, hint_page_shift(&cfg.backing))),
             report: PrezeroReport {
                 mode: match cfg.prezero {
                     Prezero::Off => "off",
@@ -614,6 +628,16 @@ mod tests {
             assert_eq!(h.total_bytes(), 32 * M, "{opts}");
             assert_eq!(r.verify_zero(&h).unwrap(), 32 * M, "{opts}");
         }
+    }
+
+    #[test]
+    fn page_shift_follows_backing_and_host_thp() {
+        let shift = |o: &str| ram(o).zero_hint().unwrap().unwrap().entries[0].page_shift;
+        assert_eq!(shift("thp=off"), 12);
+        let en = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        let thp_on = en.contains("[always]") || en.contains("[madvise]");
+        assert_eq!(shift("thp=on"), if thp_on { 21 } else { 12 });
     }
 
     #[test]
