@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 use crate::Error;
 
@@ -60,8 +61,13 @@ impl Backend {
     }
 
     /// Whether this CPU (and OS, for the vector state) can run the backend.
+    ///
+    /// Detected once per process: CPUID traps to the hypervisor in a VM
+    /// (tens of µs each on the development machine), far more than
+    /// zeroing a page.
     pub fn is_available(self) -> bool {
-        cpu::has(self)
+        static HAS: OnceLock<[bool; 7]> = OnceLock::new();
+        HAS.get_or_init(|| Backend::ALL.map(cpu::has))[self as usize]
     }
 
     /// Whether the backend's stores bypass (or do not allocate in) the
@@ -122,7 +128,7 @@ pub fn available_backends() -> Vec<Backend> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
     /// Pick per job: [`crate::auto_backend`] for large ranges, cache-friendly
-    /// `rep stosb` below [`crate::SMALL_THRESHOLD`].
+    /// `rep stosb` below [`crate::small_threshold`].
     Auto,
     /// Always use this backend.
     Backend(Backend),
@@ -225,6 +231,13 @@ mod tests {
         );
         let e = "auto".parse::<Backend>().unwrap_err().to_string();
         assert!(e.contains("rep_stosb") && !e.contains("auto,"), "{e}");
+    }
+
+    #[test]
+    fn all_lists_every_variant_at_its_index() {
+        for (i, b) in Backend::ALL.into_iter().enumerate() {
+            assert_eq!(b as usize, i);
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! * [`Backend`]: the instruction families, runtime CPUID detection
 //!   (an unavailable backend is an [`Error::Unavailable`], never a SIGILL).
 //! * [`auto_backend`]: a bounded calibration picks the fastest backend for
-//!   large jobs; small jobs ([`SMALL_THRESHOLD`]) use cache-friendly
+//!   large jobs; small jobs (below [`small_threshold`], half the last-level cache) use cache-friendly
 //!   `rep stosb`.
 //! * [`Zeroer`]: the parallel, NUMA-aware, progress-reporting driver.
 //! * [`zero_with`]: one backend, one thread, exact.
@@ -45,8 +45,8 @@ mod plan;
 mod zeroer;
 
 pub use auto::{
-    auto_backend, auto_backend_for, calibration, small_backend, Calibration, CALIBRATION_BUDGET,
-    SMALL_THRESHOLD, WINDOWS,
+    auto_backend, auto_backend_for, calibration, small_backend, small_threshold, Calibration,
+    CALIBRATION_BUDGET, MAX_SMALL_THRESHOLD, SMALL_THRESHOLD, WINDOWS,
 };
 pub use backend::{available_backends, Backend, Choice};
 pub use zeroer::{Granule, Progress, ZeroStats, Zeroer};

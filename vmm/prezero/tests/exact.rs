@@ -66,7 +66,14 @@ proptest! {
 
     /// `auto` below and above the small-job threshold.
     #[test]
-    fn auto_is_exact(threads in 1usize..=3, off in 0usize..128, len in 0usize..(5 << 20)) {
+    fn auto_is_exact(
+        threads in 1usize..=3,
+        off in 0usize..128,
+        len in prop_oneof![
+            0usize..(2 << 20),
+            (prezero::small_threshold() - 4096)..(prezero::small_threshold() + (3 << 20)),
+        ],
+    ) {
         let z = Zeroer::new(Choice::Auto).unwrap().threads(threads);
         check(off, len, |p, l| { unsafe { z.zero_raw(p, l, None) }; })?;
     }
