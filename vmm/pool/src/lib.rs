@@ -1,2 +1,243 @@
-//! placeholder
+//! zerostart pool: keep hugepage memory populated and zeroed in the
+//! background, and lease it to VMs over a Unix socket.
+//!
+//! This crate has one purpose: make "guest RAM that is known zero" cost a
+//! socket round trip instead of a pass over every byte at VM launch. A
+//! daemon ([`daemon::Daemon`]) owns N GiB split into regions, each region a
+//! separate `memfd` (so a lease's file descriptor grants access to that
+//! region only). A region moves through a strict state machine
+//! ([`region::State`]): `dirty → scrubbing → clean → leased → dirty`. Only
+//! `clean` regions are leased, and a region becomes `clean` only after the
+//! parallel non-temporal engine ([`prezero`]) has written zeros over all of
+//! it (and, with `--verify`, every byte has been read back as zero).
+//!
+//! Clients ([`client::lease`]) get the region's fd by `SCM_RIGHTS` and keep
+//! the connection open for the life of the lease. When the connection
+//! closes (the VM process exits, is killed, or drops the [`client::Lease`])
+//! the region comes back `dirty` and is scrubbed before anyone sees it
+//! again. If some other process still holds the region's fd or a mapping of
+//! it at that point, the region is *retired* instead: the daemon drops it
+//! and creates a fresh memfd in its place, so memory a former client can
+//! still reach is never handed to anyone else.
+//!
+//! Nothing is persisted: a daemon that was killed and restarted creates
+//! fresh memfds, and hugetlbfs files it reopens are treated as dirty.
+//!
+//! * [`proto`]: the versioned, length-framed JSON protocol.
+//! * [`region`]: the per-region state machine (pure, unit-tested).
+//! * [`memory`]: one region's memory: memfd/hugetlbfs, scrub, verify.
+//! * [`cli`]: `zerostart pool serve|status|lease`.
+
 #![deny(missing_docs)]
+
+pub mod cli;
+pub mod client;
+pub mod daemon;
+mod holders;
+pub mod memory;
+pub mod proto;
+pub mod region;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// The page size of pool memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum PageSize {
+    /// 4 KiB shmem pages (a test/fallback mode: populating and zeroing it
+    /// is far slower than hugetlb, and THP is not used).
+    #[serde(rename = "4K")]
+    Size4K,
+    /// 2 MiB hugetlb pages (the default).
+    #[serde(rename = "2M")]
+    Size2M,
+    /// 1 GiB hugetlb pages.
+    #[serde(rename = "1G")]
+    Size1G,
+}
+
+impl PageSize {
+    /// Bytes per page.
+    pub fn bytes(self) -> u64 {
+        match self {
+            PageSize::Size4K => 4 << 10,
+            PageSize::Size2M => 2 << 20,
+            PageSize::Size1G => 1 << 30,
+        }
+    }
+
+    /// `4K`, `2M` or `1G`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PageSize::Size4K => "4K",
+            PageSize::Size2M => "2M",
+            PageSize::Size1G => "1G",
+        }
+    }
+
+    /// Whether this is a hugetlb page size.
+    pub fn is_huge(self) -> bool {
+        self != PageSize::Size4K
+    }
+}
+
+impl std::fmt::Display for PageSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PageSize {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.to_ascii_uppercase().as_str() {
+            "4K" | "4KB" | "4096" => Ok(PageSize::Size4K),
+            "2M" | "2MB" | "2048K" => Ok(PageSize::Size2M),
+            "1G" | "1GB" | "1024M" => Ok(PageSize::Size1G),
+            _ => Err(Error::BadValue {
+                key: "page",
+                value: s.to_string(),
+                fix: "use 2M (default), 1G, or 4K (test mode)".into(),
+            }),
+        }
+    }
+}
+
+/// Parses `512M`, `4G`, `1T`, `65536K` or plain bytes (binary units) for
+/// the option `key`.
+pub fn parse_size(key: &'static str, v: &str) -> Result<u64, Error> {
+    let bad = || Error::BadValue {
+        key,
+        value: v.to_string(),
+        fix: "write a byte count with optional K, M, G or T suffix, e.g. 4G".into(),
+    };
+    let v = v.trim();
+    let (num, shift) = match v.chars().last() {
+        Some(c) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(bad()),
+            };
+            (&v[..v.len() - 1], shift)
+        }
+        _ => (v, 0),
+    };
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    n.checked_mul(1u64 << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(bad)
+}
+
+/// Everything that can go wrong in the pool daemon or client.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An option value that is not valid.
+    #[error("--{key} {value}: {fix}")]
+    BadValue {
+        /// The option.
+        key: &'static str,
+        /// What was given.
+        value: String,
+        /// What to do instead.
+        fix: String,
+    },
+    /// A system call failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Not enough hugepages for the pool.
+    #[error("cannot reserve {bytes} bytes of {page} hugepages for the pool ({source}); free {page} pages: {free}; reserve more with e.g. `echo {suggest} > /sys/kernel/mm/hugepages/hugepages-{kb}kB/nr_hugepages`, or shrink --size")]
+    Hugepages {
+        /// Bytes asked for (one region).
+        bytes: u64,
+        /// Page size.
+        page: PageSize,
+        /// Free pages of that size now.
+        free: u64,
+        /// A pool size that would fit.
+        suggest: u64,
+        /// Page size in KiB (sysfs directory name).
+        kb: u64,
+        /// The mmap error.
+        source: std::io::Error,
+    },
+    /// The daemon socket cannot be reached.
+    #[error("cannot connect to the pool at {socket}: {source}; start it with `zerostart pool serve --socket {socket}`")]
+    Connect {
+        /// Socket path.
+        socket: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Another daemon already serves this socket.
+    #[error("a pool daemon already listens on {0}; stop it first or use another --socket")]
+    AlreadyServing(PathBuf),
+    /// The peer broke the protocol.
+    #[error("pool protocol error: {0}")]
+    Protocol(String),
+    /// The daemon refused a request (its message says why and what to do).
+    #[error("the pool refused: {0}")]
+    Refused(String),
+    /// A lease check found memory that is not zero: a pool bug.
+    #[error("lease {lease}: byte at offset {offset:#x} is {value:#04x}, not zero; the pool handed out memory that is not known zero (report this bug)")]
+    NotZero {
+        /// Lease id.
+        lease: u64,
+        /// Offset in the lease.
+        offset: u64,
+        /// The byte.
+        value: u8,
+    },
+    /// The zeroing engine could not be set up.
+    #[error("zeroing engine: {0}")]
+    Engine(#[from] prezero::Error),
+}
+
+impl Error {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn last_os(what: impl Into<String>) -> Self {
+        Error::io(what, std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("size", "4G").unwrap(), 4 << 30);
+        assert_eq!(parse_size("size", "512m").unwrap(), 512 << 20);
+        assert_eq!(parse_size("size", "4096").unwrap(), 4096);
+        for bad in ["", "0", "G", "4X", "-1G", "99999999999T"] {
+            let e = parse_size("size", bad).unwrap_err().to_string();
+            assert!(e.starts_with("--size "), "{e}");
+        }
+    }
+
+    #[test]
+    fn page_sizes_parse() {
+        assert_eq!("2m".parse::<PageSize>().unwrap(), PageSize::Size2M);
+        assert_eq!("1G".parse::<PageSize>().unwrap(), PageSize::Size1G);
+        assert_eq!("4K".parse::<PageSize>().unwrap(), PageSize::Size4K);
+        assert!("3M"
+            .parse::<PageSize>()
+            .unwrap_err()
+            .to_string()
+            .contains("2M"));
+    }
+}

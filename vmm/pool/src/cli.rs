@@ -1,0 +1,270 @@
+//! `zerostart pool serve|status|lease`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Args, Subcommand};
+
+use crate::daemon::{Config, Daemon, FAULT_ENV};
+use crate::memory::{first_nonzero, Fault};
+use crate::{parse_size, Error, PageSize};
+
+/// Default socket of the pool daemon.
+pub const DEFAULT_SOCKET: &str = "/run/zerostart/pool.sock";
+
+/// `zerostart pool ...`.
+#[derive(Debug, Args)]
+pub struct PoolArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: PoolCommand,
+}
+
+/// Pool subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// Run the daemon: keep --size bytes of hugepage memory zeroed and
+    /// lease it in --region-size pieces.
+    Serve(ServeArgs),
+    /// Show pool size, clean/dirty/scrubbing/leased bytes and scrub speed.
+    Status(StatusArgs),
+    /// Lease a region and check every byte reads zero (an operator's
+    /// check; tests also fill it with a pattern and hold it).
+    Lease(LeaseArgs),
+}
+
+/// `zerostart pool serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Unix socket to serve (created mode 0600).
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Total pool memory (K/M/G/T suffixes).
+    #[arg(long, default_value = "4G")]
+    pub size: String,
+    /// Size of each region = the largest lease.
+    #[arg(long, default_value = "1G")]
+    pub region_size: String,
+    /// Page size: 2M, 1G (hugetlb) or 4K (shmem; test/fallback mode).
+    #[arg(long, default_value = "2M")]
+    pub page: String,
+    /// Use named files in this hugetlbfs directory instead of memfds
+    /// (their old contents are scrubbed at start like any dirty region).
+    #[arg(long, value_name = "DIR")]
+    pub hugetlbfs: Option<PathBuf>,
+    /// After every scrub, read every byte back before marking it clean.
+    #[arg(long)]
+    pub verify: bool,
+    /// Zeroing threads (0 = all CPUs).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Zeroing backend (auto or a prezero backend name).
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+}
+
+/// `zerostart pool status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Socket of the daemon.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `zerostart pool lease`.
+#[derive(Debug, Args)]
+pub struct LeaseArgs {
+    /// Socket of the daemon.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Bytes to lease.
+    #[arg(long, default_value = "2M")]
+    pub bytes: String,
+    /// Page size to ask for.
+    #[arg(long, default_value = "2M")]
+    pub page: String,
+    /// After the check, fill the lease with this byte (tests: a pattern a
+    /// later lease must never see).
+    #[arg(long, value_parser = parse_byte)]
+    pub fill: Option<u8>,
+    /// Keep the lease until killed or stdin closes.
+    #[arg(long)]
+    pub hold: bool,
+    /// Test only: hand a copy of the fd to a `sleep` child that outlives
+    /// the lease (the daemon must retire the region).
+    #[arg(long, hide = true)]
+    pub test_leak_fd: bool,
+}
+
+fn parse_byte(s: &str) -> Result<u8, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(h) => u8::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("'{s}' is not a byte; write e.g. 0xa5"))
+}
+
+/// Runs a pool subcommand.
+pub fn run(args: &PoolArgs) -> Result<(), Error> {
+    match &args.command {
+        PoolCommand::Serve(a) => serve(a),
+        PoolCommand::Status(a) => status(a),
+        PoolCommand::Lease(a) => lease(a),
+    }
+}
+
+fn serve(a: &ServeArgs) -> Result<(), Error> {
+    let fault = match std::env::var(FAULT_ENV) {
+        Ok(v) if !v.is_empty() => Some(Fault::parse(&v)?),
+        _ => None,
+    };
+    let config = Config {
+        socket: a.socket.clone(),
+        size: parse_size("size", &a.size)?,
+        region_bytes: parse_size("region-size", &a.region_size)?,
+        page: a.page.parse()?,
+        hugetlbfs: a.hugetlbfs.clone(),
+        verify: a.verify,
+        threads: a.threads,
+        backend: a
+            .backend
+            .parse()
+            .map_err(|e: prezero::Error| Error::BadValue {
+                key: "backend",
+                value: a.backend.clone(),
+                fix: e.to_string(),
+            })?,
+        fault,
+    };
+    let d = Daemon::start(config.clone())?;
+    eprintln!(
+        "zerostart pool: serving {} regions of {} bytes ({} pages) on {}{}",
+        config.size / config.region_bytes,
+        config.region_bytes,
+        config.page,
+        config.socket.display(),
+        if config.verify {
+            ", verified scrubs"
+        } else {
+            ""
+        }
+    );
+    d.wait();
+    Ok(())
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+fn status(a: &StatusArgs) -> Result<(), Error> {
+    let s = crate::client::status(&a.socket)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&s).expect("status serializes")
+        );
+        return Ok(());
+    }
+    println!(
+        "pool {} (pid {}): {} in {} regions of {}, {} pages, backing {}",
+        a.socket.display(),
+        s.pid,
+        gib(s.size_bytes),
+        s.regions,
+        gib(s.region_bytes),
+        s.page,
+        s.backing
+    );
+    println!(
+        "  clean {}  dirty {}  scrubbing {}  leased {}",
+        gib(s.clean_bytes),
+        gib(s.dirty_bytes),
+        gib(s.scrubbing_bytes),
+        gib(s.leased_bytes)
+    );
+    println!(
+        "  scrub: {:.1} GiB/s last, {:.1} GiB/s average, {} scrubbed, backend {}, verify {}",
+        s.scrub_gib_s_last,
+        s.scrub_gib_s_avg,
+        gib(s.scrubbed_bytes),
+        s.backend,
+        if s.verify { "on" } else { "off" }
+    );
+    println!(
+        "  leases {}  retired regions {}  failed scrubs {}",
+        s.leases_total, s.retired_total, s.scrub_failures
+    );
+    Ok(())
+}
+
+fn lease(a: &LeaseArgs) -> Result<(), Error> {
+    let bytes = parse_size("bytes", &a.bytes)?;
+    let page: PageSize = a.page.parse()?;
+    let t0 = Instant::now();
+    let l = crate::client::lease(&a.socket, bytes, page)?;
+    let mut m = l.map(false)?;
+    let leased_ms = t0.elapsed().as_secs_f64() * 1e3;
+    if let Some(off) = first_nonzero(m.as_slice(), 0) {
+        return Err(Error::NotZero {
+            lease: l.id(),
+            offset: off as u64,
+            value: m.as_slice()[off],
+        });
+    }
+    if let Some(b) = a.fill {
+        m.as_mut_slice().fill(b);
+    }
+    let mut child = None;
+    if a.test_leak_fd {
+        use std::os::fd::AsFd;
+        let dup = l
+            .fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::io("dup of the lease fd", e))?;
+        let _ = dup.as_fd();
+        child = Some(
+            std::process::Command::new("sleep")
+                .arg("600")
+                .stdin(std::process::Stdio::from(dup))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| Error::io("starting the fd-holding child", e))?,
+        );
+    }
+    let (dev, ino) = {
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd, zeroed buffer.
+        unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&l.fd()), &mut st) };
+        (st.st_dev, st.st_ino)
+    };
+    println!(
+        "{}",
+        serde_json::json!({
+            "lease": l.id(),
+            "region": l.info().region,
+            "bytes": l.len(),
+            "page": l.page(),
+            "verified_by_pool": l.info().verified,
+            "checked_zero_bytes": l.len(),
+            "filled": a.fill,
+            "inode": ino,
+            "dev": dev,
+            "lease_and_map_ms": leased_ms,
+            "holder_pid": child.as_ref().map(|c| c.id()),
+        })
+    );
+    let _ = std::io::stdout().flush();
+    if a.hold {
+        // Until killed or stdin closes.
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+    }
+    drop(m);
+    drop(l);
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! The client side: lease pre-zeroed memory from a running pool, and ask
+//! for its status.
+//!
+//! A [`Lease`] owns the region's fd and the connection; dropping it (or the
+//! process dying) ends the lease and the region goes back to the pool as
+//! dirty. Keep the lease alive for as long as any mapping of its fd exists:
+//! a mapping still alive when the lease ends makes the daemon retire the
+//! region (safe, but the pool loses that region's pre-zeroed memory).
+
+use std::marker::PhantomData;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::ptr::NonNull;
+use std::time::Duration;
+
+use crate::proto::{
+    read_frame, write_frame, LeaseInfo, Request, RequestBody, Response, ResponseBody, Status,
+    VERSION,
+};
+use crate::{Error, PageSize};
+
+/// How long a client waits for the daemon to answer.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Leased pre-zeroed memory: map `[offset, offset + len)` of [`Lease::fd`]
+/// shared. Every byte of it is zero when the lease is granted.
+#[derive(Debug)]
+pub struct Lease {
+    /// Held, never read: the lease lasts exactly as long as this
+    /// connection.
+    #[allow(dead_code)]
+    conn: UnixStream,
+    fd: OwnedFd,
+    info: LeaseInfo,
+}
+
+impl Lease {
+    /// The region's file.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Offset of the leased memory in the file.
+    pub fn offset(&self) -> u64 {
+        self.info.offset
+    }
+
+    /// Bytes leased (the request rounded up to the page size).
+    pub fn len(&self) -> u64 {
+        self.info.len
+    }
+
+    /// Whether the lease is empty (never: leases are at least a page).
+    pub fn is_empty(&self) -> bool {
+        self.info.len == 0
+    }
+
+    /// Lease id.
+    pub fn id(&self) -> u64 {
+        self.info.id
+    }
+
+    /// Page size of the file.
+    pub fn page(&self) -> PageSize {
+        self.info.page
+    }
+
+    /// Everything the daemon said about the lease.
+    pub fn info(&self) -> &LeaseInfo {
+        &self.info
+    }
+
+    /// Maps the leased memory shared, read-write, optionally populating
+    /// the page tables now (`MAP_POPULATE`; the pages themselves are
+    /// already in memory).
+    pub fn map(&self, populate: bool) -> Result<Mapping<'_>, Error> {
+        let flags = libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 };
+        // SAFETY: a new shared mapping of a file we hold.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                self.info.len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                self.fd.as_raw_fd(),
+                self.info.offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::last_os(format!(
+                "mapping lease {} ({} bytes)",
+                self.info.id, self.info.len
+            )));
+        }
+        Ok(Mapping {
+            ptr: NonNull::new(p.cast()).expect("mmap never returns NULL on success"),
+            len: self.info.len as usize,
+            _lease: PhantomData,
+        })
+    }
+
+    /// Ends the lease now (same as dropping it).
+    pub fn close(self) {}
+}
+
+/// A mapping of a lease; it cannot outlive the lease.
+#[derive(Debug)]
+pub struct Mapping<'a> {
+    ptr: NonNull<u8>,
+    len: usize,
+    _lease: PhantomData<&'a Lease>,
+}
+
+impl Mapping<'_> {
+    /// The memory.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: our mapping of `len` bytes, alive while `self` is.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The memory, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, uniquely borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Mapping<'_> {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+fn connect(socket: &Path) -> Result<UnixStream, Error> {
+    let conn = UnixStream::connect(socket).map_err(|e| Error::Connect {
+        socket: socket.to_path_buf(),
+        source: e,
+    })?;
+    conn.set_read_timeout(Some(REPLY_TIMEOUT))
+        .map_err(|e| Error::io("setting the pool reply timeout", e))?;
+    Ok(conn)
+}
+
+fn ask(conn: &mut UnixStream, body: RequestBody) -> Result<(ResponseBody, Option<OwnedFd>), Error> {
+    write_frame(conn, &Request { v: VERSION, body }, None)?;
+    let (resp, fd): (Response, _) = read_frame(conn, true)?.ok_or_else(|| {
+        Error::Protocol("the daemon closed the connection without answering".into())
+    })?;
+    if resp.v != VERSION {
+        return Err(Error::Protocol(format!(
+            "daemon speaks protocol version {}, this client {VERSION}; use a zerostart of the same release",
+            resp.v
+        )));
+    }
+    Ok((resp.body, fd))
+}
+
+/// Leases at least `bytes` of known-zero memory with pages of `page` from
+/// the pool serving `socket`.
+pub fn lease(socket: &Path, bytes: u64, page: PageSize) -> Result<Lease, Error> {
+    let mut conn = connect(socket)?;
+    match ask(&mut conn, RequestBody::Lease { bytes, page })? {
+        (ResponseBody::Lease(info), Some(fd)) => {
+            // The file must be large enough for what we will map.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: valid fd, zeroed buffer.
+            if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+                return Err(Error::last_os("stat of the leased fd"));
+            }
+            if (st.st_size as u64) < info.offset + info.len || info.len < bytes {
+                return Err(Error::Protocol(format!(
+                    "lease of {} bytes at {} does not fit its {}-byte file or the {bytes} bytes asked",
+                    info.len, info.offset, st.st_size
+                )));
+            }
+            // A reply timeout must not end a long lease.
+            conn.set_read_timeout(None)
+                .map_err(|e| Error::io("clearing the pool reply timeout", e))?;
+            Ok(Lease { conn, fd, info })
+        }
+        (ResponseBody::Lease(_), None) => Err(Error::Protocol(
+            "lease granted without a file descriptor".into(),
+        )),
+        (ResponseBody::Error { message }, _) => Err(Error::Refused(message)),
+        (other, _) => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+    }
+}
+
+/// The pool's counters.
+pub fn status(socket: &Path) -> Result<Status, Error> {
+    let mut conn = connect(socket)?;
+    match ask(&mut conn, RequestBody::Status)? {
+        (ResponseBody::Status(s), _) => Ok(s),
+        (ResponseBody::Error { message }, _) => Err(Error::Refused(message)),
+        (other, _) => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+    }
+}
+
+impl AsFd for Lease {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}

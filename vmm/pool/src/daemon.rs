@@ -1,0 +1,571 @@
+//! The pool daemon: regions, the background scrubber, and the socket
+//! server that leases regions out.
+//!
+//! Threads: one scrubber (zeroing itself runs on all CPUs through
+//! [`prezero::Zeroer`]), one acceptor, one per connection. All region
+//! state lives in one mutex; the scrubber holds it only to change states,
+//! never while zeroing.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::memory::{Fault, RegionMemory, Source};
+use crate::proto::{
+    read_frame, write_frame, LeaseInfo, Request, RequestBody, Response, ResponseBody, Status,
+    VERSION,
+};
+use crate::region::{Region, State};
+use crate::{Error, PageSize};
+
+/// Environment variable of the fault-injection hook (tests only):
+/// `stall-before-scrub:N` or `stall-mid-scrub:N`.
+pub const FAULT_ENV: &str = "ZEROSTART_POOL_FAULT";
+
+/// Daemon configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Unix socket to serve.
+    pub socket: PathBuf,
+    /// Total pool bytes (a multiple of `region_bytes`).
+    pub size: u64,
+    /// Bytes per region (the largest lease; a multiple of the page size).
+    pub region_bytes: u64,
+    /// Page size.
+    pub page: PageSize,
+    /// hugetlbfs directory for named region files; `None` = memfds.
+    pub hugetlbfs: Option<PathBuf>,
+    /// Read every byte back after each scrub.
+    pub verify: bool,
+    /// Zeroing threads (0 = all CPUs).
+    pub threads: usize,
+    /// Zeroing backend.
+    pub backend: prezero::Choice,
+    /// Test hook.
+    pub fault: Option<Fault>,
+}
+
+impl Config {
+    /// Checks sizes; every problem names the option and the fix.
+    pub fn validate(&self) -> Result<(), Error> {
+        let page = self.page.bytes();
+        if !self.region_bytes.is_multiple_of(page) {
+            return Err(Error::BadValue {
+                key: "region-size",
+                value: self.region_bytes.to_string(),
+                fix: format!("must be a multiple of the {} page size", self.page),
+            });
+        }
+        if !self.size.is_multiple_of(self.region_bytes) || self.size < self.region_bytes {
+            return Err(Error::BadValue {
+                key: "size",
+                value: self.size.to_string(),
+                fix: format!(
+                    "must be a non-zero multiple of --region-size ({} bytes)",
+                    self.region_bytes
+                ),
+            });
+        }
+        if self.size / self.region_bytes > 4096 {
+            return Err(Error::BadValue {
+                key: "region-size",
+                value: self.region_bytes.to_string(),
+                fix: "more than 4096 regions; use larger regions".into(),
+            });
+        }
+        if self.hugetlbfs.is_some() && !self.page.is_huge() {
+            return Err(Error::BadValue {
+                key: "hugetlbfs",
+                value: String::new(),
+                fix: "needs --page 2M or 1G".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+struct Slot {
+    region: Region,
+    mem: Arc<RegionMemory>,
+}
+
+#[derive(Default)]
+struct Counters {
+    scrubbed_bytes: u64,
+    scrub_secs: f64,
+    last_gib_s: f64,
+    leases_total: u64,
+    retired_total: u64,
+    scrub_failures: u64,
+    next_lease: u64,
+    backend: &'static str,
+}
+
+struct PoolState {
+    slots: Vec<Slot>,
+    counters: Counters,
+}
+
+struct Shared {
+    config: Config,
+    backend_name: String,
+    state: Mutex<PoolState>,
+    changed: Condvar,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        // A panicking thread must not wedge the pool; the state itself is
+        // only ever moved towards `dirty` on error paths.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn new_memory(&self, index: usize) -> Result<RegionMemory, Error> {
+        let c = &self.config;
+        match &c.hugetlbfs {
+            None => RegionMemory::memfd(&format!("zerostart-pool-{index}"), c.region_bytes, c.page),
+            Some(dir) => RegionMemory::hugetlbfs(dir, index, c.region_bytes, c.page),
+        }
+    }
+}
+
+/// A running pool daemon (its threads stop when it is dropped).
+pub struct Daemon {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Daemon {
+    /// Creates the regions (all dirty), binds the socket (mode 0600) and
+    /// starts the scrubber and acceptor threads.
+    pub fn start(config: Config) -> Result<Daemon, Error> {
+        config.validate()?;
+        if !config.page.is_huge() {
+            eprintln!(
+                "zerostart pool: NOTE: --page 4K is a test/fallback mode: shmem pages, far slower to populate and zero than hugetlb; use --page 2M for VMs"
+            );
+        }
+        if let Some(f) = config.fault {
+            eprintln!("zerostart pool: WARNING: fault injection {FAULT_ENV} active: {f:?}");
+        }
+        let zeroer = prezero::Zeroer::new(config.backend)?.threads(config.threads);
+        let backend_name = zeroer.backend().name().to_string();
+        let listener = bind(&config.socket)?;
+        let n = (config.size / config.region_bytes) as usize;
+        let shared = Arc::new(Shared {
+            config,
+            backend_name,
+            state: Mutex::new(PoolState {
+                slots: Vec::with_capacity(n),
+                counters: Counters::default(),
+            }),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        {
+            let mut st = shared.lock();
+            for i in 0..n {
+                let mem = shared.new_memory(i)?;
+                st.slots.push(Slot {
+                    region: Region::new(i),
+                    mem: Arc::new(mem),
+                });
+            }
+        }
+        let s1 = shared.clone();
+        let scrubber = std::thread::Builder::new()
+            .name("pool-scrub".into())
+            .spawn(move || scrub_loop(&s1, &zeroer))
+            .map_err(|e| Error::io("starting the scrubber thread", e))?;
+        let s2 = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("pool-accept".into())
+            .spawn(move || accept_loop(&s2, listener))
+            .map_err(|e| Error::io("starting the acceptor thread", e))?;
+        Ok(Daemon {
+            shared,
+            threads: vec![scrubber, acceptor],
+        })
+    }
+
+    /// Current counters.
+    pub fn status(&self) -> Status {
+        status(&self.shared)
+    }
+
+    /// Waits until every region is clean (or `timeout` passes).
+    pub fn wait_all_clean(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.shared.lock();
+        loop {
+            if st.slots.iter().all(|s| s.region.state() == State::Clean) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Serves until the process is killed.
+    pub fn wait(mut self) {
+        for t in std::mem::take(&mut self.threads) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.changed.notify_all();
+        // Wake the acceptor.
+        let _ = UnixStream::connect(&self.shared.config.socket);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.shared.config.socket);
+    }
+}
+
+/// Binds `path`, replacing a stale socket file left by a killed daemon but
+/// never one a live daemon answers on.
+fn bind(path: &Path) -> Result<UnixListener, Error> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(Error::AlreadyServing(path.to_path_buf()));
+        }
+        std::fs::remove_file(path)
+            .map_err(|e| Error::io(format!("removing stale socket {}", path.display()), e))?;
+    }
+    let l = UnixListener::bind(path)
+        .map_err(|e| Error::io(format!("binding {}", path.display()), e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io(format!("chmod 0600 {}", path.display()), e))?;
+    Ok(l)
+}
+
+fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
+    let c = &shared.config;
+    loop {
+        // Pick a dirty region and move it to scrubbing.
+        let (index, mem, done) = {
+            let mut st = shared.lock();
+            loop {
+                if shared.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Some(i) = st
+                    .slots
+                    .iter()
+                    .position(|s| s.region.state() == State::Dirty)
+                {
+                    let done = st.slots.iter().map(|s| s.region.scrubs()).sum::<u64>()
+                        + st.counters.scrub_failures;
+                    if let Some(Fault::StallBeforeScrub { after }) = c.fault {
+                        if done >= after {
+                            drop(st);
+                            crate::memory::stall("before a scrub (region stays dirty)");
+                        }
+                    }
+                    st.slots[i]
+                        .region
+                        .begin_scrub()
+                        .expect("dirty regions can begin a scrub");
+                    shared.changed.notify_all();
+                    break (i, st.slots[i].mem.clone(), done);
+                }
+                st = shared.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let stall_mid = matches!(c.fault, Some(Fault::StallMidScrub { after }) if done >= after);
+        // SAFETY: the region is `scrubbing`: not leased, not handed out,
+        // and this is the only scrubber.
+        let res = unsafe { mem.scrub(zeroer, c.verify, c.threads, stall_mid) };
+        drop(mem);
+        let mut st = shared.lock();
+        match res {
+            Ok(stats) => {
+                st.slots[index]
+                    .region
+                    .finish_scrub()
+                    .expect("only the scrubber moves a region out of scrubbing");
+                let secs = stats.elapsed.as_secs_f64();
+                let gib = stats.bytes as f64 / (1u64 << 30) as f64;
+                st.counters.scrubbed_bytes += stats.bytes;
+                st.counters.scrub_secs += secs;
+                st.counters.backend = stats.backend;
+                st.counters.last_gib_s = if secs > 0.0 { gib / secs } else { 0.0 };
+            }
+            Err(e) => {
+                eprintln!(
+                    "zerostart pool: region {index}: scrub failed: {e}; replacing its memory"
+                );
+                st.counters.scrub_failures += 1;
+                st.slots[index]
+                    .region
+                    .fail_scrub()
+                    .expect("only the scrubber moves a region out of scrubbing");
+                unlink_named(&st.slots[index].mem);
+                match shared.new_memory(index) {
+                    Ok(m) => st.slots[index].mem = Arc::new(m),
+                    Err(e) => {
+                        eprintln!("zerostart pool: region {index}: cannot replace its memory: {e}; retrying in 1 s");
+                        drop(st);
+                        std::thread::sleep(Duration::from_secs(1));
+                        continue;
+                    }
+                }
+            }
+        }
+        shared.changed.notify_all();
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: UnixListener) {
+    for conn in listener.incoming() {
+        if shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(conn) = conn else { continue };
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("pool-conn".into())
+            .spawn(move || serve_connection(&s, conn));
+        if let Err(e) = spawned {
+            eprintln!("zerostart pool: cannot start a connection thread: {e}");
+        }
+    }
+}
+
+fn reply(conn: &mut UnixStream, body: ResponseBody) -> Result<(), Error> {
+    write_frame(conn, &Response { v: VERSION, body }, None)
+}
+
+fn refuse(conn: &mut UnixStream, message: String) {
+    let _ = reply(conn, ResponseBody::Error { message });
+}
+
+fn serve_connection(shared: &Shared, mut conn: UnixStream) {
+    let mut held: Option<(usize, u64)> = None;
+    loop {
+        let req = match read_frame::<Request>(&mut conn, false) {
+            Ok(Some((req, _))) => req,
+            Ok(None) => break,
+            Err(e) => {
+                refuse(&mut conn, e.to_string());
+                break;
+            }
+        };
+        if req.v != VERSION {
+            refuse(
+                &mut conn,
+                format!(
+                    "protocol version {} is not supported; this daemon speaks {VERSION} (use a zerostart of the same release)",
+                    req.v
+                ),
+            );
+            break;
+        }
+        match req.body {
+            RequestBody::Status => {
+                if reply(&mut conn, ResponseBody::Status(status(shared))).is_err() {
+                    break;
+                }
+            }
+            RequestBody::Lease { bytes, page } => {
+                if held.is_some() {
+                    refuse(
+                        &mut conn,
+                        "this connection already holds a lease; open one connection per lease"
+                            .into(),
+                    );
+                    continue;
+                }
+                match grant(shared, bytes, page) {
+                    Err(message) => refuse(&mut conn, message),
+                    Ok((info, mem)) => {
+                        held = Some((info.region, info.id));
+                        let sent = write_frame(
+                            &mut conn,
+                            &Response {
+                                v: VERSION,
+                                body: ResponseBody::Lease(info),
+                            },
+                            Some(mem.fd()),
+                        );
+                        if sent.is_err() {
+                            // The client may or may not have the fd: dirty.
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some((region, lease)) = held {
+        end_lease(shared, region, lease);
+    }
+}
+
+fn grant(
+    shared: &Shared,
+    bytes: u64,
+    page: PageSize,
+) -> Result<(LeaseInfo, Arc<RegionMemory>), String> {
+    let c = &shared.config;
+    if page != c.page {
+        return Err(format!(
+            "this pool serves {} pages, the lease asked for {page}; start the pool with --page {page} or map with {} pages",
+            c.page, c.page
+        ));
+    }
+    if bytes == 0 || bytes > c.region_bytes {
+        return Err(format!(
+            "a lease of {bytes} bytes does not fit a region of {} bytes; restart the pool with --region-size of at least {bytes}",
+            c.region_bytes
+        ));
+    }
+    let len = bytes.div_ceil(page.bytes()) * page.bytes();
+    let mut st = shared.lock();
+    let Some(i) = st
+        .slots
+        .iter()
+        .position(|s| s.region.state() == State::Clean)
+    else {
+        let count = |name: &str| {
+            st.slots
+                .iter()
+                .filter(|s| s.region.state().name() == name)
+                .count()
+        };
+        return Err(format!(
+            "no clean region now ({} leased, {} scrubbing, {} dirty of {}); retry shortly or grow the pool with --size",
+            count("leased"),
+            count("scrubbing"),
+            count("dirty"),
+            st.slots.len()
+        ));
+    };
+    st.counters.next_lease += 1;
+    let id = st.counters.next_lease;
+    st.slots[i]
+        .region
+        .lease(id)
+        .expect("clean regions can be leased");
+    st.counters.leases_total += 1;
+    shared.changed.notify_all();
+    Ok((
+        LeaseInfo {
+            id,
+            region: i,
+            offset: 0,
+            len,
+            page,
+            verified: c.verify,
+        },
+        st.slots[i].mem.clone(),
+    ))
+}
+
+/// The lease is over: the region is dirty. If another process can still
+/// reach its memory, it is replaced by fresh memory first.
+fn end_lease(shared: &Shared, index: usize, lease: u64) {
+    let (dev, ino) = shared.lock().slots[index].mem.identity();
+    let holders = crate::holders::other_holders(dev, ino);
+    let mut st = shared.lock();
+    if let Err(e) = st.slots[index].region.release(lease) {
+        eprintln!("zerostart pool: {e}; marking it dirty");
+        st.slots[index].region.distrust();
+    }
+    if !holders.is_empty() {
+        eprintln!(
+            "zerostart pool: region {index}: lease {lease} ended but pid(s) {holders:?} still hold its memory; retiring it and creating fresh memory"
+        );
+        st.counters.retired_total += 1;
+        unlink_named(&st.slots[index].mem);
+        match shared.new_memory(index) {
+            Ok(m) => st.slots[index].mem = Arc::new(m),
+            Err(e) => {
+                // Without fresh memory the region must never be leased
+                // again; leave it leased to a lease id nobody holds.
+                eprintln!("zerostart pool: region {index}: cannot replace it ({e}); taking it out of service");
+                let _ = st.slots[index].region.begin_scrub();
+                shared.changed.notify_all();
+                return;
+            }
+        }
+    }
+    st.slots[index].region.distrust();
+    shared.changed.notify_all();
+}
+
+/// A named hugetlbfs file about to be replaced is unlinked first: its
+/// holders keep the old inode, the replacement is a new file (and the
+/// daemon's own lock on the old one does not block it).
+fn unlink_named(mem: &RegionMemory) {
+    if let Source::Hugetlbfs(path) = mem.source() {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+fn status(shared: &Shared) -> Status {
+    let c = &shared.config;
+    let st = shared.lock();
+    let bytes = |name: &str| {
+        st.slots
+            .iter()
+            .filter(|s| s.region.state().name() == name)
+            .count() as u64
+            * c.region_bytes
+    };
+    let k = &st.counters;
+    Status {
+        version: VERSION,
+        pid: std::process::id(),
+        page: c.page,
+        backing: match &c.hugetlbfs {
+            None => "memfd".into(),
+            Some(d) => d.display().to_string(),
+        },
+        size_bytes: c.size,
+        region_bytes: c.region_bytes,
+        regions: st.slots.len(),
+        clean_bytes: bytes("clean"),
+        dirty_bytes: bytes("dirty"),
+        scrubbing_bytes: bytes("scrubbing"),
+        leased_bytes: bytes("leased"),
+        verify: c.verify,
+        backend: if k.backend.is_empty() {
+            shared.backend_name.clone()
+        } else {
+            k.backend.to_string()
+        },
+        scrubbed_bytes: k.scrubbed_bytes,
+        scrub_gib_s_last: k.last_gib_s,
+        scrub_gib_s_avg: if k.scrub_secs > 0.0 {
+            k.scrubbed_bytes as f64 / (1u64 << 30) as f64 / k.scrub_secs
+        } else {
+            0.0
+        },
+        leases_total: k.leases_total,
+        retired_total: k.retired_total,
+        scrub_failures: k.scrub_failures,
+    }
+}

@@ -1,0 +1,430 @@
+//! One region's memory: a sealed memfd (hugetlb or, in test mode, shmem)
+//! or a file on hugetlbfs, mapped shared into the daemon for scrubbing.
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+use crate::{Error, PageSize};
+
+/// What backs a region.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A fresh anonymous memfd (nothing survives the daemon).
+    Memfd,
+    /// A named file on a hugetlbfs mount (reopened after a restart, and
+    /// then scrubbed like any dirty region).
+    Hugetlbfs(PathBuf),
+}
+
+/// A region's file and the daemon's shared mapping of it.
+#[derive(Debug)]
+pub struct RegionMemory {
+    fd: OwnedFd,
+    ptr: NonNull<u8>,
+    len: usize,
+    dev: u64,
+    ino: u64,
+    source: Source,
+}
+
+// SAFETY: the mapping is plain shared memory; who may touch it when is
+// decided by the region state machine (only the scrubber, while the region
+// is `scrubbing`).
+unsafe impl Send for RegionMemory {}
+// SAFETY: as above; `&RegionMemory` only hands out raw access under the
+// state machine's rules.
+unsafe impl Sync for RegionMemory {}
+
+/// What one scrub did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScrubStats {
+    /// Bytes scrubbed.
+    pub bytes: u64,
+    /// Populate + zero + verify.
+    pub elapsed: Duration,
+    /// Whether every byte was read back.
+    pub verified: bool,
+    /// Zeroing backend that ran.
+    pub backend: &'static str,
+}
+
+/// Test hook: what the scrubber does on the scrub after `after` completed
+/// ones (set by `ZEROSTART_POOL_FAULT`, for the kill tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Do not start the scrub (the region stays `dirty`).
+    StallBeforeScrub {
+        /// Completed scrubs before the fault fires.
+        after: u64,
+    },
+    /// Zero the first half of the region, then stop.
+    StallMidScrub {
+        /// Completed scrubs before the fault fires.
+        after: u64,
+    },
+}
+
+impl Fault {
+    /// Parses `stall-before-scrub:N` / `stall-mid-scrub:N`.
+    pub fn parse(s: &str) -> Result<Fault, Error> {
+        let bad = || Error::BadValue {
+            key: "ZEROSTART_POOL_FAULT",
+            value: s.to_string(),
+            fix: "use stall-before-scrub:N or stall-mid-scrub:N (N completed scrubs first)".into(),
+        };
+        let (kind, n) = s.split_once(':').ok_or_else(bad)?;
+        let after = n.parse().map_err(|_| bad())?;
+        match kind {
+            "stall-before-scrub" => Ok(Fault::StallBeforeScrub { after }),
+            "stall-mid-scrub" => Ok(Fault::StallMidScrub { after }),
+            _ => Err(bad()),
+        }
+    }
+}
+
+fn mfd_huge_flag(page: PageSize) -> libc::c_uint {
+    match page {
+        PageSize::Size4K => 0,
+        PageSize::Size2M => libc::MFD_HUGETLB | (21 << libc::MFD_HUGE_SHIFT),
+        PageSize::Size1G => libc::MFD_HUGETLB | (30 << libc::MFD_HUGE_SHIFT),
+    }
+}
+
+/// Free hugepages of `page` size now (0 if unknown).
+pub fn free_hugepages(page: PageSize) -> u64 {
+    let kb = page.bytes() >> 10;
+    std::fs::read_to_string(format!(
+        "/sys/kernel/mm/hugepages/hugepages-{kb}kB/free_hugepages"
+    ))
+    .ok()
+    .and_then(|s| s.trim().parse().ok())
+    .unwrap_or(0)
+}
+
+impl RegionMemory {
+    /// A fresh memfd of `len` bytes, sealed against resizing (a client
+    /// cannot shrink it under the daemon's mapping), mapped shared.
+    pub fn memfd(name: &str, len: u64, page: PageSize) -> Result<Self, Error> {
+        let cname = CString::new(name).expect("region names have no NUL");
+        let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | mfd_huge_flag(page);
+        // SAFETY: plain syscall with a valid C string.
+        let raw = unsafe { libc::memfd_create(cname.as_ptr(), flags) };
+        if raw < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(Error::io(
+                format!("memfd_create({name}, {page} pages) (is hugetlb enabled in this kernel?)"),
+                e,
+            ));
+        }
+        // SAFETY: a fresh fd we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: valid fd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(Error::last_os(format!("sizing {name} to {len} bytes")));
+        }
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: valid fd.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(Error::last_os(format!("sealing {name} against resizing")));
+        }
+        Self::map(fd, len, page, Source::Memfd)
+    }
+
+    /// A named file in the hugetlbfs directory `dir`, created if missing
+    /// (mode 0600), locked against a second daemon. Whatever it held before
+    /// is treated as dirty by the caller.
+    pub fn hugetlbfs(dir: &Path, index: usize, len: u64, page: PageSize) -> Result<Self, Error> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = dir.join(format!("zerostart-pool-{index}"));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| {
+                Error::io(
+                    format!(
+                        "opening {} (--hugetlbfs must be a hugetlbfs mount)",
+                        path.display()
+                    ),
+                    e,
+                )
+            })?;
+        // SAFETY: valid fd.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(Error::last_os(format!(
+                "locking {} (another pool daemon uses it?)",
+                path.display()
+            )));
+        }
+        let fd: OwnedFd = file.into();
+        // SAFETY: valid fd and a zeroed stat buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(Error::last_os(format!("stat {}", path.display())));
+        }
+        if st.st_size as u64 != len {
+            // SAFETY: valid fd.
+            if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+                return Err(Error::last_os(format!(
+                    "sizing {} to {len} bytes",
+                    path.display()
+                )));
+            }
+        }
+        Self::map(fd, len, page, Source::Hugetlbfs(path))
+    }
+
+    fn map(fd: OwnedFd, len: u64, page: PageSize, source: Source) -> Result<Self, Error> {
+        // SAFETY: a new shared mapping of a file we own; hugetlb reserves
+        // the pages here, so a shortage fails now instead of SIGBUS later.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            if page.is_huge() {
+                let free = free_hugepages(page);
+                return Err(Error::Hugepages {
+                    bytes: len,
+                    page,
+                    free,
+                    suggest: len / page.bytes(),
+                    kb: page.bytes() >> 10,
+                    source: e,
+                });
+            }
+            return Err(Error::io(format!("mapping a {len}-byte region"), e));
+        }
+        // SAFETY: valid fd and a zeroed stat buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            let e = Error::last_os("stat of a region");
+            // SAFETY: unmapping what we just mapped.
+            unsafe { libc::munmap(p, len as usize) };
+            return Err(e);
+        }
+        Ok(RegionMemory {
+            fd,
+            ptr: NonNull::new(p.cast()).expect("mmap never returns NULL on success"),
+            len: len as usize,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            source,
+        })
+    }
+
+    /// The region's file.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Bytes.
+    pub fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    /// Whether the region is empty (never: regions have at least a page).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `(st_dev, st_ino)` of the file, to find other holders.
+    pub fn identity(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
+    /// The backing.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// Faults every page in through the kernel (`MADV_POPULATE_WRITE`), so
+    /// a page a client punched out, or a hugetlb shortage, is an error here
+    /// instead of a SIGBUS in the zeroing loop.
+    fn populate(&self) -> Result<(), Error> {
+        // SAFETY: our own mapping; populate does not change contents.
+        let r = unsafe {
+            libc::madvise(
+                self.ptr.as_ptr().cast(),
+                self.len,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+        if r != 0 {
+            return Err(Error::last_os("populating a region before its scrub"));
+        }
+        // A hugetlbfs file somebody resized would make the mapping run past
+        // its end; memfds are sealed.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd, zeroed buffer.
+        if unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) } != 0
+            || (st.st_size as u64) != self.len as u64
+        {
+            return Err(Error::Protocol("a region file changed size".into()));
+        }
+        Ok(())
+    }
+
+    /// Writes zeros over the whole region (after populating it) and, with
+    /// `verify`, reads every byte back. Returns an error, never a false
+    /// "clean", if anything goes wrong.
+    ///
+    /// # Safety
+    /// The caller guarantees nobody else writes the region meanwhile (the
+    /// region is in the `scrubbing` state).
+    pub unsafe fn scrub(
+        &self,
+        zeroer: &prezero::Zeroer,
+        verify: bool,
+        threads: usize,
+        stall_mid_scrub: bool,
+    ) -> Result<ScrubStats, Error> {
+        let start = Instant::now();
+        self.populate()?;
+        // SAFETY: our mapping, exclusive by the caller's guarantee.
+        let buf = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) };
+        if stall_mid_scrub {
+            zeroer.zero_slice(&mut buf[..self.len / 2]);
+            stall("half way through a scrub")
+        }
+        let z = zeroer.zero_slice(buf);
+        if verify {
+            if let Some(off) = first_nonzero(buf, threads) {
+                return Err(Error::NotZero {
+                    lease: 0,
+                    offset: off as u64,
+                    value: buf[off],
+                });
+            }
+        }
+        Ok(ScrubStats {
+            bytes: self.len as u64,
+            elapsed: start.elapsed(),
+            verified: verify,
+            backend: z.backend.name(),
+        })
+    }
+}
+
+/// Parks the calling thread forever (fault injection: the tests SIGKILL
+/// the daemon meanwhile).
+pub(crate) fn stall(when: &str) -> ! {
+    eprintln!("zerostart pool: fault injection (ZEROSTART_POOL_FAULT): scrubber stalled {when}");
+    loop {
+        std::thread::park();
+    }
+}
+
+impl Drop for RegionMemory {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Offset of the first non-zero byte of `buf`, scanning with `threads`
+/// threads (0 = all CPUs).
+pub fn first_nonzero(buf: &[u8], threads: usize) -> Option<usize> {
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    };
+    const MIN_CHUNK: usize = 64 << 20;
+    let chunk = buf.len().div_ceil(threads).max(MIN_CHUNK);
+    if buf.len() <= chunk {
+        return scan(buf);
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = buf
+            .chunks(chunk)
+            .enumerate()
+            .map(|(i, c)| s.spawn(move || scan(c).map(|o| i * chunk + o)))
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().expect("scan threads do not panic"))
+            .min()
+    })
+}
+
+fn scan(buf: &[u8]) -> Option<usize> {
+    // Word-wise OR over blocks, then byte-wise inside the first dirty block.
+    const BLOCK: usize = 4096;
+    for (bi, block) in buf.chunks(BLOCK).enumerate() {
+        let (head, words, tail) = unsafe { block.align_to::<u64>() };
+        let dirty = head.iter().any(|&b| b != 0)
+            || words.iter().fold(0u64, |a, &w| a | w) != 0
+            || tail.iter().any(|&b| b != 0);
+        if dirty {
+            let off = block.iter().position(|&b| b != 0).expect("block is dirty");
+            return Some(bi * BLOCK + off);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_nonzero_finds_the_first() {
+        let mut v = vec![0u8; (130 << 20) + 3];
+        assert_eq!(first_nonzero(&v, 2), None);
+        let last = v.len() - 1;
+        v[last] = 1;
+        assert_eq!(first_nonzero(&v, 2), Some(last));
+        v[(70 << 20) + 5] = 9;
+        assert_eq!(first_nonzero(&v, 2), Some((70 << 20) + 5));
+        v[1] = 2;
+        assert_eq!(first_nonzero(&v, 1), Some(1));
+    }
+
+    #[test]
+    fn scrub_zeroes_and_verifies_a_4k_memfd() {
+        let m = RegionMemory::memfd("t", 8 << 20, PageSize::Size4K).unwrap();
+        // SAFETY: test owns the mapping.
+        let buf = unsafe { std::slice::from_raw_parts_mut(m.ptr.as_ptr(), m.len) };
+        buf.fill(0xa5);
+        let z = prezero::Zeroer::new(prezero::Choice::Auto).unwrap();
+        // SAFETY: nobody else touches it.
+        let st = unsafe { m.scrub(&z, true, 0, false) }.unwrap();
+        assert!(st.verified);
+        assert_eq!(first_nonzero(buf, 0), None);
+    }
+
+    #[test]
+    fn memfd_is_sealed_against_resizing() {
+        let m = RegionMemory::memfd("t", 1 << 20, PageSize::Size4K).unwrap();
+        // SAFETY: valid fd.
+        let r = unsafe { libc::ftruncate(m.fd().as_raw_fd(), 4096) };
+        assert_eq!(r, -1);
+        // SAFETY: valid fd.
+        let r = unsafe { libc::ftruncate(m.fd().as_raw_fd(), 2 << 20) };
+        assert_eq!(r, -1);
+    }
+
+    #[test]
+    fn faults_parse() {
+        assert_eq!(
+            Fault::parse("stall-mid-scrub:2").unwrap(),
+            Fault::StallMidScrub { after: 2 }
+        );
+        assert!(Fault::parse("stall:x").is_err());
+    }
+}

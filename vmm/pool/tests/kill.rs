@@ -1,0 +1,372 @@
+//! Kill tests: SIGKILL the daemon or the client at every region state and
+//! show that a later lease never sees a non-zero byte.
+//!
+//! Clients write a non-zero pattern into their lease before they die;
+//! every later lease is scanned in full, all regions at once (so the
+//! region the pattern was written to is among them).
+//!
+//! `ZEROSTART_POOL_TEST_PAGE=2M` runs them on hugetlb memory (needs free 2M
+//! hugepages; `make test-pool` reserves them); the default is 4K shmem so
+//! `cargo test` runs anywhere. `ZEROSTART_POOL_TEST_HUGETLBFS=DIR` adds the
+//! hugetlbfs-file restart test.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pool::client;
+use pool::memory::first_nonzero;
+use pool::proto::Status;
+use pool::PageSize;
+
+const BIN: &str = env!("CARGO_BIN_EXE_zerostart-pool");
+const REGIONS: u64 = 3;
+
+fn page() -> PageSize {
+    std::env::var("ZEROSTART_POOL_TEST_PAGE")
+        .ok()
+        .map(|p| p.parse().expect("ZEROSTART_POOL_TEST_PAGE is 4K or 2M"))
+        .unwrap_or(PageSize::Size4K)
+}
+
+fn region_bytes() -> u64 {
+    8 << 20
+}
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(socket: &Path, fault: Option<&str>, extra: &[&str]) -> Daemon {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--socket"])
+            .arg(socket)
+            .args([
+                "--size",
+                &(REGIONS * region_bytes()).to_string(),
+                "--region-size",
+                &region_bytes().to_string(),
+                "--page",
+                page().name(),
+            ])
+            .args(extra)
+            .stdout(Stdio::null());
+        match fault {
+            Some(f) => cmd.env("ZEROSTART_POOL_FAULT", f),
+            None => cmd.env_remove("ZEROSTART_POOL_FAULT"),
+        };
+        let child = cmd.spawn().expect("start the daemon");
+        let d = Daemon {
+            child,
+            socket: socket.to_path_buf(),
+        };
+        d.wait_for("the socket to answer", |_| true);
+        d
+    }
+
+    fn status(&self) -> Option<Status> {
+        client::status(&self.socket).ok()
+    }
+
+    fn wait_for(&self, what: &str, pred: impl Fn(&Status) -> bool) -> Status {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(s) = self.status() {
+                if pred(&s) {
+                    return s;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {:?}",
+                self.status()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn all_clean(&self) -> Status {
+        self.wait_for("every region clean", |s| s.clean_bytes == s.size_bytes)
+    }
+
+    fn sigkill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A client process holding a lease filled with `fill`.
+struct Holder {
+    child: Child,
+    info: serde_json::Value,
+}
+
+fn hold(socket: &Path, fill: u8, extra: &[&str]) -> Holder {
+    let mut child = Command::new(BIN)
+        .args(["lease", "--hold", "--socket"])
+        .arg(socket)
+        .args([
+            "--bytes",
+            &region_bytes().to_string(),
+            "--page",
+            page().name(),
+            "--fill",
+            &fill.to_string(),
+        ])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let info: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("lease output {line:?}: {e}"));
+    assert_eq!(info["filled"], fill);
+    Holder { child, info }
+}
+
+impl Holder {
+    fn sigkill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+/// Leases every region at once and scans each in full. Returns the
+/// (dev, inode) of the files handed out.
+fn every_region_is_zero(d: &Daemon) -> Vec<(u64, u64)> {
+    d.all_clean();
+    let mut leases = Vec::new();
+    for _ in 0..REGIONS {
+        leases.push(client::lease(&d.socket, region_bytes(), page()).expect("lease"));
+    }
+    let mut ids = Vec::new();
+    for l in &leases {
+        let m = l.map(false).unwrap();
+        assert_eq!(m.as_slice().len() as u64, region_bytes());
+        if let Some(off) = first_nonzero(m.as_slice(), 0) {
+            panic!(
+                "lease {} region {} has byte {:#x} at {off:#x}",
+                l.id(),
+                l.info().region,
+                m.as_slice()[off]
+            );
+        }
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&l.fd()), &mut st) };
+        ids.push((st.st_dev, st.st_ino));
+    }
+    // Every region is out: one more lease must be refused, not wait or
+    // hand out a region twice.
+    let e = client::lease(&d.socket, region_bytes(), page()).unwrap_err();
+    assert!(e.to_string().contains("no clean region"), "{e}");
+    ids
+}
+
+fn sock(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("pool.sock")
+}
+
+#[test]
+fn kill_client_while_leased() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&sock(&dir), None, &[]);
+    d.all_clean();
+    let h = hold(&d.socket, 0xa5, &[]);
+    d.wait_for("one region leased", |s| s.leased_bytes == region_bytes());
+    h.sigkill();
+    let s = d.all_clean();
+    assert_eq!(s.scrubbed_bytes, (REGIONS + 1) * region_bytes());
+    every_region_is_zero(&d);
+}
+
+#[test]
+fn client_gone_before_the_reply_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&sock(&dir), None, &["--verify"]);
+    d.all_clean();
+    let mut c = UnixStream::connect(&d.socket).unwrap();
+    let req = format!(
+        r#"{{"v":1,"op":"lease","bytes":{},"page":"{}"}}"#,
+        region_bytes(),
+        page()
+    );
+    c.write_all(&(req.len() as u32).to_le_bytes()).unwrap();
+    c.write_all(req.as_bytes()).unwrap();
+    drop(c);
+    // The region may have been granted to the dead client: it must come
+    // back through a scrub, never straight to clean.
+    let s = d.all_clean();
+    assert!(s.leases_total <= 1);
+    assert_eq!(
+        s.scrubbed_bytes,
+        (REGIONS + s.leases_total) * region_bytes()
+    );
+    every_region_is_zero(&d);
+}
+
+#[test]
+fn kill_daemon_while_leased() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&sock(&dir), None, &[]);
+    d.all_clean();
+    let h = hold(&d.socket, 0x5a, &[]);
+    d.sigkill();
+    // The client keeps its memory; a new daemon never reuses it.
+    let d = Daemon::start(&sock(&dir), None, &[]);
+    let ids = every_region_is_zero(&d);
+    let old = (
+        h.info["dev"].as_u64().unwrap(),
+        h.info["inode"].as_u64().unwrap(),
+    );
+    assert!(!ids.contains(&old), "new daemon handed out the old file");
+    h.sigkill();
+}
+
+#[test]
+fn kill_daemon_with_a_dirty_region() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = format!("stall-before-scrub:{REGIONS}");
+    let d = Daemon::start(&sock(&dir), Some(&fault), &[]);
+    d.all_clean();
+    let h = hold(&d.socket, 0xff, &[]);
+    h.sigkill();
+    let s = d.wait_for("the region dirty", |s| s.dirty_bytes == region_bytes());
+    assert_eq!(s.clean_bytes, (REGIONS - 1) * region_bytes());
+    d.sigkill();
+    let d = Daemon::start(&sock(&dir), None, &[]);
+    every_region_is_zero(&d);
+}
+
+#[test]
+fn kill_daemon_mid_scrub() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = format!("stall-mid-scrub:{REGIONS}");
+    let d = Daemon::start(&sock(&dir), Some(&fault), &["--verify"]);
+    d.all_clean();
+    let h = hold(&d.socket, 0x11, &[]);
+    h.sigkill();
+    d.wait_for("a region stuck mid-scrub", |s| {
+        s.scrubbing_bytes == region_bytes()
+    });
+    // Half of that region is zero, half still holds the pattern: the
+    // clean ones are leased, that one is refused.
+    let a = client::lease(&d.socket, region_bytes(), page()).unwrap();
+    let b = client::lease(&d.socket, region_bytes(), page()).unwrap();
+    let e = client::lease(&d.socket, region_bytes(), page()).unwrap_err();
+    assert!(e.to_string().contains("1 scrubbing"), "{e}");
+    drop((a, b));
+    d.sigkill();
+    let d = Daemon::start(&sock(&dir), None, &[]);
+    every_region_is_zero(&d);
+}
+
+#[test]
+fn kill_daemon_when_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&sock(&dir), None, &[]);
+    let first = every_region_is_zero(&d);
+    d.sigkill();
+    let d = Daemon::start(&sock(&dir), None, &[]);
+    let second = every_region_is_zero(&d);
+    assert!(first.iter().all(|f| !second.contains(f)));
+}
+
+#[test]
+fn a_region_still_held_elsewhere_is_retired() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&sock(&dir), None, &[]);
+    d.all_clean();
+    let h = hold(&d.socket, 0x77, &["--test-leak-fd"]);
+    let holder = h.info["holder_pid"].as_u64().expect("holder pid") as i32;
+    let old = (
+        h.info["dev"].as_u64().unwrap(),
+        h.info["inode"].as_u64().unwrap(),
+    );
+    h.sigkill();
+    let s = d.wait_for("the region retired", |s| s.retired_total == 1);
+    assert_eq!(s.leased_bytes, 0);
+    let ids = every_region_is_zero(&d);
+    assert!(
+        !ids.contains(&old),
+        "a region another process holds was re-leased"
+    );
+    unsafe { libc::kill(holder, libc::SIGKILL) };
+}
+
+#[test]
+fn protocol_errors_are_one_line_and_the_daemon_survives() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&sock(&dir), None, &[]);
+    let ask = |body: &str| -> String {
+        let mut c = UnixStream::connect(&d.socket).unwrap();
+        c.write_all(&(body.len() as u32).to_le_bytes()).unwrap();
+        c.write_all(body.as_bytes()).unwrap();
+        let (r, _): (pool::proto::Response, _) =
+            pool::proto::read_frame(&mut c, true).unwrap().unwrap();
+        serde_json::to_string(&r.body).unwrap()
+    };
+    let r = ask(r#"{"v":99,"op":"status"}"#);
+    assert!(r.contains("version 99 is not supported"), "{r}");
+    let r = ask(r#"{"v":1,"op":"steal"}"#);
+    assert!(r.contains("bad message"), "{r}");
+    let r = ask(r#"{"v":1,"op":"lease","bytes":0,"page":"4K"}"#);
+    assert!(r.contains("error"), "{r}");
+    // A second daemon on the same socket is refused.
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--page",
+            "4K",
+            "--size",
+            "8M",
+            "--region-size",
+            "8M",
+            "--socket",
+        ])
+        .arg(&d.socket)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already listens"));
+    assert!(d.status().is_some());
+}
+
+#[test]
+fn hugetlbfs_files_are_scrubbed_after_a_restart() {
+    let Ok(dir) = std::env::var("ZEROSTART_POOL_TEST_HUGETLBFS") else {
+        eprintln!("skipped: set ZEROSTART_POOL_TEST_HUGETLBFS to a hugetlbfs mount");
+        return;
+    };
+    if page() == PageSize::Size4K {
+        eprintln!("skipped: hugetlbfs needs ZEROSTART_POOL_TEST_PAGE=2M");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&sock(&tmp), None, &["--hugetlbfs", &dir]);
+    d.all_clean();
+    let h = hold(&d.socket, 0xee, &[]);
+    // Both die: the pattern stays in the file on hugetlbfs.
+    d.sigkill();
+    h.sigkill();
+    let d = Daemon::start(&sock(&tmp), None, &["--hugetlbfs", &dir]);
+    every_region_is_zero(&d);
+    drop(d);
+    for i in 0..REGIONS {
+        let _ = std::fs::remove_file(Path::new(&dir).join(format!("zerostart-pool-{i}")));
+    }
+}
