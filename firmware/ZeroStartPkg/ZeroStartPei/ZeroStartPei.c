@@ -40,6 +40,7 @@
 #include <Library/QemuFwCfgLib.h>
 #include <Library/TimerLib.h>
 #include <Library/ZeroHintLib.h>
+#include <Internal/ZeroStartTime.h>
 
 /// Nothing below this address is ever claimed: legacy low memory, OVMF's
 /// MEMFD (SEC page tables, temporary RAM, decompressed PEIFV/DXEFV at
@@ -323,7 +324,7 @@ ZeroStartEndOfPei (
   Handoff->ClaimedBytes   = ZeroRangesTotal (Claim, ClaimCount);
   CopyMem (Handoff + 1, Claim, ClaimCount * sizeof (ZERO_RANGE));
   CopyMem ((UINT8 *)(Handoff + 1) + ClaimCount * sizeof (ZERO_RANGE), Blob, ReadSize);
-  Handoff->PeiNanoseconds = GetTimeInNanoSecond (GetPerformanceCounter () - T0);
+  Handoff->PeiNanoseconds = ZeroStartElapsedNs (T0);
 
   DEBUG ((
     DEBUG_INFO,

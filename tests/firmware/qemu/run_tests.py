@@ -81,7 +81,8 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900):
         "-smp", str(smp),
         "-nodefaults", "-display", "none", "-no-reboot",
         "-bios", os.path.join(args.fw_dir, "OVMF.fd"),
-        "-drive", "format=raw,file=fat:" + os.path.join(d, "esp"),
+        "-drive", "if=none,id=esp,format=raw,readonly=on,file=fat:" + os.path.join(d, "esp"),
+        "-device", "virtio-blk-pci,drive=esp",
         "-serial", "file:" + serial,
         "-debugcon", "file:" + debug, "-global", "isa-debugcon.iobase=0x402",
     ]

@@ -57,4 +57,5 @@ def adversarial_hint(mem, scrub=False):
     if len(ram) > 1:
         entries.append((ram[1][0], ram[1][1], 21))
     entries.sort()
-    return encode(entries, scrub), [(s, n) for s, n, _ in entries if (s, n, 12) not in not_ram], not_ram
+    return (encode(entries, scrub), [(s, n) for s, n, e in entries if (s, n, e) not in not_ram],
+            [(s, n) for s, n, _ in not_ram])
