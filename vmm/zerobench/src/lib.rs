@@ -200,6 +200,18 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
         }
     }
 
+    // Fail before minutes of measuring, not after.
+    let json_file = match &args.json {
+        Some(path) => Some((
+            path,
+            std::fs::File::create(path).map_err(|source| BenchError::Write {
+                path: path.clone(),
+                source,
+            })?,
+        )),
+        None => None,
+    };
+
     let mut notes = Vec::new();
     let cal = prezero::calibration();
     let auto_backend = cal.backend;
@@ -324,12 +336,14 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
         results,
     };
     println!("{}", table::render(&report, &threads, &notes));
-    if let Some(path) = &args.json {
+    if let Some((path, mut file)) = json_file {
+        use std::io::Write;
         let text = serde_json::to_string_pretty(&report).expect("plain data serializes");
-        std::fs::write(path, text + "\n").map_err(|source| BenchError::Write {
-            path: path.clone(),
-            source,
-        })?;
+        file.write_all((text + "\n").as_bytes())
+            .map_err(|source| BenchError::Write {
+                path: path.clone(),
+                source,
+            })?;
     }
     Ok(report)
 }
