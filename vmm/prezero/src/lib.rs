@@ -45,8 +45,8 @@ mod plan;
 mod zeroer;
 
 pub use auto::{
-    auto_backend, auto_backend_for, calibration, small_backend, small_threshold, Calibration,
-    CALIBRATION_BUDGET, MAX_SMALL_THRESHOLD, SMALL_THRESHOLD, WINDOWS,
+    auto_backend, auto_backend_for, calibration, small_backend, small_threshold, start_calibration,
+    Calibration, CALIBRATION_BUDGET, MAX_SMALL_THRESHOLD, SMALL_THRESHOLD, WINDOWS,
 };
 pub use backend::{available_backends, Backend, Choice};
 pub use zeroer::{Granule, Progress, ZeroStats, Zeroer};
