@@ -60,8 +60,14 @@ impl Reservation {
 
     fn acquire_in(pool: PathBuf, pages: u64, may_grow: bool) -> Result<Reservation, String> {
         let nr = pool.join("nr_hugepages");
-        let free_path = pool.join("free_hugepages");
-        let (Some(old), Some(free)) = (read_u64(&nr), read_u64(&free_path)) else {
+        // Free pages include those promised to existing mappings
+        // (resv_hugepages): only the rest can back a new mapping.
+        let unclaimed = || {
+            let free = read_u64(&pool.join("free_hugepages"))?;
+            let resv = read_u64(&pool.join("resv_hugepages")).unwrap_or(0);
+            Some(free.saturating_sub(resv))
+        };
+        let (Some(old), Some(free)) = (read_u64(&nr), unclaimed()) else {
             return Err(format!("no 2 MiB hugepage pool at {}", pool.display()));
         };
         if free >= pages {
@@ -90,7 +96,7 @@ impl Reservation {
         *guard = Some((nr.clone(), added));
         drop(guard);
         let res = Reservation { nr, added };
-        let free = read_u64(&free_path).unwrap_or(0);
+        let free = unclaimed().unwrap_or(0);
         if free < pages {
             // Dropping `res` gives back what was added.
             return Err(format!(
@@ -131,6 +137,7 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("nr_hugepages"), format!("{nr}\n")).unwrap();
         std::fs::write(d.join("free_hugepages"), format!("{free}\n")).unwrap();
+        std::fs::write(d.join("resv_hugepages"), "0\n").unwrap();
         d
     }
 
@@ -161,6 +168,15 @@ mod tests {
         std::fs::write(&nr, "11").unwrap(); // 4 + our 2 + their 5
         drop(r);
         assert_eq!(read_u64(&nr), Some(9), "their 5 pages survive");
+    }
+
+    #[test]
+    fn pages_promised_to_others_do_not_count() {
+        let d = fake_pool(10, 10);
+        std::fs::write(d.join("resv_hugepages"), "6").unwrap();
+        let e = Reservation::acquire_in(d.clone(), 8, false).unwrap_err();
+        assert!(e.contains("4 free"), "{e}");
+        assert!(Reservation::acquire_in(d, 4, false).is_ok());
     }
 
     #[test]

@@ -35,7 +35,11 @@ impl Mapping {
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
         if backing == Backing::Hugetlb {
             let len = len.next_multiple_of(HUGE_2M);
-            let f = flags | libc::MAP_HUGETLB | (21 << libc::MAP_HUGE_SHIFT);
+            // No MAP_NORESERVE: a pool too small fails here, not later.
+            let f = libc::MAP_PRIVATE
+                | libc::MAP_ANONYMOUS
+                | libc::MAP_HUGETLB
+                | (21 << libc::MAP_HUGE_SHIFT);
             // SAFETY: fresh mapping, checked.
             let p = unsafe {
                 libc::mmap(
