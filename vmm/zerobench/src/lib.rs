@@ -81,7 +81,7 @@ pub enum BenchError {
         available: String,
     },
     /// A zero or empty thread list.
-    #[error("--threads needs counts of at least 1, e.g. --threads 1,2")]
+    #[error("--threads needs counts from 1 to 1024, e.g. --threads 1,2")]
     BadThreads,
     /// `--reps 0`.
     #[error("--reps must be at least 1")]
@@ -159,6 +159,10 @@ impl Report {
     }
 }
 
+/// Most threads one measurement may use (a typo guard: each is a real
+/// thread).
+const MAX_THREADS: usize = 1024;
+
 /// Kernel populate method names, by backing.
 const POPULATE: [(&str, Backing); 3] = [
     ("kernel_populate_4k", Backing::Small),
@@ -187,8 +191,19 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
     }
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = match &args.threads {
-        Some(t) if t.is_empty() || t.contains(&0) => return Err(BenchError::BadThreads),
-        Some(t) => t.clone(),
+        Some(t) if t.is_empty() || t.iter().any(|&n| n == 0 || n > MAX_THREADS) => {
+            return Err(BenchError::BadThreads)
+        }
+        Some(t) => {
+            // Each count once, in the order given.
+            let mut once: Vec<usize> = Vec::new();
+            for &n in t {
+                if !once.contains(&n) {
+                    once.push(n);
+                }
+            }
+            once
+        }
         None => (1..=ncpu).collect(),
     };
     if let Some(avail) = mem_available() {
