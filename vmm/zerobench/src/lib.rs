@@ -342,6 +342,10 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
         }
     }
     bar.finish_and_clear();
+    notes.push(
+        "kernel populate maps fresh memory for every run, as a VMM does; where memory is backed lazily underneath, a run that gets never-used pages also pays for that (best of the runs shown)"
+            .into(),
+    );
     // Group by method in a stable order: memset, backends, auto, kernel.
     let order = |m: &str| -> usize {
         std::iter::once("memset")
