@@ -85,3 +85,54 @@ pub(crate) fn render(r: &Report, threads: &[usize], notes: &[String]) -> String 
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Measurement;
+
+    fn m(method: &str, threads: usize, g: f64) -> Measurement {
+        Measurement {
+            method: method.into(),
+            threads,
+            gib_per_s: g,
+            ms_per_gib: 1000.0 / g,
+        }
+    }
+
+    #[test]
+    fn ratios_and_missing_rows() {
+        let r = Report {
+            size_bytes: 4 << 30,
+            auto_backend: "avx512_nt".into(),
+            results: vec![
+                m("memset", 2, 20.0),
+                m("avx512_nt", 2, 44.0),
+                m("auto", 2, 44.0),
+                m("kernel_populate_4k", 2, 4.0),
+                m("kernel_populate_thp", 2, 11.0),
+            ],
+        };
+        let out = render(&r, &[2], &["hugetlb skipped".into()]);
+        assert!(out.starts_with("zeroing 4 GiB"), "{out}");
+        assert!(out.contains("44.00 (22.7)"), "{out}");
+        // auto/memset, auto/best (named), auto/4K, auto/THP, no hugetlb.
+        for want in [
+            "2.20x",
+            "1.00x (avx512_nt)",
+            "11.00x",
+            "4.00x",
+            "note: hugetlb skipped",
+        ] {
+            assert!(out.contains(want), "{want} missing:\n{out}");
+        }
+        let row = out.lines().find(|l| l.contains("2.20x")).unwrap();
+        assert!(
+            row.trim_end()
+                .trim_end_matches('│')
+                .trim_end()
+                .ends_with('-'),
+            "{row}"
+        );
+    }
+}
