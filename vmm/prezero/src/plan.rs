@@ -75,7 +75,7 @@ pub(crate) const MIN_PER_WORKER: usize = 2 << 20;
 /// Chunks are no smaller than this (unless the span is) ...
 const MIN_CHUNK: usize = 2 << 20;
 /// ... and no larger, so progress is reported often and work balances.
-const MAX_CHUNK: usize = 64 << 20;
+pub(crate) const MAX_CHUNK: usize = 64 << 20;
 
 /// Number of workers worth using for `total` bytes with at most `threads`.
 pub(crate) fn worker_count(total: usize, threads: usize) -> usize {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::plan::{make_plan, worker_count, Plan, Worker};
+use crate::plan::{make_plan, worker_count, Plan, Worker, MAX_CHUNK};
 use crate::{auto, kernels, numa, Backend, Choice, Error};
 
 /// Chunk alignment: the page size backing the memory.
@@ -179,10 +179,16 @@ impl Zeroer {
         let total: usize = ranges.iter().map(|r| r.1).sum();
         let backend = self.backend_for(total);
         let topo = numa::system_topology();
-        // Fast path: a job for one unpinned worker on a one-node machine
-        // runs right here, without planning (small jobs are common in a VMM
-        // and the plan costs more than zeroing a page).
-        if worker_count(total, self.max_threads()) == 1 && !self.pin && !topo.is_numa() {
+        // Fast path: a job of one chunk for one unpinned worker on a
+        // one-node machine runs right here, without planning (small jobs
+        // are common in a VMM and the plan costs more than zeroing a page).
+        // Longer jobs are planned even on one thread, so progress is
+        // reported per chunk.
+        if total <= MAX_CHUNK
+            && worker_count(total, self.max_threads()) == 1
+            && !self.pin
+            && !topo.is_numa()
+        {
             for &(p, l) in ranges {
                 kernels::zero(backend, p, l);
             }
@@ -351,6 +357,22 @@ mod tests {
         assert_eq!(st.threads, 2);
         assert_eq!(st.backend, crate::auto_backend());
         assert!(st.gib_per_s() > 0.0);
+    }
+
+    #[test]
+    fn one_thread_long_jobs_still_report_progress() {
+        let len = 3 * MAX_CHUNK + 5;
+        let mut buf = vec![7u8; len];
+        let calls = AtomicUsize::new(0);
+        let cb = |_: u64| {
+            calls.fetch_add(1, Ordering::Relaxed);
+        };
+        let z = Zeroer::new(Choice::Auto).unwrap().threads(1);
+        // SAFETY: our own buffer.
+        let st = unsafe { z.zero_raw(buf.as_mut_ptr(), len, Some(&cb)) };
+        assert_eq!(st.threads, 1);
+        assert!(calls.into_inner() >= 4);
+        assert!(buf.iter().all(|&b| b == 0));
     }
 
     #[test]
