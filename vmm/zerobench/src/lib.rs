@@ -48,7 +48,8 @@ pub struct BenchZeroArgs {
     /// Runs per measurement; the best is reported.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
-    /// Never grow the hugetlb pool (/proc/sys/vm/nr_hugepages); measure
+    /// Never grow the 2 MiB hugetlb pool (its nr_hugepages, which is
+    /// /proc/sys/vm/nr_hugepages when 2 MiB is the default size); measure
     /// hugetlb populate only if enough 2 MiB pages are already free.
     #[arg(long)]
     pub no_hugepage_reserve: bool,
