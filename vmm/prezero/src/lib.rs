@@ -19,9 +19,11 @@
 //!
 //! * [`Backend`]: the instruction families, runtime CPUID detection
 //!   (an unavailable backend is an [`Error::Unavailable`], never a SIGILL).
-//! * [`auto_backend`]: a bounded calibration picks the fastest backend for
-//!   large jobs; small jobs (below [`small_threshold`], half the last-level cache) use cache-friendly
-//!   `rep stosb`.
+//! * [`auto_backend`]: a one-off calibration picks the fastest backend for
+//!   large jobs (non-temporal unless a cache-allocating one is clearly
+//!   faster); small jobs (below [`small_threshold`], half the last-level
+//!   cache) use cache-allocating `rep stosb` or `memset`, whichever is
+//!   faster here, because their zeros are wanted in cache soon.
 //! * [`Zeroer`]: the parallel, NUMA-aware, progress-reporting driver.
 //! * [`zero_with`]: one backend, one thread, exact.
 //!
