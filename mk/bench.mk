@@ -31,7 +31,7 @@ bench-check:
 
 # Every required method must appear at every thread count, with sane numbers.
 BENCH_SMOKE_JSON := target/bench/smoke.json
-test-bench:
+test-bench: deps
 	@mkdir -p target/bench
 	$(CARGO) run --release -p zerobench --example bench_zero -- \
 		--size 128M --threads 1,2 --reps 1 --no-hugepage-reserve --json $(BENCH_SMOKE_JSON)
