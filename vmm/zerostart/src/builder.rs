@@ -337,6 +337,12 @@ pub fn build(
     bus.insert(I8042_DATA_PORT, 1, i8042.clone()).map_err(dev)?;
     bus.insert(I8042_COMMAND_PORT, 1, i8042).map_err(dev)?;
     bus.insert(TIMER_PORT, 4, timer.clone()).map_err(dev)?;
+    bus.insert(
+        crate::cmos::CMOS_PORT,
+        crate::cmos::CMOS_LEN,
+        Arc::new(Mutex::new(crate::cmos::Cmos::new())),
+    )
+    .map_err(dev)?;
 
     // vCPUs.
     let n = plan.cpus.boot;

@@ -6,6 +6,7 @@
 
 mod builder;
 mod cli;
+mod cmos;
 mod kernel;
 mod ram;
 mod timeline;
