@@ -39,16 +39,21 @@ abi-fuzz-tools:
 	@rustup toolchain list | grep -q '^nightly' || { echo "fuzz-abi: no nightly toolchain; install it with 'rustup toolchain install nightly'" >&2; exit 1; }
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked --version 0.13.2
 
-# Seeds the corpus (kept in the cache, not the tree) with every golden vector.
+# Runs each target for FUZZ_SECONDS: `decode` (consumer side; its corpus,
+# kept in the cache, not the tree, is seeded with every golden vector) and
+# `builder` (producer side: never claims a byte it was not given).
+ABI_FUZZ_TARGETS := decode builder
 fuzz-abi: abi-fuzz-tools
-	@mkdir -p $(ABI_CACHE)/fuzz/corpus $(ABI_CACHE)/fuzz/artifacts
-	cp tests/vectors/*.bin $(ABI_CACHE)/fuzz/corpus/
-	cd $(ABI_FUZZ_DIR) && $(CARGO) +nightly fuzz run --target-dir $(ABI_CACHE)/fuzz/target decode \
-		$(ABI_CACHE)/fuzz/corpus -- -max_total_time=$(FUZZ_SECONDS) -max_len=$(ABI_FUZZ_MAX_LEN) \
-		-artifact_prefix=$(ABI_CACHE)/fuzz/artifacts/ -print_final_stats=1 2>&1 | grep -v -e '^#[0-9]' -e '^"' -e 'ecommended dictionary' ; \
-		status=$${PIPESTATUS[0]}; \
-		if [ $$status -ne 0 ]; then echo "fuzz-abi: decode crashed; reproducer in $(ABI_CACHE)/fuzz/artifacts/ (run: cd $(ABI_FUZZ_DIR) && cargo +nightly fuzz run decode <file>)" >&2; fi; \
-		exit $$status
+	@mkdir -p $(ABI_CACHE)/fuzz/artifacts $(addprefix $(ABI_CACHE)/fuzz/corpus-,$(ABI_FUZZ_TARGETS))
+	cp tests/vectors/*.bin $(ABI_CACHE)/fuzz/corpus-decode/
+	@set -o pipefail; for t in $(ABI_FUZZ_TARGETS); do \
+		echo "fuzz-abi: $$t for $(FUZZ_SECONDS) s"; \
+		( cd $(ABI_FUZZ_DIR) && $(CARGO) +nightly fuzz run --target-dir $(ABI_CACHE)/fuzz/target $$t \
+			$(ABI_CACHE)/fuzz/corpus-$$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=$(ABI_FUZZ_MAX_LEN) \
+			-artifact_prefix=$(ABI_CACHE)/fuzz/artifacts/$$t- -print_final_stats=1 ) 2>&1 \
+			| { grep -v -e '^#[0-9]' -e '^"' -e 'ecommended dictionary' -e '^INFO: ' -e 'NEW_FUNC' -e '^ *Compiling' || true; } \
+		|| { echo "fuzz-abi: $$t failed; reproducer in $(ABI_CACHE)/fuzz/artifacts/ (replay: cd $(ABI_FUZZ_DIR) && cargo +nightly fuzz run $$t <file>)" >&2; exit 1; }; \
+	done
 
 test-abi-fuzz:
 	$(MAKE) --no-print-directory fuzz-abi FUZZ_SECONDS=20

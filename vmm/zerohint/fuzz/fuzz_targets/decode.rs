@@ -8,8 +8,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use zerohint::{
-    crc32, decode, decode_exact, encode_into, Entry, Error, Hint, ENTRY_FLAG_ZEROED,
-    HEADER_SIZE, PAGE_SHIFTS, PAGE_SIZE,
+    crc32, decode, decode_exact, encode_into, Entry, Error, Hint, ENTRY_FLAG_ZEROED, HEADER_SIZE,
+    PAGE_SHIFTS, PAGE_SIZE,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -40,7 +40,11 @@ fn check(data: &[u8]) {
             }
             let entries: Vec<Entry> = view.entries().collect();
             assert_eq!(entries.len(), view.len());
-            let zeroed = if view.is_scrub_request() { 0 } else { ENTRY_FLAG_ZEROED };
+            let zeroed = if view.is_scrub_request() {
+                0
+            } else {
+                ENTRY_FLAG_ZEROED
+            };
             for (i, e) in entries.iter().enumerate() {
                 assert_eq!(e.flags, zeroed);
                 assert!(PAGE_SHIFTS.contains(&e.page_shift));
