@@ -275,7 +275,8 @@ impl<'a> HintView<'a> {
     /// Whether `[start, start+len)` lies wholly inside one range of a *zero
     /// hint*. Always false for a scrub request, whose ranges are not zero.
     /// Ranges are coalesced by the producer, but adjacent entries are legal,
-    /// so a span crossing two adjacent entries is also accepted.
+    /// so a span crossing two adjacent entries is also accepted. An empty
+    /// span is covered (by a zero hint).
     pub fn covers(&self, start: u64, len: u64) -> bool {
         if self.is_scrub_request() {
             return false;
@@ -283,6 +284,9 @@ impl<'a> HintView<'a> {
         let Some(end) = start.checked_add(len) else {
             return false;
         };
+        if len == 0 {
+            return true;
+        }
         let mut cur = start;
         for e in self.entries() {
             if e.end() <= cur {
@@ -296,7 +300,7 @@ impl<'a> HintView<'a> {
                 return true;
             }
         }
-        len == 0
+        false
     }
 }
 

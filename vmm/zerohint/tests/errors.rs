@@ -45,6 +45,19 @@ fn valid_decodes() {
     assert!(!v.covers(M, M + 1));
     assert!(!v.covers(0, 4096));
     assert!(!v.covers(u64::MAX, 2));
+    assert!(v.covers(0, 0) && v.covers(3 * M, 0));
+    // Across adjacent entries, but not across a gap.
+    let adj = [Entry::zeroed(0, M, 12), Entry::zeroed(M, M, 21)];
+    let mut b = vec![0; encoded_size(2)];
+    encode_into(0, &adj, &mut b).unwrap();
+    let a = decode(&b).unwrap();
+    assert!(a.covers(M - 4096, 8192));
+    assert!(a.covers(0, 2 * M));
+    assert!(!a.covers(0, 2 * M + 1));
+    // A scrub request covers nothing: its ranges are not zero.
+    let mut s = vec![0; encoded_size(1)];
+    encode_into(1, &[Entry { flags: 0, ..adj[0] }], &mut s).unwrap();
+    assert!(!decode(&s).unwrap().covers(0, 4096));
 }
 
 #[test]
