@@ -13,7 +13,10 @@ impl Zeroer {
     /// Meant for memory the guest is not running on yet (before the first
     /// `KVM_RUN`): the writes go through host pointers and do not mark a
     /// vm-memory dirty bitmap. Fails with [`Error::NoHostMapping`] (before
-    /// writing anything) if a region has no host address.
+    /// writing anything) if a region has no host address, and with
+    /// [`Error::Fault`] (instead of dying of SIGBUS) if the kernel cannot
+    /// supply a page, e.g. an exhausted hugetlb pool; see
+    /// [`Zeroer::try_zero_ranges`].
     pub fn zero_guest_memory<M: GuestMemoryBackend>(
         &self,
         mem: &M,
@@ -32,7 +35,7 @@ impl Zeroer {
         }
         // SAFETY: each region's host mapping is valid for its length, and
         // regions of one GuestMemory do not overlap.
-        Ok(unsafe { self.zero_ranges(&ranges, progress) })
+        unsafe { self.try_zero_ranges(&ranges, progress) }
     }
 }
 

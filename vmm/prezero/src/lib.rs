@@ -39,6 +39,7 @@
 
 mod auto;
 mod backend;
+mod fault;
 #[cfg(feature = "vm-memory")]
 mod guest;
 mod kernels;
@@ -73,6 +74,18 @@ pub enum Error {
         name: String,
         /// Comma-separated valid names.
         valid: String,
+    },
+    /// The kernel could not supply memory in the range (exhausted hugetlb
+    /// pool, file hole, memory limit). Part of the job may be zeroed and
+    /// part not: treat all of it as dirty.
+    #[error("cannot fault in memory at {addr:#x} (+{len:#x} bytes): {source}; for hugetlb backing, reserve enough hugepages first")]
+    Fault {
+        /// Start of the chunk that failed.
+        addr: usize,
+        /// Its length.
+        len: usize,
+        /// The `madvise(MADV_POPULATE_WRITE)` error.
+        source: std::io::Error,
     },
     /// A guest memory region the engine cannot write through a host pointer.
     #[error("guest memory region at {guest_addr:#x} has no host mapping to zero ({reason}); use mmap-backed guest memory")]

@@ -52,12 +52,17 @@ proptest! {
         threads in 1usize..=4,
         g in granule(),
         pin in any::<bool>(),
+        fault_in in any::<bool>(),
         off in 0usize..4096,
         len in 0usize..(13 << 20),
     ) {
         let z = Zeroer::new(Choice::Backend(b)).unwrap().threads(threads).granule(g).pin_cpus(pin);
         check(off, len, |p, l| {
-            let st = unsafe { z.zero_raw(p, l, None) };
+            let st = if fault_in {
+                unsafe { z.try_zero_raw(p, l, None) }.unwrap()
+            } else {
+                unsafe { z.zero_raw(p, l, None) }
+            };
             assert_eq!(st.bytes, l as u64);
             assert_eq!(st.backend, b);
             assert!(st.threads <= threads);
