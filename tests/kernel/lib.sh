@@ -1,0 +1,88 @@
+# Shared helpers for the guest kernel tests (sourced by run.sh, measure.sh).
+# Boots happen in QEMU TCG: this machine's /dev/kvm cannot run Linux.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+KTEST="$ROOT/tests/kernel"
+ZS_CACHE="${ZEROSTART_CACHE:-$HOME/.cache/zerostart}"
+# Where the hint's setup_data entry is placed in guest RAM (128 MiB): above
+# everything QEMU and SeaBIOS put in low memory, below the initrd at the top.
+HINT_ADDR=$((128 << 20))
+
+die() { echo "test-kernel: $*" >&2; exit 1; }
+log() { echo "test-kernel: $*" >&2; }
+
+install_test_deps() {
+	local need=() p
+	for p in qemu-system-x86 busybox-static cpio gcc libc6-dev python3; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+	done
+	if [ ${#need[@]} -gt 0 ]; then
+		log "installing ${need[*]}"
+		local sudo=; [ "$(id -u)" -eq 0 ] || sudo=sudo
+		$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
+			die "could not install ${need[*]}; install them with apt-get and re-run"
+	fi
+}
+
+# build_initramfs DIR: busybox + /init + zsprobe -> DIR/initrd.cpio.gz
+build_initramfs() {
+	local dir="$1" root="$1/initramfs"
+	rm -rf "$root" && mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev"
+	cp /bin/busybox "$root/bin/busybox"
+	gcc -O2 -static -Wall -Werror -o "$root/zsprobe" "$KTEST/zsprobe.c" || die "cannot build zsprobe (gcc, libc6-dev)"
+	cat >"$root/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sys /sys
+/bin/busybox mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+read -r up _ </proc/uptime
+echo "ZSINIT uptime_s=$up"
+probe=""
+for a in $(/bin/busybox cat /proc/cmdline); do
+	case "$a" in zsprobe=*) probe="${a#zsprobe=}" ;; esac
+done
+if [ -n "$probe" ]; then
+	/zsprobe ${probe%,*} ${probe#*,}
+fi
+for f in /sys/kernel/debug/zerostart/*; do
+	[ -f "$f" ] && echo "ZSDEBUGFS ${f##*/}=$(/bin/busybox cat "$f")"
+done
+echo "ZSMEM $(/bin/busybox grep -E '^(MemTotal|MemFree|HugePages_Total):' /proc/meminfo | /bin/busybox tr -s ' ' | /bin/busybox tr '\n' ' ')"
+echo "ZSDONE"
+/bin/busybox poweroff -f
+EOF
+	chmod +x "$root/init"
+	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/initrd.cpio.gz"
+}
+
+# qemu_boot LOG TIMEOUT MEM IMAGE APPEND [extra qemu args...]
+qemu_boot() {
+	local logf="$1" tmo="$2" mem="$3" image="$4" append="$5"
+	shift 5
+	local t0=$SECONDS rc=0
+	timeout "$tmo" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m "$mem" -smp 2 \
+		-nographic -no-reboot -nodefaults -serial stdio \
+		-kernel "$image" -append "console=ttyS0 panic=-1 $append" "$@" \
+		</dev/null >"$logf" 2>&1 || rc=$?
+	if [ "$rc" = 124 ]; then
+		log "QEMU timed out after ${tmo}s: $logf"
+		return 1
+	fi
+	echo "$((SECONDS - t0))" >"$logf.wall"
+	return 0
+}
+
+# make_hinted_image DIR NAME BZIMAGE RANGES [mkhint flags] -> DIR/NAME.bzImage, DIR/NAME.blob
+make_hinted_image() {
+	local dir="$1" name="$2" image="$3" ranges="$4"
+	shift 4
+	python3 "$KTEST/mkhint.py" --ranges "$ranges" --addr "$HINT_ADDR" --bzimage "$image" \
+		--out-image "$dir/$name.bzImage" --out-blob "$dir/$name.blob" "$@"
+}
+
+hint_loader_args() { echo "-device loader,file=$1,addr=$HINT_ADDR,force-raw=on"; }
+
+# kv LOG PREFIX KEY: value of KEY=... on the last line starting with PREFIX
+kv() {
+	grep -a "^$2 " "$1" | tr ' \r' '\n\n' | grep -a "^$3=" | tail -1 | cut -d= -f2
+}

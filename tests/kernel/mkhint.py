@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Build a zerostart hint (docs/hint-abi.md v1) wrapped in an x86 setup_data
+entry, and a copy of a bzImage whose boot header points at it.
+
+Why: QEMU's direct kernel boot builds boot_params itself and has no option
+for extra setup_data. It does keep the header's `setup_data` field (0x250)
+from the image when it adds no entries of its own, so the test places the
+setup_data entry in guest RAM with `-device loader` and points a copy of the
+bzImage at it: the kernel then receives the hint through exactly the same
+transport (a) a boot loader or the zerostart VMM uses.
+
+usage: mkhint.py --ranges START:LEN[,START:LEN...] --addr GPA
+                 --bzimage IN --out-image OUT --out-blob BLOB
+                 [--corrupt] [--scrub]
+"""
+import argparse
+import struct
+import sys
+import zlib
+
+SETUP_ZEROSTART_HINT = 0x5A480001
+
+
+def build_hint(ranges, scrub=False):
+    flags = 1 if scrub else 0
+    entries = b"".join(
+        struct.pack("<QQIB3s", start, length, 1, 21 if (start | length) % (2 << 20) == 0 else 12, b"\0\0\0")
+        for start, length in ranges)
+    header = struct.pack("<8sHHHHIIII", b"ZSHINT01", 1, 32, 24, 0, len(ranges), flags, 0, 0)
+    crc = zlib.crc32(header + entries) & 0xFFFFFFFF
+    header = header[:0x18] + struct.pack("<I", crc) + header[0x1C:]
+    return header + entries
+
+
+def parse_size(text):
+    text = text.strip().lower()
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
+    return int(text[:-1] if text[-1:] in "kmg" else text, 0) * mult
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranges", required=True, help="START:LEN,... (suffixes k/m/g)")
+    ap.add_argument("--addr", required=True, help="guest-physical address of the setup_data entry")
+    ap.add_argument("--bzimage", required=True)
+    ap.add_argument("--out-image", required=True)
+    ap.add_argument("--out-blob", required=True)
+    ap.add_argument("--corrupt", action="store_true", help="flip one bit of an entry (BadChecksum)")
+    ap.add_argument("--scrub", action="store_true", help="set SCRUB_REQUEST (kernel must reject)")
+    args = ap.parse_args()
+
+    ranges = []
+    for item in args.ranges.split(","):
+        start, length = item.split(":")
+        ranges.append((parse_size(start), parse_size(length)))
+    hint = bytearray(build_hint(ranges, args.scrub))
+    if args.corrupt:
+        hint[32 + 9] ^= 0x10
+    addr = parse_size(args.addr)
+    blob = struct.pack("<QII", 0, SETUP_ZEROSTART_HINT, len(hint)) + bytes(hint)
+
+    image = bytearray(open(args.bzimage, "rb").read())
+    if image[0x202:0x206] != b"HdrS" or struct.unpack_from("<H", image, 0x206)[0] < 0x209:
+        sys.exit("mkhint: %s is not a bzImage with boot protocol >= 2.09" % args.bzimage)
+    if struct.unpack_from("<Q", image, 0x250)[0] != 0:
+        sys.exit("mkhint: %s already has a setup_data pointer" % args.bzimage)
+    struct.pack_into("<Q", image, 0x250, addr)
+    open(args.out_image, "wb").write(image)
+    open(args.out_blob, "wb").write(blob)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# make test-kernel: the guest kernel series, tested in QEMU TCG.
+#  1. the kernel's copy of the golden vectors equals tests/vectors/ (no drift);
+#  2. build (cached) bzImage with the series (guest-kernel-patches/build.sh);
+#  3. KUnit: boot with kunit.filter_glob=zerostart*, parse KTAP, every suite
+#     must be present and ok;
+#  4. boot tests with the hint delivered as real setup_data (see mkhint.py):
+#     honest hint, hint covering kernel+initrd+setup_data, corrupted hint,
+#     scrub request, no hint, prezero=off; all with prezero.verify=1. Pass:
+#     no WARNING, no verify failure, no non-zero byte in memory handed to
+#     user space, skipped clears > 0 exactly when a good hint is in effect,
+#     and one warning line naming the error for a bad hint.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+TMO="${ZEROSTART_KERNEL_TEST_TIMEOUT:-600}"
+MEM_MIB=2048
+WORK="$ZS_CACHE/kernel/test-run"
+rm -rf "$WORK" && mkdir -p "$WORK"
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+pass() { echo "ok: $*" >&2; }
+
+install_test_deps
+
+# ---------------------------------------------------------------- 1. vectors
+# The patch carries the golden vectors in kernel style (mm/zshint_*.h),
+# generated from tests/vectors/ by gen-kernel-vectors.py: regenerate and
+# compare with the copy inside the patch.
+python3 "$KTEST/gen-kernel-vectors.py" "$ROOT/tests/vectors" "$WORK/gen" ||
+	die "cannot generate the kernel's vectors from tests/vectors/"
+check_copy() {
+	local name="$1" patch
+	patch="$(grep -l "^+++ b/mm/$name\$" "$ROOT"/guest-kernel-patches/patches/*.patch | head -1)"
+	[ -n "$patch" ] || { fail "no patch adds mm/$name"; return; }
+	# The added file's lines, from the patch text.
+	awk -v f="+++ b/mm/$name" '
+		$0 == f { on = 1; next }
+		on && /^diff --git / { exit }
+		on && /^@@/ { next }
+		on && /^\+/ { print substr($0, 2) }' "$patch" >"$WORK/$name"
+	if diff -u "$WORK/gen/$name" "$WORK/$name" >"$WORK/$name.diff"; then
+		pass "mm/$name in $(basename "$patch") matches tests/vectors/"
+	else
+		fail "mm/$name in $(basename "$patch") differs from tests/vectors/ (regenerate with tests/kernel/gen-kernel-vectors.py and update the patch): $WORK/$name.diff"
+	fi
+}
+check_copy zshint_vectors.h
+check_copy zshint_errors.h
+
+# ---------------------------------------------------------------- 2. build
+OUT="$("$ROOT/guest-kernel-patches/build.sh" | tail -1)"
+IMG="$OUT/bzImage"
+[ -f "$IMG" ] || die "build.sh did not produce $IMG"
+log "kernel: $IMG"
+build_initramfs "$WORK"
+
+# ---------------------------------------------------------------- 3. KUnit
+SUITES=(zerostart_hint zerostart_pristine)
+if qemu_boot "$WORK/kunit.log" "$TMO" "$MEM_MIB" "$IMG" \
+	"kunit.enable=1 kunit.filter_glob=zerostart* init_on_alloc=1"; then
+	# KTAP without the printk timestamps.
+	sed -E 's/^\[ *[0-9]+\.[0-9]+\] //' "$WORK/kunit.log" | tr -d '\r' >"$WORK/kunit.ktap"
+	for s in "${SUITES[@]}"; do
+		if grep -qE "^ok [0-9]+ $s\$" "$WORK/kunit.ktap"; then
+			pass "KUnit suite $s: ok"
+		elif grep -qE "^not ok [0-9]+ $s\$" "$WORK/kunit.ktap"; then
+			fail "KUnit suite $s: not ok"
+		else
+			fail "KUnit suite $s missing from $WORK/kunit.log"
+		fi
+	done
+	if grep -qE "^ *not ok " "$WORK/kunit.ktap"; then
+		fail "KUnit: $(grep -E '^ *not ok ' "$WORK/kunit.ktap" | head -5 | tr '\n' ';')"
+	fi
+	pass "KUnit: $(grep -cE '^    ok [0-9]+ ' "$WORK/kunit.ktap") test cases ok"
+else
+	fail "KUnit boot did not finish: $WORK/kunit.log"
+fi
+
+# ---------------------------------------------------------------- 4. boots
+RAM_END=$((MEM_MIB << 20))
+# Honest: what a VMM would send, minus what QEMU and SeaBIOS wrote (the
+# compressed kernel at 1 MiB, the setup_data page, the initrd and firmware
+# tables near the top).
+GOOD="$((16 << 20)):$((HINT_ADDR - (16 << 20))),$((HINT_ADDR + 4096)):$((RAM_END - 64 * (1 << 20) - HINT_ADDR - 4096))"
+# Lying about what the boot path wrote: from 1 MiB to the end of RAM, i.e.
+# over the compressed and decompressed kernel, the initrd and the hint
+# itself. The kernel must remove all of that on its own.
+COVER="$((1 << 20)):$((RAM_END - (1 << 20)))"
+PROBE="zsprobe=256,64"
+COMMON="hugepages=128 prezero.verify=1 init_on_alloc=1 $PROBE"
+
+# boot_case NAME EXPECT(skip|noskip) APPEND-EXTRA IMAGE [qemu args...]
+boot_case() {
+	local name="$1" expect="$2" extra="$3" image="$4"
+	shift 4
+	local logf="$WORK/boot-$name.log" skipped failed
+	if ! qemu_boot "$logf" "$TMO" "$MEM_MIB" "$image" "$COMMON $extra" -initrd "$WORK/initrd.cpio.gz" "$@"; then
+		fail "$name: boot timed out"
+		return
+	fi
+	grep -aq "^ZSDONE" "$logf" || { fail "$name: init did not finish: $logf"; return; }
+	if grep -aqE "WARNING:|BUG:|Oops" "$logf"; then
+		fail "$name: kernel warning: $(grep -aE 'WARNING:|BUG:' "$logf" | head -2 | tr '\r\n' '  ')"
+	fi
+	skipped="$(kv "$logf" ZSDEBUGFS pages_skipped)"
+	failed="$(kv "$logf" ZSDEBUGFS verify_failures)"
+	verified="$(kv "$logf" ZSDEBUGFS bytes_verified)"
+	verified=$(( ${verified:-0} / 4096 ))
+	[ "${failed:-x}" = 0 ] || fail "$name: verify_failures=${failed:-missing}"
+	for k in hugetlb_dirty_pages anon_dirty_pages; do
+		v="$(kv "$logf" ZSPROBE "$k")"
+		[ "${v:-x}" = 0 ] || fail "$name: $k=${v:-missing} (memory handed to user space was not zero)"
+	done
+	case "$expect" in
+	skip)
+		if [ "${skipped:-0}" -gt 0 ] && [ "${verified:-0}" -ge "$skipped" ]; then
+			pass "$name: $skipped clears skipped, $verified pages verified zero, 0 failures"
+		else
+			fail "$name: expected skipped clears, got skipped=${skipped:-missing} verified=${verified:-missing}"
+		fi ;;
+	noskip)
+		if [ "${skipped:-0}" = 0 ]; then
+			pass "$name: no clear skipped"
+		else
+			fail "$name: skipped=$skipped but no good hint was in effect"
+		fi ;;
+	esac
+}
+
+# expect_line NAME REGEX: the boot log has exactly one line matching REGEX
+expect_line() {
+	local n
+	n="$(grep -acE "$2" "$WORK/boot-$1.log" || true)"
+	if [ "$n" = 1 ]; then
+		pass "$1: '$(grep -aE "$2" "$WORK/boot-$1.log" | sed 's/^\[[^]]*\] //' | tr -d '\r')'"
+	else
+		fail "$1: expected one line matching /$2/, found $n"
+	fi
+}
+
+make_hinted_image "$WORK" good "$IMG" "$GOOD"
+boot_case good skip "" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
+expect_line good "zerostart: tracking [0-9]+ pristine pages"
+
+make_hinted_image "$WORK" cover "$IMG" "$COVER"
+boot_case cover skip "" "$WORK/cover.bzImage" $(hint_loader_args "$WORK/cover.blob")
+expect_line cover "zerostart: hint from setup_data: 1 ranges"
+
+make_hinted_image "$WORK" corrupt "$IMG" "$GOOD" --corrupt
+boot_case corrupt noskip "" "$WORK/corrupt.bzImage" $(hint_loader_args "$WORK/corrupt.blob")
+expect_line corrupt "zerostart: ignoring pre-zeroed hint from setup_data: BadChecksum"
+
+make_hinted_image "$WORK" scrub "$IMG" "$GOOD" --scrub
+boot_case scrub noskip "" "$WORK/scrub.bzImage" $(hint_loader_args "$WORK/scrub.blob")
+expect_line scrub "zerostart: ignoring pre-zeroed hint from setup_data: ScrubRequest"
+
+boot_case off noskip "prezero=off" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
+expect_line off "zerostart: prezero=off: ignoring the pre-zeroed hint"
+
+boot_case nohint noskip "" "$IMG"
+
+if [ "$fails" -gt 0 ]; then
+	die "$fails check(s) failed; logs in $WORK"
+fi
+log "all kernel tests passed (logs in $WORK)"
