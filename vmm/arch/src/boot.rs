@@ -209,6 +209,9 @@ pub struct BootParamsConfig {
     pub initrd: Option<(GuestAddress, u64)>,
     /// First setup_data address (from [`write_setup_data`]), 0 for none.
     pub setup_data: u64,
+    /// ACPI RSDP address, 0 for none (boot protocol 2.14 `acpi_rsdp_addr`;
+    /// older kernels find it by scanning the BIOS area).
+    pub acpi_rsdp: u64,
 }
 
 /// Builds `boot_params` for the 64-bit boot protocol.
@@ -231,6 +234,7 @@ pub fn build_boot_params(cfg: &BootParamsConfig) -> Result<boot_params, Error> {
         p.hdr.ramdisk_size = size as u32;
     }
     p.hdr.setup_data = cfg.setup_data;
+    p.acpi_rsdp_addr = cfg.acpi_rsdp;
     let map = e820_map(cfg.ram_size);
     if map.len() > p.e820_table.len() {
         return Err(Error::TooManyE820(map.len()));
@@ -328,6 +332,7 @@ mod tests {
             cmdline_len: 10,
             initrd: Some((GuestAddress(0x3000_0000), 0x1234)),
             setup_data: SETUP_DATA_START,
+            acpi_rsdp: 0xe0000,
         })
         .unwrap();
         assert_eq!({ p.hdr.boot_flag }, 0xaa55);
@@ -340,6 +345,7 @@ mod tests {
         assert_eq!({ p.hdr.ramdisk_size }, 0x1234);
         assert_eq!({ p.hdr.setup_data }, SETUP_DATA_START);
         assert_eq!({ p.hdr.version }, 0x20f);
+        assert_eq!({ p.acpi_rsdp_addr }, 0xe0000);
         assert_eq!(p.e820_entries, 3);
         assert_eq!({ p.e820_table[2].addr }, HIMEM_START);
         // Offsets from Documentation/arch/x86/zero-page.rst.

@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 #![cfg(target_arch = "x86_64")]
 
+pub mod acpi;
 pub mod boot;
 pub mod cpuid;
 pub mod gdt;

@@ -128,6 +128,9 @@ pub enum Error {
     /// PVH boot data.
     #[error(transparent)]
     Pvh(#[from] arch::pvh::Error),
+    /// ACPI tables.
+    #[error(transparent)]
+    Acpi(#[from] arch::acpi::Error),
     /// Memory write.
     #[error("writing guest memory: {0}")]
     Memory(#[from] vm_memory::GuestMemoryError),
@@ -337,6 +340,14 @@ pub fn build(
     bus.insert(I8042_DATA_PORT, 1, i8042.clone()).map_err(dev)?;
     bus.insert(I8042_COMMAND_PORT, 1, i8042).map_err(dev)?;
     bus.insert(TIMER_PORT, 4, timer.clone()).map_err(dev)?;
+    if args.acpi == crate::cli::OnOff::On {
+        bus.insert(
+            arch::acpi::PM_PORT,
+            1,
+            Arc::new(Mutex::new(crate::acpi_pm::AcpiPm)),
+        )
+        .map_err(dev)?;
+    }
     bus.insert(
         crate::cmos::CMOS_PORT,
         crate::cmos::CMOS_LEN,
@@ -376,6 +387,7 @@ pub fn build(
             memory_size: plan.memory.size,
             cpus: n,
             corrupt: args.test_corrupt_hint,
+            acpi: args.acpi == crate::cli::OnOff::On,
         },
         base_sregs,
     )?;
@@ -420,6 +432,8 @@ pub struct GuestInputs<'a> {
     pub cpus: u8,
     /// Test-only hint corruption.
     pub corrupt: Option<CorruptHint>,
+    /// Write ACPI tables (poweroff support).
+    pub acpi: bool,
 }
 
 /// The boot vCPU's entry state and the hint, from [`prepare_guest`].
@@ -477,6 +491,11 @@ pub fn prepare_guest(
     let mut mem = Tracked(ram);
     let cmdline_len = boot::write_cmdline(&mut mem, inputs.cmdline, k.cmdline_size())?;
     arch::mptable::setup_mptable(&mut mem, inputs.cpus)?;
+    let acpi_rsdp = if inputs.acpi {
+        arch::acpi::setup_acpi(&mut mem, inputs.cpus)?.0
+    } else {
+        0
+    };
     if k.format == Format::Elf {
         // PVH: no boot_params, so no setup_data and no hint.
         let start = arch::pvh::write_start_info(&mut mem, inputs.memory_size, initrd)?;
@@ -516,6 +535,7 @@ pub fn prepare_guest(
         cmdline_len,
         initrd,
         setup_data: setup_addr,
+        acpi_rsdp,
     })?;
     boot::write_boot_params(&mut mem, &params)?;
     // Freeze: fails if anything wrote into the hint since it was built;
@@ -597,6 +617,7 @@ mod tests {
                 memory_size: size,
                 cpus: 4,
                 corrupt,
+                acpi: true,
             },
             kvm_sregs::default(),
         )

@@ -58,6 +58,10 @@ pub struct RunArgs {
     /// Guest serial console (COM1): tty (this terminal), off, or file=PATH.
     #[arg(long, default_value = "tty", value_name = "tty|off|file=PATH")]
     pub serial: String,
+    /// ACPI tables (hardware-reduced FADT, MADT, DSDT with _S5_) so the
+    /// guest can power off; off leaves only the MP table.
+    #[arg(long, value_enum, default_value = "on")]
+    pub acpi: OnOff,
     /// Write the boot timeline as JSON to this file.
     #[arg(long, value_name = "PATH.json")]
     pub timeline: Option<PathBuf>,
@@ -77,6 +81,15 @@ pub struct RunArgs {
     /// (checksum) or find non-zero memory inside it (dirty).
     #[arg(long, hide = true, value_enum)]
     pub test_corrupt_hint: Option<CorruptHint>,
+}
+
+/// A switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
 }
 
 /// Test-only hint corruption.

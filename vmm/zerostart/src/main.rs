@@ -4,6 +4,7 @@
 //! `zerostart run --kernel bzImage [--memory size=4G,hugepages=on] ...`;
 //! see `docs/vmm.md`.
 
+mod acpi_pm;
 mod builder;
 mod cli;
 mod cmos;

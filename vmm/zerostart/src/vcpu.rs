@@ -92,7 +92,7 @@ impl Vcpu {
                 Ok(exit) => match exit {
                     VcpuExit::IoOut(port, data) => match self.bus.write(port, data) {
                         Ok(Some(ExitRequest::Reset)) => Some(VmEvent::Reset("i8042 reset")),
-                        Ok(Some(ExitRequest::Poweroff)) => Some(VmEvent::Poweroff("poweroff")),
+                        Ok(Some(ExitRequest::Poweroff)) => Some(VmEvent::Poweroff("acpi poweroff")),
                         Ok(None) => None,
                         Err(devices::Error::Unmapped { .. }) => {
                             self.unmapped.fetch_add(1, Ordering::Relaxed);
