@@ -1,0 +1,796 @@
+//! `slo.toml`: scenarios (which VMM boots what, how often) and their SLOs.
+//!
+//! ```toml
+//! [defaults]                 # optional
+//! repetitions = 5
+//! timeout_s = 120
+//!
+//! [[scenario]]
+//! name = "zerostart-probe"
+//! vmm = "zerostart"          # zerostart | qemu | cloud-hypervisor | firecracker
+//! kernel = "${ROOT}/target/probe/probe.bzImage"
+//! initramfs = "..."          # optional
+//! cmdline = "console=ttyS0 reboot=k panic=1"
+//! memory = "256M"
+//! backing = "thp"            # anon | thp | hugetlb
+//! prefault = false
+//! vcpus = 1
+//! expect = "^ZSPROBE: PASS"  # a serial line every repetition must print
+//! [scenario.markers]         # serial line regexes for phases (non-timeline VMMs)
+//! init_started = "^ZSPROBE: start"
+//! [[scenario.slo]]
+//! phase = "init_started"     # launch -> this phase
+//! stat = "p95"               # min p50 p90 p95 p99 max mean
+//! max_ms = 500
+//! ```
+//!
+//! Paths may use `${VAR}` (environment), `${ROOT}` (the directory holding
+//! the config file's nearest `Cargo.toml` workspace, else the config's
+//! directory) and are relative to the config file. Every error is one line
+//! naming the file, scenario and key, and what to write instead.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::phase::Phase;
+
+/// A config problem: one line naming where and the fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {place}`{key}`: {problem}; {fix}")]
+pub struct ConfigError {
+    /// Config file.
+    pub file: String,
+    /// `scenario 'name' ` or empty.
+    pub place: String,
+    /// The key.
+    pub key: String,
+    /// What is wrong.
+    pub problem: String,
+    /// What to do.
+    pub fix: String,
+}
+
+/// Which VMM boots a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Vmm {
+    /// This project's VMM (phases from its `--timeline`).
+    Zerostart,
+    /// `qemu-system-x86_64`.
+    Qemu,
+    /// `cloud-hypervisor`.
+    CloudHypervisor,
+    /// `firecracker`.
+    Firecracker,
+}
+
+impl Vmm {
+    /// Name as written in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Vmm::Zerostart => "zerostart",
+            Vmm::Qemu => "qemu",
+            Vmm::CloudHypervisor => "cloud-hypervisor",
+            Vmm::Firecracker => "firecracker",
+        }
+    }
+
+    /// Default program name looked up on PATH.
+    pub fn program(self) -> &'static str {
+        match self {
+            Vmm::Zerostart => "zerostart",
+            Vmm::Qemu => "qemu-system-x86_64",
+            Vmm::CloudHypervisor => "cloud-hypervisor",
+            Vmm::Firecracker => "firecracker",
+        }
+    }
+}
+
+/// Host memory behind guest RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backing {
+    /// Anonymous 4K pages.
+    Anon,
+    /// Anonymous with transparent huge pages.
+    Thp,
+    /// 2M hugetlb.
+    Hugetlb,
+}
+
+/// The statistic an SLO bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stat {
+    /// Smallest sample.
+    Min,
+    /// Median.
+    P50,
+    /// 90th percentile.
+    P90,
+    /// 95th percentile.
+    P95,
+    /// 99th percentile.
+    P99,
+    /// Largest sample.
+    Max,
+    /// Mean.
+    Mean,
+}
+
+impl Stat {
+    const NAMES: &'static str = "min, p50, p90, p95, p99, max, mean";
+
+    fn parse(s: &str) -> Option<Stat> {
+        Some(match s {
+            "min" => Stat::Min,
+            "p50" | "median" => Stat::P50,
+            "p90" => Stat::P90,
+            "p95" => Stat::P95,
+            "p99" => Stat::P99,
+            "max" | "p100" => Stat::Max,
+            "mean" => Stat::Mean,
+            _ => return None,
+        })
+    }
+
+    /// Name as written in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stat::Min => "min",
+            Stat::P50 => "p50",
+            Stat::P90 => "p90",
+            Stat::P95 => "p95",
+            Stat::P99 => "p99",
+            Stat::Max => "max",
+            Stat::Mean => "mean",
+        }
+    }
+}
+
+/// One SLO: `stat` of launch→`phase` ≤ `max_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Slo {
+    /// Phase measured from launch.
+    pub phase: Phase,
+    /// Statistic over the repetitions.
+    pub stat: Stat,
+    /// Bound in milliseconds.
+    pub max_ms: f64,
+}
+
+impl Slo {
+    /// `p95(launch→init_started) ≤ 500 ms`.
+    pub fn label(&self) -> String {
+        format!(
+            "{}(launch->{}) <= {} ms",
+            self.stat.name(),
+            self.phase.name(),
+            self.max_ms
+        )
+    }
+}
+
+/// A validated scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Unique name.
+    pub name: String,
+    /// VMM.
+    pub vmm: Vmm,
+    /// VMM binary (default: looked up on PATH).
+    pub binary: Option<PathBuf>,
+    /// Kernel image.
+    pub kernel: PathBuf,
+    /// initramfs.
+    pub initramfs: Option<PathBuf>,
+    /// Kernel command line.
+    pub cmdline: String,
+    /// Guest RAM as written (`256M`).
+    pub memory: String,
+    /// Guest RAM in bytes.
+    pub memory_bytes: u64,
+    /// Backing.
+    pub backing: Backing,
+    /// Populate guest RAM before boot.
+    pub prefault: bool,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Boots.
+    pub repetitions: u32,
+    /// Per-boot limit; the VMM is killed after it.
+    pub timeout: Duration,
+    /// QEMU accelerator (`tcg` or `kvm`).
+    pub accel: String,
+    /// Extra VMM arguments, appended as given.
+    pub extra_args: Vec<String>,
+    /// A serial line every boot must print to count as successful.
+    pub expect: Option<Regex>,
+    /// Serial-line regexes that mark phases.
+    pub markers: Vec<(Phase, Regex)>,
+    /// SLOs.
+    pub slos: Vec<Slo>,
+}
+
+/// A validated config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// Scenarios in file order.
+    pub scenarios: Vec<Scenario>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    repetitions: Option<u32>,
+    timeout_s: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSlo {
+    phase: String,
+    stat: String,
+    max_ms: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: String,
+    vmm: String,
+    kernel: String,
+    initramfs: Option<String>,
+    cmdline: Option<String>,
+    memory: Option<String>,
+    backing: Option<String>,
+    prefault: Option<bool>,
+    vcpus: Option<u32>,
+    repetitions: Option<u32>,
+    timeout_s: Option<u64>,
+    binary: Option<String>,
+    accel: Option<String>,
+    #[serde(default)]
+    extra_args: Vec<String>,
+    expect: Option<String>,
+    #[serde(default)]
+    markers: BTreeMap<String, String>,
+    #[serde(default)]
+    slo: Vec<RawSlo>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    defaults: RawDefaults,
+    #[serde(default)]
+    scenario: Vec<RawScenario>,
+}
+
+/// Parses `512M`, `4G` or bytes.
+pub fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, shift) = match v.chars().last()? {
+        'K' | 'k' => (&v[..v.len() - 1], 10),
+        'M' | 'm' => (&v[..v.len() - 1], 20),
+        'G' | 'g' => (&v[..v.len() - 1], 30),
+        c if c.is_ascii_digit() => (v, 0),
+        _ => return None,
+    };
+    num.parse::<u64>()
+        .ok()?
+        .checked_mul(1 << shift)
+        .filter(|&b| b > 0)
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    dir: &'a Path,
+    root: &'a Path,
+}
+
+impl Ctx<'_> {
+    fn err(&self, place: &str, key: &str, problem: String, fix: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.file.to_string(),
+            place: if place.is_empty() {
+                String::new()
+            } else {
+                format!("scenario '{place}' ")
+            },
+            key: key.to_string(),
+            problem,
+            fix: fix.into(),
+        }
+    }
+
+    /// Expands `${VAR}` and resolves relative to the config directory.
+    fn path(
+        &self,
+        place: &str,
+        key: &str,
+        v: &str,
+        must_exist: bool,
+    ) -> Result<PathBuf, ConfigError> {
+        let mut out = String::new();
+        let mut rest = v;
+        while let Some(i) = rest.find("${") {
+            out.push_str(&rest[..i]);
+            let Some(j) = rest[i..].find('}') else {
+                return Err(self.err(
+                    place,
+                    key,
+                    format!("'{v}' has an unclosed ${{"),
+                    "write ${NAME}",
+                ));
+            };
+            let name = &rest[i + 2..i + j];
+            let val = match name {
+                "ROOT" => self.root.display().to_string(),
+                "CONFIG_DIR" => self.dir.display().to_string(),
+                "ZEROSTART_CACHE" => std::env::var(name).unwrap_or_else(|_| {
+                    format!(
+                        "{}/.cache/zerostart",
+                        std::env::var("HOME").unwrap_or_default()
+                    )
+                }),
+                _ => std::env::var(name).map_err(|_| {
+                    self.err(
+                        place,
+                        key,
+                        format!("'{v}' uses ${{{name}}}, which is not set"),
+                        format!("export {name} or write the path out"),
+                    )
+                })?,
+            };
+            out.push_str(&val);
+            rest = &rest[i + j + 1..];
+        }
+        out.push_str(rest);
+        let p = self.dir.join(out);
+        if must_exist && !p.exists() {
+            return Err(self.err(
+                place,
+                key,
+                format!("{} does not exist", p.display()),
+                "build it first (make probe; tests/slo/prepare.sh for the Linux guest) or fix the path",
+            ));
+        }
+        Ok(p)
+    }
+}
+
+fn workspace_root(dir: &Path) -> PathBuf {
+    let mut d = Some(dir);
+    while let Some(x) = d {
+        if let Ok(t) = std::fs::read_to_string(x.join("Cargo.toml")) {
+            if t.contains("[workspace]") {
+                return x.to_path_buf();
+            }
+        }
+        d = x.parent();
+    }
+    dir.to_path_buf()
+}
+
+/// Turns a TOML error into one line: `file:LINE: message`.
+fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+    let line = e
+        .span()
+        .map(|s| text[..s.start.min(text.len())].lines().count().max(1))
+        .unwrap_or(0);
+    let msg = e.message().replace('\n', " ");
+    ConfigError {
+        file: format!("{file}:{line}"),
+        place: String::new(),
+        key: "toml".into(),
+        problem: msg.trim().to_string(),
+        fix: "see tests/slo/example.toml or docs/slo.md for the keys".into(),
+    }
+}
+
+impl Config {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            place: String::new(),
+            key: "--config".into(),
+            problem: format!("cannot read it ({e})"),
+            fix: "pass an existing slo.toml, e.g. tests/slo/example.toml".into(),
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Validates config text as if read from `path`.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let raw: RawConfig = toml::from_str(text).map_err(|e| toml_error(&file, text, &e))?;
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        let root = workspace_root(&dir);
+        let cx = Ctx {
+            file: &file,
+            dir: &dir,
+            root: &root,
+        };
+        if raw.scenario.is_empty() {
+            return Err(cx.err(
+                "",
+                "scenario",
+                "no scenarios".into(),
+                "add at least one [[scenario]] table",
+            ));
+        }
+        let mut scenarios: Vec<Scenario> = Vec::new();
+        for s in raw.scenario {
+            scenarios.push(Self::scenario(&cx, &raw.defaults, s, &scenarios)?);
+        }
+        Ok(Config {
+            path: path.to_path_buf(),
+            scenarios,
+        })
+    }
+
+    fn scenario(
+        cx: &Ctx<'_>,
+        d: &RawDefaults,
+        s: RawScenario,
+        before: &[Scenario],
+    ) -> Result<Scenario, ConfigError> {
+        let n = s.name.clone();
+        let name_ok = !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !name_ok {
+            return Err(cx.err(
+                &n,
+                "name",
+                format!("'{n}' is not a usable name"),
+                "use letters, digits, - _ .",
+            ));
+        }
+        if before.iter().any(|b| b.name == n) {
+            return Err(cx.err(
+                &n,
+                "name",
+                "is used twice".into(),
+                "give each scenario its own name",
+            ));
+        }
+        let vmm = match s.vmm.as_str() {
+            "zerostart" => Vmm::Zerostart,
+            "qemu" => Vmm::Qemu,
+            "cloud-hypervisor" => Vmm::CloudHypervisor,
+            "firecracker" => Vmm::Firecracker,
+            v => {
+                return Err(cx.err(
+                    &n,
+                    "vmm",
+                    format!("'{v}' is not a supported VMM"),
+                    "use zerostart, qemu, cloud-hypervisor or firecracker",
+                ))
+            }
+        };
+        let memory = s.memory.unwrap_or_else(|| "512M".into());
+        let memory_bytes = parse_size(&memory).ok_or_else(|| {
+            cx.err(
+                &n,
+                "memory",
+                format!("'{memory}' is not a size"),
+                "write e.g. 256M or 4G",
+            )
+        })?;
+        if memory_bytes < 16 << 20 || memory_bytes % (2 << 20) != 0 {
+            return Err(cx.err(
+                &n,
+                "memory",
+                format!("'{memory}' is too small or not a multiple of 2M"),
+                "use at least 16M, in whole MiB pairs, e.g. 256M",
+            ));
+        }
+        let backing = match s.backing.as_deref().unwrap_or("thp") {
+            "anon" => Backing::Anon,
+            "thp" => Backing::Thp,
+            "hugetlb" => Backing::Hugetlb,
+            b => {
+                return Err(cx.err(
+                    &n,
+                    "backing",
+                    format!("'{b}' is not a backing"),
+                    "use anon, thp or hugetlb",
+                ))
+            }
+        };
+        let vcpus = s.vcpus.unwrap_or(1);
+        if !(1..=32).contains(&vcpus) {
+            return Err(cx.err(
+                &n,
+                "vcpus",
+                format!("{vcpus} is out of range"),
+                "use 1..=32",
+            ));
+        }
+        let repetitions = s.repetitions.or(d.repetitions).unwrap_or(5);
+        if !(1..=10_000).contains(&repetitions) {
+            return Err(cx.err(
+                &n,
+                "repetitions",
+                format!("{repetitions} is out of range"),
+                "use 1..=10000",
+            ));
+        }
+        let timeout_s = s.timeout_s.or(d.timeout_s).unwrap_or(120);
+        if !(1..=86_400).contains(&timeout_s) {
+            return Err(cx.err(
+                &n,
+                "timeout_s",
+                format!("{timeout_s} is out of range"),
+                "use 1..=86400 seconds",
+            ));
+        }
+        let accel = s.accel.unwrap_or_else(|| "tcg".into());
+        if vmm == Vmm::Qemu && !["tcg", "kvm"].contains(&accel.as_str()) {
+            return Err(cx.err(
+                &n,
+                "accel",
+                format!("'{accel}' is not a QEMU accelerator here"),
+                "use tcg or kvm",
+            ));
+        }
+        let re = |key: &str, v: &str| {
+            Regex::new(v).map_err(|e| {
+                cx.err(
+                    &n,
+                    key,
+                    format!(
+                        "'{v}' is not a regex ({})",
+                        e.to_string().lines().last().unwrap_or("")
+                    ),
+                    "fix the pattern (Rust regex syntax)",
+                )
+            })
+        };
+        let expect = s.expect.as_deref().map(|v| re("expect", v)).transpose()?;
+        let mut markers = Vec::new();
+        for (k, v) in &s.markers {
+            let phase = Phase::parse(k)
+                .filter(|p| p.from_serial_marker())
+                .ok_or_else(|| {
+                    cx.err(
+                        &n,
+                        &format!("markers.{k}"),
+                        "is not a phase a serial line can mark".into(),
+                        "use init_started or test_done",
+                    )
+                })?;
+            markers.push((phase, re(&format!("markers.{k}"), v)?));
+        }
+        let mut slos = Vec::new();
+        for (i, r) in s.slo.iter().enumerate() {
+            let key = |k: &str| format!("slo[{i}].{k}");
+            let phase = Phase::parse(&r.phase)
+                .filter(|p| *p != Phase::Launch)
+                .ok_or_else(|| {
+                    cx.err(
+                        &n,
+                        &key("phase"),
+                        format!("'{}' is not a phase", r.phase),
+                        format!("use one of {}", Phase::SLO_NAMES),
+                    )
+                })?;
+            if phase == Phase::MemoryReady && vmm != Vmm::Zerostart {
+                return Err(cx.err(
+                    &n,
+                    &key("phase"),
+                    format!("memory_ready is not observable for {}", vmm.name()),
+                    "use it only with vmm = \"zerostart\", or bound first_output",
+                ));
+            }
+            if phase.from_serial_marker()
+                && vmm != Vmm::Zerostart
+                && !markers.iter().any(|(p, _)| *p == phase)
+            {
+                return Err(cx.err(
+                    &n,
+                    &key("phase"),
+                    format!("{} has no serial marker for {}", phase.name(), vmm.name()),
+                    format!(
+                        "add [scenario.markers] {} = \"<regex of the guest's line>\"",
+                        phase.name()
+                    ),
+                ));
+            }
+            let stat = Stat::parse(&r.stat).ok_or_else(|| {
+                cx.err(
+                    &n,
+                    &key("stat"),
+                    format!("'{}' is not a statistic", r.stat),
+                    format!("use one of {}", Stat::NAMES),
+                )
+            })?;
+            if !(r.max_ms.is_finite() && r.max_ms > 0.0) {
+                return Err(cx.err(
+                    &n,
+                    &key("max_ms"),
+                    format!("{} is not a positive time", r.max_ms),
+                    "write milliseconds, e.g. 500",
+                ));
+            }
+            slos.push(Slo {
+                phase,
+                stat,
+                max_ms: r.max_ms,
+            });
+        }
+        if slos.is_empty() {
+            return Err(cx.err(
+                &n,
+                "slo",
+                "has no SLOs".into(),
+                "add [[scenario.slo]] phase = \"exit\", stat = \"p95\", max_ms = ...",
+            ));
+        }
+        Ok(Scenario {
+            kernel: cx.path(&n, "kernel", &s.kernel, true)?,
+            initramfs: s
+                .initramfs
+                .as_deref()
+                .map(|p| cx.path(&n, "initramfs", p, true))
+                .transpose()?,
+            binary: s
+                .binary
+                .as_deref()
+                .map(|p| cx.path(&n, "binary", p, true))
+                .transpose()?,
+            name: n,
+            vmm,
+            cmdline: s
+                .cmdline
+                .unwrap_or_else(|| "console=ttyS0 reboot=k panic=1".into()),
+            memory,
+            memory_bytes,
+            backing,
+            prefault: s.prefault.unwrap_or(false),
+            vcpus,
+            repetitions,
+            timeout: Duration::from_secs(timeout_s),
+            accel,
+            extra_args: s.extra_args,
+            expect,
+            markers,
+            slos,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("k"), b"x").unwrap();
+        Config::parse(text, &dir.path().join("slo.toml")).map_err(|e| e.to_string())
+    }
+
+    const OK: &str = r#"
+[[scenario]]
+name = "a"
+vmm = "qemu"
+kernel = "k"
+memory = "256M"
+markers = { init_started = "^init" }
+[[scenario.slo]]
+phase = "init_started"
+stat = "p95"
+max_ms = 500
+"#;
+
+    #[test]
+    fn a_good_config_parses() {
+        let c = parse(OK).unwrap();
+        let s = &c.scenarios[0];
+        assert_eq!(s.vmm, Vmm::Qemu);
+        assert_eq!(s.memory_bytes, 256 << 20);
+        assert_eq!(s.repetitions, 5);
+        assert_eq!(s.slos[0].label(), "p95(launch->init_started) <= 500 ms");
+    }
+
+    /// Each bad value gives one line naming the key and a fix.
+    #[test]
+    fn bad_configs_name_the_key_and_the_fix() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "vmm = \"qemu\"",
+                "vmm = \"kvmtool\"",
+                "`vmm`: 'kvmtool' is not a supported VMM; use zerostart",
+            ),
+            (
+                "memory = \"256M\"",
+                "memory = \"lots\"",
+                "`memory`: 'lots' is not a size; write e.g. 256M",
+            ),
+            (
+                "stat = \"p95\"",
+                "stat = \"p97\"",
+                "`slo[0].stat`: 'p97' is not a statistic; use one of",
+            ),
+            (
+                "max_ms = 500",
+                "max_ms = -1",
+                "`slo[0].max_ms`: -1 is not a positive time",
+            ),
+            (
+                "phase = \"init_started\"",
+                "phase = \"boot\"",
+                "`slo[0].phase`: 'boot' is not a phase; use one of",
+            ),
+            (
+                "phase = \"init_started\"",
+                "phase = \"memory_ready\"",
+                "memory_ready is not observable for qemu",
+            ),
+            ("kernel = \"k\"", "kernel = \"missing\"", "`kernel`: "),
+            (
+                "kernel = \"k\"",
+                "kernel = \"${NO_SUCH_VAR_ZS}/k\"",
+                "${NO_SUCH_VAR_ZS}, which is not set; export NO_SUCH_VAR_ZS",
+            ),
+            (
+                "markers = { init_started = \"^init\" }",
+                "markers = { init_started = \"(\" }",
+                "`markers.init_started`: '(' is not a regex",
+            ),
+            (
+                "markers = { init_started = \"^init\" }",
+                "markers = {}",
+                "init_started has no serial marker for qemu; add [scenario.markers]",
+            ),
+            (
+                "memory = \"256M\"",
+                "memroy = \"256M\"",
+                "unknown field `memroy`",
+            ),
+        ];
+        for (from, to, want) in cases {
+            let text = OK.replace(from, to);
+            assert_ne!(text, OK, "{from}");
+            let e = parse(&text).unwrap_err();
+            assert!(e.contains(want), "{to}: got {e}");
+            assert!(!e.contains('\n'), "multi-line: {e}");
+            assert!(e.contains("slo.toml"), "{e}");
+        }
+    }
+
+    #[test]
+    fn duplicate_names_and_empty_configs_are_refused() {
+        let twice = format!("{OK}{OK}");
+        assert!(parse(&twice).unwrap_err().contains("is used twice"));
+        assert!(parse("")
+            .unwrap_err()
+            .contains("add at least one [[scenario]]"));
+        let no_slo = OK.split("[[scenario.slo]]").next().unwrap();
+        assert!(parse(no_slo).unwrap_err().contains("has no SLOs"));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4G"), Some(4 << 30));
+        assert_eq!(parse_size("256m"), Some(256 << 20));
+        assert_eq!(parse_size("0"), None);
+        assert_eq!(parse_size("x"), None);
+    }
+}

@@ -1,0 +1,137 @@
+//! Boot phases, measured from launch, and where each comes from.
+//!
+//! | phase | zerostart (`--timeline` JSON) | other VMMs (host-timestamped serial) |
+//! |---|---|---|
+//! | `launch` | `process_start` (0) | the harness spawns the VMM (0) |
+//! | `memory_ready` | `memory_ready` | not observable |
+//! | `first_output` | `first_serial_output` | first byte on the serial console |
+//! | `init_started` | `init_started` (guest boot-timer port 0x440) | first line matching `markers.init_started` |
+//! | `test_done` | `test_done` (port 0x440) | first line matching `markers.test_done` |
+//! | `exit` | `exit` | the VMM process exits |
+//!
+//! For zerostart the harness also timestamps the serial lines itself, so
+//! the same scenario can be compared both ways (`serial_*` phases in
+//! report.json).
+
+use serde::Serialize;
+
+/// A boot phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// VMM started (time zero).
+    Launch,
+    /// Guest RAM mapped and prepared (zerostart only).
+    MemoryReady,
+    /// First byte of guest serial output.
+    FirstOutput,
+    /// Guest init (PID 1 / the probe's test) started.
+    InitStarted,
+    /// The guest's test finished.
+    TestDone,
+    /// The VMM exited.
+    Exit,
+}
+
+impl Phase {
+    /// All phases in boot order.
+    pub const ALL: [Phase; 6] = [
+        Phase::Launch,
+        Phase::MemoryReady,
+        Phase::FirstOutput,
+        Phase::InitStarted,
+        Phase::TestDone,
+        Phase::Exit,
+    ];
+
+    /// Phases an SLO can bound.
+    pub const SLO_NAMES: &'static str = "memory_ready, first_output, init_started, test_done, exit";
+
+    /// Name in configs and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Launch => "launch",
+            Phase::MemoryReady => "memory_ready",
+            Phase::FirstOutput => "first_output",
+            Phase::InitStarted => "init_started",
+            Phase::TestDone => "test_done",
+            Phase::Exit => "exit",
+        }
+    }
+
+    /// From a name.
+    pub fn parse(s: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    /// Phases marked by a guest serial line for non-timeline VMMs.
+    pub fn from_serial_marker(self) -> bool {
+        matches!(self, Phase::InitStarted | Phase::TestDone)
+    }
+
+    /// The zerostart timeline name of this phase.
+    pub fn timeline_name(self) -> &'static str {
+        match self {
+            Phase::Launch => "process_start",
+            Phase::FirstOutput => "first_serial_output",
+            p => p.name(),
+        }
+    }
+}
+
+/// Phases from a zerostart `--timeline` JSON document.
+pub fn from_timeline(doc: &serde_json::Value) -> Result<Vec<(Phase, f64)>, String> {
+    let phases = doc["phases"]
+        .as_array()
+        .ok_or("timeline JSON has no \"phases\" array")?;
+    let mut out = Vec::new();
+    for p in Phase::ALL {
+        let hit = phases
+            .iter()
+            .find(|e| e["name"].as_str() == Some(p.timeline_name()))
+            .and_then(|e| e["t_ms"].as_f64());
+        if let Some(t) = hit {
+            out.push((p, t));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeline_maps_names() {
+        let doc = serde_json::json!({"phases": [
+            {"name": "process_start", "t_ms": 0.0},
+            {"name": "memory_ready", "t_ms": 0.7},
+            {"name": "first_kvm_run", "t_ms": 29.0},
+            {"name": "first_serial_output", "t_ms": 30.0},
+            {"name": "init_started", "t_ms": 101.2},
+            {"name": "test_done", "t_ms": 145.0},
+            {"name": "exit", "t_ms": 163.8}
+        ]});
+        let p = from_timeline(&doc).unwrap();
+        assert_eq!(
+            p,
+            vec![
+                (Phase::Launch, 0.0),
+                (Phase::MemoryReady, 0.7),
+                (Phase::FirstOutput, 30.0),
+                (Phase::InitStarted, 101.2),
+                (Phase::TestDone, 145.0),
+                (Phase::Exit, 163.8)
+            ]
+        );
+        assert!(from_timeline(&serde_json::json!({})).is_err());
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for p in Phase::ALL {
+            assert_eq!(Phase::parse(p.name()), Some(p));
+        }
+        assert_eq!(Phase::parse("boot"), None);
+    }
+}

@@ -1,0 +1,367 @@
+//! Boots one scenario repetition and timestamps its phases.
+//!
+//! The harness takes time zero just before it spawns the VMM, reads the
+//! guest serial console from the VMM's stdout in chunks as they arrive
+//! (first byte = `first_output`), splits it into lines and stamps each with
+//! the host monotonic clock (marker regexes → `init_started`,
+//! `test_done`), and stamps the VMM's exit. zerostart's own `--timeline`
+//! replaces these for zerostart (it sees `memory_ready` and the guest's
+//! boot-timer port writes); the serial stamps are kept as `serial_*`.
+
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::config::{Backing, Scenario, Vmm};
+use crate::phase::{self, Phase};
+
+/// One boot.
+#[derive(Debug, Clone, Serialize)]
+pub struct RepResult {
+    /// Repetition index.
+    pub rep: u32,
+    /// Exit 0, `expect` seen, no timeout.
+    pub ok: bool,
+    /// Why not.
+    pub error: Option<String>,
+    /// Phase → ms since launch (the phases used for SLOs).
+    pub phases: BTreeMap<Phase, f64>,
+    /// For zerostart: the harness's own serial timestamps, to compare.
+    pub serial_phases: BTreeMap<Phase, f64>,
+    /// VMM exit code.
+    pub exit_code: Option<i32>,
+    /// Serial log with host timestamps.
+    pub serial_log: PathBuf,
+}
+
+/// The VMM binary for a scenario, or why the scenario is skipped.
+pub fn find_binary(s: &Scenario) -> Result<PathBuf, String> {
+    if let Some(b) = &s.binary {
+        return Ok(b.clone());
+    }
+    if s.vmm == Vmm::Zerostart {
+        if let Ok(b) = std::env::var("ZEROSTART_BIN") {
+            return Ok(PathBuf::from(b));
+        }
+        // `zerostart slo` itself, or a zerostart next to `zerostart-slo`.
+        if let Ok(me) = std::env::current_exe() {
+            if me.file_name().is_some_and(|n| n == "zerostart") {
+                return Ok(me);
+            }
+            if let Some(sib) = me.parent().map(|d| d.join("zerostart")) {
+                if sib.is_file() {
+                    return Ok(sib);
+                }
+            }
+        }
+    }
+    which(s.vmm.program()).ok_or_else(|| {
+        format!(
+            "{} is not on PATH (set `binary` in the scenario to use another location)",
+            s.vmm.program()
+        )
+    })
+}
+
+fn which(prog: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+}
+
+fn mib(bytes: u64) -> u64 {
+    bytes >> 20
+}
+
+/// The VMM command line for one boot.
+pub fn command(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> Result<Command, String> {
+    let mut c = Command::new(bin);
+    match s.vmm {
+        Vmm::Zerostart => {
+            let mut mem = format!("size={}", s.memory_bytes);
+            mem.push_str(match s.backing {
+                Backing::Anon => ",thp=off",
+                Backing::Thp => ",thp=on",
+                Backing::Hugetlb => ",hugepages=on,hugepage_size=2M",
+            });
+            if s.prefault {
+                mem.push_str(",prefault=on");
+            }
+            c.arg("run").arg("--kernel").arg(&s.kernel);
+            if let Some(i) = &s.initramfs {
+                c.arg("--initramfs").arg(i);
+            }
+            c.args(["--cmdline", &s.cmdline])
+                .args(["--cpus", &format!("boot={}", s.vcpus)])
+                .args(["--memory", &mem])
+                .args(["--serial", "tty"])
+                .arg("--timeline")
+                .arg(work.join(format!("{}-{rep}.timeline.json", s.name)));
+        }
+        Vmm::Qemu => {
+            if s.accel == "kvm" {
+                c.args(["-accel", "kvm", "-cpu", "host"]);
+            } else {
+                c.args(["-accel", "tcg,thread=multi", "-cpu", "max"]);
+            }
+            let m = format!("{}M", mib(s.memory_bytes));
+            match s.backing {
+                Backing::Hugetlb => {
+                    c.args([
+                        "-object",
+                        &format!(
+                            "memory-backend-memfd,id=ram,size={m},hugetlb=on,hugetlbsize=2M,prealloc={}",
+                            if s.prefault { "on" } else { "off" }
+                        ),
+                        "-M",
+                        "pc,memory-backend=ram",
+                    ]);
+                }
+                _ => {
+                    c.args(["-M", "pc"]);
+                    if s.prefault {
+                        c.arg("-mem-prealloc");
+                    }
+                }
+            }
+            c.args(["-m", &m, "-smp", &s.vcpus.to_string()])
+                .args(["-nodefaults", "-no-user-config", "-display", "none"])
+                .args(["-serial", "stdio", "-no-reboot"])
+                .arg("-kernel")
+                .arg(&s.kernel);
+            if let Some(i) = &s.initramfs {
+                c.arg("-initrd").arg(i);
+            }
+            c.args(["-append", &s.cmdline]);
+        }
+        Vmm::CloudHypervisor => {
+            let mut mem = format!("size={}M", mib(s.memory_bytes));
+            if s.backing == Backing::Hugetlb {
+                mem.push_str(",hugepages=on");
+            }
+            if s.prefault {
+                mem.push_str(",prefault=on");
+            }
+            c.arg("--kernel").arg(&s.kernel);
+            if let Some(i) = &s.initramfs {
+                c.arg("--initramfs").arg(i);
+            }
+            c.args(["--cmdline", &s.cmdline])
+                .args(["--cpus", &format!("boot={}", s.vcpus)])
+                .args(["--memory", &mem])
+                .args(["--serial", "tty", "--console", "off"]);
+        }
+        Vmm::Firecracker => {
+            let mut boot = serde_json::json!({
+                "kernel_image_path": s.kernel,
+                "boot_args": s.cmdline,
+            });
+            if let Some(i) = &s.initramfs {
+                boot["initrd_path"] = serde_json::json!(i);
+            }
+            let mut machine = serde_json::json!({
+                "vcpu_count": s.vcpus,
+                "mem_size_mib": mib(s.memory_bytes),
+            });
+            if s.backing == Backing::Hugetlb {
+                machine["huge_pages"] = serde_json::json!("2M");
+            }
+            let cfg =
+                serde_json::json!({"boot-source": boot, "drives": [], "machine-config": machine});
+            let path = work.join(format!("{}-{rep}.firecracker.json", s.name));
+            std::fs::write(&path, cfg.to_string())
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            c.arg("--no-api").arg("--config-file").arg(path);
+        }
+    }
+    c.args(&s.extra_args);
+    Ok(c)
+}
+
+struct Serial {
+    first_output: Option<Instant>,
+    markers: BTreeMap<Phase, Instant>,
+    expect_seen: bool,
+}
+
+fn read_serial(mut out: impl Read, s: &Scenario, start: Instant, log: &Path) -> Serial {
+    let mut log = std::fs::File::create(log).ok().map(BufWriter::new);
+    let mut r = Serial {
+        first_output: None,
+        markers: BTreeMap::new(),
+        expect_seen: false,
+    };
+    let mut buf = [0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    let mut on_line = |line: &[u8], at: Instant, r: &mut Serial| {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches('\r');
+        if let Some(l) = log.as_mut() {
+            let _ = writeln!(l, "[{:10.3}] {text}", (at - start).as_secs_f64() * 1e3);
+        }
+        for (p, re) in &s.markers {
+            if !r.markers.contains_key(p) && re.is_match(text) {
+                r.markers.insert(*p, at);
+            }
+        }
+        if s.expect.as_ref().is_some_and(|re| re.is_match(text)) {
+            r.expect_seen = true;
+        }
+    };
+    loop {
+        let n = match out.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let at = Instant::now();
+        r.first_output.get_or_insert(at);
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                on_line(&line, at, &mut r);
+                line.clear();
+            } else if line.len() < 64 << 10 {
+                line.push(b);
+            }
+        }
+    }
+    if !line.is_empty() {
+        on_line(&line, Instant::now(), &mut r);
+    }
+    r
+}
+
+fn ms_since(start: Instant, t: Instant) -> f64 {
+    ((t - start).as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// Boots once. Never panics on a misbehaving VMM: every failure is in
+/// `error`.
+pub fn run_rep(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> RepResult {
+    let serial_log = work.join(format!("{}-{rep}.serial.log", s.name));
+    let mut res = RepResult {
+        rep,
+        ok: false,
+        error: None,
+        phases: BTreeMap::new(),
+        serial_phases: BTreeMap::new(),
+        exit_code: None,
+        serial_log: serial_log.clone(),
+    };
+    let mut cmd = match command(s, bin, work, rep) {
+        Ok(c) => c,
+        Err(e) => {
+            res.error = Some(e);
+            return res;
+        }
+    };
+    let stderr_path = work.join(format!("{}-{rep}.stderr.log", s.name));
+    let stderr = match std::fs::File::create(&stderr_path) {
+        Ok(f) => f,
+        Err(e) => {
+            res.error = Some(format!("creating {}: {e}", stderr_path.display()));
+            return res;
+        }
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0);
+    let start = Instant::now();
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            res.error = Some(format!("starting {}: {e}", bin.display()));
+            return res;
+        }
+    };
+    let pid = child.id() as i32;
+    let out = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let st = child.wait();
+        let _ = tx.send((Instant::now(), st));
+    });
+    let scen = s.clone();
+    let log = serial_log.clone();
+    let reader = std::thread::spawn(move || read_serial(out, &scen, start, &log));
+    let (exit_at, status) = match rx.recv_timeout(s.timeout) {
+        Ok(v) => v,
+        Err(_) => {
+            // SAFETY: signalling the process group we created.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            let _ = rx.recv();
+            res.error = Some(format!(
+                "timed out after {} s (killed); see {}",
+                s.timeout.as_secs(),
+                serial_log.display()
+            ));
+            let _ = reader.join();
+            return res;
+        }
+    };
+    // The VMM is gone; anything it forked that still holds stdout is not.
+    // SAFETY: signalling the process group we created.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    let serial = reader.join().unwrap_or(Serial {
+        first_output: None,
+        markers: BTreeMap::new(),
+        expect_seen: false,
+    });
+
+    let mut harness = BTreeMap::new();
+    harness.insert(Phase::Launch, 0.0);
+    if let Some(t) = serial.first_output {
+        harness.insert(Phase::FirstOutput, ms_since(start, t));
+    }
+    for (p, t) in &serial.markers {
+        harness.insert(*p, ms_since(start, *t));
+    }
+    harness.insert(Phase::Exit, ms_since(start, exit_at));
+
+    res.exit_code = status.as_ref().ok().and_then(|s| s.code());
+    let mut problems = Vec::new();
+    match &status {
+        Ok(st) if st.success() => {}
+        Ok(st) => problems.push(format!(
+            "{} exited with {st}; see {}",
+            s.vmm.name(),
+            stderr_path.display()
+        )),
+        Err(e) => problems.push(format!("waiting for the VMM: {e}")),
+    }
+    if s.expect.is_some() && !serial.expect_seen {
+        problems.push(format!(
+            "no serial line matched expect /{}/; see {}",
+            s.expect.as_ref().map(|r| r.as_str()).unwrap_or(""),
+            serial_log.display()
+        ));
+    }
+    if s.vmm == Vmm::Zerostart {
+        let path = work.join(format!("{}-{rep}.timeline.json", s.name));
+        let tl = std::fs::read_to_string(&path)
+            .map_err(|e| format!("reading {}: {e}", path.display()))
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", path.display())))
+            .and_then(|doc| phase::from_timeline(&doc));
+        match tl {
+            Ok(p) => {
+                res.phases = p.into_iter().collect();
+                res.serial_phases = harness;
+            }
+            Err(e) => problems.push(e),
+        }
+    } else {
+        res.phases = harness;
+    }
+    res.ok = problems.is_empty();
+    if !problems.is_empty() {
+        res.error = Some(problems.join("; "));
+    }
+    res
+}
