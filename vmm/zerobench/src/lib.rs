@@ -271,23 +271,28 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
             human(size),
             size as f64 / (1u64 << 30) as f64 / warm.as_secs_f64().max(1e-9)
         ));
+        // Reps are interleaved (memset, every backend, auto, memset, ...)
+        // so a burst of load from other processes hits every method alike.
         for &t in &threads {
-            let mut best = Duration::MAX;
-            bar.set_message(format!("memset x{t}"));
-            for _ in 0..args.reps {
-                best = best.min(measure::memset(&buf, t, 0));
-                bar.inc(1);
-            }
-            results.push(measurement("memset", t, len, best));
+            let mut zeroers = Vec::new();
             for (name, choice) in &engines {
-                let z = Zeroer::new(*choice)?.threads(t);
-                bar.set_message(format!("{name} x{t}"));
-                let mut best = Duration::MAX;
-                for _ in 0..args.reps {
-                    best = best.min(measure::engine(&buf, &z));
+                zeroers.push((name.as_str(), Some(Zeroer::new(*choice)?.threads(t))));
+            }
+            zeroers.insert(0, ("memset", None));
+            let mut best = vec![Duration::MAX; zeroers.len()];
+            for rep in 0..args.reps {
+                for (i, (name, z)) in zeroers.iter().enumerate() {
+                    bar.set_message(format!("{name} x{t} (run {}/{})", rep + 1, args.reps));
+                    let d = match z {
+                        Some(z) => measure::engine(&buf, z),
+                        None => measure::memset(&buf, t, 0),
+                    };
+                    best[i] = best[i].min(d);
                     bar.inc(1);
                 }
-                results.push(measurement(name, t, len, best));
+            }
+            for ((name, _), d) in zeroers.iter().zip(best) {
+                results.push(measurement(name, t, len, d));
             }
         }
     }
