@@ -337,6 +337,30 @@ fn elf_without_pvh_note() {
     assert_one_line_error(&out, &["without a PVH entry note", "CONFIG_PVH"]);
 }
 
+/// `mov dx, 0x600; mov al, 0x34; out dx, al` (ACPI S5 | SLP_EN), then an
+/// i8042 reset if that did not end the VM.
+const POWEROFF_GUEST: [u8; 11] = [
+    0x66, 0xba, 0x00, 0x06, 0xb0, 0x34, 0xee, 0xb0, 0xfe, 0xe6, 0x64,
+];
+
+#[test]
+fn acpi_poweroff_ends_the_vm() {
+    if !have_kvm() {
+        eprintln!("skipped: /dev/kvm not available");
+        return;
+    }
+    let k = bzimage(&POWEROFF_GUEST);
+    let out = run_with(k.path(), &["--memory", "size=64M"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("exit=acpi poweroff"), "{err}");
+    // Without ACPI the port is unclaimed: the fallback reset ends it.
+    let out = run_with(k.path(), &["--memory", "size=64M", "--acpi", "off"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("exit=i8042 reset"), "{err}");
+}
+
 #[test]
 fn help_hides_test_flags() {
     let out = zerostart().args(["run", "--help"]).output().unwrap();
