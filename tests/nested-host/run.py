@@ -38,9 +38,12 @@ import build  # noqa: E402
 REPO = build.REPO
 OUT = REPO / "target" / "e2e"
 MIB = 1 << 20
+CONSOLE_LOG = OUT / "console.log"
 REQUIRED_PHASES = ["process_start", "memory_ready", "first_kvm_run", "init_started", "test_done", "exit"]
 L2_BOOT_TIMEOUT_S = 180  # L2 boot to "kvm ready" under TCG (normally ~5-15 s)
 GRACE_S = 60  # harness slack over each scenario's in-L2 timeout
+# The L2 CPU: AMD with SVM so kvm-amd loads. ZSE2E_L2_CPU overrides (experiments).
+L2_CPU = os.environ.get("ZSE2E_L2_CPU", "EPYC,+svm")
 
 
 @dataclass
@@ -287,7 +290,7 @@ def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int) 
         qemu = shutil.which("qemu-system-x86_64")
         if not qemu:
             return [], "qemu-system-x86_64 not found: run `make deps`"
-        cmd = [qemu, "-accel", "tcg,thread=multi", "-cpu", "EPYC,+svm", "-m", f"{l2_mem}M",
+        cmd = [qemu, "-accel", "tcg,thread=multi", "-cpu", L2_CPU, "-m", f"{l2_mem}M",
                "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
                "-serial", "stdio", "-monitor", "none", "-no-reboot",
                "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
@@ -297,7 +300,7 @@ def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int) 
               f"for {len(scenarios)} scenario(s)", flush=True)
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-        con = Console(proc, OUT / "console.log", echo)
+        con = Console(proc, CONSOLE_LOG, echo)
         try:
             return _drive(con, scenarios)
         finally:
@@ -422,7 +425,7 @@ def timeline_table(phases: list[dict]) -> str:
 
 
 def fail_loudly(fatal: str | None) -> None:
-    log = OUT / "console.log"
+    log = CONSOLE_LOG
     print(f"\ne2e: FAILED{': ' + fatal if fatal else ''}", file=sys.stderr)
     if log.exists():
         tail = log.read_text(errors="replace").splitlines()[-80:]
@@ -476,7 +479,7 @@ def cmd_e2e(a) -> int:
     results, fatal = run_nested(scs, manifest, a.verbose, a.smp)
     rep = write_report(results, fatal, manifest, Path(a.report))
     print("\n" + summary(rep))
-    print(f"\ne2e: report {a.report}; console log {OUT / 'console.log'}; {time.monotonic() - t0:.0f} s total")
+    print(f"\ne2e: report {a.report}; console log {CONSOLE_LOG}; {time.monotonic() - t0:.0f} s total")
     ok = fatal is None and len(results) == len(scs) and all(not r.failures for r in results)
     if not ok:
         fail_loudly(fatal)
@@ -593,6 +596,12 @@ def main() -> int:
     ap.add_argument("--nested", action="store_true", help="demo: use the nested host even with vmx/svm")
     ap.add_argument("-v", "--verbose", action="store_true", help="echo the whole L2 console")
     a = ap.parse_args()
+    global CONSOLE_LOG
+    # Runs with their own report keep their own console log: parallel runs must not clobber.
+    if a.cmd == "demo":
+        CONSOLE_LOG = OUT / "demo-console.log"
+    elif Path(a.report).resolve() != (OUT / "report.json").resolve():
+        CONSOLE_LOG = Path(a.report).with_suffix(".console.log")
     try:
         return cmd_e2e(a) if a.cmd == "e2e" else cmd_demo(a)
     except build.BuildError as e:
