@@ -1,0 +1,24 @@
+# The boot-time SLO runner (vmm/slo, tests/slo). See docs/slo.md.
+#
+#   make test-slo    unit tests (percentiles, config errors, JUnit), then
+#                    tests/slo/example.toml through the runner: zerostart +
+#                    probe on /dev/kvm and Debian's kernel under QEMU TCG;
+#                    checks report.json, junit.xml and chart.png, and that
+#                    an SLO that cannot hold exits non-zero (about 1 min)
+#   make slo SLO_CONFIG=path.toml   run any config; reports in target/slo
+
+TEST_TARGETS += test-slo
+SLO_CONFIG ?= tests/slo/example.toml
+
+.PHONY: test-slo slo
+
+test-slo: deps
+	$(CARGO) test --locked -p slo
+	bash tests/slo/run.sh
+
+slo: deps
+	$(CARGO) build --release --locked -p zerostart -p slo
+	bash tests/probe/build.sh
+	bash tests/slo/prepare.sh
+	ZEROSTART_BIN=$${CARGO_TARGET_DIR:-target}/release/zerostart \
+	  $${CARGO_TARGET_DIR:-target}/release/zerostart-slo --config $(SLO_CONFIG) --out target/slo

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# make test-slo: runs tests/slo/example.toml through `zerostart slo` and
+# checks its outputs (report.json, junit.xml parse; chart.png is a PNG),
+# then a config whose SLO cannot hold must exit non-zero with the failure
+# in both reports.
+#
+# Needs: /dev/kvm (the probe boots on it), qemu-system-x86_64 (TCG Linux),
+# the probe (make probe) and the Linux guest (tests/slo/prepare.sh, apt).
+# The hugetlb scenario needs 512 free 2M pages: reserved as root and the
+# old count put back on exit.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+out="${SLO_OUT:-$root/target/slo}"
+T="${CARGO_TARGET_DIR:-$root/target}"
+
+# The chart's text needs a TrueType font (pure-Rust renderer, no fontconfig).
+if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
+  apt-get install -y -q fonts-dejavu-core >/dev/null
+fi
+
+cargo build --release --locked -p zerostart -p slo
+bash tests/probe/build.sh
+bash tests/slo/prepare.sh
+
+hp_file=/proc/sys/vm/nr_hugepages
+hp_old="$(cat "$hp_file")"
+restore() {
+  if [ "$(cat "$hp_file")" != "$hp_old" ]; then
+    echo "$hp_old" >"$hp_file" || echo "test-slo: could not restore $hp_file to $hp_old" >&2
+  fi
+}
+trap restore EXIT
+need=512
+free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
+if [ "$free" -lt "$need" ]; then
+  echo $((hp_old + need - free)) >"$hp_file"
+fi
+
+export ZEROSTART_BIN="$T/release/zerostart"
+rm -rf "$out"
+"$T/release/zerostart-slo" --config tests/slo/example.toml --out "$out"
+
+check() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+out, want_pass = sys.argv[1], sys.argv[2] == "pass"
+r = json.load(open(f"{out}/report.json"))
+assert r["pass"] is want_pass, f"report.json pass={r['pass']}"
+cases = ET.parse(f"{out}/junit.xml").getroot().findall(".//testcase")
+slos = [s for sc in r["scenarios"] for s in sc["slos"]]
+assert len(cases) == len(slos), (len(cases), len(slos))
+fails = sum(1 for c in cases if c.find("failure") is not None)
+assert fails == r["counts"]["failed"], (fails, r["counts"])
+assert (fails == 0) == want_pass
+png = open(f"{out}/chart.png", "rb").read(8)
+assert png == b"\x89PNG\r\n\x1a\n", "chart.png is not a PNG"
+ran = [sc for sc in r["scenarios"] if sc["skipped"] is None]
+assert ran and all(sc["reps"] for sc in ran)
+print(f"test-slo: {out}: report.json ({len(ran)} scenarios ran), junit.xml ({len(cases)} testcases, {fails} failures), chart.png ok")
+PY
+}
+check "$out" pass
+
+rc=0
+"$T/release/zerostart-slo" --config tests/slo/failing.toml --out "$out-failing" >/dev/null 2>&1 || rc=$?
+if [ "$rc" = 0 ]; then
+  echo "test-slo: an SLO that cannot hold exited 0" >&2
+  exit 1
+fi
+check "$out-failing" fail
+echo "test-slo: passed"
