@@ -33,7 +33,11 @@ impl Fresh {
     fn new(len: u64) -> Fresh {
         let flags = libc::MFD_CLOEXEC | libc::MFD_HUGETLB | (21 << libc::MFD_HUGE_SHIFT);
         let raw = unsafe { libc::memfd_create(c"bench".as_ptr(), flags) };
-        assert!(raw >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+        assert!(
+            raw >= 0,
+            "memfd_create: {}",
+            std::io::Error::last_os_error()
+        );
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), len as i64) }, 0);
         let p = unsafe {
@@ -133,7 +137,13 @@ fn main() {
             let t = Instant::now();
             assert!(daemon.wait_all_clean(Duration::from_secs(600)));
             let s = ms(t.elapsed());
-            report(gib, "pool_rescrub", rep, s, "background, after the lease ends");
+            report(
+                gib,
+                "pool_rescrub",
+                rep,
+                s,
+                "background, after the lease ends",
+            );
             scrub_ms.push(s);
         }
         drop(daemon);
@@ -157,7 +167,13 @@ fn main() {
             let r = unsafe { libc::madvise(f.ptr.cast(), f.len, libc::MADV_POPULATE_WRITE) };
             assert_eq!(r, 0, "MADV_POPULATE_WRITE");
             let d = ms(t.elapsed());
-            report(gib, "populate", rep, d, "memfd hugetlb + MADV_POPULATE_WRITE");
+            report(
+                gib,
+                "populate",
+                rep,
+                d,
+                "memfd hugetlb + MADV_POPULATE_WRITE",
+            );
             pop.push(d);
             drop(f);
 
@@ -171,7 +187,13 @@ fn main() {
                 f.slice()[off] = 1;
             }
             let d = ms(t.elapsed());
-            report(gib, "first_touch", rep, d, "one write per 2M page after no_prefault");
+            report(
+                gib,
+                "first_touch",
+                rep,
+                d,
+                "one write per 2M page after no_prefault",
+            );
             touch.push(d);
         }
         rows.push((
@@ -191,7 +213,14 @@ fn main() {
     );
     eprintln!(
         "{:>5} {:>10} {:>12} {:>10} {:>12} {:>12} | {:>14} {:>12}",
-        "GiB", "pool", "nt_prefault", "populate", "no_prefault", "+first_touch", "pool 1st scrub", "pool rescrub"
+        "GiB",
+        "pool",
+        "nt_prefault",
+        "populate",
+        "no_prefault",
+        "+first_touch",
+        "pool 1st scrub",
+        "pool rescrub"
     );
     for r in rows {
         eprintln!(

@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::memory::{Fault, RegionMemory, Source};
+use crate::memory::{Fault, RegionMemory, ScrubFault, Source};
 use crate::proto::{
     read_frame, write_frame, LeaseInfo, Request, RequestBody, Response, ResponseBody, Status,
     VERSION,
@@ -23,7 +23,7 @@ use crate::region::{Region, State};
 use crate::{Error, PageSize};
 
 /// Environment variable of the fault-injection hook (tests only):
-/// `stall-before-scrub:N` or `stall-mid-scrub:N`.
+/// `stall-before-scrub:N`, `stall-mid-scrub:N` or `skip-zero:N`.
 pub const FAULT_ENV: &str = "ZEROSTART_POOL_FAULT";
 
 /// Daemon configuration.
@@ -294,10 +294,14 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
                 st = shared.changed.wait(st).unwrap_or_else(|e| e.into_inner());
             }
         };
-        let stall_mid = matches!(c.fault, Some(Fault::StallMidScrub { after }) if done >= after);
+        let fault = match c.fault {
+            Some(Fault::StallMidScrub { after }) if done >= after => ScrubFault::StallMidScrub,
+            Some(Fault::SkipZero { after }) if done >= after => ScrubFault::SkipZero,
+            _ => ScrubFault::None,
+        };
         // SAFETY: the region is `scrubbing`: not leased, not handed out,
         // and this is the only scrubber.
-        let res = unsafe { mem.scrub(zeroer, c.verify, c.threads, stall_mid) };
+        let res = unsafe { mem.scrub(zeroer, c.verify, c.threads, fault) };
         drop(mem);
         let mut st = shared.lock();
         match res {

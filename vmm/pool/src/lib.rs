@@ -196,6 +196,15 @@ pub enum Error {
         /// The byte.
         value: u8,
     },
+    /// `--verify` found a byte the scrub did not clear: the region stays
+    /// dirty and gets fresh memory.
+    #[error("scrub verify: byte at offset {offset:#x} is {value:#04x} after zeroing")]
+    ScrubVerify {
+        /// Offset in the region.
+        offset: u64,
+        /// The byte.
+        value: u8,
+    },
     /// The zeroing engine could not be set up.
     #[error("zeroing engine: {0}")]
     Engine(#[from] prezero::Error),

@@ -65,21 +65,41 @@ pub enum Fault {
         /// Completed scrubs before the fault fires.
         after: u64,
     },
+    /// Skip the zeroing (a broken engine): `--verify` must catch it, and
+    /// without it the kill tests' scans must see the old pattern.
+    SkipZero {
+        /// Completed scrubs before the fault fires.
+        after: u64,
+    },
+}
+
+/// What a scrub is told to do wrong (fault injection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScrubFault {
+    /// Nothing: a real scrub.
+    None,
+    /// Zero half, then park forever.
+    StallMidScrub,
+    /// Do not zero at all.
+    SkipZero,
 }
 
 impl Fault {
     /// Parses `stall-before-scrub:N` / `stall-mid-scrub:N`.
     pub fn parse(s: &str) -> Result<Fault, Error> {
-        let bad = || Error::BadValue {
+        let bad = || {
+            Error::BadValue {
             key: "ZEROSTART_POOL_FAULT",
             value: s.to_string(),
-            fix: "use stall-before-scrub:N or stall-mid-scrub:N (N completed scrubs first)".into(),
+            fix: "use stall-before-scrub:N, stall-mid-scrub:N or skip-zero:N (N completed scrubs first)".into(),
+        }
         };
         let (kind, n) = s.split_once(':').ok_or_else(bad)?;
         let after = n.parse().map_err(|_| bad())?;
         match kind {
             "stall-before-scrub" => Ok(Fault::StallBeforeScrub { after }),
             "stall-mid-scrub" => Ok(Fault::StallMidScrub { after }),
+            "skip-zero" => Ok(Fault::SkipZero { after }),
             _ => Err(bad()),
         }
     }
@@ -291,21 +311,27 @@ impl RegionMemory {
         zeroer: &prezero::Zeroer,
         verify: bool,
         threads: usize,
-        stall_mid_scrub: bool,
+        fault: ScrubFault,
     ) -> Result<ScrubStats, Error> {
         let start = Instant::now();
         self.populate()?;
         // SAFETY: our mapping, exclusive by the caller's guarantee.
         let buf = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) };
-        if stall_mid_scrub {
+        if fault == ScrubFault::StallMidScrub {
             zeroer.zero_slice(&mut buf[..self.len / 2]);
             stall("half way through a scrub")
         }
-        let z = zeroer.zero_slice(buf);
+        let z = if fault == ScrubFault::SkipZero {
+            eprintln!(
+                "zerostart pool: fault injection (ZEROSTART_POOL_FAULT): scrub skipped the zeroing"
+            );
+            zeroer.zero_slice(&mut buf[..0])
+        } else {
+            zeroer.zero_slice(buf)
+        };
         if verify {
             if let Some(off) = first_nonzero(buf, threads) {
-                return Err(Error::NotZero {
-                    lease: 0,
+                return Err(Error::ScrubVerify {
                     offset: off as u64,
                     value: buf[off],
                 });
@@ -403,7 +429,7 @@ mod tests {
         buf.fill(0xa5);
         let z = prezero::Zeroer::new(prezero::Choice::Auto).unwrap();
         // SAFETY: nobody else touches it.
-        let st = unsafe { m.scrub(&z, true, 0, false) }.unwrap();
+        let st = unsafe { m.scrub(&z, true, 0, ScrubFault::None) }.unwrap();
         assert!(st.verified);
         assert_eq!(first_nonzero(buf, 0), None);
     }

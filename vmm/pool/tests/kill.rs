@@ -370,3 +370,42 @@ fn hugetlbfs_files_are_scrubbed_after_a_restart() {
         let _ = std::fs::remove_file(Path::new(&dir).join(format!("zerostart-pool-{i}")));
     }
 }
+
+/// The scan these tests rely on can fail: with the zeroing skipped (a
+/// broken engine) and no verify, a later lease sees the dead client's
+/// pattern.
+#[test]
+fn without_zeroing_the_pattern_is_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = format!("skip-zero:{REGIONS}");
+    let d = Daemon::start(&sock(&dir), Some(&fault), &[]);
+    d.all_clean();
+    hold(&d.socket, 0x3c, &[]).sigkill();
+    d.all_clean();
+    let mut seen = false;
+    let leases: Vec<_> = (0..REGIONS)
+        .map(|_| client::lease(&d.socket, region_bytes(), page()).unwrap())
+        .collect();
+    for l in &leases {
+        let m = l.map(false).unwrap();
+        if let Some(off) = first_nonzero(m.as_slice(), 0) {
+            assert_eq!(m.as_slice()[off], 0x3c);
+            seen = true;
+        }
+    }
+    assert!(seen, "the injected fault did not leave the pattern behind");
+}
+
+/// `--verify` catches the same broken scrub: the region never becomes
+/// clean with the pattern in it; it gets fresh memory instead.
+#[test]
+fn verify_catches_a_scrub_that_did_not_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = format!("skip-zero:{REGIONS}");
+    let d = Daemon::start(&sock(&dir), Some(&fault), &["--verify"]);
+    d.all_clean();
+    hold(&d.socket, 0x3c, &[]).sigkill();
+    let s = d.wait_for("a failed scrub", |s| s.scrub_failures >= 1);
+    assert_eq!(s.scrub_failures, 1);
+    every_region_is_zero(&d);
+}
