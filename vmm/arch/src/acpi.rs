@@ -5,7 +5,8 @@
 //! FADT whose sleep control register is an I/O port and a DSDT with an `_S5_`
 //! object, `poweroff` writes `SLP_TYP=5 | SLP_EN` to [`PM_PORT`] and the VMM
 //! ends the run (cloud-hypervisor and Firecracker do the same). The MADT
-//! lists the vCPUs and the I/O APIC; the MP table stays for `acpi=off`.
+//! lists the vCPUs and the I/O APIC; the DSDT also describes COM1 with its
+//! interrupt; the MP table stays for `acpi=off`.
 //!
 //! The FADT's IA-PC boot flags say: no VGA, no MSI, and (by leaving the
 //! 8042 flag clear) no keyboard controller, so Linux skips the i8042 probe;
@@ -56,6 +57,24 @@ fn bytes(t: &dyn Aml) -> Vec<u8> {
     v
 }
 
+/// COM1 as an ACPI device (PNP0501, ports 0x3f8..0x3ff, edge-triggered
+/// active-high GSI 4). In hardware-reduced mode Linux has no legacy PIC and
+/// maps no ISA IRQs by itself, so without this the UART gets no interrupt
+/// and user-space console output stalls.
+fn com1_device() -> Vec<u8> {
+    let hid = aml::EISAName::new("PNP0501");
+    let io = aml::IO::new(0x3f8, 0x3f8, 1, 8);
+    let irq = aml::Interrupt::new(true, true, false, false, 4);
+    let crs = aml::ResourceTemplate::new(vec![&io, &irq]);
+    let names = [
+        aml::Name::new("_HID".into(), &hid),
+        aml::Name::new("_UID".into(), &aml::ZERO),
+        aml::Name::new("_CRS".into(), &crs),
+    ];
+    let dev = aml::Device::new("COM1".into(), names.iter().map(|n| n as &dyn Aml).collect());
+    bytes(&aml::Scope::new("_SB_".into(), vec![&dev]))
+}
+
 fn port_gas(port: u16) -> gas::GAS {
     gas::GAS::new(
         gas::AddressSpace::SystemIo,
@@ -76,6 +95,7 @@ pub fn build(cpus: u8) -> Result<Vec<(u64, Vec<u8>)>, Error> {
     let mut dsdt = Sdt::new(*b"DSDT", 36, 6, OEM_ID, *b"ZSDSDT  ", OEM_REVISION);
     let s5 = aml::Name::new("_S5_".into(), &aml::Package::new(vec![&S5_SLP_TYP]));
     dsdt.append_slice(&bytes(&s5));
+    dsdt.append_slice(&com1_device());
     let dsdt = bytes(&dsdt);
     let dsdt_addr = at;
     at = align(at + dsdt.len() as u64);
@@ -179,6 +199,13 @@ mod tests {
         assert_eq!(&dsdt[..4], b"DSDT");
         assert_eq!(sum(dsdt), 0);
         assert!(dsdt.windows(4).any(|w| w == b"_S5_"));
+        assert!(dsdt.windows(4).any(|w| w == b"COM1"));
+        // EISA id of PNP0501 and the extended IRQ descriptor for GSI 4
+        // (consumer, edge, active high).
+        assert!(dsdt.windows(4).any(|w| w == [0x41, 0xd0, 0x05, 0x01]));
+        assert!(dsdt
+            .windows(9)
+            .any(|w| w == [0x89, 6, 0, 0x03, 1, 4, 0, 0, 0]));
         // MADT: 4 local APICs (8 bytes each) and one I/O APIC (12 bytes).
         assert_eq!(u32_at(madt, 4) as usize, madt.len());
         assert_eq!(madt.len(), 44 + 4 * 8 + 12);
