@@ -140,6 +140,14 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
             })?,
         fault,
     };
+    // SIGTERM/SIGINT end the daemon cleanly (socket removed); blocked here
+    // so every daemon thread inherits the mask and this thread takes them.
+    use nix::sys::signal::{SigSet, Signal};
+    let mut sigs = SigSet::empty();
+    sigs.add(Signal::SIGTERM);
+    sigs.add(Signal::SIGINT);
+    sigs.thread_block()
+        .map_err(|e| Error::io("blocking SIGTERM/SIGINT", e.into()))?;
     let d = Daemon::start(config.clone())?;
     eprintln!(
         "zerostart pool: serving {} regions of {} bytes ({} pages) on {}{}",
@@ -153,7 +161,11 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
             ""
         }
     );
-    d.wait();
+    let sig = sigs
+        .wait()
+        .map_err(|e| Error::io("waiting for SIGTERM/SIGINT", e.into()))?;
+    eprintln!("zerostart pool: {sig}: stopping (leased memory stays with its clients)");
+    drop(d);
     Ok(())
 }
 
