@@ -299,7 +299,7 @@ def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int) 
                "-serial", "stdio", "-monitor", "none", "-no-reboot",
                "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
                "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
-               + f"zse2e.attempts={os.environ.get('ZSE2E_ATTEMPTS', '3')} "
+               + f"zse2e.attempts={os.environ.get('ZSE2E_ATTEMPTS', '5')} "
                + os.environ.get("ZSE2E_L2_APPEND", "")]
         print(f"e2e: booting L2 (TCG, -cpu {L2_CPU}, {l2_mem} MiB, {hugepages} x 2M hugepages) "
               f"for {len(scenarios)} scenario(s)", flush=True)

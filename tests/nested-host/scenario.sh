@@ -17,7 +17,7 @@ ms() { awk '{printf "%d", $1 * 1000}' /proc/uptime; }
 # (kernel Oops/panic) without printing its verdict is retried, up to
 # $ZSE2E_ATTEMPTS times in all; the harness records every retry and its
 # crash line in the report. Any other failure is never retried.
-attempts_max=3
+attempts_max=5
 for a in $(cat /proc/cmdline); do
   case "$a" in zse2e.attempts=*) attempts_max=${a#zse2e.attempts=};; esac
 done
