@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Launch -> first vCPU instruction (zerostart's `first_kvm_run`) and
+# memory_ready for guest RAM from the pool vs prefault vs no prefault,
+# booting the probe guest on /dev/kvm. Needs a zerostart with
+# `prezero=pool` mounted (ZEROSTART_BIN, default target/release/zerostart),
+# root (2M hugepages reserved and restored), `make probe`.
+#
+#   tests/pool/vm-bench.sh [SIZES_GIB=1,4,8] [REPS=3]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+Z="${ZEROSTART_BIN:-$root/target/release/zerostart}"
+K="$root/target/probe/probe.bzImage"
+sizes="${1:-1,4,8}"
+reps="${2:-3}"
+"$Z" pool --help >/dev/null 2>&1 || { echo "vm-bench: $Z has no 'pool' subcommand" >&2; exit 1; }
+[ -f "$K" ] || { echo "vm-bench: $K missing; run make probe" >&2; exit 1; }
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-vm-bench.XXXXXX")"
+hp_file=/proc/sys/vm/nr_hugepages
+hp_old="$(cat "$hp_file")"
+pool_pid=
+cleanup() {
+  [ -n "$pool_pid" ] && kill "$pool_pid" 2>/dev/null && wait "$pool_pid" 2>/dev/null || true
+  [ "$(cat "$hp_file")" != "$hp_old" ] && echo "$hp_old" >"$hp_file"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+max=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -1)
+need=$((max * 512))
+free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
+[ "$free" -lt "$need" ] && echo $((hp_old + need - free)) >"$hp_file"
+
+boot() { # label gib memory-opts
+  local tl="$work/tl.json"
+  "$Z" run --kernel "$K" --serial "file=$work/serial" --timeline "$tl" --memory "size=$2G,$3" 2>/dev/null
+  grep -q '^ZSPROBE: PASS' "$work/serial" || { echo "vm-bench: $1 $2G: probe did not pass" >&2; tail -3 "$work/serial" >&2; exit 1; }
+  rm -f "$work/serial"
+  python3 - "$tl" "$1" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = {p["name"]: p["t_ms"] for p in d["phases"]}
+print(json.dumps({"method": sys.argv[2], "gib": int(sys.argv[3]), "memory_ready_ms": t["memory_ready"],
+                  "first_kvm_run_ms": t["first_kvm_run"], "exit_ms": t["exit"], "prezero": d["prezero"]["method"]}))
+PY
+}
+
+status_clean() {
+  "$Z" pool status --socket "$work/pool.sock" --json 2>/dev/null |
+    python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s["clean_bytes"]==s["size_bytes"] else 1)' 2>/dev/null
+}
+
+for g in ${sizes//,/ }; do
+  "$Z" pool serve --socket "$work/pool.sock" --size "${g}G" --region-size "${g}G" --page 2M 2>"$work/pool.log" &
+  pool_pid=$!
+  for _ in $(seq 1 $((reps + 1))); do
+    until status_clean; do sleep 0.1; done
+    boot pool "$g" "hugepages=on,prezero=pool:$work/pool.sock"
+  done | tail -n "$reps"
+  kill "$pool_pid"; wait "$pool_pid" 2>/dev/null || true; pool_pid=
+  for _ in $(seq 1 "$reps"); do boot prefault_populate "$g" "hugepages=on,prefault=on,prefault_method=populate"; done
+  for _ in $(seq 1 "$reps"); do boot prefault_nt "$g" "hugepages=on,prefault=on,prefault_method=nt"; done
+  for _ in $(seq 1 "$reps"); do boot no_prefault "$g" "hugepages=on,prefault=off"; done
+done
