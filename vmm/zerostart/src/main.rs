@@ -93,6 +93,9 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     tl.mark_at("exit", exit_at);
 
     let hint = vm.hint.as_ref();
+    if let VmEvent::Error(reason) = &event {
+        eprintln!("zerostart: error: {reason}");
+    }
     eprintln!(
         "zerostart: exit={} code={} memory={}MiB hint={} ranges/{} MiB {}",
         event.reason(),
