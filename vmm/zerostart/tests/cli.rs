@@ -361,6 +361,32 @@ fn acpi_poweroff_ends_the_vm() {
     assert!(err.contains("exit=i8042 reset"), "{err}");
 }
 
+/// `int3` with the boot IDT (one non-present entry): #GP, #DF, triple
+/// fault on hardware KVM; this development host's software KVM cannot
+/// emulate the delivery and reports an internal error instead. Either way
+/// the VMM must end cleanly with the reason on stderr.
+#[test]
+fn guest_fault_ends_the_vm_cleanly() {
+    if !have_kvm() {
+        eprintln!("skipped: /dev/kvm not available");
+        return;
+    }
+    let k = bzimage(&[0xcc]);
+    let out = run_with(k.path(), &["--memory", "size=64M"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    match out.status.code() {
+        Some(0) => assert!(err.contains("exit=triple fault"), "{err}"),
+        Some(1) => {
+            assert!(
+                err.starts_with("zerostart: error: KVM internal error on vCPU 0 at rip 0x100200"),
+                "{err}"
+            )
+        }
+        c => panic!("exit {c:?}: {err}"),
+    }
+}
+
 #[test]
 fn help_hides_test_flags() {
     let out = zerostart().args(["run", "--help"]).output().unwrap();
