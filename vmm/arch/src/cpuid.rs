@@ -1,7 +1,7 @@
 //! CPUID for the guest: what KVM supports, with the topology, APIC ids and
 //! hypervisor identification a VMM must fill in itself.
 
-use kvm_bindings::{kvm_cpuid_entry2, CpuId, KVM_CPUID_FLAG_SIGNIFCANT_INDEX};
+use kvm_bindings::{kvm_cpuid_entry2, CpuId};
 
 /// Leaf 1 ECX bit 31: running under a hypervisor.
 const LEAF1_ECX_HYPERVISOR: u32 = 1 << 31;
@@ -126,14 +126,10 @@ pub fn filter_cpuid(cpuid: &mut CpuId, cpu_index: u8, cpu_count: u8) -> Result<(
     Ok(())
 }
 
-/// True if the entry's index (sub-leaf) is significant.
-pub fn indexed(e: &kvm_cpuid_entry2) -> bool {
-    e.flags & KVM_CPUID_FLAG_SIGNIFCANT_INDEX != 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kvm_bindings::KVM_CPUID_FLAG_SIGNIFCANT_INDEX;
 
     fn entry(function: u32, index: u32) -> kvm_cpuid_entry2 {
         kvm_cpuid_entry2 {
