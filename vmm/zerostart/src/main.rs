@@ -53,6 +53,7 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     let (plan, kernel) = builder::plan(args)?;
     let vm = builder::build(args, &plan, kernel, &mut tl)?;
     vcpu::install_kick_handler().context("installing the vCPU kick signal handler")?;
+    vcpu::install_terminate_handlers().context("installing SIGINT/SIGTERM handlers")?;
 
     let (tx, rx) = mpsc::channel();
     let mut threads = Vec::new();
@@ -73,9 +74,19 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
         devices::SerialDevice::spawn_stdin_thread(vm.serial.clone());
     }
 
-    let event = rx
-        .recv()
-        .unwrap_or_else(|_| VmEvent::Error("all vCPU threads ended without a reason".into()));
+    let event = loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(ev) => break ev,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Some(sig) = vcpu::terminate_requested() {
+                    break VmEvent::Signal(sig);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break VmEvent::Error("all vCPU threads ended without a reason".into())
+            }
+        }
+    };
     let exit_at = Instant::now();
     let stuck = vcpu::stop_all(&vm.stop, threads, Duration::from_secs(2));
 

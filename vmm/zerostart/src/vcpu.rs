@@ -1,7 +1,7 @@
 //! The vCPU run loop: one thread per vCPU, KVM_RUN until the guest or the
 //! VMM ends the VM.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
@@ -21,6 +21,8 @@ pub enum VmEvent {
     Poweroff(&'static str),
     /// Something the guest cannot recover from, or a VMM failure.
     Error(String),
+    /// The VMM was asked to stop (SIGINT, SIGTERM, SIGHUP).
+    Signal(i32),
 }
 
 impl VmEvent {
@@ -29,14 +31,17 @@ impl VmEvent {
         match self {
             VmEvent::Reset(r) | VmEvent::Poweroff(r) => r.to_string(),
             VmEvent::Error(e) => e.clone(),
+            VmEvent::Signal(s) => format!("terminated by signal {s}"),
         }
     }
 
-    /// Process exit code: 0 for a guest-initiated end, 1 otherwise.
+    /// Process exit code: 0 for a guest-initiated end, 128 + signal when
+    /// stopped by a signal (the shell convention), 1 otherwise.
     pub fn code(&self) -> i32 {
         match self {
             VmEvent::Reset(_) | VmEvent::Poweroff(_) => 0,
             VmEvent::Error(_) => 1,
+            VmEvent::Signal(s) => 128 + s,
         }
     }
 }
@@ -52,6 +57,30 @@ extern "C" fn noop_handler(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc
 /// return EINTR.
 pub fn install_kick_handler() -> Result<(), vmm_sys_util::errno::Error> {
     vmm_sys_util::signal::register_signal_handler(kick_signal(), noop_handler)
+}
+
+/// The termination signal received, 0 if none.
+static TERMINATE: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn terminate_handler(sig: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    TERMINATE.store(sig, Ordering::SeqCst);
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP stop the VM cleanly (vCPU threads
+/// joined, summary and timeline written) instead of killing the process.
+pub fn install_terminate_handlers() -> Result<(), vmm_sys_util::errno::Error> {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        vmm_sys_util::signal::register_signal_handler(sig, terminate_handler)?;
+    }
+    Ok(())
+}
+
+/// The termination signal received so far, if any.
+pub fn terminate_requested() -> Option<i32> {
+    match TERMINATE.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
 }
 
 /// Everything a vCPU thread needs.

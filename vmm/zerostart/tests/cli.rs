@@ -387,6 +387,42 @@ fn guest_fault_ends_the_vm_cleanly() {
     }
 }
 
+/// A guest spinning forever (`jmp $`) plus an AP waiting for SIPI: SIGTERM
+/// must kick both vCPUs out of KVM_RUN, and the run ends with 128 + 15 and
+/// its timeline written.
+#[test]
+fn sigterm_stops_a_spinning_guest() {
+    if !have_kvm() {
+        eprintln!("skipped: /dev/kvm not available");
+        return;
+    }
+    let k = bzimage(&[0xeb, 0xfe]);
+    let dir = tempfile::tempdir().unwrap();
+    let tl = dir.path().join("t.json");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("zerostart"))
+        .arg("run")
+        .arg("--kernel")
+        .arg(k.path())
+        .args([
+            "--serial", "off", "--cpus", "boot=2", "--memory", "size=64M",
+        ])
+        .arg("--timeline")
+        .arg(&tl)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    assert!(err.contains("exit=terminated by signal 15"), "{err}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&tl).unwrap()).unwrap();
+    assert_eq!(j["exit"]["code"], 143);
+}
+
 #[test]
 fn help_hides_test_flags() {
     let out = zerostart().args(["run", "--help"]).output().unwrap();
