@@ -100,6 +100,8 @@ pub enum Backing {
     Thp,
     /// 2M hugetlb.
     Hugetlb,
+    /// 2M hugetlb leased from a running `zerostart pool` (zerostart only).
+    Pool,
 }
 
 /// The statistic an SLO bounds.
@@ -198,6 +200,8 @@ pub struct Scenario {
     pub backing: Backing,
     /// Populate guest RAM before boot.
     pub prefault: bool,
+    /// The pool's socket for `backing = "pool"`.
+    pub pool_socket: Option<PathBuf>,
     /// vCPUs.
     pub vcpus: u32,
     /// Boots.
@@ -251,6 +255,7 @@ struct RawScenario {
     memory: Option<String>,
     backing: Option<String>,
     prefault: Option<bool>,
+    pool_socket: Option<String>,
     vcpus: Option<u32>,
     repetitions: Option<u32>,
     timeout_s: Option<u64>,
@@ -505,14 +510,43 @@ impl Config {
             "anon" => Backing::Anon,
             "thp" => Backing::Thp,
             "hugetlb" => Backing::Hugetlb,
+            "pool" => Backing::Pool,
             b => {
                 return Err(cx.err(
                     &n,
                     "backing",
                     format!("'{b}' is not a backing"),
-                    "use anon, thp or hugetlb",
+                    "use anon, thp, hugetlb or pool",
                 ))
             }
+        };
+        if backing == Backing::Pool && vmm != Vmm::Zerostart {
+            return Err(cx.err(
+                &n,
+                "backing",
+                "'pool' needs vmm = \"zerostart\"".into(),
+                "use anon, thp or hugetlb for other VMMs",
+            ));
+        }
+        let pool_socket = match (backing, s.pool_socket.as_deref()) {
+            (Backing::Pool, Some(p)) => Some(cx.path(&n, "pool_socket", p, false)?),
+            (Backing::Pool, None) => {
+                return Err(cx.err(
+                    &n,
+                    "pool_socket",
+                    "is missing".into(),
+                    "name the socket of a running `zerostart pool serve` (backing = \"pool\")",
+                ))
+            }
+            (_, Some(_)) => {
+                return Err(cx.err(
+                    &n,
+                    "pool_socket",
+                    "is set but backing is not \"pool\"".into(),
+                    "set backing = \"pool\" or drop pool_socket",
+                ))
+            }
+            (_, None) => None,
         };
         let vcpus = s.vcpus.unwrap_or(1);
         if !(1..=32).contains(&vcpus) {
@@ -664,6 +698,7 @@ impl Config {
             memory_bytes,
             backing,
             prefault: s.prefault.unwrap_or(false),
+            pool_socket,
             vcpus,
             repetitions,
             timeout: Duration::from_secs(timeout_s),
@@ -763,6 +798,21 @@ max_ms = 500
                 "memory = \"256M\"",
                 "memroy = \"256M\"",
                 "unknown field `memroy`",
+            ),
+            (
+                "memory = \"256M\"",
+                "memory = \"256M\"\nbacking = \"pool\"",
+                "'pool' needs vmm = \"zerostart\"",
+            ),
+            (
+                "memory = \"256M\"",
+                "memory = \"256M\"\npool_socket = \"/s\"",
+                "`pool_socket`: is set but backing is not",
+            ),
+            (
+                "vmm = \"qemu\"",
+                "vmm = \"zerostart\"\nbacking = \"pool\"",
+                "`pool_socket`: is missing",
             ),
         ];
         for (from, to, want) in cases {

@@ -406,6 +406,7 @@ mod tests {
             memory_bytes: 256 << 20,
             backing: Backing::Thp,
             prefault: false,
+            pool_socket: None,
             vcpus: 1,
             repetitions: 3,
             timeout: Duration::from_secs(1),

@@ -86,11 +86,18 @@ pub fn command(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> Result<Comman
     match s.vmm {
         Vmm::Zerostart => {
             let mut mem = format!("size={}", s.memory_bytes);
-            mem.push_str(match s.backing {
-                Backing::Anon => ",thp=off",
-                Backing::Thp => ",thp=on",
-                Backing::Hugetlb => ",hugepages=on,hugepage_size=2M",
-            });
+            match s.backing {
+                Backing::Anon => mem.push_str(",thp=off"),
+                Backing::Thp => mem.push_str(",thp=on"),
+                Backing::Hugetlb => mem.push_str(",hugepages=on,hugepage_size=2M"),
+                Backing::Pool => {
+                    let sock = s
+                        .pool_socket
+                        .as_ref()
+                        .expect("validated: pool has a socket");
+                    mem.push_str(&format!(",hugepages=on,prezero=pool:{}", sock.display()));
+                }
+            }
             if s.prefault {
                 mem.push_str(",prefault=on");
             }
