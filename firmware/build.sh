@@ -7,7 +7,7 @@
 #   dl/<tarball>                  the verified orig tarball (edk2.lock)
 #   edk2-<sha12>/                 the unpacked tree, BaseTools built, our
 #                                 patches applied (builds there are incremental)
-#   <hash>/{OVMF.fd,CLOUDHV.fd,ZeroStartDump.efi,ZeroStartDxe.efi,build.env}
+#   <hash>/{OVMF.fd,CLOUDHV.fd,ZeroStartDump.efi,build.env,build.log}
 #                                 outputs, keyed by sha256 of (tarball sha256,
 #                                 our package files, patches, this script,
 #                                 target and build flags)
@@ -199,7 +199,7 @@ main() {
   log "building ZeroStartPkg ($TARGET) - log in $blog"
   edk2_build -p ZeroStartPkg/ZeroStartPkg.dsc >>"$blog" 2>&1 || { tail -40 "$blog" >&2; log "ZeroStartPkg build failed"; exit 1; }
   local zbuild="$TREE/Build/ZeroStartPkg/${TARGET}_$TOOLCHAIN/X64"
-  cp "$zbuild/ZeroStartDump.efi" "$zbuild/ZeroStartDxe.efi" "$OUT.tmp/"
+  cp "$zbuild/ZeroStartDump.efi" "$OUT.tmp/"
   local p
   for p in $PLATFORMS; do
     case "$p" in

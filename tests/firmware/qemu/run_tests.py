@@ -150,6 +150,15 @@ def check_published(boot, hint_ram, not_ram, mem, min_fraction):
             errs.append(f"range {r[0]:#x}+{r[1]:#x} overlaps a non-RAM hint entry")
         if r[0] < FLOOR:
             errs.append(f"range {r[0]:#x}+{r[1]:#x} below the {FLOOR:#x} floor")
+    # PEI's permanent memory (the PHIT range) held PEI's allocations and HOBs.
+    pei = re.search(r"PeiInstallPeiMemory MemoryBegin 0x([0-9A-Fa-f]+), MemoryLength 0x([0-9A-Fa-f]+)", boot.debug)
+    if not pei:
+        errs.append("no PeiInstallPeiMemory line in the debug log")
+    else:
+        phit = (int(pei.group(1), 16), int(pei.group(2), 16))
+        for r in ranges:
+            if overlaps(r, [phit]):
+                errs.append(f"range {r[0]:#x}+{r[1]:#x} overlaps PEI memory {phit[0]:#x}+{phit[1]:#x}")
     total = sum(n for _, n in ranges)
     if total < min_fraction * mem:
         errs.append(f"only {total} bytes published of {mem}, want >= {min_fraction:.0%}")
@@ -237,6 +246,20 @@ def case_scrub(args, work):
     return b, errs
 
 
+def case_verify_detects(args, work):
+    """Negative control: a VMM that lies (RAM full of the pattern, zero hint)
+    must make the guest-side verify mode fail. Shows the zero check in the
+    other cases can fail at all."""
+    mem = 1 * GiB
+    blob, _, _ = zshint.adversarial_hint(mem)
+    b = run_qemu(args, work, "verify-detects-lie", mem, 1, blob, pattern=True)
+    errs = []
+    m = re.search(r"non-zero pages in ranges (\d+)", "\n".join(b.dump()))
+    if b.result() != "FAIL" or not m or int(m.group(1)) == 0:
+        errs.append(f"the guest check did not catch non-zero published memory: result {b.result()!r}, {m and m.group(0)}")
+    return b, errs
+
+
 CASES = {
     "zero": case_zero,
     "zero-4g": case_zero_4g,
@@ -245,6 +268,7 @@ CASES = {
     "bad-length": corrupt_case("bad-length", lambda b: bytes(b) + b"\0", "BadLength"),
     "no-hint": no_hint_case,
     "scrub": case_scrub,
+    "verify-detects": case_verify_detects,
 }
 
 
