@@ -155,6 +155,22 @@ impl Daemon {
         }
         let zeroer = prezero::Zeroer::new(config.backend)?.threads(config.threads);
         let backend_name = zeroer.backend().name().to_string();
+        // All of the pool's hugepages up front: a shortage is one error
+        // naming the whole need, not a failure half way through the regions.
+        if config.page.is_huge() && config.hugetlbfs.is_none() {
+            let need = config.size / config.page.bytes();
+            let free = crate::memory::free_hugepages(config.page);
+            if free < need {
+                return Err(Error::Hugepages {
+                    bytes: config.size,
+                    page: config.page,
+                    free,
+                    suggest: crate::memory::total_hugepages(config.page) + need - free,
+                    kb: config.page.bytes() >> 10,
+                    source: std::io::Error::other(format!("{need} pages needed")),
+                });
+            }
+        }
         let listener = bind(&config.socket)?;
         let n = (config.size / config.region_bytes) as usize;
         let shared = Arc::new(Shared {

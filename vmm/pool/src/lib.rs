@@ -156,13 +156,13 @@ pub enum Error {
     /// Not enough hugepages for the pool.
     #[error("cannot reserve {bytes} bytes of {page} hugepages for the pool ({source}); free {page} pages: {free}; reserve more with e.g. `echo {suggest} > /sys/kernel/mm/hugepages/hugepages-{kb}kB/nr_hugepages`, or shrink --size")]
     Hugepages {
-        /// Bytes asked for (one region).
+        /// Bytes that could not be reserved.
         bytes: u64,
         /// Page size.
         page: PageSize,
         /// Free pages of that size now.
         free: u64,
-        /// A pool size that would fit.
+        /// An `nr_hugepages` that would fit.
         suggest: u64,
         /// Page size in KiB (sysfs directory name).
         kb: u64,

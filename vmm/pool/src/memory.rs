@@ -124,6 +124,17 @@ pub fn free_hugepages(page: PageSize) -> u64 {
     .unwrap_or(0)
 }
 
+/// Configured hugepages of `page` size (0 if unknown).
+pub fn total_hugepages(page: PageSize) -> u64 {
+    let kb = page.bytes() >> 10;
+    std::fs::read_to_string(format!(
+        "/sys/kernel/mm/hugepages/hugepages-{kb}kB/nr_hugepages"
+    ))
+    .ok()
+    .and_then(|s| s.trim().parse().ok())
+    .unwrap_or(0)
+}
+
 impl RegionMemory {
     /// A fresh memfd of `len` bytes, sealed against resizing (a client
     /// cannot shrink it under the daemon's mapping), mapped shared.
@@ -222,7 +233,7 @@ impl RegionMemory {
                     bytes: len,
                     page,
                     free,
-                    suggest: len / page.bytes(),
+                    suggest: total_hugepages(page) + (len / page.bytes()).saturating_sub(free),
                     kb: page.bytes() >> 10,
                     source: e,
                 });
