@@ -28,4 +28,5 @@ include $(sort $(wildcard mk/*.mk))
 
 # `test` runs every area's target, in the order areas were added.
 test: $(TEST_TARGETS)
-	@echo "make test: all of $(TEST_TARGETS) passed"
+	@echo "make test: every area passed: $(TEST_TARGETS)"
+	@echo "make-test: $(words $(TEST_TARGETS)) passed, 0 failed"

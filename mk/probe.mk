@@ -6,7 +6,7 @@
 #   make test-probe   probe unit tests + KVM boot tests of every verdict
 #                     (needs /dev/kvm; about a minute)
 #
-# test-probe is not in TEST_TARGETS: the lead decides where it runs.
+TEST_TARGETS += test-probe
 
 PROBE_BZIMAGE ?= target/probe/probe.bzImage
 
