@@ -107,6 +107,38 @@ pub fn e820_map(ram_size: u64) -> Vec<E820Entry> {
     v
 }
 
+/// The working areas of a bzImage kernel loaded at `load_addr`: where its
+/// decompressor runs and writes `init_size` bytes before the kernel can
+/// read its memory map (or any pre-zeroed hint). The VMM must keep them out
+/// of the zero hint in addition to `[load_addr, load_addr + init_size)`.
+///
+/// A relocatable kernel does not run where it was loaded: boot.rst
+/// ("init_size") puts the runtime start at `align_up(max(load, pref_address),
+/// kernel_alignment)`, and a non-relocatable one at `pref_address`. For a
+/// stock x86 kernel loaded at 1 MiB that is 16 MiB (`LOAD_PHYSICAL_ADDR`),
+/// so excluding only the load-address window would hint pages the guest
+/// has already written. `head_64.S` computes the same address in the other
+/// order (`max(align_up(load), pref)`); both are returned when they differ.
+/// Empty for protocols before 2.10, which have no `init_size`.
+pub fn kernel_runtime_windows(hdr: &setup_header, load_addr: u64) -> Vec<(u64, u64)> {
+    if hdr.version < 0x20a || hdr.init_size == 0 {
+        return Vec::new();
+    }
+    let len = u64::from(hdr.init_size);
+    let pref = hdr.pref_address;
+    let mut starts = if hdr.relocatable_kernel != 0 {
+        // Mask arithmetic as the kernel does it (alignment is a power of
+        // two); an alignment of 0 or 1 means no rounding.
+        let mask = u64::from(hdr.kernel_alignment.max(1)) - 1;
+        let up = |a: u64| a.saturating_add(mask) & !mask;
+        vec![up(load_addr.max(pref)), up(load_addr).max(pref)]
+    } else {
+        vec![pref]
+    };
+    starts.dedup();
+    starts.into_iter().map(|s| (s, len)).collect()
+}
+
 /// Where to put an initramfs of `size` bytes: the highest page-aligned
 /// address that keeps it inside low RAM (below the MMIO hole), below the
 /// kernel's `initrd_addr_max`, and above `kernel_end`.
@@ -260,6 +292,58 @@ pub fn write_boot_params<M: BootMemory>(mem: &mut M, params: &boot_params) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kernel_header(reloc: bool, align: u32, pref: u64, init: u32) -> setup_header {
+        setup_header {
+            version: 0x20f,
+            relocatable_kernel: u8::from(reloc),
+            kernel_alignment: align,
+            pref_address: pref,
+            init_size: init,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn runtime_window_of_a_stock_kernel_is_at_pref_address() {
+        // Debian 6.12's vmlinuz: relocatable, 2 MiB, pref 16 MiB, loaded at 1 MiB.
+        let h = kernel_header(true, 0x20_0000, 0x100_0000, 0x337_8000);
+        assert_eq!(
+            kernel_runtime_windows(&h, HIMEM_START),
+            vec![(0x100_0000, 0x337_8000)]
+        );
+        // Loaded above pref: rounded up to the alignment.
+        assert_eq!(
+            kernel_runtime_windows(&h, 0x210_0000),
+            vec![(0x220_0000, 0x337_8000)]
+        );
+        // Not relocatable: always pref_address.
+        let h = kernel_header(false, 0x20_0000, 0x100_0000, 0x1000);
+        assert_eq!(
+            kernel_runtime_windows(&h, HIMEM_START),
+            vec![(0x100_0000, 0x1000)]
+        );
+        // Unaligned pref: both orders of the rule are covered.
+        let h = kernel_header(true, 0x20_0000, 0x30_0000, 0x1000);
+        assert_eq!(
+            kernel_runtime_windows(&h, HIMEM_START),
+            vec![(0x40_0000, 0x1000), (0x30_0000, 0x1000)]
+        );
+    }
+
+    #[test]
+    fn runtime_window_edge_cases_do_not_panic() {
+        let h = kernel_header(true, 0, u64::MAX, u32::MAX);
+        assert_eq!(
+            kernel_runtime_windows(&h, 0),
+            vec![(u64::MAX, u64::from(u32::MAX))]
+        );
+        let h = kernel_header(true, 0x8000_0000, u64::MAX - 5, 1);
+        assert!(!kernel_runtime_windows(&h, 0).is_empty());
+        let mut old = kernel_header(true, 0x20_0000, 0x100_0000, 0x1000);
+        old.version = 0x209;
+        assert!(kernel_runtime_windows(&old, HIMEM_START).is_empty());
+    }
     use crate::memory::RecordingMemory;
     use vm_memory::{Bytes, GuestMemoryMmap};
 

@@ -134,6 +134,9 @@ pub enum Error {
     /// Memory write.
     #[error("writing guest memory: {0}")]
     Memory(#[from] vm_memory::GuestMemoryError),
+    /// `--firmware` boot.
+    #[error(transparent)]
+    Firmware(#[from] crate::firmware::Error),
     /// The hint changed after the boot data was written: something wrote
     /// into hinted memory. Never boot with such a hint.
     #[error(
@@ -195,8 +198,18 @@ pub struct Plan {
     pub serial: SerialOpt,
 }
 
+/// What the boot vCPU enters: a kernel directly, or firmware that gets the
+/// kernel over fw_cfg.
+#[derive(Debug)]
+pub enum Boot {
+    /// `--kernel` without `--firmware`.
+    Direct(Kernel),
+    /// `--firmware` (with or without `--kernel`).
+    Firmware(Box<crate::firmware::FirmwareBoot>),
+}
+
 /// Parses and checks every option and input file; allocates nothing.
-pub fn plan(args: &RunArgs) -> Result<(Plan, Kernel), Error> {
+pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
     let cpus = CpusConfig::parse(&args.cpus)?;
     let memory = MemoryConfig::parse(&args.memory)?;
     if !memory.size.is_multiple_of(4096) {
@@ -216,7 +229,18 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Kernel), Error> {
     if let Some(page) = memory.backing.hugepage() {
         guestmem::check_hugepages(page, memory.size)?;
     }
-    let kernel = Kernel::open(&args.kernel)?;
+    let kernel = match (&args.firmware, &args.kernel) {
+        (Some(fw), k) => Boot::Firmware(Box::new(crate::firmware::FirmwareBoot::open(
+            fw,
+            k.as_deref(),
+            args.initramfs.as_deref(),
+            args.firmware_hint,
+            memory.prezero == guestmem::Prezero::Off,
+            args.verify_hint,
+        )?)),
+        (None, Some(k)) => Boot::Direct(Kernel::open(k)?),
+        (None, None) => return Err(kernel::Error::NotFound(PathBuf::from("(none)")).into()),
+    };
     if let Some(p) = &args.initramfs {
         File::open(p).map_err(|err| Error::Initramfs {
             path: p.clone(),
@@ -285,7 +309,7 @@ fn serial_output(s: &SerialOpt) -> Result<SerialOutput, Error> {
 pub fn build(
     args: &RunArgs,
     plan: &Plan,
-    mut kernel: Kernel,
+    boot: Boot,
     timeline: &mut Timeline,
 ) -> Result<Vm, Error> {
     let kvm = open_kvm(&args.kvm_device)?;
@@ -378,19 +402,25 @@ pub fn build(
     }
 
     let base_sregs = vcpus[0].get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
-    let boot = prepare_guest(
-        &mut ram,
-        &mut kernel,
-        &GuestInputs {
-            initramfs: args.initramfs.as_deref(),
-            cmdline: &args.cmdline,
-            memory_size: plan.memory.size,
-            cpus: n,
-            corrupt: args.test_corrupt_hint,
-            acpi: args.acpi == crate::cli::OnOff::On,
-        },
-        base_sregs,
-    )?;
+    let inputs = GuestInputs {
+        initramfs: args.initramfs.as_deref(),
+        cmdline: &args.cmdline,
+        memory_size: plan.memory.size,
+        cpus: n,
+        corrupt: args.test_corrupt_hint,
+        acpi: args.acpi == crate::cli::OnOff::On,
+    };
+    let boot = match boot {
+        Boot::Direct(mut kernel) => prepare_guest(&mut ram, &mut kernel, &inputs, base_sregs)?,
+        Boot::Firmware(mut fw) => {
+            let (boot, fw_cfg) = crate::firmware::prepare(&mut ram, &mut fw, &inputs, base_sregs)?;
+            let fw_cfg = Arc::new(Mutex::new(fw_cfg));
+            use devices::fw_cfg::{FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN};
+            bus.insert(FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN, fw_cfg.clone()).map_err(dev)?;
+            bus.insert(FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, fw_cfg).map_err(dev)?;
+            boot
+        }
+    };
     let v0 = &vcpus[0];
     v0.set_sregs(&boot.sregs)
         .map_err(kvm_err("KVM_SET_SREGS"))?;
@@ -471,6 +501,14 @@ pub fn prepare_guest(
     // decompression buffer, bss, early stack) is written by the guest
     // before it can read any hint, so it is never hinted.
     ram.mark_written(k.load_addr, k.footprint())?;
+    // A relocatable bzImage runs (and writes init_size bytes) at its
+    // runtime address, 16 MiB for a stock kernel loaded at 1 MiB, not at
+    // the load address: that window is never hinted either.
+    if k.format == Format::BzImage {
+        for (start, len) in boot::kernel_runtime_windows(&k.header, k.load_addr.0) {
+            ram.mark_written(GuestAddress(start), len)?;
+        }
+    }
     let initrd = match &inputs.initramfs {
         Some(p) => {
             let data = std::fs::read(p).map_err(|err| Error::Initramfs {
