@@ -415,9 +415,13 @@ pub fn build(
         Boot::Firmware(mut fw) => {
             let (boot, fw_cfg) = crate::firmware::prepare(&mut ram, &mut fw, &inputs, base_sregs)?;
             let fw_cfg = Arc::new(Mutex::new(fw_cfg));
-            use devices::fw_cfg::{FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN};
-            bus.insert(FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN, fw_cfg.clone()).map_err(dev)?;
-            bus.insert(FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, fw_cfg).map_err(dev)?;
+            use devices::fw_cfg::{
+                FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN,
+            };
+            bus.insert(FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN, fw_cfg.clone())
+                .map_err(dev)?;
+            bus.insert(FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, fw_cfg)
+                .map_err(dev)?;
             boot
         }
     };

@@ -38,9 +38,18 @@ pub enum BenchCommand {
 /// `zerostart run` options.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Kernel image: a Linux bzImage (64-bit boot protocol).
+    /// Kernel image: a Linux bzImage (64-bit boot protocol). Optional with
+    /// --firmware, which then boots whatever it finds.
+    #[arg(long, value_name = "PATH", required_unless_present = "firmware")]
+    pub kernel: Option<PathBuf>,
+    /// Boot through firmware: a PVH ELF image (EDK2 CLOUDHV.fd). The kernel,
+    /// initramfs, command line and the zero hint reach it over fw_cfg.
     #[arg(long, value_name = "PATH")]
-    pub kernel: PathBuf,
+    pub firmware: Option<PathBuf>,
+    /// With --firmware: send the hint as a zero hint, or as a scrub request
+    /// (the firmware zeroes those ranges itself before publishing them).
+    #[arg(long, value_enum, default_value = "zero", requires = "firmware")]
+    pub firmware_hint: FirmwareHint,
     /// initramfs (cpio, optionally compressed) loaded for the kernel.
     #[arg(long, value_name = "PATH")]
     pub initramfs: Option<PathBuf>,
@@ -90,6 +99,15 @@ pub enum OnOff {
     On,
     /// Disabled.
     Off,
+}
+
+/// How `--firmware` passes the hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FirmwareHint {
+    /// A zero hint: the ranges read zero at the first instruction.
+    Zero,
+    /// A scrub request: the firmware must zero the ranges itself.
+    Scrub,
 }
 
 /// Test-only hint corruption.

@@ -70,6 +70,8 @@ pub enum Format {
     /// ELF `vmlinux` with a PVH entry note: 32-bit entry, `hvm_start_info`;
     /// no setup_data, so no hint.
     Elf,
+    /// A PVH ELF firmware (`--firmware`): the hint goes over fw_cfg.
+    Firmware,
 }
 
 /// An opened and checked kernel image.
@@ -120,7 +122,7 @@ impl LoadedKernel {
     pub fn cmdline_size(&self) -> u32 {
         match self.format {
             Format::BzImage => self.header.cmdline_size,
-            Format::Elf => ELF_CMDLINE_SIZE,
+            Format::Elf | Format::Firmware => ELF_CMDLINE_SIZE,
         }
     }
 
@@ -196,6 +198,11 @@ impl Kernel {
         })
     }
 
+    /// The image format found by [`Kernel::open`].
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
     /// Loads the image: a bzImage's protected-mode part at its preferred
     /// address (1 MiB), an ELF's segments at their physical addresses.
     /// The caller must record `[load_addr, load_addr + footprint())` as
@@ -217,7 +224,7 @@ impl Kernel {
                     header: r.setup_header.unwrap_or_default(),
                 })
             }
-            Format::Elf => {
+            Format::Elf | Format::Firmware => {
                 let r = Elf::load(mem, None, &mut self.file, himem).map_err(load_err)?;
                 let PvhBootCapability::PvhEntryPresent(entry) = r.pvh_boot_cap else {
                     return Err(Error::NoPvhEntry(self.path.clone()));

@@ -8,6 +8,7 @@ mod acpi_pm;
 mod builder;
 mod cli;
 mod cmos;
+mod firmware;
 mod kernel;
 mod ram;
 mod timeline;

@@ -1,0 +1,416 @@
+//! Firmware boot (`zerostart run --firmware CLOUDHV.fd`): the VMM loads a
+//! PVH ELF firmware (EDK2's CloudHv build), enters it through PVH, and hands
+//! it the kernel, initramfs, command line and the pre-zeroed hint over
+//! QEMU's fw_cfg device (`devices::fw_cfg`).
+//!
+//! The hint is fw_cfg file `opt/org.zerostart/prezeroed` (docs/hint-abi.md,
+//! transport (b)): all RAM minus everything the VMM wrote — the firmware
+//! image, `hvm_start_info` and its memory map, GDT, MP and ACPI tables, and
+//! the whole first MiB — from guestmem's write tracker and vm-memory's
+//! dirty bitmap. The kernel, initramfs and hint themselves stay in VMM
+//! memory (fw_cfg items), so they take no guest RAM out of the hint.
+//!
+//! `--firmware-hint scrub` sends the same ranges as a *scrub request*
+//! (flag `SCRUB_REQUEST`, entries without `ZEROED`): the firmware zeroes
+//! them itself before publishing a zero hint to the OS.
+//!
+//! Flat images (OVMF.fd, mapped below 4 GiB and entered at the reset
+//! vector) are refused: OVMF also needs a PCI host bridge (q35/i440fx)
+//! that zerostart does not emulate.
+
+use std::fs::File;
+use std::io::Read;
+use std::mem::offset_of;
+use std::path::{Path, PathBuf};
+
+use arch::layout::{CMDLINE_START, HIMEM_START, LOW_MEMORY_END};
+use devices::fw_cfg::{self, key, FwCfg};
+use kvm_bindings::kvm_sregs;
+use linux_loader::loader::elf::start_info::hvm_start_info;
+use linux_loader::loader::elf::{Elf, PvhBootCapability};
+use linux_loader::loader::KernelLoader;
+use vm_memory::GuestAddress;
+use zerohint::Hint;
+
+use crate::builder::{Error as BuildError, GuestInputs, PreparedGuest};
+use crate::cli::{CorruptHint, FirmwareHint};
+use crate::kernel::{Format, Kernel};
+use crate::ram::{self, GuestRam, Tracked};
+
+/// The fw_cfg device as the VMM builds it: DMA into the guest's RAM.
+pub type FwCfgDevice = FwCfg<guestmem::GuestMemory>;
+
+/// Firmware-boot errors; each names the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Missing or unreadable firmware file.
+    #[error(
+        "cannot read firmware {path}: {err}; pass the path of CLOUDHV.fd (make firmware builds it)"
+    )]
+    Unreadable {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: std::io::Error,
+    },
+    /// Not an ELF: probably OVMF.fd.
+    #[error("{0} is not a PVH ELF firmware; only CLOUDHV.fd (EDK2 CloudHvX64) is supported, flat images like OVMF.fd need a reset vector at 4 GiB and a PCI host bridge zerostart does not emulate")]
+    NotElf(PathBuf),
+    /// ELF of the wrong kind.
+    #[error("{path} is not a 64-bit little-endian x86 ELF ({why}); pass CLOUDHV.fd")]
+    BadElf {
+        /// Path.
+        path: PathBuf,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// ELF without the Xen PVH entry note.
+    #[error(
+        "{0} has no PVH entry note (Xen PHYS32_ENTRY); pass CLOUDHV.fd built by firmware/build.sh"
+    )]
+    NoPvhEntry(PathBuf),
+    /// linux-loader could not place it.
+    #[error("loading firmware {path} into guest memory failed: {err}; give the VM more memory (CLOUDHV.fd occupies 1..5 MiB)")]
+    Load {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: linux_loader::loader::Error,
+    },
+    /// An ELF kernel with --firmware.
+    #[error("with --firmware, --kernel must be a bzImage (the firmware boots it through its EFI stub), but {0} is an ELF vmlinux")]
+    KernelNotBzImage(PathBuf),
+    /// Unreadable kernel or initramfs.
+    #[error("cannot read {what} {path}: {err}; check the path")]
+    Input {
+        /// `kernel` or `initramfs`.
+        what: &'static str,
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: std::io::Error,
+    },
+    /// initramfs without kernel.
+    #[error(
+        "--initramfs needs --kernel: the firmware loads an initramfs only together with a kernel"
+    )]
+    InitramfsWithoutKernel,
+    /// Scrub without tracking.
+    #[error("--firmware-hint scrub needs the VMM's write tracking, which prezero=off turns off; drop prezero=off from --memory")]
+    ScrubWithoutTracking,
+    /// Verify of a scrub request.
+    #[error("--verify-hint checks a zero hint, but --firmware-hint scrub claims nothing zero; drop one of them")]
+    VerifyScrub,
+    /// fw_cfg item set.
+    #[error("building fw_cfg items: {0}")]
+    FwCfg(#[from] fw_cfg::Error),
+    /// Hint encoding.
+    #[error("encoding the hint for fw_cfg: {0}")]
+    Hint(#[from] zerohint::Error),
+    /// A bzImage shorter than its setup sectors.
+    #[error("kernel {0} is shorter than its own setup sectors; pass a complete bzImage")]
+    ShortKernel(PathBuf),
+    /// initramfs placement for the legacy address item.
+    #[error(transparent)]
+    Initrd(#[from] arch::boot::Error),
+}
+
+/// Everything `--firmware` needs, opened and checked before memory exists.
+#[derive(Debug)]
+pub struct FirmwareBoot {
+    path: PathBuf,
+    file: File,
+    /// bzImage for the firmware to boot, whole file.
+    kernel: Option<(PathBuf, Vec<u8>)>,
+    initramfs: Option<Vec<u8>>,
+    mode: FirmwareHint,
+}
+
+/// ELF `e_machine` values accepted: EDK2 stamps CloudHv with `EM_386` on an
+/// ELF64 header (its entry is 32-bit PVH), a vmlinux-style image has
+/// `EM_X86_64`.
+const EM_386: u16 = 3;
+const EM_X86_64: u16 = 0x3e;
+
+impl FirmwareBoot {
+    /// Opens the firmware and the kernel/initramfs it will be given, and
+    /// checks the option combination.
+    pub fn open(
+        firmware: &Path,
+        kernel: Option<&Path>,
+        initramfs: Option<&Path>,
+        mode: FirmwareHint,
+        prezero_off: bool,
+        verify: bool,
+    ) -> Result<FirmwareBoot, BuildError> {
+        let unreadable = |err| Error::Unreadable {
+            path: firmware.to_path_buf(),
+            err,
+        };
+        let mut file = File::open(firmware).map_err(unreadable)?;
+        if file.metadata().map_err(unreadable)?.is_dir() {
+            return Err(Error::Unreadable {
+                path: firmware.to_path_buf(),
+                err: std::io::Error::other("it is a directory"),
+            }
+            .into());
+        }
+        let mut hdr = [0u8; 64];
+        let n = read_up_to(&mut file, &mut hdr).map_err(unreadable)?;
+        if n < 4 || &hdr[..4] != b"\x7fELF" {
+            return Err(Error::NotElf(firmware.to_path_buf()).into());
+        }
+        let machine = u16::from_le_bytes([hdr[18], hdr[19]]);
+        let why = if n < 64 {
+            Some("truncated header")
+        } else if hdr[4] != 2 || hdr[5] != 1 {
+            Some("not ELFCLASS64 little endian")
+        } else if machine != EM_386 && machine != EM_X86_64 {
+            Some("machine is neither x86 nor x86-64")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Error::BadElf {
+                path: firmware.to_path_buf(),
+                why,
+            }
+            .into());
+        }
+        if mode == FirmwareHint::Scrub && prezero_off {
+            return Err(Error::ScrubWithoutTracking.into());
+        }
+        if mode == FirmwareHint::Scrub && verify {
+            return Err(Error::VerifyScrub.into());
+        }
+        let kernel = match kernel {
+            Some(p) => {
+                // Kernel::open gives the usual one-line errors for missing,
+                // non-kernel and 32-bit images.
+                if Kernel::open(p)?.format() != Format::BzImage {
+                    return Err(Error::KernelNotBzImage(p.to_path_buf()).into());
+                }
+                Some((p.to_path_buf(), read_input("kernel", p)?))
+            }
+            None => None,
+        };
+        let initramfs = match (initramfs, &kernel) {
+            (Some(_), None) => return Err(Error::InitramfsWithoutKernel.into()),
+            (Some(p), Some(_)) => Some(read_input("initramfs", p)?),
+            (None, _) => None,
+        };
+        Ok(FirmwareBoot {
+            path: firmware.to_path_buf(),
+            file,
+            kernel,
+            initramfs,
+            mode,
+        })
+    }
+}
+
+fn read_input(what: &'static str, p: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(p).map_err(|err| Error::Input {
+        what,
+        path: p.to_path_buf(),
+        err,
+    })
+}
+
+fn read_up_to(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// Loads the firmware, writes the PVH boot state, builds the hint and the
+/// fw_cfg device, and freezes the hint. Returns the entry state (with the
+/// zero hint, `None` for a scrub request) and the device to put on the bus.
+pub fn prepare(
+    ram: &mut GuestRam,
+    fw: &mut FirmwareBoot,
+    inputs: &GuestInputs<'_>,
+    base_sregs: kvm_sregs,
+) -> Result<(PreparedGuest, FwCfgDevice), BuildError> {
+    let load = Elf::load(
+        ram.memory(),
+        None,
+        &mut fw.file,
+        Some(GuestAddress(HIMEM_START)),
+    )
+    .map_err(|err| Error::Load {
+        path: fw.path.clone(),
+        err,
+    })?;
+    let PvhBootCapability::PvhEntryPresent(entry) = load.pvh_boot_cap else {
+        return Err(Error::NoPvhEntry(fw.path.clone()).into());
+    };
+    // The loader wrote through vm-memory (dirty bitmap); mark it as well so
+    // the image is excluded even if a segment's bss was never written.
+    let end = load.kernel_end.max(HIMEM_START);
+    ram.mark_written(GuestAddress(HIMEM_START), end - HIMEM_START)?;
+
+    let mut mem = Tracked(ram);
+    // PVH points at a command line; the firmware's own is empty (the
+    // kernel's goes over fw_cfg).
+    arch::BootMemory::write_tracked(&mut mem, &[0], GuestAddress(CMDLINE_START))
+        .map_err(arch::MemoryError)
+        .map_err(arch::pvh::Error::Memory)?;
+    arch::mptable::setup_mptable(&mut mem, inputs.cpus)?;
+    let rsdp = if inputs.acpi {
+        Some(arch::acpi::setup_acpi(&mut mem, inputs.cpus)?.0)
+    } else {
+        None
+    };
+    let start = arch::pvh::write_start_info(&mut mem, inputs.memory_size, None)?;
+    if let Some(rsdp) = rsdp {
+        // CloudHv's ACPI platform driver finds the tables through
+        // hvm_start_info.rsdp_paddr.
+        let at = GuestAddress(start.0 + offset_of!(hvm_start_info, rsdp_paddr) as u64);
+        arch::BootMemory::write_tracked(&mut mem, &rsdp.to_le_bytes(), at)
+            .map_err(arch::MemoryError)
+            .map_err(arch::pvh::Error::Memory)?;
+    }
+    let sregs = arch::pvh::pvh_sregs(&mut mem, base_sregs)?;
+    // Never hinted, written or not (as for direct boot).
+    ram.mark_written(GuestAddress(0), LOW_MEMORY_END)?;
+
+    let zero = ram.zero_hint()?;
+    let sent = match (&zero, fw.mode) {
+        (Some(h), FirmwareHint::Scrub) => Some(scrub_request(h).map_err(Error::Hint)?),
+        (h, _) => h.clone(),
+    };
+    let mut dev = FwCfg::new(ram.memory().clone());
+    if let Some(h) = &sent {
+        let mut blob = h.encode().map_err(Error::Hint)?;
+        if inputs.corrupt == Some(CorruptHint::Checksum) {
+            blob[0x18] ^= 1;
+        }
+        dev.add_file(zerohint::FW_CFG_NAME, blob)
+            .map_err(Error::FwCfg)?;
+    }
+    add_machine_items(&mut dev, inputs).map_err(Error::FwCfg)?;
+    if let Some((path, k)) = &fw.kernel {
+        add_kernel_items(
+            &mut dev,
+            path,
+            k,
+            fw.initramfs.as_deref(),
+            inputs.cmdline,
+            inputs.memory_size,
+        )?;
+    }
+
+    let fin = ram.finalize_hint()?;
+    if fin != zero {
+        return Err(BuildError::HintChanged(
+            "the finalized hint differs from the one in fw_cfg".into(),
+        ));
+    }
+    if inputs.corrupt == Some(CorruptHint::Dirty) {
+        if let Some(e) = zero
+            .as_ref()
+            .and_then(|h| h.entries.iter().max_by_key(|e| e.length))
+        {
+            let mid = (e.start + e.length / 2) & !0xfff;
+            ram::write_untracked(ram, &[0xa5], GuestAddress(mid + 123))?;
+        }
+    }
+    if let Some(h) = sent.as_ref().filter(|h| h.is_scrub_request()) {
+        eprintln!(
+            "zerostart: note: firmware boot: scrub request of {} ranges/{} MiB sent over fw_cfg; the firmware zeroes them",
+            h.entries.len(),
+            h.total_bytes() >> 20
+        );
+    }
+    Ok((
+        PreparedGuest {
+            regs: arch::pvh::pvh_regs(entry, start),
+            sregs,
+            hint: if fw.mode == FirmwareHint::Zero {
+                zero
+            } else {
+                None
+            },
+            format: Format::Firmware,
+        },
+        dev,
+    ))
+}
+
+/// The same ranges as `zero`, as a scrub request (ranges not claimed zero).
+fn scrub_request(zero: &Hint) -> Result<Hint, zerohint::Error> {
+    let ranges: Vec<(u64, u64)> = zero.entries.iter().map(|e| (e.start, e.length)).collect();
+    let shift = zero.entries.first().map_or(12, |e| e.page_shift);
+    Hint::scrub_from_ranges(&ranges, shift)
+}
+
+/// RAM size, vCPU counts and `etc/e820`, which OVMF-derived firmware reads
+/// (CloudHv takes its memory map from PVH instead).
+fn add_machine_items(dev: &mut FwCfgDevice, inputs: &GuestInputs<'_>) -> Result<(), fw_cfg::Error> {
+    dev.set_item(key::RAM_SIZE, &inputs.memory_size.to_le_bytes()[..])?;
+    dev.set_item(key::NB_CPUS, &u16::from(inputs.cpus).to_le_bytes()[..])?;
+    dev.set_item(key::MAX_CPUS, &u16::from(inputs.cpus).to_le_bytes()[..])?;
+    let e820: Vec<_> = arch::boot::e820_map(inputs.memory_size)
+        .iter()
+        .map(|e| (e.addr, e.size, e.kind))
+        .collect();
+    dev.add_file("etc/e820", fw_cfg::e820_file(&e820))?;
+    Ok(())
+}
+
+/// The kernel items QEMU's `-kernel` sets and OVMF's QemuKernelLoaderFsDxe
+/// reads: setup and kernel parts of the bzImage (their concatenation is the
+/// image booted through the EFI stub), the initrd, and the NUL-terminated
+/// command line. The `*_ADDR` items carry QEMU's legacy-loader addresses
+/// (setup 0x10000, kernel 1 MiB, command line 0x20000, initrd at the top of
+/// low RAM); EFI firmware ignores them.
+fn add_kernel_items(
+    dev: &mut FwCfgDevice,
+    path: &Path,
+    image: &[u8],
+    initrd: Option<&[u8]>,
+    cmdline: &str,
+    memory_size: u64,
+) -> Result<(), Error> {
+    let (setup, kernel) =
+        fw_cfg::split_bzimage(image).ok_or_else(|| Error::ShortKernel(path.to_path_buf()))?;
+    let len32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    dev.set_u32(key::SETUP_ADDR, 0x1_0000)?;
+    dev.set_u32(key::SETUP_SIZE, len32(setup.len()))?;
+    dev.set_item(key::SETUP_DATA, setup)?;
+    dev.set_u32(key::KERNEL_ADDR, HIMEM_START as u32)?;
+    dev.set_u32(key::KERNEL_SIZE, len32(kernel.len()))?;
+    dev.set_item(key::KERNEL_DATA, kernel)?;
+    let mut cl = cmdline.as_bytes().to_vec();
+    cl.push(0);
+    dev.set_u32(key::CMDLINE_ADDR, CMDLINE_START as u32)?;
+    dev.set_u32(key::KERNEL_CMDLINE, CMDLINE_START as u32)?;
+    dev.set_u32(key::CMDLINE_SIZE, len32(cl.len()))?;
+    dev.set_item(key::CMDLINE_DATA, cl)?;
+    if let Some(initrd) = initrd {
+        let initrd_max = image
+            .get(0x22c..0x230)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u32::from_le_bytes);
+        let at = arch::boot::initrd_addr(
+            memory_size,
+            initrd.len() as u64,
+            if initrd_max == 0 {
+                0x37ff_ffff
+            } else {
+                initrd_max
+            },
+            HIMEM_START + kernel.len() as u64,
+        )?;
+        dev.set_u32(key::INITRD_ADDR, at.0 as u32)?;
+        dev.set_u32(key::INITRD_SIZE, len32(initrd.len()))?;
+        dev.set_item(key::INITRD_DATA, initrd)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,437 @@
+//! `zerostart run --firmware`: a tiny 32-bit PVH "firmware" reads the
+//! zero hint over fw_cfg (port and DMA interfaces), checks its CRC-32 in the
+//! guest, and prints it; the test decodes it and checks what it claims.
+//! Also the one-line errors of bad firmware options.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Output;
+
+use assert_cmd::Command;
+
+/// The test firmware, from this nasm source (`nasm -f bin`):
+///
+/// ```text
+/// bits 32
+/// org 0x1000000
+/// ACC     equ 0x80000
+/// DIRBUF  equ 0x81000
+/// BLOB    equ 0x90000
+/// COM1    equ 0x3f8
+/// start:
+///     mov esp, ACC
+///     mov dx, 0x510          ; select signature
+///     xor eax, eax
+///     out dx, ax
+///     inc dx
+///     mov bl, 'S'
+///     in al, dx
+///     cmp al, 'Q'
+///     jne fail
+///     in al, dx
+///     cmp al, 'E'
+///     jne fail
+///     in al, dx
+///     cmp al, 'M'
+///     jne fail
+///     in al, dx
+///     cmp al, 'U'
+///     jne fail
+///     mov bl, 'I'            ; ID must have the DMA bit
+///     dec dx
+///     mov ax, 1
+///     out dx, ax
+///     inc dx
+///     in al, dx
+///     test al, 2
+///     jz fail
+///     mov edi, ACC           ; DMA: select+read the directory
+///     mov eax, (0x19 << 16) | 0x0a
+///     mov ecx, 0x1000
+///     mov ebx, DIRBUF
+///     call setup
+///     mov bl, 'D'
+///     call dma
+///     test eax, eax
+///     jnz fail
+///     mov esi, DIRBUF        ; find the hint file
+///     mov ecx, [esi]
+///     bswap ecx
+///     add esi, 4
+/// .next:
+///     mov bl, 'F'
+///     test ecx, ecx
+///     jz fail
+///     push ecx
+///     push esi
+///     lea edi, [esi + 8]
+///     mov esi, name
+///     mov ecx, namelen
+///     repe cmpsb
+///     pop esi
+///     pop ecx
+///     je .found
+///     add esi, 64
+///     dec ecx
+///     jmp .next
+/// .found:
+///     mov ebp, [esi]         ; size
+///     bswap ebp
+///     movzx eax, word [esi + 4]
+///     xchg al, ah            ; key
+///     shl eax, 16
+///     or eax, 0x0a
+///     mov edi, ACC
+///     mov ecx, ebp
+///     mov ebx, BLOB
+///     call setup
+///     mov bl, 'R'
+///     call dma
+///     test eax, eax
+///     jnz fail
+///     mov ebx, [BLOB + 0x18] ; CRC-32 with the checksum field read as 0
+///     mov dword [BLOB + 0x18], 0
+///     mov esi, BLOB
+///     mov ecx, ebp
+///     mov eax, 0xffffffff
+/// .byte:
+///     xor al, [esi]
+///     inc esi
+///     mov dl, 8
+/// .bit:
+///     shr eax, 1
+///     jnc .nox
+///     xor eax, 0xedb88320
+/// .nox:
+///     dec dl
+///     jnz .bit
+///     loop .byte
+///     not eax
+///     mov [BLOB + 0x18], ebx
+///     cmp eax, ebx
+///     mov bl, 'C'
+///     jne fail
+///     mov edi, ACC           ; DMA into the MMIO hole: error bit
+///     mov eax, (0x19 << 16) | 0x0a
+///     mov ecx, 16
+///     mov ebx, 0xd0000000
+///     call setup
+///     call dma
+///     cmp eax, 1
+///     mov bl, 'E'
+///     jne fail
+///     mov dx, COM1           ; "H=<hex of the blob>\n"
+///     mov al, 'H'
+///     out dx, al
+///     mov al, '='
+///     out dx, al
+///     mov esi, BLOB
+///     mov ecx, ebp
+/// .hex:
+///     lodsb
+///     mov ah, al
+///     shr al, 4
+///     call nib
+///     mov al, ah
+///     and al, 0x0f
+///     call nib
+///     loop .hex
+///     mov al, 10
+///     out dx, al
+///     mov al, 0xfe
+///     out 0x64, al
+///     hlt
+/// ; eax = control, ecx = length, ebx = address: FWCfgDmaAccess at edi
+/// setup:
+///     bswap eax
+///     mov [edi], eax
+///     bswap ecx
+///     mov [edi + 4], ecx
+///     mov dword [edi + 8], 0
+///     bswap ebx
+///     mov [edi + 12], ebx
+///     ret
+/// ; start the transfer at ACC (high half, low half); eax = control after it
+/// dma:
+///     mov dx, 0x514
+///     xor eax, eax
+///     out dx, eax
+///     mov dx, 0x518
+///     mov eax, ACC
+///     bswap eax
+///     out dx, eax
+///     mov eax, [ACC]
+///     bswap eax
+///     ret
+/// nib:
+///     add al, '0'
+///     cmp al, '9'
+///     jbe .o
+///     add al, 7
+/// .o:
+///     out dx, al
+///     ret
+/// fail:
+///     mov dx, COM1
+///     mov al, bl
+///     out dx, al
+///     mov al, 10
+///     out dx, al
+///     mov al, 0xfe
+///     out 0x64, al
+///     hlt
+/// name: db "opt/org.zerostart/prezeroed", 0
+/// namelen equ $ - name
+/// ```
+///
+/// Serial output: `H=<hex of the hint file>` on success, else one letter:
+/// S signature, I no DMA in ID, D directory DMA, F file not found, R file
+/// DMA, C CRC mismatch, E a DMA into the MMIO hole did not fail.
+const FW_GUEST: [u8; 463] = [
+    0xbc, 0x00, 0x00, 0x08, 0x00, 0x66, 0xba, 0x10, 0x05, 0x31, 0xc0, 0x66, 0xef, 0x66, 0x42, 0xb3,
+    0x53, 0xec, 0x3c, 0x51, 0x0f, 0x85, 0x8a, 0x01, 0x00, 0x00, 0xec, 0x3c, 0x45, 0x0f, 0x85, 0x81,
+    0x01, 0x00, 0x00, 0xec, 0x3c, 0x4d, 0x0f, 0x85, 0x78, 0x01, 0x00, 0x00, 0xec, 0x3c, 0x55, 0x0f,
+    0x85, 0x6f, 0x01, 0x00, 0x00, 0xb3, 0x49, 0x66, 0x4a, 0x66, 0xb8, 0x01, 0x00, 0x66, 0xef, 0x66,
+    0x42, 0xec, 0xa8, 0x02, 0x0f, 0x84, 0x5a, 0x01, 0x00, 0x00, 0xbf, 0x00, 0x00, 0x08, 0x00, 0xb8,
+    0x0a, 0x00, 0x19, 0x00, 0xb9, 0x00, 0x10, 0x00, 0x00, 0xbb, 0x00, 0x10, 0x08, 0x00, 0xe8, 0x06,
+    0x01, 0x00, 0x00, 0xb3, 0x44, 0xe8, 0x15, 0x01, 0x00, 0x00, 0x85, 0xc0, 0x0f, 0x85, 0x32, 0x01,
+    0x00, 0x00, 0xbe, 0x00, 0x10, 0x08, 0x00, 0x8b, 0x0e, 0x0f, 0xc9, 0x83, 0xc6, 0x04, 0xb3, 0x46,
+    0x85, 0xc9, 0x0f, 0x84, 0x1c, 0x01, 0x00, 0x00, 0x51, 0x56, 0x8d, 0x7e, 0x08, 0xbe, 0xb3, 0x01,
+    0x00, 0x01, 0xb9, 0x1c, 0x00, 0x00, 0x00, 0xf3, 0xa6, 0x5e, 0x59, 0x74, 0x06, 0x83, 0xc6, 0x40,
+    0x49, 0xeb, 0xdb, 0x8b, 0x2e, 0x0f, 0xcd, 0x0f, 0xb7, 0x46, 0x04, 0x86, 0xc4, 0xc1, 0xe0, 0x10,
+    0x83, 0xc8, 0x0a, 0xbf, 0x00, 0x00, 0x08, 0x00, 0x89, 0xe9, 0xbb, 0x00, 0x00, 0x09, 0x00, 0xe8,
+    0xa5, 0x00, 0x00, 0x00, 0xb3, 0x52, 0xe8, 0xb4, 0x00, 0x00, 0x00, 0x85, 0xc0, 0x0f, 0x85, 0xd1,
+    0x00, 0x00, 0x00, 0x8b, 0x1d, 0x18, 0x00, 0x09, 0x00, 0xc7, 0x05, 0x18, 0x00, 0x09, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0xbe, 0x00, 0x00, 0x09, 0x00, 0x89, 0xe9, 0xb8, 0xff, 0xff, 0xff, 0xff, 0x32,
+    0x06, 0x46, 0xb2, 0x08, 0xd1, 0xe8, 0x73, 0x05, 0x35, 0x20, 0x83, 0xb8, 0xed, 0xfe, 0xca, 0x75,
+    0xf3, 0xe2, 0xec, 0xf7, 0xd0, 0x89, 0x1d, 0x18, 0x00, 0x09, 0x00, 0x39, 0xd8, 0xb3, 0x43, 0x0f,
+    0x85, 0x8f, 0x00, 0x00, 0x00, 0xbf, 0x00, 0x00, 0x08, 0x00, 0xb8, 0x0a, 0x00, 0x19, 0x00, 0xb9,
+    0x10, 0x00, 0x00, 0x00, 0xbb, 0x00, 0x00, 0x00, 0xd0, 0xe8, 0x3b, 0x00, 0x00, 0x00, 0xe8, 0x4c,
+    0x00, 0x00, 0x00, 0x83, 0xf8, 0x01, 0xb3, 0x45, 0x75, 0x6a, 0x66, 0xba, 0xf8, 0x03, 0xb0, 0x48,
+    0xee, 0xb0, 0x3d, 0xee, 0xbe, 0x00, 0x00, 0x09, 0x00, 0x89, 0xe9, 0xac, 0x88, 0xc4, 0xc0, 0xe8,
+    0x04, 0xe8, 0x44, 0x00, 0x00, 0x00, 0x88, 0xe0, 0x24, 0x0f, 0xe8, 0x3b, 0x00, 0x00, 0x00, 0xe2,
+    0xea, 0xb0, 0x0a, 0xee, 0xb0, 0xfe, 0xe6, 0x64, 0xf4, 0x0f, 0xc8, 0x89, 0x07, 0x0f, 0xc9, 0x89,
+    0x4f, 0x04, 0xc7, 0x47, 0x08, 0x00, 0x00, 0x00, 0x00, 0x0f, 0xcb, 0x89, 0x5f, 0x0c, 0xc3, 0x66,
+    0xba, 0x14, 0x05, 0x31, 0xc0, 0xef, 0x66, 0xba, 0x18, 0x05, 0xb8, 0x00, 0x00, 0x08, 0x00, 0x0f,
+    0xc8, 0xef, 0xa1, 0x00, 0x00, 0x08, 0x00, 0x0f, 0xc8, 0xc3, 0x04, 0x30, 0x3c, 0x39, 0x76, 0x02,
+    0x04, 0x07, 0xee, 0xc3, 0x66, 0xba, 0xf8, 0x03, 0x88, 0xd8, 0xee, 0xb0, 0x0a, 0xee, 0xb0, 0xfe,
+    0xe6, 0x64, 0xf4, 0x6f, 0x70, 0x74, 0x2f, 0x6f, 0x72, 0x67, 0x2e, 0x7a, 0x65, 0x72, 0x6f, 0x73,
+    0x74, 0x61, 0x72, 0x74, 0x2f, 0x70, 0x72, 0x65, 0x7a, 0x65, 0x72, 0x6f, 0x65, 0x64, 0x00,
+];
+
+/// Where the test firmware's only segment is loaded (and its entry).
+const LOAD: u64 = 0x100_0000;
+
+/// An ELF64 with one PT_LOAD segment (`code` at [`LOAD`]) and the Xen PVH
+/// entry note; `machine` 3 (EM_386) is what EDK2 stamps on CLOUDHV.fd.
+fn pvh_elf(code: &[u8], machine: u16) -> tempfile::NamedTempFile {
+    let mut b = vec![0u8; 0x1000];
+    b[..4].copy_from_slice(b"\x7fELF");
+    b[4] = 2; // ELFCLASS64
+    b[5] = 1; // little endian
+    b[6] = 1; // EV_CURRENT
+    b[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    b[18..20].copy_from_slice(&machine.to_le_bytes());
+    b[20..24].copy_from_slice(&1u32.to_le_bytes());
+    b[24..32].copy_from_slice(&LOAD.to_le_bytes()); // e_entry
+    b[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+    b[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+    b[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+    b[56..58].copy_from_slice(&2u16.to_le_bytes()); // e_phnum
+    let phdr = |b: &mut Vec<u8>, at: usize, kind: u32, off: u64, addr: u64, size: u64| {
+        b[at..at + 4].copy_from_slice(&kind.to_le_bytes());
+        b[at + 4..at + 8].copy_from_slice(&7u32.to_le_bytes()); // RWX
+        b[at + 8..at + 16].copy_from_slice(&off.to_le_bytes());
+        b[at + 16..at + 24].copy_from_slice(&addr.to_le_bytes());
+        b[at + 24..at + 32].copy_from_slice(&addr.to_le_bytes());
+        b[at + 32..at + 40].copy_from_slice(&size.to_le_bytes());
+        b[at + 40..at + 48].copy_from_slice(&size.to_le_bytes());
+        b[at + 48..at + 56].copy_from_slice(&0x1000u64.to_le_bytes());
+    };
+    phdr(&mut b, 64, 1, 0x1000, LOAD, code.len() as u64);
+    let mut note = Vec::new();
+    for v in [4u32, 4, 18] {
+        note.extend_from_slice(&v.to_le_bytes());
+    }
+    note.extend_from_slice(b"Xen\0");
+    note.extend_from_slice(&(LOAD as u32).to_le_bytes());
+    phdr(&mut b, 120, 4, 0x200, 0, note.len() as u64);
+    b[0x200..0x200 + note.len()].copy_from_slice(&note);
+    b.extend_from_slice(code);
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(&b).unwrap();
+    f
+}
+
+/// A bzImage whose protected-mode part is `payload`.
+fn bzimage(payload: &[u8]) -> tempfile::NamedTempFile {
+    let mut b = vec![0u8; 0x400];
+    b[0x1f1] = 1; // setup_sects
+    b[0x1fe..0x200].copy_from_slice(&[0x55, 0xaa]);
+    b[0x202..0x206].copy_from_slice(b"HdrS");
+    b[0x206..0x208].copy_from_slice(&0x20fu16.to_le_bytes());
+    b[0x211] = 1; // LOADED_HIGH
+    b[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes());
+    b[0x236..0x238].copy_from_slice(&1u16.to_le_bytes()); // XLF_KERNEL_64
+    b[0x238..0x23c].copy_from_slice(&2047u32.to_le_bytes());
+    b.extend_from_slice(payload);
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(&b).unwrap();
+    f
+}
+
+fn zerostart() -> Command {
+    let mut c = Command::cargo_bin("zerostart").unwrap();
+    c.env_remove("ZEROSTART_KVM_DEVICE");
+    c.timeout(std::time::Duration::from_secs(60));
+    c
+}
+
+fn have_kvm() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok()
+}
+
+/// Exit code 1, one stderr line containing all of `needles`, no panic.
+fn assert_one_line_error(out: &Output, needles: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let lines: Vec<_> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    for n in needles {
+        assert!(lines[0].contains(n), "'{n}' not in: {}", lines[0]);
+    }
+}
+
+/// Runs the test firmware; returns stderr and the serial log.
+fn run_fw(fw: &Path, extra: &[&str]) -> (Output, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let serial = dir.path().join("serial.log");
+    let out = zerostart()
+        .arg("run")
+        .arg("--firmware")
+        .arg(fw)
+        .args(if extra.contains(&"--memory") {
+            &[][..]
+        } else {
+            &["--memory", "size=64M"][..]
+        })
+        .arg("--serial")
+        .arg(format!("file={}", serial.display()))
+        .args(extra)
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(&serial).unwrap_or_default();
+    (out, log)
+}
+
+/// The hint bytes the guest printed.
+fn printed_hint(log: &str) -> Vec<u8> {
+    let hex = log
+        .strip_prefix("H=")
+        .and_then(|l| l.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("guest did not print the hint: {log:?}"));
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn firmware_reads_the_hint_over_fw_cfg() {
+    if !have_kvm() {
+        eprintln!("skipped: /dev/kvm not available");
+        return;
+    }
+    const MIB: u64 = 1 << 20;
+    let fw = pvh_elf(&FW_GUEST, 3);
+    let kernel = bzimage(&[0x90; 0x3000]);
+    for with_kernel in [false, true] {
+        let k = kernel.path().to_str().unwrap();
+        let extra: &[&str] = if with_kernel { &["--kernel", k] } else { &[] };
+        let (out, log) = run_fw(fw.path(), extra);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains("exit=i8042 reset"), "{err}");
+        let blob = printed_hint(&log);
+        let hint = zerohint::decode_exact(&blob).expect("the guest read a valid hint");
+        assert!(!hint.is_scrub_request());
+        // Everything the VMM wrote is outside: the first MiB (start info,
+        // GDT, MP and ACPI tables) and [1 MiB, end of the firmware image),
+        // as for a PVH kernel.
+        let image_end = (LOAD + FW_GUEST.len() as u64).next_multiple_of(4096);
+        let ram = [(image_end, 64 * MIB - image_end)];
+        zerohint::check_in_ram(&hint, &ram).expect("every range is RAM above the image");
+        // And all the rest is claimed.
+        assert_eq!(hint.total_bytes(), 64 * MIB - image_end, "{err}");
+        let mib = hint.total_bytes() >> 20;
+        assert!(
+            err.contains(&format!("hint={} ranges/{mib} MiB", hint.len())),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn scrub_request_and_corrupt_checksum_reach_the_firmware() {
+    if !have_kvm() {
+        eprintln!("skipped: /dev/kvm not available");
+        return;
+    }
+    let fw = pvh_elf(&FW_GUEST, 0x3e);
+    let (out, log) = run_fw(fw.path(), &["--firmware-hint", "scrub"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("scrub request of"), "{err}");
+    let blob = printed_hint(&log);
+    let hint = zerohint::decode_exact(&blob).expect("a valid scrub request");
+    assert!(hint.is_scrub_request());
+    let image_end = (LOAD + FW_GUEST.len() as u64).next_multiple_of(4096);
+    assert!(hint.entries().all(|e| e.flags == 0 && e.start >= image_end));
+    assert_eq!(hint.total_bytes(), (64 << 20) - image_end);
+    // The VMM claims nothing zero in scrub mode.
+    assert!(err.contains("hint=0 ranges"), "{err}");
+
+    // The guest's own CRC check sees a corrupted checksum.
+    let (out, log) = run_fw(fw.path(), &["--test-corrupt-hint", "checksum"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(log, "C\n");
+}
+
+#[test]
+fn bad_firmware_options_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let flat = dir.path().join("OVMF.fd");
+    std::fs::write(&flat, vec![0xffu8; 8192]).unwrap();
+    let (out, _) = run_fw(&flat, &[]);
+    assert_one_line_error(&out, &["not a PVH ELF firmware", "CLOUDHV.fd", "OVMF.fd"]);
+    let (out, _) = run_fw(Path::new("/nonexistent/CLOUDHV.fd"), &[]);
+    assert_one_line_error(&out, &["cannot read firmware", "/nonexistent/CLOUDHV.fd"]);
+    let fw = pvh_elf(&FW_GUEST, 3);
+    let (out, _) = run_fw(
+        fw.path(),
+        &[
+            "--firmware-hint",
+            "scrub",
+            "--memory",
+            "size=64M,prezero=off",
+        ],
+    );
+    assert_one_line_error(&out, &["prezero=off"]);
+    let (out, _) = run_fw(fw.path(), &["--firmware-hint", "scrub", "--verify-hint"]);
+    assert_one_line_error(&out, &["--verify-hint", "scrub"]);
+    let (out, _) = run_fw(fw.path(), &["--initramfs", "/etc/hostname"]);
+    assert_one_line_error(&out, &["--initramfs needs --kernel"]);
+    // An ELF vmlinux is not something EDK2 can boot from fw_cfg.
+    let vmlinux = pvh_elf(&FW_GUEST, 0x3e);
+    let (out, _) = run_fw(fw.path(), &["--kernel", vmlinux.path().to_str().unwrap()]);
+    assert_one_line_error(&out, &["must be a bzImage"]);
+    // A non-x86 ELF.
+    let arm = pvh_elf(&FW_GUEST, 0xb7);
+    let (out, _) = run_fw(arm.path(), &[]);
+    assert_one_line_error(&out, &["neither x86 nor x86-64"]);
+}
