@@ -414,3 +414,193 @@ fn add_kernel_items(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ram::MemoryConfig;
+    use std::io::Write;
+    use vm_memory::Bytes;
+
+    const MIB: u64 = 1 << 20;
+    /// Where the test firmware's segment goes, and its sizes in the file
+    /// and in memory (bss beyond the file part).
+    const LOAD: u64 = 0x20_0000;
+    const FILESZ: u64 = 0x1800;
+    const MEMSZ: u64 = 0x5000;
+
+    /// A PVH ELF64 (EM_386, like CLOUDHV.fd) with one segment of
+    /// `FILESZ` bytes of 0x5a (memsz `MEMSZ`) at `LOAD`.
+    fn firmware_file() -> tempfile::NamedTempFile {
+        let mut b = vec![0u8; 0x1000];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[5] = 1;
+        b[6] = 1;
+        b[16..18].copy_from_slice(&2u16.to_le_bytes());
+        b[18..20].copy_from_slice(&EM_386.to_le_bytes());
+        b[24..32].copy_from_slice(&LOAD.to_le_bytes());
+        b[32..40].copy_from_slice(&64u64.to_le_bytes());
+        b[54..56].copy_from_slice(&56u16.to_le_bytes());
+        b[56..58].copy_from_slice(&2u16.to_le_bytes());
+        let ph = |b: &mut Vec<u8>, at: usize, kind: u32, off: u64, addr: u64, fs: u64, ms: u64| {
+            b[at..at + 4].copy_from_slice(&kind.to_le_bytes());
+            b[at + 8..at + 16].copy_from_slice(&off.to_le_bytes());
+            b[at + 16..at + 24].copy_from_slice(&addr.to_le_bytes());
+            b[at + 24..at + 32].copy_from_slice(&addr.to_le_bytes());
+            b[at + 32..at + 40].copy_from_slice(&fs.to_le_bytes());
+            b[at + 40..at + 48].copy_from_slice(&ms.to_le_bytes());
+        };
+        ph(&mut b, 64, 1, 0x1000, LOAD, FILESZ, MEMSZ);
+        let mut note = Vec::new();
+        for v in [4u32, 4, 18] {
+            note.extend_from_slice(&v.to_le_bytes());
+        }
+        note.extend_from_slice(b"Xen\0");
+        note.extend_from_slice(&(LOAD as u32).to_le_bytes());
+        ph(
+            &mut b,
+            120,
+            4,
+            0x200,
+            0,
+            note.len() as u64,
+            note.len() as u64,
+        );
+        b[0x200..0x200 + note.len()].copy_from_slice(&note);
+        b.extend_from_slice(&[0x5a; FILESZ as usize]);
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&b).unwrap();
+        f
+    }
+
+    fn inputs(size: u64, cmdline: &str) -> GuestInputs<'_> {
+        GuestInputs {
+            initramfs: None,
+            cmdline,
+            memory_size: size,
+            cpus: 2,
+            corrupt: None,
+            acpi: true,
+        }
+    }
+
+    /// Pattern-filled RAM, a firmware boot prepared over it: every byte
+    /// the fw_cfg hint claims must still hold the pattern (the VMM wrote
+    /// none of them), and everything else above the image is claimed.
+    #[test]
+    fn nothing_written_is_in_the_fw_cfg_hint() {
+        let size = 64 * MIB;
+        for (pattern, mode) in [(0xaau8, FirmwareHint::Zero), (0x55, FirmwareHint::Scrub)] {
+            let mut ram = ram::create(&MemoryConfig {
+                size,
+                backing: guestmem::Backing::Anonymous { thp: false },
+                ..Default::default()
+            })
+            .unwrap();
+            let fill = vec![pattern; MIB as usize];
+            for off in (0..size).step_by(MIB as usize) {
+                ram::write_untracked(&ram, &fill, GuestAddress(off)).unwrap();
+            }
+            let f = firmware_file();
+            let mut fw = FirmwareBoot::open(f.path(), None, None, mode, false, false).unwrap();
+            let (p, dev) =
+                prepare(&mut ram, &mut fw, &inputs(size, "x"), kvm_sregs::default()).unwrap();
+            assert_eq!(p.format, Format::Firmware);
+            assert_eq!(p.regs.rip, LOAD);
+            assert_eq!(p.hint.is_some(), mode == FirmwareHint::Zero);
+            // The firmware was loaded, and its bss lies outside the hint.
+            let b: u8 = ram.memory().read_obj(GuestAddress(LOAD)).unwrap();
+            assert_eq!(b, 0x5a);
+            let blob = dev.item(key::FILE_FIRST).unwrap();
+            let view = zerohint::decode_exact(blob).unwrap();
+            assert_eq!(view.is_scrub_request(), mode == FirmwareHint::Scrub);
+            let mut buf = vec![0u8; MIB as usize];
+            for e in view.entries() {
+                assert!(e.start >= LOAD + MEMSZ, "{e:x?} below the end of the image");
+                let mut at = e.start;
+                while at < e.end() {
+                    let n = (e.end() - at).min(MIB) as usize;
+                    ram.memory()
+                        .read_slice(&mut buf[..n], GuestAddress(at))
+                        .unwrap();
+                    assert!(
+                        buf[..n].iter().all(|&x| x == pattern),
+                        "written byte in {e:x?}"
+                    );
+                    at += n as u64;
+                }
+            }
+            assert_eq!(view.total_bytes(), size - (LOAD + MEMSZ));
+            // hvm_start_info points at the ACPI tables for CloudHv.
+            let rsdp: u64 = ram
+                .memory()
+                .read_obj(GuestAddress(
+                    arch::pvh::PVH_INFO_START + offset_of!(hvm_start_info, rsdp_paddr) as u64,
+                ))
+                .unwrap();
+            assert_eq!(rsdp, 0xe0000);
+            // The hint is frozen: the VMM can no longer write into it.
+            assert!(ram.write_tracked(&[1], GuestAddress(32 * MIB)).is_err());
+        }
+    }
+
+    #[test]
+    fn kernel_initrd_and_cmdline_items() {
+        let size = 64 * MIB;
+        let mut ram = ram::create(&MemoryConfig {
+            size,
+            backing: guestmem::Backing::Anonymous { thp: false },
+            ..Default::default()
+        })
+        .unwrap();
+        let payload: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        let k = crate::kernel::test_image(0x20f, 1, &payload);
+        let mut initrd = tempfile::NamedTempFile::new().unwrap();
+        initrd.write_all(&[0x11; 5000]).unwrap();
+        let f = firmware_file();
+        let mut fw = FirmwareBoot::open(
+            f.path(),
+            Some(k.path()),
+            Some(initrd.path()),
+            FirmwareHint::Zero,
+            false,
+            false,
+        )
+        .unwrap();
+        let (_, dev) = prepare(
+            &mut ram,
+            &mut fw,
+            &inputs(size, "console=ttyS0"),
+            kvm_sregs::default(),
+        )
+        .unwrap();
+        let le = |k: u16| u32::from_le_bytes(dev.item(k).unwrap().try_into().unwrap());
+        let image = std::fs::read(k.path()).unwrap();
+        let setup = dev.item(key::SETUP_DATA).unwrap();
+        let kernel = dev.item(key::KERNEL_DATA).unwrap();
+        assert_eq!(setup.len(), 0x400);
+        assert_eq!([setup, kernel].concat(), image);
+        assert_eq!(le(key::SETUP_SIZE) as usize, setup.len());
+        assert_eq!(le(key::KERNEL_SIZE) as usize, kernel.len());
+        assert_eq!(dev.item(key::CMDLINE_DATA).unwrap(), b"console=ttyS0\0");
+        assert_eq!(le(key::CMDLINE_SIZE), 14);
+        assert_eq!(dev.item(key::INITRD_DATA).unwrap(), &[0x11; 5000][..]);
+        assert_eq!(le(key::INITRD_SIZE), 5000);
+        assert_eq!(le(key::INITRD_ADDR) % 4096, 0);
+        assert_eq!(le(key::KERNEL_ADDR), 0x10_0000);
+        let ram_size = u64::from_le_bytes(dev.item(key::RAM_SIZE).unwrap().try_into().unwrap());
+        assert_eq!(ram_size, size);
+        // The file directory lists the hint and etc/e820.
+        let dir = dev.item(key::FILE_DIR).unwrap();
+        assert_eq!(&dir[..4], &2u32.to_be_bytes());
+        assert_eq!(&dir[12..12 + 27], zerohint::FW_CFG_NAME.as_bytes());
+        assert_eq!(&dir[4 + 64 + 8..4 + 64 + 16], b"etc/e820");
+        // Nothing of kernel or initrd went into guest RAM.
+        let mut buf = vec![0u8; 0x1000];
+        ram.memory()
+            .read_slice(&mut buf, GuestAddress(HIMEM_START))
+            .unwrap();
+        assert!(buf.iter().all(|&b| b == 0));
+    }
+}
