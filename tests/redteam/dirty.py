@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Leaves host memory dirty for the leak hunt (tests/redteam/run.sh).
+
+  dirty.py anon MIB          fill MIB of anonymous memory with a secret, exit
+                             (the pages go back to the host allocator dirty)
+  dirty.py hugetlb MIB       same with 2M hugetlb pool pages (memfd)
+  dirty.py file MIB PATH     leave PATH (on hugetlbfs) holding the secret and
+                             check it reads back from a second mapping
+  dirty.py random MIB PATH   write MIB of random bytes to PATH
+
+Every fill is read back before exit, so a case that then sees only zeros
+in the VM proves the VMM or the host cleared real data.
+"""
+
+import mmap
+import os
+import sys
+
+SECRET = b"ZSSECRET" * 512  # 4 KiB, no zero byte
+CHUNK = 2 << 20
+
+
+def fill(m, size):
+    block = SECRET * (CHUNK // len(SECRET))
+    for off in range(0, size, CHUNK):
+        m[off : off + CHUNK] = block
+
+
+def check(m, size):
+    block = SECRET * (CHUNK // len(SECRET))
+    for off in range(0, size, CHUNK):
+        if m[off : off + CHUNK] != block:
+            sys.exit(f"dirty.py: secret did not read back at offset {off:#x}")
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    mode, size = sys.argv[1], int(sys.argv[2]) << 20
+    if mode == "anon":
+        m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        fill(m, size)
+        check(m, size)
+        m.close()
+    elif mode == "hugetlb":
+        fd = os.memfd_create("redteam-dirty", os.MFD_HUGETLB | os.MFD_CLOEXEC)
+        os.ftruncate(fd, size)
+        m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+        fill(m, size)
+        check(m, size)
+        m.close()
+        os.close(fd)
+    elif mode == "file":
+        path = sys.argv[3]
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.ftruncate(fd, size)
+        m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+        fill(m, size)
+        m.close()
+        os.close(fd)
+        # The secret outlives the writer: a fresh mapping still reads it.
+        fd = os.open(path, os.O_RDWR)
+        m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+        check(m, size)
+        m.close()
+        os.close(fd)
+    elif mode == "random":
+        with open(sys.argv[3], "wb") as f:
+            for _ in range(0, size, CHUNK):
+                f.write(os.urandom(CHUNK))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
