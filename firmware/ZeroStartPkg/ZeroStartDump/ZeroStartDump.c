@@ -13,7 +13,10 @@
   and, for the scrub test, counts pages outside the table that still hold
   the test's fill pattern (proving the fill happened). Every line starts
   with "ZSDUMP:"; the last is "ZSDUMP: RESULT PASS|FAIL|ABSENT". Then the
-  machine powers off.
+  machine powers off - unless the fw_cfg file opt/org.zerostart/test/reboot
+  exists and the checks passed: then it plays a guest OS, writes the fill
+  pattern into every published page and warm-resets, so the next boot shows
+  whether the firmware (wrongly) publishes the same, now dirty, memory.
 
   Copyright (c) zerostart authors.
   SPDX-License-Identifier: BSD-2-Clause-Patent
@@ -24,6 +27,7 @@
 #include <Protocol/LoadedImage.h>
 #include <Library/BaseLib.h>
 #include <Library/BaseMemoryLib.h>
+#include <Library/IoLib.h>
 #include <Library/MemoryAllocationLib.h>
 #include <Library/UefiApplicationEntryPoint.h>
 #include <Library/UefiBootServicesTableLib.h>
@@ -33,6 +37,67 @@
 
 /// The qword the QEMU test writes over guest RAM before boot.
 #define FILL_PATTERN  0x5a53464c4c504154ULL    // "TAPLLFSZ"
+
+#define FW_CFG_PORT_SELECTOR  0x510
+#define FW_CFG_PORT_DATA      0x511
+#define FW_CFG_SIGNATURE      0x0000
+#define FW_CFG_FILE_DIR       0x0019
+
+STATIC
+UINT32
+FwCfgReadBe32 (
+  VOID
+  )
+{
+  UINT32  Value;
+  UINTN   Index;
+
+  Value = 0;
+  for (Index = 0; Index < 4; Index++) {
+    Value = (Value << 8) | IoRead8 (FW_CFG_PORT_DATA);
+  }
+
+  return Value;
+}
+
+/**
+  Whether QEMU's fw_cfg has a file of this name (port I/O, no library: the
+  test must not depend on the firmware's own fw_cfg code).
+**/
+STATIC
+BOOLEAN
+FwCfgHasFile (
+  IN CONST CHAR8  *Name
+  )
+{
+  UINT32  Count;
+  UINT32  Index;
+  UINTN   Byte;
+  CHAR8   FileName[56];
+
+  IoWrite16 (FW_CFG_PORT_SELECTOR, FW_CFG_SIGNATURE);
+  if (FwCfgReadBe32 () != 0x51454d55) {
+    // "QEMU"
+    return FALSE;
+  }
+
+  IoWrite16 (FW_CFG_PORT_SELECTOR, FW_CFG_FILE_DIR);
+  Count = FwCfgReadBe32 ();
+  for (Index = 0; Index < Count && Index < 4096; Index++) {
+    FwCfgReadBe32 ();      // size
+    FwCfgReadBe32 ();      // select, reserved
+    for (Byte = 0; Byte < sizeof (FileName); Byte++) {
+      FileName[Byte] = (CHAR8)IoRead8 (FW_CFG_PORT_DATA);
+    }
+
+    FileName[sizeof (FileName) - 1] = 0;
+    if (AsciiStrCmp (FileName, Name) == 0) {
+      return TRUE;
+    }
+  }
+
+  return FALSE;
+}
 
 STATIC
 BOOLEAN
@@ -259,6 +324,19 @@ ZeroStartDumpMain (
 
   Print (L"ZSDUMP: free pages %lu with fill pattern %lu\n", ConvPages, PatternPages);
   Print (L"ZSDUMP: RESULT %a failures %u\n", Failures == 0 ? "PASS" : "FAIL", (UINT32)Failures);
+  if ((Failures == 0) && FwCfgHasFile ("opt/org.zerostart/test/reboot")) {
+    for (Index = 0; Index < Count; Index++) {
+      for (Page = Ranges[Index].Start; Page <= Ranges[Index].Last && Page >= Ranges[Index].Start; Page += EFI_PAGE_SIZE) {
+        *(volatile UINT64 *)(UINTN)Page = FILL_PATTERN;
+        if (Page + EFI_PAGE_SIZE == 0) {
+          break;
+        }
+      }
+    }
+
+    Print (L"ZSDUMP: dirtied every published page; warm reset\n");
+    gRT->ResetSystem (EfiResetWarm, EFI_SUCCESS, 0, NULL);
+  }
 
 Off:
   gRT->ResetSystem (EfiResetShutdown, EFI_SUCCESS, 0, NULL);

@@ -23,6 +23,11 @@
   directly below the PHIT range where the DXE core allocates top-down - is
   left to DXE and the OS loader.
 
+  The hint is only true for the guest's first boot: after a warm reset RAM
+  keeps the previous boot's data while fw_cfg still offers the hint. A
+  reserved marker page (ZEROSTART_MARKER_ADDRESS) detects that and the hint
+  is rejected as "Stale".
+
   Copyright (c) zerostart authors.
   SPDX-License-Identifier: BSD-2-Clause-Patent
 **/
@@ -46,6 +51,19 @@
 /// MEMFD (SEC page tables, temporary RAM, decompressed PEIFV/DXEFV at
 /// 8 MiB..~24 MiB) and the kernel's default load address area.
 #define ZEROSTART_FLOOR  SIZE_32MB
+
+/// The reset marker: one reserved page below the floor and above OVMF's
+/// MEMFD. A hint promises zero memory when the guest first runs; after a
+/// warm reset the guest's RAM keeps whatever the previous boot wrote, while
+/// fw_cfg still offers the same hint. The first boot that uses a hint writes
+/// the marker into this page and reserves it (EfiReservedMemoryType, so the
+/// OS leaves it alone); a boot that finds the marker knows its RAM is not
+/// fresh and rejects the hint ("Stale"). Fresh guest RAM never holds it (a
+/// scrub request's garbage RAM could only by a 2^-128 chance, and then the
+/// hint is merely dropped).
+#define ZEROSTART_MARKER_ADDRESS  0x1F00000ULL
+#define ZEROSTART_MARKER_0        0x4445544f4f42535aULL   // "ZSBOOTED"
+#define ZEROSTART_MARKER_1        0x2172656b72616d21ULL   // "!marker!"
 
 /// Memory left to DXE and the OS loader: 256 MiB plus 1/16 of RAM.
 #define ZEROSTART_RESERVE_BASE   SIZE_256MB
@@ -135,6 +153,10 @@ ZeroStartEndOfPei (
   ZEROSTART_CLAIM_HOB         *Handoff;
   UINTN                       HandoffSize;
   EFI_HOB_RESOURCE_DESCRIPTOR  *Res;
+  ZERO_RANGE                  Marker;
+  BOOLEAN                     MarkerOk;
+  BOOLEAN                     Stale;
+  volatile UINT64             *MarkerPage;
 
   T0 = GetPerformanceCounter ();
   if (GetBootModeHob () == BOOT_ON_S3_RESUME) {
@@ -197,7 +219,7 @@ ZeroStartEndOfPei (
     HobCount++;
   }
 
-  Capacity = EntryCount + HobCount + 8;
+  Capacity = EntryCount + HobCount + 16;
   Hint     = AllocatePages (EFI_SIZE_TO_PAGES (5 * Capacity * sizeof (ZERO_RANGE)));
   if (Hint == NULL) {
     DEBUG ((DEBUG_WARN, "ZeroStart: out of PEI memory for %u ranges; nothing published\n", (UINT32)Capacity));
@@ -225,7 +247,6 @@ ZeroStartEndOfPei (
   RamCount   = 0;
   DirtyCount = 0;
   Phit       = NULL;
-  AddRange (Dirty, &DirtyCount, Capacity, 0, ZEROSTART_FLOOR, TRUE);
   for (Hob.Raw = GetHobList (); !END_OF_HOB_LIST (Hob); Hob.Raw = GET_NEXT_HOB (Hob)) {
     switch (GET_HOB_TYPE (Hob)) {
       case EFI_HOB_TYPE_HANDOFF:
@@ -274,6 +295,37 @@ ZeroStartEndOfPei (
   RamCount   = ZeroRangesAlignInward (Ram, ZeroRangesNormalize (Ram, RamCount));
   DirtyCount = ZeroRangesAlignOutward (Dirty, DirtyCount);
   RamBytes   = ZeroRangesTotal (Ram, RamCount);
+
+  //
+  // The reset marker page must be RAM nothing else uses.
+  //
+  Marker.Start = ZEROSTART_MARKER_ADDRESS;
+  Marker.Last  = ZEROSTART_MARKER_ADDRESS + EFI_PAGE_SIZE - 1;
+  ZeroRangesSubtract (&Marker, 1, Ram, RamCount, Tmp, Capacity, &TmpCount);
+  MarkerOk = (BOOLEAN)(TmpCount == 0);
+  ZeroRangesIntersect (&Marker, 1, Dirty, DirtyCount, Tmp, Capacity, &TmpCount);
+  MarkerOk = (BOOLEAN)(MarkerOk && TmpCount == 0);
+  if (!MarkerOk) {
+    DEBUG ((DEBUG_WARN, "ZeroStart: hint rejected: no free RAM page for the reset marker at 0x%Lx; nothing published\n", ZEROSTART_MARKER_ADDRESS));
+    return EFI_SUCCESS;
+  }
+
+  MarkerPage = (volatile UINT64 *)(UINTN)ZEROSTART_MARKER_ADDRESS;
+  Stale      = (BOOLEAN)((MarkerPage[0] == ZEROSTART_MARKER_0) && (MarkerPage[1] == ZEROSTART_MARKER_1));
+  BuildMemoryAllocationHob (ZEROSTART_MARKER_ADDRESS, EFI_PAGE_SIZE, EfiReservedMemoryType);
+  MarkerPage[0] = ZEROSTART_MARKER_0;
+  MarkerPage[1] = ZEROSTART_MARKER_1;
+  if (Stale) {
+    DEBUG ((
+      DEBUG_WARN,
+      "ZeroStart: hint rejected: Stale (guest RAM survived a reset since the hint was first used); nothing published\n"
+      ));
+    return EFI_SUCCESS;
+  }
+
+  AddRange (Dirty, &DirtyCount, Capacity, 0, ZEROSTART_FLOOR, TRUE);
+  AddRange (Dirty, &DirtyCount, Capacity, ZEROSTART_MARKER_ADDRESS, EFI_PAGE_SIZE, TRUE);
+  DirtyCount = ZeroRangesNormalize (Dirty, DirtyCount);
 
   Complete = ZeroRangesIntersect (Hint, HintCount, Ram, RamCount, Tmp, Capacity, &TmpCount);
   Complete = (BOOLEAN)(ZeroRangesSubtract (Tmp, TmpCount, Dirty, DirtyCount, Claim, Capacity, &ClaimCount) && Complete);

@@ -66,7 +66,7 @@ class Boot:
         return [l for l in self.debug.splitlines() if l.startswith("ZeroStart:")]
 
 
-def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900):
+def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, reboot_test=False):
     d = os.path.join(work, name)
     os.makedirs(os.path.join(d, "esp", "EFI", "BOOT"))
     shutil.copy(os.path.join(args.fw_dir, "ZeroStartDump.efi"), os.path.join(d, "esp", "EFI", "BOOT", "BOOTX64.EFI"))
@@ -79,13 +79,21 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900):
         "-cpu", "max",
         "-m", str(mem // MiB) + "M",
         "-smp", str(smp),
-        "-nodefaults", "-display", "none", "-no-reboot",
+        "-nodefaults", "-display", "none",
         "-bios", os.path.join(args.fw_dir, "OVMF.fd"),
         "-drive", "if=none,id=esp,format=raw,readonly=on,file=fat:" + os.path.join(d, "esp"),
         "-device", "virtio-blk-pci,drive=esp",
         "-serial", "file:" + serial,
         "-debugcon", "file:" + debug, "-global", "isa-debugcon.iobase=0x402",
     ]
+    if reboot_test:
+        # ZeroStartDump dirties the published pages and warm-resets once.
+        flag = os.path.join(d, "reboot.flag")
+        with open(flag, "w") as f:
+            f.write("1")
+        cmd += ["-fw_cfg", "name=opt/org.zerostart/test/reboot,file=" + flag]
+    else:
+        cmd += ["-no-reboot"]
     if hint is not None:
         path = os.path.join(d, "hint.bin")
         with open(path, "wb") as f:
@@ -246,6 +254,26 @@ def case_scrub(args, work):
     return b, errs
 
 
+def case_warm_reset(args, work):
+    """A warm reset keeps guest RAM while fw_cfg keeps offering the same hint:
+    the guest dirties every published page and resets; the second boot must
+    reject the hint as Stale and publish nothing."""
+    mem = 1 * GiB
+    blob, _, _ = zshint.adversarial_hint(mem)
+    b = run_qemu(args, work, "warm-reset", mem, 2, blob, reboot_test=True)
+    errs = []
+    results = [l for l in b.dump() if l.startswith("RESULT")]
+    if len(results) != 2 or not results[0].startswith("RESULT PASS") or results[1] != "RESULT ABSENT":
+        errs.append(f"want RESULT PASS, reset, RESULT ABSENT; got {results}")
+    if not any(l.startswith("dirtied every published page") for l in b.dump()):
+        errs.append("the guest did not dirty the published pages before resetting")
+    stale = [l for l in b.zs_log() if "hint rejected: Stale" in l]
+    claims = [l for l in b.zs_log() if l.startswith("ZeroStart: PEI:")]
+    if len(stale) != 1 or len(claims) != 1:
+        errs.append(f"want one claim (first boot) and one Stale rejection (second), got {claims} / {stale}")
+    return b, errs
+
+
 def case_verify_detects(args, work):
     """Negative control: a VMM that lies (RAM full of the pattern, zero hint)
     must make the guest-side verify mode fail. Shows the zero check in the
@@ -269,6 +297,7 @@ CASES = {
     "no-hint": no_hint_case,
     "scrub": case_scrub,
     "verify-detects": case_verify_detects,
+    "warm-reset": case_warm_reset,
 }
 
 
