@@ -43,9 +43,9 @@ LOCK = HERE / "versions.lock"
 L2_INIT = HERE / "l2-init.sh"
 SCENARIO_SH = HERE / "scenario.sh"
 
-TRIXIE_SOURCES = """Types: deb
+SUITE_SOURCES = """Types: deb
 URIs: http://deb.debian.org/debian
-Suites: trixie
+Suites: SUITE
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 """
@@ -104,8 +104,9 @@ def read_lock() -> list[LockEntry]:
 
 
 class Apt:
-    """apt-get for one suite; trixie goes through a private lists dir so the
-    machine's own sources and package state are never touched."""
+    """apt-get for one suite; any suite but bookworm (trixie, bookworm-backports)
+    goes through a private lists dir so the machine's own sources and package
+    state are never touched."""
 
     def __init__(self, suite: str):
         self.suite = suite
@@ -116,7 +117,7 @@ class Apt:
             (base / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
             (base / "parts").mkdir(parents=True, exist_ok=True)
             src = base / "parts" / f"{suite}.sources"
-            src.write_text(TRIXIE_SOURCES.replace("trixie", suite))
+            src.write_text(SUITE_SOURCES.replace("SUITE", suite))
             self.opts = [
                 "-o", f"Dir::State::Lists={base / 'lists'}",
                 "-o", "Dir::Etc::SourceList=/dev/null",
@@ -358,12 +359,26 @@ def build_l3_initramfs() -> Path:
     return out
 
 
-def qemu_bundle(c: Cpio, qemu: str) -> None:
-    """Host QEMU + every library ldd lists + qboot, as the L3 baseline VMM."""
-    qpath = shutil.which(qemu)
-    if not qpath:
-        raise BuildError(f"{qemu} not found; run `make deps` (ci/install-deps.sh installs qemu-system-x86)")
-    c.file("qemu/bin/qemu-system-x86_64", Path(qpath).read_bytes(), 0o755)
+def pinned_qemu() -> tuple[Path, list[Path]]:
+    """The pinned QEMU (versions.lock roles qemu, qemu-data), unpacked: its
+    binary and the firmware dirs for -L (its own data, then the host's seabios
+    for the pc machine's bios-256k.bin)."""
+    debs = fetch_packages()
+    q = unpack(debs["qemu"]) / "usr" / "bin" / "qemu-system-x86_64"
+    data = unpack(debs["qemu-data"]) / "usr" / "share" / "qemu"
+    r = run(["ldd", str(q)])
+    if r.returncode != 0 or "not found" in r.stdout:
+        missing = [ln.split()[0] for ln in r.stdout.splitlines() if "not found" in ln]
+        raise BuildError(f"the pinned QEMU needs libraries this machine lacks ({' '.join(missing)}); "
+                         "run `make deps` (it installs qemu-system-x86, which pulls them in)")
+    return q, [data, Path("/usr/share/seabios")]
+
+
+def qemu_bundle(c: Cpio) -> None:
+    """The pinned QEMU + every library ldd lists + qboot, as the L3 baseline VMM."""
+    q, (data, _) = pinned_qemu()
+    qpath = str(q)
+    c.file("qemu/bin/qemu-system-x86_64", q.read_bytes(), 0o755)
     r = run(["ldd", qpath])
     for line in r.stdout.splitlines():
         m = re.search(r"(/\S+) \(0x", line)
@@ -373,8 +388,8 @@ def qemu_bundle(c: Cpio, qemu: str) -> None:
         real = lib.resolve()
         c.file(str(lib).lstrip("/"), real.read_bytes(), 0o755)
         # ld.so is looked up by its PT_INTERP path; /lib64 in Debian.
-    for rom in ("qboot.rom", "bios-microvm.bin", "linuxboot_dma.bin"):
-        p = Path("/usr/share/qemu") / rom
+    for rom in ("qboot.rom", "linuxboot_dma.bin"):
+        p = data / rom
         if p.exists():
             c.file(f"qemu/share/{rom}", p.read_bytes())
 
@@ -391,8 +406,7 @@ def zerostart_binary(path: Path | None) -> Path | None:
     return path
 
 
-def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: bool = True,
-             qemu: str = "qemu-system-x86_64") -> dict:
+def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: bool = True) -> dict:
     """Returns the manifest of the cached L2 image, building it if needed."""
     debs = fetch_packages()
     l2tree = unpack(debs["l2-kernel"])
@@ -426,7 +440,7 @@ def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: boo
     if zs:
         c.file("zs/zerostart", zs.read_bytes(), 0o755)
     if with_qemu:
-        qemu_bundle(c, qemu)
+        qemu_bundle(c)
 
     vm_hash = sha256_file(vmlinuz)
     digest = hashlib.sha256((c.digest() + vm_hash).encode()).hexdigest()[:20]

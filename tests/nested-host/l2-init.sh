@@ -12,11 +12,18 @@ mkdir -p /dev/hugepages && mount -t hugetlbfs hugetlbfs /dev/hugepages
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 echo "ZSE2E-L2 up uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r) hugepages=$(cat /proc/sys/vm/nr_hugepages) mem_kb=$(awk '/MemTotal/{print $2}' /proc/meminfo)"
 fatal() { echo "ZSE2E-FATAL $*"; poweroff -f; sleep 5; echo o > /proc/sysrq-trigger; }
+# zse2e.kvm_amd=a=1,b=0 on the L2 command line: kvm-amd module parameters (experiments).
+kvm_amd_args=
+for a in $(cat /proc/cmdline); do
+  case "$a" in zse2e.kvm_amd=*) kvm_amd_args=$(echo "${a#zse2e.kvm_amd=}" | tr ',' ' ');; esac
+done
 for m in irqbypass kvm kvm-amd; do
-  out=$(insmod /lib/modules/$m.ko 2>&1) || fatal "insmod $m: $out"
+  args=; [ "$m" = kvm-amd ] && args=$kvm_amd_args
+  out=$(insmod /lib/modules/$m.ko $args 2>&1) || fatal "insmod $m $args: $out"
 done
 [ -c /dev/kvm ] || fatal "no /dev/kvm after loading kvm-amd (does the L2 CPU model have svm?)"
-echo "ZSE2E-L2 kvm ready nested=$(cat /sys/module/kvm_amd/parameters/nested 2>/dev/null)"
+p=/sys/module/kvm_amd/parameters
+echo "ZSE2E-L2 kvm ready nested=$(cat $p/nested) npt=$(cat $p/npt) vgif=$(cat $p/vgif 2>/dev/null) nrips=$(cat $p/nrips 2>/dev/null) avic=$(cat $p/avic 2>/dev/null)"
 sh /zs/scenario.sh /zs/scenarios.txt
 echo "ZSE2E-DONE rc=$?"
 poweroff -f

@@ -295,12 +295,18 @@ def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int) 
         shutil.copyfile(manifest["initramfs"], initrd)
         with open(initrd, "ab") as f:
             lst.write(f)
-        qemu = shutil.which("qemu-system-x86_64")
-        if not qemu:
-            return [], "qemu-system-x86_64 not found: run `make deps`"
+        # The pinned QEMU (see versions.lock for why not the machine's 7.2);
+        # ZSE2E_L2_QEMU=/path/qemu-system-x86_64 with ZSE2E_L2_QEMU_DATA=dir:dir overrides.
+        if os.environ.get("ZSE2E_L2_QEMU"):
+            qemu = os.environ["ZSE2E_L2_QEMU"]
+            data = [d for d in os.environ.get("ZSE2E_L2_QEMU_DATA", "").split(":") if d]
+        else:
+            q, dirs = build.pinned_qemu()
+            qemu, data = str(q), [str(d) for d in dirs]
+        datadirs = [x for d in data for x in ("-L", d)]
         # init_on_alloc=0 in L2 (the test bed, not the system under test): Debian's
         # default init_on_alloc=1 made reserving 4 GiB of hugepages at boot take 11 s under TCG.
-        cmd = [qemu, "-accel", "tcg,thread=multi", "-cpu", L2_CPU, "-m", f"{l2_mem}M",
+        cmd = [qemu, *datadirs, "-accel", "tcg,thread=multi", "-cpu", L2_CPU, "-m", f"{l2_mem}M",
                "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
                "-serial", "stdio", "-monitor", "none", "-no-reboot", *PREALLOC,
                "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
