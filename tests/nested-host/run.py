@@ -530,8 +530,8 @@ def cmd_demo(a) -> int:
         print("demo: no static zerostart binary; run `make demo` (it builds one)", file=sys.stderr)
         return 1
     kernels = build.default_l3_kernels()
-    if host_has_hw_virt() and not a.nested:
-        return demo_direct(zs, kernels)
+    if (host_has_hw_virt() or a.direct) and not a.nested:
+        return demo_direct(zs, kernels, a.timeout)
     print("demo: this CPU has no vmx/svm, so the demo runs inside the nested KVM test host (QEMU TCG, -cpu EPYC,+svm)",
           flush=True)
     manifest = build.build_l2(kernels, zs, with_qemu=False)
@@ -562,7 +562,7 @@ def show_demo(tl: dict, verdict: dict, path: Path) -> None:
     print(f"timeline JSON: {path}\n")
 
 
-def demo_direct(zs: Path, kernels: dict) -> int:
+def demo_direct(zs: Path, kernels: dict, timeout_s: int | None) -> int:
     """On a host with hardware virtualization: zerostart runs right here."""
     kernel_name = l3_kernel_name(kernels)
     if kernel_name == "patched":
@@ -572,9 +572,15 @@ def demo_direct(zs: Path, kernels: dict) -> int:
         kernel = build.kernel_of(build.unpack(debs["l3-kernel-debian-6.12"]))[0]
     initrd = build.build_l3_initramfs()
     sc = demo_scenario(kernel_name)
+    if timeout_s:
+        sc.timeout_s = timeout_s
     nr = Path("/proc/sys/vm/nr_hugepages")
     free = Path("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
     before = int(nr.read_text())
+    if not os.access(nr, os.W_OK):
+        print(f"demo: reserving 2 MiB hugepages needs write access to {nr}; run `make demo` as root",
+              file=sys.stderr)
+        return 1
     need = sc.mem_mib // 2
     OUT.mkdir(parents=True, exist_ok=True)
     tl_path, ser = OUT / "demo-timeline.json", OUT / "demo-serial.log"
@@ -586,7 +592,7 @@ def demo_direct(zs: Path, kernels: dict) -> int:
                       "(memory too fragmented or too small)", file=sys.stderr)
                 return 1
         cmd = [str(zs), "run", "--kernel", str(kernel), "--initramfs", str(initrd),
-               "--cmdline", f"console=ttyS0 reboot=k panic=-1 quiet {sc.guest_args}", "--cpus", f"boot={sc.cpus}",
+               "--cmdline", f"console=ttyS0 reboot=k panic=-1 oops=panic quiet {sc.guest_args}", "--cpus", f"boot={sc.cpus}",
                "--memory", f"size={sc.mem_mib}M,{sc.memory_opts()}",
                "--serial", f"file={ser}", "--timeline", str(tl_path)]
         print("demo: " + " ".join(cmd), flush=True)
@@ -622,6 +628,8 @@ def main() -> int:
     # with zerostart and with QEMU as the L3 VMM; 1 vCPU ran clean.
     ap.add_argument("--smp", type=int, default=1, help="L2 vCPUs (default 1, see comment)")
     ap.add_argument("--nested", action="store_true", help="demo: use the nested host even with vmx/svm")
+    ap.add_argument("--direct", action="store_true", help="demo: run zerostart on this host's /dev/kvm even without vmx/svm")
+    ap.add_argument("--timeout", type=int, help="demo --direct: seconds before zerostart is killed")
     ap.add_argument("-v", "--verbose", action="store_true", help="echo the whole L2 console")
     a = ap.parse_args()
     global CONSOLE_LOG
