@@ -469,7 +469,7 @@ def fail_loudly(fatal: str | None) -> None:
 def l3_kernel_name(kernels: dict) -> str:
     if "patched" in kernels:
         return "patched"
-    print("e2e: patched guest kernel not built yet ($ZEROSTART_CACHE/kernel/**/bzImage or ZS_L3_KERNEL); "
+    print("e2e: patched guest kernel not built (guest-kernel-patches/build.sh --print names none; ZS_L3_KERNEL unset); "
           "the L3 kernel under test is stock Debian 6.12", flush=True)
     return "debian-6.12"
 
