@@ -542,7 +542,10 @@ impl GuestRam {
     /// into the last hint handed out since [`GuestRam::zero_hint`] built it
     /// (else [`Error::HintInvalidated`]), then freezes it. From now on
     /// tracked writes into hinted pages fail. Returns the final hint (`None`
-    /// for `prezero=off`). Idempotent.
+    /// for `prezero=off`). May be called again (e.g. right before the first
+    /// `KVM_RUN` after an earlier freeze): it returns the same hint, or
+    /// [`Error::HintInvalidated`] if a write through [`GuestRam::memory`]
+    /// has touched a hinted page since.
     pub fn finalize_hint(&mut self) -> Result<Option<Hint>, Error> {
         if self.cfg.prezero == Prezero::Off {
             return Ok(None);

@@ -107,9 +107,16 @@ impl Tracker {
 
     /// Freezes the hint: the one last issued, after checking nothing written
     /// since (explicitly or per `dirty`) lies in it; or, if none was issued,
-    /// a fresh one. Idempotent.
+    /// a fresh one. Called again, returns the frozen hint after checking
+    /// that still nothing in `dirty` lies in it: explicit marks into it are
+    /// refused after the freeze, but a write through vm-memory is only
+    /// seen by its dirty bitmap, so a later call (right before the first
+    /// `KVM_RUN`) must not vouch for a hint such a write broke.
     pub(crate) fn finalize(&mut self, dirty: &[(u64, u64)]) -> Result<Hint, Error> {
         if let Some(f) = &self.frozen {
+            if let Some(page) = dirty.iter().find_map(|&(s, l)| first_overlap(f, s, l)) {
+                return Err(Error::HintInvalidated { page });
+            }
             return Ok(f.clone());
         }
         let h = match self.issued.take() {
@@ -238,9 +245,15 @@ mod tests {
         ));
         assert!(t.mark(0x6fff, 1).is_err());
         assert!(t.mark(0x6fff, 0).is_ok());
-        // The hint stays what it was.
+        // The hint stays what it was...
         assert_eq!(t.issue(&[(0x100000, 1)]).unwrap(), h);
-        assert_eq!(t.finalize(&[(0x100000, 1)]).unwrap(), h);
+        assert_eq!(t.finalize(&[(0x7000, 1)]).unwrap(), h);
+        // ...and a later finalize does not vouch for it once a dirty page
+        // (a write that bypassed the tracker) lies in it.
+        assert!(matches!(
+            t.finalize(&[(0x100000, 1)]),
+            Err(Error::HintInvalidated { page: 0x100000 })
+        ));
     }
 
     #[test]

@@ -436,6 +436,12 @@ pub fn build(
         (Some(h), true) => ram.verify_zero(h).map_err(Error::VerifyFailed)?,
         _ => 0,
     };
+    // Last check before any vCPU exists to run: nothing written through
+    // vm-memory since the freeze (which only its dirty bitmap sees) lies in
+    // the hint; else HintInvalidated and no boot.
+    if hint.is_some() {
+        ram.finalize_hint()?;
+    }
 
     Ok(Vm {
         vm_fd,
