@@ -14,7 +14,9 @@
  *
  * then writes the TEST_DONE boot-timer marker and reboots (the VMM exits on
  * guest reset). Knobs on the kernel command line: zsinit.check_mib=N (4 KiB
- * anonymous memory checked, default 64), zsinit.huge_check_mib=N (hugetlb
+ * anonymous memory checked, default 64), zsinit.check_pct=P (instead: P% of
+ * MemAvailable, to sweep most free pages, e.g. for a planted non-zero byte),
+ * zsinit.huge_check_mib=N (hugetlb
  * memory checked, default: every free 2 MiB page, capped at 512),
  * zsinit.populate_mib=N (time populating N MiB of hugetlb memory; those
  * pages are then checked too), zsinit.halt=poweroff (power off instead).
@@ -306,18 +308,42 @@ static uint64_t free_hugepages(void)
 	return strtoull(b, NULL, 10);
 }
 
-static void show_kernel_counters(void)
+/* The patched kernel's counters (debugfs zerostart/), -1 when absent. */
+struct kcounters {
+	long long pages_skipped, bytes_verified, verify_failures, pristine_pages;
+};
+
+static long long debugfs_num(const char *name)
+{
+	char path[128], b[64] = {0};
+	snprintf(path, sizeof(path), "/sys/kernel/debug/zerostart/%s", name);
+	if (read_file(path, b, sizeof(b) - 1) <= 0)
+		return -1;
+	return strtoll(b, NULL, 0);
+}
+
+static struct kcounters show_kernel_counters(const char *when)
 {
 	static char buf[65536];
+	struct kcounters k;
 	ssize_t n;
-	/* A patched kernel may publish its own view of the hint; show it verbatim. */
+
+	/* What a patched kernel publishes about the hint; shown verbatim. */
 	if (!is_init || mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL) == 0 || errno == EBUSY) {
-		n = read_file("/sys/kernel/debug/prezero", buf, sizeof(buf) - 1);
-		if (n > 0) {
-			buf[n] = 0;
-			for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
-				printf("ZSINIT: kernel-prezero %s\n", l);
+		DIR *d = opendir("/sys/kernel/debug/zerostart");
+		struct dirent *de;
+		while (d && (de = readdir(d))) {
+			char path[300], v[256] = {0};
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "/sys/kernel/debug/zerostart/%s", de->d_name);
+			if (read_file(path, v, sizeof(v) - 1) > 0) {
+				v[strcspn(v, "\n")] = 0;
+				printf("ZSINIT: kernel-zerostart %s %s=%s\n", when, de->d_name, v);
+			}
 		}
+		if (d)
+			closedir(d);
 	}
 	n = read_file("/proc/vmstat", buf, sizeof(buf) - 1);
 	if (n > 0) {
@@ -326,6 +352,11 @@ static void show_kernel_counters(void)
 			if (strstr(l, "prezero") || strstr(l, "zerostart"))
 				printf("ZSINIT: vmstat %s\n", l);
 	}
+	k.pages_skipped = debugfs_num("pages_skipped");
+	k.bytes_verified = debugfs_num("bytes_verified");
+	k.verify_failures = debugfs_num("verify_failures");
+	k.pristine_pages = debugfs_num("pristine_pages");
+	return k;
 }
 
 int main(void)
@@ -354,10 +385,17 @@ int main(void)
 	printf("ZSINIT: START kernel=%s uptime_ms=%" PRIu64 "\n", u.release, uptime_ms());
 
 	find_hint(hint, sizeof(hint), &hinted);
-	show_kernel_counters();
+	show_kernel_counters("start");
 
 	/* 4 KiB anonymous memory, write-faulted by MAP_POPULATE (never the shared zero page). */
 	uint64_t check_mib = param_u64("zsinit.check_mib", 64);
+	uint64_t pct = param_u64("zsinit.check_pct", 0);
+	if (pct) {
+		char mi[4096] = {0};
+		const char *p;
+		if (read_file("/proc/meminfo", mi, sizeof(mi) - 1) > 0 && (p = strstr(mi, "MemAvailable:")))
+			check_mib = strtoull(p + 13, NULL, 10) / 1024 * (pct > 95 ? 95 : pct) / 100;
+	}
 	if (check_mib) {
 		size_t len = check_mib * MIB;
 		uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -374,7 +412,9 @@ int main(void)
 	/* hugetlb: optionally timed populate, then the same pages are checked. */
 	uint64_t free_huge = free_hugepages();
 	uint64_t populate_mib = param_u64("zsinit.populate_mib", 0);
-	uint64_t huge_mib = param_u64("zsinit.huge_check_mib", free_huge * 2 > 512 ? 512 : free_huge * 2);
+	/* A dry run on a host leaves its hugetlb pool alone (it belongs to others). */
+	uint64_t huge_mib = param_u64("zsinit.huge_check_mib",
+				      !is_init ? 0 : free_huge * 2 > 512 ? 512 : free_huge * 2);
 	if (populate_mib > huge_mib)
 		huge_mib = populate_mib;
 	huge_mib &= ~1ull;
@@ -406,12 +446,16 @@ int main(void)
 	if (c.nonzero)
 		fail("%" PRIu64 " non-zero bytes in freshly allocated memory", c.nonzero);
 
-	show_kernel_counters();
+	struct kcounters k = show_kernel_counters("end");
+	if (k.verify_failures > 0)
+		fail("the kernel found %lld skipped pages that were not zero (prezero.verify)", k.verify_failures);
 	printf("ZSINIT: %s hint=%s ranges=%u hinted_bytes=%" PRIu64 " zero_checked_bytes=%" PRIu64
 	       " nonzero_bytes=%" PRIu64 " hinted_checked_bytes=%" PRIu64 " populate_ms=%" PRIu64
-	       " uptime_ms=%" PRIu64 " kernel=%s%s%s\n",
+	       " uptime_ms=%" PRIu64 " kernel_pages_skipped=%lld kernel_bytes_verified=%lld"
+	       " kernel_verify_failures=%lld kernel=%s%s%s\n",
 	       failed ? "FAIL" : "PASS", hint, nranges, hinted, c.zero_checked, c.nonzero,
-	       c.hinted_checked, populate_ms, uptime_ms(), u.release,
+	       c.hinted_checked, populate_ms, uptime_ms(), k.pages_skipped, k.bytes_verified,
+	       k.verify_failures, u.release,
 	       failed ? " reason=" : "", failed ? fail_reason : "");
 	fflush(stdout);
 	timer_mark(0x0003); /* test_done */

@@ -65,6 +65,7 @@ class Scenario:
     guest_args: str = ""
     note: str = ""
     vmm_args: str = ""  # extra zerostart arguments (test-only corruption switches)
+    expect_nonzero: bool = False  # a planted non-zero byte must be found
 
     def memory_opts(self) -> str:
         """zerostart --memory after size=; ZSE2E_HUGEPAGES=off is for debugging VMM builds without them."""
@@ -99,6 +100,16 @@ def e2e_scenarios(l3: str) -> list[Scenario]:
         Scenario("zs-corrupt-hint-1g", "zerostart", l3, 1024, "auto", "invalid(BadChecksum)",
                  guest_args=guest_args(1024), vmm_args="--test-corrupt-hint checksum",
                  note="zerostart flips a bit of the hint: the guest must reject it, not trust it"),
+        *([Scenario("zs-prezero-verify-1g", "zerostart", l3, 1024, "auto", "valid",
+                     guest_args=guest_args(1024) + " prezero.verify=1",
+                     note="the patched kernel checks every clear it skips (prezero.verify=1): no failures")]
+          if l3 == "patched" else []),
+        *([Scenario("zs-dirty-hint-1g", "zerostart", l3, 1024, "auto", "valid",
+                     guest_args=guest_args(1024) + " zsinit.check_pct=85", vmm_args="--test-corrupt-hint dirty",
+                     expect_nonzero=True,
+                     note="zerostart plants a byte inside a hinted range: a kernel that trusts the hint "
+                          "skips clearing it, and the guest's sweep of most free memory must see it")]
+          if l3 == "patched" else []),
         Scenario("qemu-baseline-4g", "qemu", l3, 4096, "off", "absent", guest_args=guest_args(4096),
                  note="QEMU microvm inside L2 on the same kernel: the baseline VMM"),
     ]
@@ -162,9 +173,13 @@ def judge(r: Result) -> None:
                 r.failures.append(f"expected hint={want}, guest saw hint={hint}")
             if v["status"] == "FAIL" and not v.get("reason", "").startswith("hint rejected"):
                 r.failures.append(f"guest verdict FAIL for another reason: {v.get('reason', '?')}")
+        elif sc.expect_nonzero:
+            # The leak test: the checker must catch the planted byte.
+            if int(v.get("nonzero_bytes", "0")) == 0:
+                r.failures.append("the planted non-zero byte was not found: the leak went unnoticed")
         elif v["status"] != "PASS":
             r.failures.append(f"guest verdict FAIL: {v.get('reason', '?')}")
-        if int(v.get("nonzero_bytes", "1")) != 0:
+        if not sc.expect_nonzero and int(v.get("nonzero_bytes", "1")) != 0:
             r.failures.append(f"guest saw {v.get('nonzero_bytes')} non-zero bytes")
         if int(v.get("zero_checked_bytes", "0")) == 0:
             r.failures.append("guest checked no memory")
@@ -172,6 +187,11 @@ def judge(r: Result) -> None:
             r.failures.append(f"expected a valid non-empty hint, guest saw hint={hint} ranges={v.get('ranges')}")
         if want == "absent" and hint != "absent":
             r.failures.append(f"expected no hint, guest saw hint={hint}")
+        skipped = int(v.get("kernel_pages_skipped", "-1"))
+        if sc.kernel.startswith("patched") and want == "valid" and skipped == 0:
+            r.failures.append("the patched kernel skipped no clears despite a valid hint")
+        if "prezero.verify=1" in sc.guest_args and int(v.get("kernel_bytes_verified", "0")) <= 0:
+            r.failures.append("prezero.verify=1 but the kernel verified no bytes")
     if sc.vmm == "zerostart":
         if r.timeline_json is None:
             r.failures.append("no timeline JSON from zerostart")
@@ -217,6 +237,10 @@ def report_entry(r: Result) -> dict:
         "hinted_checked_bytes": int(v.get("hinted_checked_bytes", 0)),
         "populate_ms": int(v.get("populate_ms", 0)),
         "guest_uptime_ms_at_verdict": int(v.get("uptime_ms", 0)),
+        # The patched kernel's debugfs zerostart/ counters; -1: not exposed (stock kernel).
+        "kernel_pages_skipped": int(v.get("kernel_pages_skipped", -1)),
+        "kernel_bytes_verified": int(v.get("kernel_bytes_verified", -1)),
+        "kernel_verify_failures": int(v.get("kernel_verify_failures", -1)),
         "vmm_rc": r.rc,
         "wall_ms_in_l2": r.wall_ms,
         "failures": r.failures,
