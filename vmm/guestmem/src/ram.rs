@@ -53,7 +53,29 @@ pub struct GuestRam {
     tracker: Mutex<Tracker>,
     report: PrezeroReport,
     /// Keeps the hugetlbfs file and its `flock` for the VM's lifetime.
-    _file: Option<Arc<File>>,
+    file: Option<Arc<File>>,
+    /// A named hugetlbfs file, truncated to 0 when the RAM is dropped so it
+    /// keeps no tenant data after the VM.
+    scrub_file_on_drop: bool,
+}
+
+impl Drop for GuestRam {
+    /// A named hugetlbfs file outlives the VM: truncating it (while still
+    /// holding its `flock`) frees every page that held the guest's RAM, so
+    /// nothing that opens the file afterwards reads this tenant's memory,
+    /// and the pages go back to the pool to be cleared on their next fault.
+    /// A VMM killed before this runs leaves the data; the next zerostart on
+    /// the file truncates it before use.
+    fn drop(&mut self) {
+        if let (true, Some(f)) = (self.scrub_file_on_drop, &self.file) {
+            if let Err(e) = f.set_len(0) {
+                eprintln!(
+                    "zerostart: warning: could not truncate the guest RAM file after the VM: {e}; \
+                     it may still hold the guest's memory"
+                );
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for GuestRam {
@@ -168,8 +190,9 @@ fn check_hugetlbfs_fd(file: &File, page: HugePageSize) -> io::Result<()> {
 /// directory gets a new file that is unlinked at once (nobody else can open
 /// it); a named file is `flock`ed exclusively, truncated to 0 (freeing every
 /// page of an earlier user) and re-grown (new pages are cleared by the kernel
-/// when first faulted).
-fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<File, Error> {
+/// when first faulted). Returns the file and whether it is named (not a
+/// fresh unlinked one).
+fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<(File, bool), Error> {
     let fix_mount = "put the file on a hugetlbfs mount with that page size, e.g. mount -t hugetlbfs -o pagesize=2M none /dev/hugepages";
     let err = |what: String, source: io::Error, fix| Error::Backing { what, source, fix };
     // Check the filesystem before creating anything, so a wrong path leaves
@@ -231,6 +254,7 @@ fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<File, Er
             fix_mount,
         )
     })?;
+    let named = !path.is_dir();
     // SAFETY: flock on a valid fd.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(err(
@@ -242,7 +266,7 @@ fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<File, Er
     file.set_len(0)
         .and_then(|_| file.set_len(size))
         .map_err(|e| err(format!("truncate {}", path.display()), e, fix_mount))?;
-    Ok(file)
+    Ok((file, named))
 }
 
 fn map_region(
@@ -319,11 +343,12 @@ impl GuestRam {
             None => check_mem_available(cfg.size)?,
         }
         crate::check_cgroup_limits(cfg.backing.hugepage(), cfg.size)?;
-        let file = match &cfg.backing {
-            Backing::Anonymous { .. } => None,
-            Backing::MemfdHugetlb(p) => Some(Arc::new(memfd(*p, cfg.size)?)),
+        let (file, scrub_file_on_drop) = match &cfg.backing {
+            Backing::Anonymous { .. } => (None, false),
+            Backing::MemfdHugetlb(p) => (Some(Arc::new(memfd(*p, cfg.size)?)), false),
             Backing::HugetlbfsFile { path, page } => {
-                Some(Arc::new(hugetlbfs_file(path, *page, cfg.size)?))
+                let (f, named) = hugetlbfs_file(path, *page, cfg.size)?;
+                (Some(Arc::new(f)), named)
             }
         };
         let mut off = 0;
@@ -355,7 +380,8 @@ impl GuestRam {
                 gib_per_s: 0.0,
                 threads: 0,
             },
-            _file: file,
+            file,
+            scrub_file_on_drop,
         };
         if cfg.prefault {
             gr.prefault(progress)?;
