@@ -144,6 +144,16 @@ pub enum Error {
         /// How to fix it.
         fix: &'static str,
     },
+    /// A named backing file another user could read or write.
+    #[error("guest RAM file {path} {why}: another user could read the guest's memory or write into it behind the zero hint; fix: {fix}, or pass a hugetlbfs directory (file=DIR) for a private unlinked file")]
+    UnsafeBackingFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+        /// The command that fixes it.
+        fix: String,
+    },
     /// mmap failed.
     #[error("cannot map {size_mib} MiB of guest RAM ({backing}): {source}; check free memory/hugepages and ulimit -v")]
     Mmap {

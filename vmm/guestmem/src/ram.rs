@@ -190,8 +190,11 @@ fn check_hugetlbfs_fd(file: &File, page: HugePageSize) -> io::Result<()> {
 /// directory gets a new file that is unlinked at once (nobody else can open
 /// it); a named file is `flock`ed exclusively, truncated to 0 (freeing every
 /// page of an earlier user) and re-grown (new pages are cleared by the kernel
-/// when first faulted). Returns the file and whether it is named (not a
-/// fresh unlinked one).
+/// when first faulted). A named file must be this user's and closed to
+/// group and others: whoever else can write it could change hinted guest
+/// memory behind the hint's back (and read the live guest), which `flock`
+/// cannot stop. Returns the file and whether it is named (not a fresh
+/// unlinked one).
 fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<(File, bool), Error> {
     let fix_mount = "put the file on a hugetlbfs mount with that page size, e.g. mount -t hugetlbfs -o pagesize=2M none /dev/hugepages";
     let err = |what: String, source: io::Error, fix| Error::Backing { what, source, fix };
@@ -255,6 +258,9 @@ fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<(File, b
         )
     })?;
     let named = !path.is_dir();
+    if named {
+        private_file(&file, path)?;
+    }
     // SAFETY: flock on a valid fd.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(err(
@@ -267,6 +273,41 @@ fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<(File, b
         .and_then(|_| file.set_len(size))
         .map_err(|e| err(format!("truncate {}", path.display()), e, fix_mount))?;
     Ok((file, named))
+}
+
+/// Refuses a named backing file that another user could open: not owned by
+/// this process's effective uid, or with any group/other permission bit.
+fn private_file(file: &File, path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt;
+    let md = file.metadata().map_err(|source| Error::Backing {
+        what: format!("stat {}", path.display()),
+        source,
+        fix: "check the file= path",
+    })?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let unsafe_file = |why: String, fix: String| Error::UnsafeBackingFile {
+        path: path.to_path_buf(),
+        why,
+        fix,
+    };
+    if md.uid() != me {
+        return Err(unsafe_file(
+            format!(
+                "is owned by uid {}, not by this process (uid {me})",
+                md.uid()
+            ),
+            format!("chown {me} {}", path.display()),
+        ));
+    }
+    let mode = md.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(unsafe_file(
+            format!("has mode {mode:o} (group/other access)"),
+            format!("chmod 600 {}", path.display()),
+        ));
+    }
+    Ok(())
 }
 
 fn map_region(

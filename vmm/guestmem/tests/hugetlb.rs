@@ -75,11 +75,14 @@ impl Drop for Mount {
 /// Fills `path` (on hugetlbfs) with a secret, as an earlier tenant would.
 fn dirty_file(path: &Path, size: u64) {
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Private to this user: zerostart refuses a file others could open.
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(path)
         .unwrap();
     f.set_len(size).unwrap();

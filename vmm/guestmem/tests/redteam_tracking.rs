@@ -4,6 +4,7 @@
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -165,4 +166,53 @@ fn named_hugetlbfs_file_holds_no_tenant_data_after_the_vm() {
         path.display(),
         left.iter().filter(|&&b| b != 0).count()
     );
+}
+
+fn make_file(path: &Path, mode: u32) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(mode)
+        .open(path)
+        .unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Leak hunted: a named hugetlbfs file that another user may open. Whoever
+/// can write it can change hinted guest memory after the hint was built (a
+/// false zero the VMM cannot see); whoever can read it reads the live
+/// guest. `flock` only keeps out other zerostarts, so such a file is
+/// refused with the fix, before it is touched.
+#[test]
+fn named_hugetlbfs_file_open_to_others_is_refused() {
+    let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if !have_pages(8 * M) {
+        return;
+    }
+    let Some(mnt) = Mount::new("mode") else {
+        return;
+    };
+    for mode in [0o644, 0o620, 0o604, 0o660] {
+        let path = mnt.0.join(format!("vm-{mode:o}"));
+        make_file(&path, mode);
+        let e = create(&format!("file={}", path.display()), 4 * M).unwrap_err();
+        let s = e.to_string();
+        assert!(
+            s.contains("chmod 600") && s.contains(&format!("{mode:o}")),
+            "{s}"
+        );
+    }
+    // Owned by another user, even with mode 0600: that user can write it.
+    let path = mnt.0.join("vm-other-owner");
+    make_file(&path, 0o600);
+    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: chown of our own test file.
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), 4242, 4242) }, 0);
+    let e = create(&format!("file={}", path.display()), 4 * M).unwrap_err();
+    assert!(e.to_string().contains("owned by uid 4242"), "{e}");
+    // 0600 and ours: accepted.
+    let path = mnt.0.join("vm-ok");
+    make_file(&path, 0o600);
+    create(&format!("file={}", path.display()), 4 * M).unwrap();
 }
