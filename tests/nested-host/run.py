@@ -61,7 +61,8 @@ class Scenario:
     prezero: str  # "auto" | "off" (zerostart's --memory prezero=)
     expect_hint: str  # "valid" | "absent" | "invalid(<Err>)"
     cpus: int = 1
-    timeout_s: int = 240
+    # In-L2 limit per attempt; the slowest clean run here was ~55 s (4 GiB, busy host).
+    timeout_s: int = int(os.environ.get("ZSE2E_TIMEOUT", "240"))
     guest_args: str = ""
     note: str = ""
     vmm_args: str = ""  # extra zerostart arguments (test-only corruption switches)
@@ -339,14 +340,17 @@ def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int) 
                + os.environ.get("ZSE2E_L2_APPEND", "")]
         print(f"e2e: booting L2 (TCG, -cpu {L2_CPU}, {l2_mem} MiB, {hugepages} x 2M hugepages) "
               f"for {len(scenarios)} scenario(s)", flush=True)
+        CONSOLE_LOG.parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-        con = Console(proc, CONSOLE_LOG, echo)
+        con = None
         try:
+            con = Console(proc, CONSOLE_LOG, echo)
             return _drive(con, scenarios)
         finally:
-            kill(proc)
-            con.log.close()
+            kill(proc)  # whatever happened above, L2 does not outlive the harness
+            if con:
+                con.log.close()
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
