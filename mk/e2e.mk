@@ -5,7 +5,7 @@ TEST_TARGETS += test-e2e
 E2E_PY := python3 tests/nested-host/run.py
 ZEROSTART_STATIC := target/x86_64-unknown-linux-gnu/static/zerostart
 
-.PHONY: e2e-zerostart e2e-kernel test-guest-init test-e2e demo e2e-image
+.PHONY: e2e-zerostart e2e-kernel test-e2e-units test-e2e demo e2e-image
 
 # The kernel under test in L3: the patched one from guest-kernel-patches/
 # (built once, cached by its inputs; the e2e scenarios are where its skip
@@ -26,8 +26,9 @@ e2e-zerostart: deps
 	@ldd $(ZEROSTART_STATIC) 2>&1 | grep -qE 'not a dynamic executable|statically linked' || \
 	  { echo "e2e: $(ZEROSTART_STATIC) is not static"; exit 1; }
 
-# The L3 guest's hint validator against the golden vectors, on the host.
-test-guest-init: deps
+# Host-side units: the L3 guest's hint validator against the golden vectors,
+# a dry run of the guest's zero check, and the harness's judging/timeouts.
+test-e2e-units: deps
 	@mkdir -p target/e2e
 	gcc -std=c11 -O2 -Wall -Wextra -Werror -I tests/vectors -o target/e2e/test_zshint \
 	  tests/guest-init/test_zshint.c tests/guest-init/zshint.c
@@ -36,12 +37,13 @@ test-guest-init: deps
 	  tests/guest-init/zsinit.c tests/guest-init/zshint.c
 	@# Not pid 1, so a dry run: no mounts, port writes or reboot; checks 64 MiB.
 	target/e2e/zsinit-dry | tail -1 | grep -q '^ZSINIT: PASS'
+	python3 tests/nested-host/test_run.py
 
 # Builds (or finds cached) the L2 image only.
 e2e-image: deps e2e-zerostart
 	python3 tests/nested-host/build.py --zerostart $(ZEROSTART_STATIC) >/dev/null
 
-test-e2e: deps test-guest-init e2e-zerostart e2e-kernel
+test-e2e: deps test-e2e-units e2e-zerostart e2e-kernel
 	$(E2E_PY) e2e $(E2E_ARGS)
 
 demo: deps e2e-zerostart e2e-kernel

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Unit tests of the e2e harness's judging and console driving (no QEMU).
+
+Why: the harness decides pass/fail for every end-to-end claim; a parser
+that silently accepts a missing verdict or a non-zero byte would turn the
+whole suite into a test that cannot fail. These feed it synthetic L2
+consoles. Run: python3 tests/nested-host/test_run.py
+"""
+
+import queue
+import sys
+import time
+import unittest
+from pathlib import Path
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run  # noqa: E402
+
+PASS_LINE = ("ZSINIT: PASS hint=valid ranges=3 hinted_bytes=4234989568 zero_checked_bytes=335544320 "
+             "nonzero_bytes=0 hinted_checked_bytes=335544320 populate_ms=401 uptime_ms=9000 "
+             "kernel_pages_skipped=-1 kernel_bytes_verified=-1 kernel_verify_failures=-1 kernel=6.12")
+TIMELINE = ('{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_ms":3400.0},'
+            '{"name":"first_kvm_run","t_ms":3600.0},{"name":"init_started","t_ms":8800.0},'
+            '{"name":"test_done","t_ms":9400.0},{"name":"exit","t_ms":9500.0}],"memory_bytes":4294967296}')
+
+
+class FakeConsole:
+    """Console stand-in: yields scripted lines, then times out (or EOF)."""
+
+    def __init__(self, lines, eof=True):
+        self.q = queue.Queue()
+        for ln in lines:
+            self.q.put(ln)
+        if eof:
+            self.q.put(None)
+
+    def next(self, deadline):
+        try:
+            return self.q.get(timeout=max(0.0, min(deadline - time.monotonic(), 0.2)))
+        except queue.Empty:
+            raise TimeoutError from None
+
+
+def sc(name="s", **kw):
+    base = dict(vmm="zerostart", kernel="debian-6.12", mem_mib=4096, prezero="auto", expect_hint="valid")
+    base.update(kw)
+    return run.Scenario(name, **base)
+
+
+def console_for(name, verdict=PASS_LINE, timeline=TIMELINE, rc=0, extra=()):
+    lines = ["ZSE2E-L2 kvm ready nested=1", f"ZSE2E-BEGIN name={name} vmm=zerostart"]
+    lines += list(extra)
+    if verdict:
+        lines.append("L3| " + verdict)
+    if timeline:
+        lines.append(f"ZSE2E-TIMELINE name={name} {timeline}")
+    lines += [f"ZSE2E-END name={name} rc={rc} wall_ms=9600 attempts=1", "ZSE2E-DONE rc=0"]
+    return lines
+
+
+class Judge(unittest.TestCase):
+    def drive(self, scenario, lines, eof=True):
+        return run._drive(FakeConsole(lines, eof), [scenario])
+
+    def test_clean_run_passes_and_reports_schema(self):
+        res, fatal = self.drive(sc(), console_for("s"))
+        self.assertIsNone(fatal)
+        self.assertEqual(res[0].failures, [])
+        e = run.report_entry(res[0])
+        for k in ("name", "passed", "guest_mem_bytes", "hint_seen", "zero_checked_bytes", "nonzero_bytes", "timeline"):
+            self.assertIn(k, e)
+        self.assertTrue(e["passed"] and e["hint_seen"])
+        self.assertEqual(e["guest_mem_bytes"], 4 << 30)
+        self.assertEqual(e["timeline"][-1], {"name": "exit", "t_ms": 9500.0})
+
+    def test_nonzero_bytes_fail(self):
+        bad = PASS_LINE.replace("PASS", "FAIL").replace("nonzero_bytes=0", "nonzero_bytes=1")
+        res, _ = self.drive(sc(), console_for("s", verdict=bad))
+        self.assertTrue(any("non-zero" in f for f in res[0].failures))
+
+    def test_missing_verdict_fails(self):
+        res, _ = self.drive(sc(), console_for("s", verdict=None))
+        self.assertIn("no ZSINIT verdict line from the L3 guest", res[0].failures)
+
+    def test_missing_phase_fails(self):
+        tl = TIMELINE.replace('{"name":"test_done","t_ms":9400.0},', "")
+        res, _ = self.drive(sc(), console_for("s", timeline=tl))
+        self.assertTrue(any("test_done" in f for f in res[0].failures))
+
+    def test_hint_expectations(self):
+        res, _ = self.drive(sc(expect_hint="absent"), console_for("s"))
+        self.assertTrue(any("expected no hint" in f for f in res[0].failures))
+        absent = PASS_LINE.replace("hint=valid ranges=3", "hint=absent ranges=0")
+        res, _ = self.drive(sc(), console_for("s", verdict=absent))
+        self.assertTrue(any("expected a valid" in f for f in res[0].failures))
+
+    def test_corrupt_hint_must_be_rejected_for_that_reason_only(self):
+        want = "invalid(BadChecksum)"
+        rej = PASS_LINE.replace("PASS hint=valid", f"FAIL hint={want}") + " reason=hint rejected: BadChecksum (entry 0)"
+        res, _ = self.drive(sc(expect_hint=want), console_for("s", verdict=rej))
+        self.assertEqual(res[0].failures, [])
+        res, _ = self.drive(sc(expect_hint=want), console_for("s"))
+        self.assertTrue(any("expected hint=invalid" in f for f in res[0].failures))
+
+    def test_planted_byte_must_be_found(self):
+        res, _ = self.drive(sc(expect_nonzero=True), console_for("s"))
+        self.assertTrue(any("leak went unnoticed" in f for f in res[0].failures))
+        found = PASS_LINE.replace("PASS", "FAIL").replace("nonzero_bytes=0", "nonzero_bytes=1")
+        res, _ = self.drive(sc(expect_nonzero=True), console_for("s", verdict=found))
+        self.assertEqual(res[0].failures, [])
+
+    def test_patched_kernel_must_skip(self):
+        line = PASS_LINE.replace("kernel_pages_skipped=-1", "kernel_pages_skipped=0")
+        res, _ = self.drive(sc(kernel="patched"), console_for("s", verdict=line))
+        self.assertTrue(any("skipped no clears" in f for f in res[0].failures))
+
+    def test_rebooting_guest_fails(self):
+        res, _ = self.drive(sc(), console_for("s", extra=["L3| ZSINIT: START kernel=x", "L3| ZSINIT: START kernel=x"]))
+        self.assertTrue(any("booted 2 times" in f for f in res[0].failures))
+
+    def test_retry_resets_state_and_is_recorded(self):
+        lines = console_for("s")
+        lines[2:2] = ["L3| ZSINIT: FAIL hint=valid nonzero_bytes=5", "ZSE2E-RETRY name=s attempt=1 crash=Oops: boom"]
+        res, fatal = self.drive(sc(), lines)
+        self.assertIsNone(fatal)
+        self.assertEqual(res[0].failures, [])
+        self.assertEqual(res[0].retries, ["Oops: boom"])
+
+    def test_vmm_exit_code_fails(self):
+        res, _ = self.drive(sc(), console_for("s", rc=1))
+        self.assertIn("VMM exited 1", res[0].failures)
+
+    def test_l2_fatal_and_eof(self):
+        _, fatal = self.drive(sc(), ["ZSE2E-FATAL no /dev/kvm"])
+        self.assertIn("no /dev/kvm", fatal)
+        _, fatal = self.drive(sc(), ["ZSE2E-BEGIN name=s"])
+        self.assertIn("L2 exited during scenario s", fatal)
+
+    def test_hang_times_out(self):
+        s = sc(timeout_s=0)
+        old = (run.GRACE_S, run.L2_BOOT_TIMEOUT_S)
+        run.GRACE_S, run.L2_BOOT_TIMEOUT_S = 0.3, 0.3
+        try:
+            res, fatal = self.drive(s, ["ZSE2E-BEGIN name=s"], eof=False)
+        finally:
+            run.GRACE_S, run.L2_BOOT_TIMEOUT_S = old
+        self.assertIn("timeout waiting for scenario s", fatal)
+        self.assertIn("harness timeout", res[0].failures)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
