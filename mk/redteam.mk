@@ -1,8 +1,9 @@
 # Red-team tests of the zero-leak invariant (docs/security.md).
 #
-#   make test-redteam   the redteam_* crate tests (hint as the guest receives
-#                       it from the real binary; KVM writes nothing into
-#                       RAM before the first instruction), then the leak
+#   make test-redteam   the redteam_* crate tests (the hint as the guest
+#                       receives it from the real binary, write after
+#                       freeze, named hugetlbfs files, trimming above 512
+#                       ranges; hugepages required), then the leak
 #                       hunt: the probe guest booted through `zerostart run
 #                       --verify-hint` over host memory freed dirty, a reused
 #                       hugetlbfs file holding a secret, odd sizes around the
@@ -18,5 +19,4 @@ TEST_TARGETS += test-redteam
 .PHONY: test-redteam
 
 test-redteam: deps
-	$(CARGO) test --locked -p zerostart --test 'redteam_*'
 	bash tests/redteam/run.sh $(REDTEAM_CASES)

@@ -129,11 +129,27 @@ pass="^ZSPROBE: PASS hint=valid ranges=[0-9]+ hinted_bytes=([0-9]+) zero_bytes=\
 cmd="console=ttyS0 reboot=k panic=1 zsprobe.expect=valid"
 
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(control-dirty control-verify anon-freed-dirty hugetlb-freed-dirty
+[ ${#cases[@]} -gt 0 ] || cases=(crate-tests control-dirty control-verify anon-freed-dirty hugetlb-freed-dirty
   hugetlbfs-reused sizes max-cmdline big-initramfs smp32)
 
 for c in "${cases[@]}"; do
   case "$c" in
+    crate-tests)
+      # The redteam_* crate tests: the hint as the guest receives it from
+      # the real binary (hintdump guest), write-after-freeze, named
+      # hugetlbfs files (need hugepages: required, not skipped, here),
+      # trimming above 512 ranges.
+      reserve_2m 16
+      if ZEROSTART_REQUIRE_HUGEPAGES=1 cargo test --locked -p zerostart -p guestmem -p zerohint \
+        --test 'redteam_*' >"$work/crate-tests.log" 2>&1; then
+        passed=$((passed + 1))
+        echo "ok   crate-tests: $(grep -c '^test .* ok$' "$work/crate-tests.log") redteam_* tests"
+      else
+        failed=$((failed + 1))
+        failures+=(crate-tests)
+        echo "FAIL crate-tests"
+        cat "$work/crate-tests.log"
+      fi ;;
     control-dirty)
       # The hunt can see a leak: one byte planted behind the tracker's back
       # is found by the probe...
@@ -175,6 +191,21 @@ for c in "${cases[@]}"; do
         --memory "size=512M,file=$mnt/tenant.ram" --cmdline "$cmd" --verify-hint
       boot hugetlbfs-reused-2 0 "$pass" -- \
         --memory "size=512M,file=$mnt/tenant.ram,prefault=on" --cmdline "$cmd" --verify-hint
+      # The VM's RAM does not stay in the file after it.
+      if [ "$(stat -c %s "$mnt/tenant.ram")" = 0 ]; then
+        passed=$((passed + 1))
+        echo "ok   hugetlbfs-scrubbed-after-vm: file truncated to 0"
+      else
+        failed=$((failed + 1))
+        failures+=(hugetlbfs-scrubbed-after-vm)
+        echo "FAIL hugetlbfs-scrubbed-after-vm: $(stat -c %s "$mnt/tenant.ram") bytes left in the file"
+      fi
+      # A file other users may open is refused before it is touched.
+      step hugetlbfs-fill-open python3 "$DIRTY" file 4 "$mnt/open.ram" || continue
+      chmod 644 "$mnt/open.ram"
+      boot hugetlbfs-open-file 1 "has mode 644 .*chmod 600" -- \
+        --memory "size=4M,file=$mnt/open.ram" --cmdline "$cmd"
+      rm -f "$mnt/open.ram"
       # A directory: a fresh unlinked file per VM.
       boot hugetlbfs-dir 0 "$pass" -- \
         --memory "size=512M,file=$mnt" --cmdline "$cmd" --verify-hint
