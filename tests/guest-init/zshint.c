@@ -17,7 +17,7 @@ const char *zshint_err_name(zshint_err_t e)
 #undef ZSHINT_NAME
 	};
 	if (e == ZSHINT_E_SCRUB_NOT_ALLOWED)
-		return "ScrubNotAllowed";
+		return "ScrubRequest"; /* the kernel series logs the same name */
 	if (e < 0 || e >= ZSHINT_E_COUNT)
 		return "Unknown";
 	return names[e];

@@ -459,6 +459,7 @@ def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: boo
     }
     if (outdir / "manifest.json").exists():
         log(f"L2 image cached: {outdir}")
+        os.utime(outdir)  # recently used: pruned last
         return manifest
     log(f"building L2 image {outdir}")
     tmp = Path(tempfile.mkdtemp(dir=cache_root()))
@@ -469,7 +470,16 @@ def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: boo
     if outdir.exists():
         shutil.rmtree(outdir)
     os.replace(tmp, outdir)
+    prune_images(keep=outdir)
     return manifest
+
+
+def prune_images(keep: Path, count: int = 4) -> None:
+    """Every zerostart rebuild makes a new ~80 MB image: keep the newest few."""
+    imgs = sorted((p for p in cache_root().glob("l2-*") if p.is_dir() and p != keep),
+                  key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in imgs[count - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def default_l3_kernels() -> dict[str, Path]:
