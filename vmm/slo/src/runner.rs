@@ -301,9 +301,15 @@ pub fn run_rep(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> RepResult {
     let (exit_at, status) = match rx.recv_timeout(s.timeout) {
         Ok(v) => v,
         Err(_) => {
+            // SIGTERM first (zerostart then still writes its timeline and
+            // summary for the log), SIGKILL if it does not end in 2 s.
             // SAFETY: signalling the process group we created.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
-            let _ = rx.recv();
+            unsafe { libc::kill(-pid, libc::SIGTERM) };
+            if rx.recv_timeout(std::time::Duration::from_secs(2)).is_err() {
+                // SAFETY: as above.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                let _ = rx.recv();
+            }
             res.error = Some(format!(
                 "timed out after {} s (killed); see {}",
                 s.timeout.as_secs(),
