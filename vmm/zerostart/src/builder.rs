@@ -379,6 +379,22 @@ pub fn build(
     )
     .map_err(dev)?;
 
+    if let Some(p) = &args.debugcon {
+        let f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|err| {
+                Error::Devices(format!(
+                    "cannot open --debugcon file {}: {err}; check the path",
+                    p.display()
+                ))
+            })?;
+        let con = crate::debugcon::Debugcon::new(Box::new(f));
+        bus.insert(crate::debugcon::DEBUGCON_PORT, 1, Arc::new(Mutex::new(con)))
+            .map_err(dev)?;
+    }
+
     // vCPUs.
     let n = plan.cpus.boot;
     let base_cpuid = kvm
@@ -422,6 +438,7 @@ pub fn build(
                 .map_err(dev)?;
             bus.insert(FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, fw_cfg)
                 .map_err(dev)?;
+            crate::fw_platform::insert(&mut bus).map_err(dev)?;
             boot
         }
     };

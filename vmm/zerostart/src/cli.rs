@@ -71,6 +71,10 @@ pub struct RunArgs {
     /// guest can power off; off leaves only the MP table.
     #[arg(long, value_enum, default_value = "on")]
     pub acpi: OnOff,
+    /// Firmware debug console (port 0x402, where EDK2 DEBUG builds log):
+    /// append its output to this file.
+    #[arg(long, value_name = "PATH")]
+    pub debugcon: Option<PathBuf>,
     /// Write the boot timeline as JSON to this file.
     #[arg(long, value_name = "PATH.json")]
     pub timeline: Option<PathBuf>,
