@@ -1,9 +1,7 @@
 //! `auto`: choosing the fastest backend for this machine by measuring.
 //!
-//! Which backend wins depends on the CPU and memory system (on the AMD EPYC
-//! this was developed on, `rep stosb` zeroes ≈10 GiB/s per thread and
-//! non-temporal stores ≈24 GiB/s on GiB-sized ranges), so instead of a
-//! table of CPU models the first large job calibrates, once per process:
+//! Which backend wins depends on the CPU and memory system, so instead of
+//! a table of CPU models the first large job calibrates, once per process:
 //!
 //! * The buffer is private, touched first (page faults would dominate
 //!   otherwise), and 4× the last-level cache (clamped to 64..256 MiB; 128
