@@ -191,6 +191,9 @@ def judge(r: Result) -> None:
         skipped = int(v.get("kernel_pages_skipped", "-1"))
         if sc.kernel.startswith("patched") and want == "valid" and skipped == 0:
             r.failures.append("the patched kernel skipped no clears despite a valid hint")
+        if want != "valid" and skipped > 0:
+            # Without a valid hint nothing may be skipped: that would be trusting garbage.
+            r.failures.append(f"the kernel skipped {skipped} page clears without a valid hint")
         if "prezero.verify=1" in sc.guest_args and int(v.get("kernel_bytes_verified", "0")) <= 0:
             r.failures.append("prezero.verify=1 but the kernel verified no bytes")
     if sc.vmm == "zerostart":

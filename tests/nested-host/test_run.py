@@ -115,6 +115,12 @@ class Judge(unittest.TestCase):
         res, _ = self.drive(sc(kernel="patched"), console_for("s", verdict=line))
         self.assertTrue(any("skipped no clears" in f for f in res[0].failures))
 
+    def test_skips_without_hint_fail(self):
+        line = PASS_LINE.replace("hint=valid ranges=3", "hint=absent ranges=0").replace(
+            "kernel_pages_skipped=-1", "kernel_pages_skipped=7")
+        res, _ = self.drive(sc(kernel="patched", expect_hint="absent"), console_for("s", verdict=line))
+        self.assertTrue(any("without a valid hint" in f for f in res[0].failures))
+
     def test_rebooting_guest_fails(self):
         res, _ = self.drive(sc(), console_for("s", extra=["L3| ZSINIT: START kernel=x", "L3| ZSINIT: START kernel=x"]))
         self.assertTrue(any("booted 2 times" in f for f in res[0].failures))
