@@ -29,6 +29,7 @@ test-firmware-qemu: firmware
 test-firmware: test-firmware-unit test-firmware-qemu
 
 firmware-timing: firmware
+	python3 tests/firmware/qemu/run_tests.py --fw-dir "$(FW_DIR)" --timing --prealloc
 	python3 tests/firmware/qemu/run_tests.py --fw-dir "$(FW_DIR)" --timing
 
 TEST_TARGETS += test-firmware

@@ -66,7 +66,7 @@ class Boot:
         return [l for l in self.debug.splitlines() if l.startswith("ZeroStart:")]
 
 
-def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, reboot_test=False):
+def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, reboot_test=False, prealloc=False):
     d = os.path.join(work, name)
     os.makedirs(os.path.join(d, "esp", "EFI", "BOOT"))
     shutil.copy(os.path.join(args.fw_dir, "ZeroStartDump.efi"), os.path.join(d, "esp", "EFI", "BOOT", "BOOTX64.EFI"))
@@ -86,6 +86,11 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, 
         "-serial", "file:" + serial,
         "-debugcon", "file:" + debug, "-global", "isa-debugcon.iobase=0x402",
     ]
+    if prealloc:
+        # Host memory faulted in before the guest starts, as a VMM with
+        # pre-faulted hugepages would: the scrub then measures the guest's
+        # stores, not the host's page faults.
+        cmd += ["-mem-prealloc"]
     if reboot_test:
         # ZeroStartDump dirties the published pages and warm-resets once.
         flag = os.path.join(d, "reboot.flag")
@@ -313,7 +318,7 @@ def timing(args, work):
                 for rep in range(args.repeat):
                     blob = None if kind == "none" else zshint.adversarial_hint(mem, kind == "scrub")[0]
                     name = f"time-{mem // GiB}g-{smp}cpu-{kind}-{rep}"
-                    b = run_qemu(args, work, name, mem, smp, blob)
+                    b = run_qemu(args, work, name, mem, smp, blob, prealloc=args.prealloc)
                     log = "\n".join(b.zs_log())
                     tot = re.search(r"total (\d+) us \(PEI (\d+) us, DXE (\d+) us\).*scrubbed (\d+), published (\d+)", log)
                     sc = re.search(r"on (\d+) of (\d+) processors \((\w+)\) in (\d+) us, (\d+) MiB/s", log)
@@ -326,8 +331,8 @@ def timing(args, work):
                           ("; " + sc.group(0) if sc else ""), flush=True)
                 runs.sort(key=lambda r: int(r[1].group(1)) if r[1] else r[0])
                 rows.append((mem // GiB, smp, kind, runs[len(runs) // 2], sorted(r[0] for r in runs)[len(runs) // 2]))
-    print(f"\nmedian of {args.repeat} runs each (firmware times from the debug log; wall = whole QEMU run incl. the "
-          "guest check)\n")
+    print(f"\nmedian of {args.repeat} runs each, host memory {'pre-faulted (-mem-prealloc)' if args.prealloc else 'cold'} "
+          "(firmware times from the debug log; wall = whole QEMU run incl. the guest check)\n")
     print("| guest | vCPUs | hint | ZeroStart total | PEI | DXE | scrubbed | scrub | published | QEMU wall |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for mem, smp, kind, (_, tot, sc), wall in rows:
@@ -348,6 +353,7 @@ def main():
     ap.add_argument("--only", action="append", choices=sorted(CASES), help="run only these cases")
     ap.add_argument("--timing", action="store_true", help="run the timing matrix instead of the cases")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--prealloc", action="store_true", help="timing: pre-fault guest RAM on the host (-mem-prealloc)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per timing configuration (median reported)")
     args = ap.parse_args()
     for f in ("OVMF.fd", "ZeroStartDump.efi"):
