@@ -4,6 +4,7 @@
   dirty.py anon MIB          fill MIB of anonymous memory with a secret, exit
                              (the pages go back to the host allocator dirty)
   dirty.py hugetlb MIB       same with 2M hugetlb pool pages (memfd)
+  dirty.py hugetlb1g MIB     same with 1G hugetlb pool pages
   dirty.py file MIB PATH     leave PATH (on hugetlbfs) holding the secret and
                              check it reads back from a second mapping
   dirty.py random MIB PATH   write MIB of random bytes to PATH
@@ -42,8 +43,11 @@ def main():
         fill(m, size)
         check(m, size)
         m.close()
-    elif mode == "hugetlb":
-        fd = os.memfd_create("redteam-dirty", os.MFD_HUGETLB | os.MFD_CLOEXEC)
+    elif mode in ("hugetlb", "hugetlb1g"):
+        flags = os.MFD_HUGETLB | os.MFD_CLOEXEC
+        if mode == "hugetlb1g":
+            flags |= os.MFD_HUGE_1GB
+        fd = os.memfd_create("redteam-dirty", flags)
         os.ftruncate(fd, size)
         m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
         fill(m, size)

@@ -33,10 +33,15 @@ DIRTY="$root/tests/redteam/dirty.py"
 work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-redteam.XXXXXX")"
 hp_file=/proc/sys/vm/nr_hugepages
 hp_old="$(cat "$hp_file")"
+hp1g_file=/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages
+hp1g_old="$(cat "$hp1g_file" 2>/dev/null || echo none)"
 mnt=""
 cleanup() {
   if [ -n "$mnt" ]; then
     umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+  fi
+  if [ "$hp1g_old" != none ] && [ "$(cat "$hp1g_file")" != "$hp1g_old" ]; then
+    echo "$hp1g_old" >"$hp1g_file" || echo "test-redteam: could not restore $hp1g_file to $hp1g_old" >&2
   fi
   if [ "$(cat "$hp_file")" != "$hp_old" ]; then
     echo "$hp_old" >"$hp_file" || echo "test-redteam: could not restore $hp_file to $hp_old" >&2
@@ -130,6 +135,7 @@ cmd="console=ttyS0 reboot=k panic=1 zsprobe.expect=valid"
 
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(crate-tests control-dirty control-verify anon-freed-dirty hugetlb-freed-dirty
+  hugetlb-1g-freed-dirty
   hugetlbfs-reused sizes max-cmdline big-initramfs smp32)
 
 for c in "${cases[@]}"; do
@@ -178,6 +184,22 @@ for c in "${cases[@]}"; do
       step hugetlb-fill2 python3 "$DIRTY" hugetlb 512 || continue
       boot hugetlb-freed-dirty-lazy 0 "$pass" -- \
         --memory size=512M,hugepages=on --cmdline "$cmd" --verify-hint ;;
+    hugetlb-1g-freed-dirty)
+      # The same with 1G pages, when the host can assemble one (a
+      # fragmented host cannot: then this case is skipped, not failed).
+      if [ "$hp1g_old" = none ]; then
+        echo "skip hugetlb-1g-freed-dirty: no 1G hugepage support"
+        continue
+      fi
+      free1g=$(cat "${hp1g_file%/*}/free_hugepages")
+      [ "$free1g" -ge 1 ] || echo $(($(cat "$hp1g_file") + 1)) >"$hp1g_file" || true
+      if [ "$(cat "${hp1g_file%/*}/free_hugepages")" -lt 1 ]; then
+        echo "skip hugetlb-1g-freed-dirty: could not reserve a free 1G hugepage (fragmented host)"
+        continue
+      fi
+      step hugetlb-1g-fill python3 "$DIRTY" hugetlb1g 1024 || continue
+      boot hugetlb-1g-freed-dirty 0 "$pass" -- \
+        --memory size=1G,hugepages=on,hugepage_size=1G --cmdline "$cmd" --verify-hint ;;
     hugetlbfs-reused)
       # A named hugetlbfs file still holding an earlier tenant's secret
       # (checked to read back before the VM starts), used by one VM, then
