@@ -596,7 +596,9 @@ impl GuestRam {
     /// (rounded outward to 4 KiB), with the backing's page shift; `None`
     /// when `prezero=off`. Mark the hint blob's own location written before
     /// calling this, then write the blob; [`GuestRam::finalize_hint`]
-    /// checks that this hint is still true.
+    /// checks that this hint is still true. After the freeze it returns the
+    /// frozen hint, or [`Error::HintInvalidated`] once a write through
+    /// [`GuestRam::memory`] has touched it.
     pub fn zero_hint(&self) -> Result<Option<Hint>, Error> {
         if self.cfg.prezero == Prezero::Off {
             return Ok(None);

@@ -95,14 +95,22 @@ impl Tracker {
     }
 
     /// The hint to give the guest now; remembered so `finalize` can check it
-    /// is still true. After `finalize`, the frozen hint.
+    /// is still true. After `finalize`, the frozen hint, if still true.
     pub(crate) fn issue(&mut self, dirty: &[(u64, u64)]) -> Result<Hint, Error> {
         if let Some(f) = &self.frozen {
-            return Ok(f.clone());
+            return Self::still_true(f, dirty);
         }
         let h = self.compute(dirty)?;
         self.issued = Some(h.clone());
         Ok(h)
+    }
+
+    /// `frozen`, unless a page in `dirty` lies in it.
+    fn still_true(frozen: &Hint, dirty: &[(u64, u64)]) -> Result<Hint, Error> {
+        match dirty.iter().find_map(|&(s, l)| first_overlap(frozen, s, l)) {
+            Some(page) => Err(Error::HintInvalidated { page }),
+            None => Ok(frozen.clone()),
+        }
     }
 
     /// Freezes the hint: the one last issued, after checking nothing written
@@ -114,10 +122,7 @@ impl Tracker {
     /// `KVM_RUN`) must not vouch for a hint such a write broke.
     pub(crate) fn finalize(&mut self, dirty: &[(u64, u64)]) -> Result<Hint, Error> {
         if let Some(f) = &self.frozen {
-            if let Some(page) = dirty.iter().find_map(|&(s, l)| first_overlap(f, s, l)) {
-                return Err(Error::HintInvalidated { page });
-            }
-            return Ok(f.clone());
+            return Self::still_true(f, dirty);
         }
         let h = match self.issued.take() {
             Some(h) => {
@@ -246,14 +251,13 @@ mod tests {
         assert!(t.mark(0x6fff, 1).is_err());
         assert!(t.mark(0x6fff, 0).is_ok());
         // The hint stays what it was...
-        assert_eq!(t.issue(&[(0x100000, 1)]).unwrap(), h);
+        assert_eq!(t.issue(&[(0x7000, 1)]).unwrap(), h);
         assert_eq!(t.finalize(&[(0x7000, 1)]).unwrap(), h);
-        // ...and a later finalize does not vouch for it once a dirty page
-        // (a write that bypassed the tracker) lies in it.
-        assert!(matches!(
-            t.finalize(&[(0x100000, 1)]),
-            Err(Error::HintInvalidated { page: 0x100000 })
-        ));
+        // ...and neither a later issue nor finalize vouches for it once a
+        // dirty page (a write that bypassed the tracker) lies in it.
+        for r in [t.issue(&[(0x100000, 1)]), t.finalize(&[(0x100000, 1)])] {
+            assert!(matches!(r, Err(Error::HintInvalidated { page: 0x100000 })));
+        }
     }
 
     #[test]
