@@ -22,3 +22,10 @@ slo: deps
 	bash tests/slo/prepare.sh
 	ZEROSTART_BIN=$${CARGO_TARGET_DIR:-target}/release/zerostart \
 	  $${CARGO_TARGET_DIR:-target}/release/zerostart-slo --config $(SLO_CONFIG) --out target/slo
+
+# SLOs through the nested test host (zerostart on real KVM inside L2; the
+# static binary and the L2 image come from `make vmm-static` / e2e's cache).
+.PHONY: slo-nested
+slo-nested: deps vmm-static
+	$(CARGO) build --release --locked -p slo
+	$${CARGO_TARGET_DIR:-target}/release/zerostart-slo --config tests/slo/nested.toml --out target/slo-nested

@@ -134,6 +134,19 @@ pub fn run(args: &SloArgs) -> Result<Report, Error> {
                 continue;
             }
         };
+        if s.nested.is_some() {
+            bar.set_message(format!("{} x{} in the nested host", s.name, s.repetitions));
+            if !tty {
+                eprintln!(
+                    "zerostart slo: {}: {} runs in the nested test host (L2 under TCG; minutes)",
+                    s.name, s.repetitions
+                );
+            }
+            let reps = runner::run_nested(s, &bin, &logs);
+            bar.inc(s.repetitions as u64);
+            reports.push(ScenarioReport::evaluate(s, bin.display().to_string(), reps));
+            continue;
+        }
         let mut reps = Vec::new();
         for i in 0..s.repetitions {
             bar.set_message(format!("{} boot {}/{}", s.name, i + 1, s.repetitions));

@@ -66,6 +66,9 @@ pub enum Vmm {
     CloudHypervisor,
     /// `firecracker`.
     Firecracker,
+    /// A scenario of the nested test host (`tests/nested-host/run.py`):
+    /// zerostart or QEMU on real KVM inside an L2 Linux under QEMU TCG.
+    Nested,
 }
 
 impl Vmm {
@@ -76,6 +79,7 @@ impl Vmm {
             Vmm::Qemu => "qemu",
             Vmm::CloudHypervisor => "cloud-hypervisor",
             Vmm::Firecracker => "firecracker",
+            Vmm::Nested => "nested",
         }
     }
 
@@ -86,6 +90,7 @@ impl Vmm {
             Vmm::Qemu => "qemu-system-x86_64",
             Vmm::CloudHypervisor => "cloud-hypervisor",
             Vmm::Firecracker => "firecracker",
+            Vmm::Nested => "python3",
         }
     }
 }
@@ -186,8 +191,11 @@ pub struct Scenario {
     pub vmm: Vmm,
     /// VMM binary (default: looked up on PATH).
     pub binary: Option<PathBuf>,
-    /// Kernel image.
+    /// Kernel image (empty for `nested`: the nested host picks its L3
+    /// kernel).
     pub kernel: PathBuf,
+    /// For `vmm = "nested"`: the nested host's scenario.
+    pub nested: Option<Nested>,
     /// initramfs.
     pub initramfs: Option<PathBuf>,
     /// Kernel command line.
@@ -220,6 +228,17 @@ pub struct Scenario {
     pub slos: Vec<Slo>,
 }
 
+/// A scenario run through the nested test host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nested {
+    /// Scenario name in `tests/nested-host/run.py` (e.g. `zs-prezero-1g`).
+    pub scenario: String,
+    /// `--vmm` override for it (`zerostart` or `qemu`).
+    pub vmm: Option<String>,
+    /// The harness script.
+    pub harness: PathBuf,
+}
+
 /// A validated config.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -249,8 +268,10 @@ struct RawSlo {
 struct RawScenario {
     name: String,
     vmm: String,
-    kernel: String,
+    kernel: Option<String>,
     initramfs: Option<String>,
+    nested_scenario: Option<String>,
+    nested_vmm: Option<String>,
     cmdline: Option<String>,
     memory: Option<String>,
     backing: Option<String>,
@@ -480,16 +501,17 @@ impl Config {
             "qemu" => Vmm::Qemu,
             "cloud-hypervisor" => Vmm::CloudHypervisor,
             "firecracker" => Vmm::Firecracker,
+            "nested" => Vmm::Nested,
             v => {
                 return Err(cx.err(
                     &n,
                     "vmm",
                     format!("'{v}' is not a supported VMM"),
-                    "use zerostart, qemu, cloud-hypervisor or firecracker",
+                    "use zerostart, qemu, cloud-hypervisor, firecracker or nested",
                 ))
             }
         };
-        let memory = s.memory.unwrap_or_else(|| "512M".into());
+        let memory = s.memory.clone().unwrap_or_else(|| "512M".into());
         let memory_bytes = parse_size(&memory).ok_or_else(|| {
             cx.err(
                 &n,
@@ -575,7 +597,7 @@ impl Config {
                 "use 1..=86400 seconds",
             ));
         }
-        let accel = s.accel.unwrap_or_else(|| "tcg".into());
+        let accel = s.accel.clone().unwrap_or_else(|| "tcg".into());
         if vmm == Vmm::Qemu && !["tcg", "kvm"].contains(&accel.as_str()) {
             return Err(cx.err(
                 &n,
@@ -625,7 +647,8 @@ impl Config {
                         format!("use one of {}", Phase::SLO_NAMES),
                     )
                 })?;
-            if phase == Phase::MemoryReady && vmm != Vmm::Zerostart {
+            let timeline = matches!(vmm, Vmm::Zerostart | Vmm::Nested);
+            if phase == Phase::MemoryReady && !timeline {
                 return Err(cx.err(
                     &n,
                     &key("phase"),
@@ -633,9 +656,7 @@ impl Config {
                     "use it only with vmm = \"zerostart\", or bound first_output",
                 ));
             }
-            if phase.from_serial_marker()
-                && vmm != Vmm::Zerostart
-                && !markers.iter().any(|(p, _)| *p == phase)
+            if phase.from_serial_marker() && !timeline && !markers.iter().any(|(p, _)| *p == phase)
             {
                 return Err(cx.err(
                     &n,
@@ -677,8 +698,91 @@ impl Config {
                 "add [[scenario.slo]] phase = \"exit\", stat = \"p95\", max_ms = ...",
             ));
         }
+        let nested = match (vmm, &s.nested_scenario) {
+            (Vmm::Nested, Some(name)) => {
+                let v = s.nested_vmm.clone();
+                if let Some(x) = v.as_deref().filter(|x| !["zerostart", "qemu"].contains(x)) {
+                    return Err(cx.err(
+                        &n,
+                        "nested_vmm",
+                        format!("'{x}' is not a VMM of the nested host"),
+                        "use zerostart or qemu",
+                    ));
+                }
+                Some(Nested {
+                    scenario: name.clone(),
+                    vmm: v,
+                    harness: cx.root.join("tests/nested-host/run.py"),
+                })
+            }
+            (Vmm::Nested, None) => {
+                return Err(cx.err(
+                    &n,
+                    "nested_scenario",
+                    "is missing".into(),
+                    "name a scenario of tests/nested-host/run.py, e.g. zs-prezero-1g",
+                ))
+            }
+            (_, Some(_)) => {
+                return Err(cx.err(
+                    &n,
+                    "nested_scenario",
+                    "only applies to vmm = \"nested\"".into(),
+                    "drop it or set vmm = \"nested\"",
+                ))
+            }
+            (_, None) => None,
+        };
+        if vmm == Vmm::Nested {
+            let set = [
+                ("initramfs", s.initramfs.is_some()),
+                ("cmdline", s.cmdline.is_some()),
+                ("memory", s.memory.is_some()),
+                ("backing", s.backing.is_some()),
+                ("prefault", s.prefault.is_some()),
+                ("vcpus", s.vcpus.is_some()),
+                ("binary", s.binary.is_some()),
+                ("accel", s.accel.is_some()),
+                ("extra_args", !s.extra_args.is_empty()),
+                ("expect", s.expect.is_some()),
+                ("markers", !s.markers.is_empty()),
+            ];
+            if let Some((key, _)) = set.iter().find(|(_, on)| *on) {
+                return Err(cx.err(
+                    &n,
+                    key,
+                    "does not apply to vmm = \"nested\"".into(),
+                    "drop it: the nested host's scenario (tests/nested-host/run.py) fixes the guest",
+                ));
+            }
+        }
+        let kernel = match (&s.kernel, vmm) {
+            (Some(k), Vmm::Nested) => {
+                return Err(cx.err(
+                    &n,
+                    "kernel",
+                    format!("'{k}' cannot be chosen for vmm = \"nested\""),
+                    "drop it (the nested host boots its own L3 kernel; see docs/e2e.md)",
+                ))
+            }
+            (Some(k), _) => cx.path(&n, "kernel", k, true)?,
+            (None, Vmm::Nested) => PathBuf::new(),
+            (None, _) => {
+                return Err(cx.err(
+                    &n,
+                    "kernel",
+                    "is missing".into(),
+                    "name the guest kernel image",
+                ))
+            }
+        };
+        let memory = match &nested {
+            Some(x) => x.scenario.clone(),
+            None => memory,
+        };
         Ok(Scenario {
-            kernel: cx.path(&n, "kernel", &s.kernel, true)?,
+            kernel,
+            nested,
             initramfs: s
                 .initramfs
                 .as_deref()
@@ -834,6 +938,63 @@ max_ms = 500
             .contains("add at least one [[scenario]]"));
         let no_slo = OK.split("[[scenario.slo]]").next().unwrap();
         assert!(parse(no_slo).unwrap_err().contains("has no SLOs"));
+    }
+
+    #[test]
+    fn nested_scenarios() {
+        let base = r#"
+[[scenario]]
+name = "n"
+vmm = "nested"
+nested_scenario = "zs-prezero-1g"
+[[scenario.slo]]
+phase = "memory_ready"
+stat = "max"
+max_ms = 1000
+"#;
+        let c = parse(base).unwrap();
+        let s = &c.scenarios[0];
+        assert_eq!(s.nested.as_ref().unwrap().scenario, "zs-prezero-1g");
+        assert!(s
+            .nested
+            .as_ref()
+            .unwrap()
+            .harness
+            .ends_with("tests/nested-host/run.py"));
+        for (from, to, want) in [
+            (
+                "vmm = \"nested\"",
+                "vmm = \"nested\"\nkernel = \"k\"",
+                "cannot be chosen for vmm = \"nested\"",
+            ),
+            (
+                "vmm = \"nested\"",
+                "vmm = \"nested\"\nmemory = \"1G\"",
+                "`memory`: does not apply to vmm = \"nested\"",
+            ),
+            (
+                "nested_scenario = \"zs-prezero-1g\"",
+                "",
+                "`nested_scenario`: is missing",
+            ),
+            (
+                "vmm = \"nested\"",
+                "vmm = \"nested\"\nnested_vmm = \"kvmtool\"",
+                "use zerostart or qemu",
+            ),
+            (
+                "vmm = \"nested\"",
+                "vmm = \"qemu\"",
+                "`nested_scenario`: only applies",
+            ),
+        ] {
+            let e = parse(&base.replace("memory_ready", "exit").replace(from, to)).unwrap_err();
+            assert!(e.contains(want), "{to}: {e}");
+        }
+        let no_kernel = OK.replace("kernel = \"k\"\n", "");
+        assert!(parse(&no_kernel)
+            .unwrap_err()
+            .contains("`kernel`: is missing"));
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub struct ScenarioReport {
     pub vmm: String,
     /// VMM binary used.
     pub binary: Option<String>,
-    /// Guest RAM.
+    /// Guest RAM (or the nested host's scenario).
     pub memory: String,
     /// vCPUs.
     pub vcpus: u32,
@@ -243,15 +243,19 @@ impl Report {
     pub fn table(&self) -> String {
         let mut o = String::new();
         for s in &self.scenarios {
-            let _ = writeln!(
-                o,
-                "\n{} ({}, {}, {} vCPU{})",
-                s.name,
-                s.vmm,
-                s.memory,
-                s.vcpus,
-                if s.vcpus == 1 { "" } else { "s" }
-            );
+            if s.vmm == "nested" {
+                let _ = writeln!(o, "\n{} (nested host scenario {})", s.name, s.memory);
+            } else {
+                let _ = writeln!(
+                    o,
+                    "\n{} ({}, {}, {} vCPU{})",
+                    s.name,
+                    s.vmm,
+                    s.memory,
+                    s.vcpus,
+                    if s.vcpus == 1 { "" } else { "s" }
+                );
+            }
             if let Some(why) = &s.skipped {
                 let _ = writeln!(o, "  SKIPPED: {why}");
                 continue;
@@ -400,6 +404,7 @@ mod tests {
             vmm: Vmm::Qemu,
             binary: None,
             kernel: "k".into(),
+            nested: None,
             initramfs: None,
             cmdline: String::new(),
             memory: "256M".into(),

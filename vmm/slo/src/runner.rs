@@ -45,6 +45,17 @@ pub fn find_binary(s: &Scenario) -> Result<PathBuf, String> {
     if let Some(b) = &s.binary {
         return Ok(b.clone());
     }
+    if let Some(n) = &s.nested {
+        which("python3").ok_or("python3 is not on PATH (the nested host harness needs it)")?;
+        return if n.harness.is_file() {
+            Ok(n.harness.clone())
+        } else {
+            Err(format!(
+                "{} is missing (no nested test host in this tree)",
+                n.harness.display()
+            ))
+        };
+    }
     if s.vmm == Vmm::Zerostart {
         if let Ok(b) = std::env::var("ZEROSTART_BIN") {
             return Ok(PathBuf::from(b));
@@ -165,6 +176,7 @@ pub fn command(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> Result<Comman
                 .args(["--memory", &mem])
                 .args(["--serial", "tty", "--console", "off"]);
         }
+        Vmm::Nested => return Err("nested scenarios run through run_nested".into()),
         Vmm::Firecracker => {
             let mut boot = serde_json::json!({
                 "kernel_image_path": s.kernel,
@@ -377,4 +389,149 @@ pub fn run_rep(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> RepResult {
         res.error = Some(problems.join("; "));
     }
     res
+}
+
+/// Runs a nested-host scenario `repetitions` times in one L2 boot
+/// (`tests/nested-host/run.py e2e --only NAME --repeat N`) and turns each
+/// run's zerostart timeline into a boot result (phases as for zerostart:
+/// times inside L2, from zerostart's process start).
+pub fn run_nested(s: &Scenario, harness: &Path, work: &Path) -> Vec<RepResult> {
+    let n = s
+        .nested
+        .as_ref()
+        .expect("nested scenarios have a nested config");
+    let report = work.join(format!("{}.nested-report.json", s.name));
+    let log = work.join(format!("{}.nested.log", s.name));
+    let fail_all = |why: String| -> Vec<RepResult> {
+        (0..s.repetitions)
+            .map(|rep| RepResult {
+                rep,
+                ok: false,
+                error: Some(why.clone()),
+                phases: BTreeMap::new(),
+                serial_phases: BTreeMap::new(),
+                exit_code: None,
+                serial_log: log.clone(),
+            })
+            .collect()
+    };
+    let _ = std::fs::remove_file(&report);
+    let out = match std::fs::File::create(&log) {
+        Ok(f) => f,
+        Err(e) => return fail_all(format!("creating {}: {e}", log.display())),
+    };
+    let err = match out.try_clone() {
+        Ok(f) => f,
+        Err(e) => return fail_all(format!("{}: {e}", log.display())),
+    };
+    let mut cmd = Command::new("python3");
+    cmd.arg(harness)
+        .args(["e2e", "--only", &n.scenario])
+        .args(["--repeat", &s.repetitions.to_string()])
+        .arg("--report")
+        .arg(&report);
+    if let Some(v) = &n.vmm {
+        cmd.args(["--vmm", v]);
+    }
+    if let Some(root) = harness
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+    {
+        cmd.current_dir(root);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return fail_all(format!("starting {}: {e}", harness.display())),
+    };
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    // The L2 image build (cached after the first) and L2 boot come on top
+    // of the scenarios themselves.
+    let limit = s.timeout * s.repetitions + std::time::Duration::from_secs(900);
+    if rx.recv_timeout(limit).is_err() {
+        // SAFETY: signalling the process group we created.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let _ = rx.recv();
+        return fail_all(format!(
+            "nested host run timed out after {} s; see {}",
+            limit.as_secs(),
+            log.display()
+        ));
+    }
+    let doc: serde_json::Value = match std::fs::read_to_string(&report)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(d) => d,
+        Err(e) => {
+            return fail_all(format!(
+                "nested host wrote no report {} ({e}); see {}",
+                report.display(),
+                log.display()
+            ))
+        }
+    };
+    let runs: Vec<&serde_json::Value> = doc["scenarios"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|r| {
+                    let name = r["name"].as_str().unwrap_or("");
+                    name == n.scenario
+                        || name
+                            .strip_prefix(&n.scenario)
+                            .and_then(|x| x.strip_prefix("-r"))
+                            .is_some_and(|i| i.parse::<u32>().is_ok())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (0..s.repetitions)
+        .map(|rep| {
+            let mut r = RepResult {
+                rep,
+                ok: false,
+                error: None,
+                phases: BTreeMap::new(),
+                serial_phases: BTreeMap::new(),
+                exit_code: None,
+                serial_log: log.clone(),
+            };
+            let Some(run) = runs.get(rep as usize) else {
+                r.error = Some(format!(
+                    "the nested host reported {} of {} runs; see {}",
+                    runs.len(),
+                    s.repetitions,
+                    log.display()
+                ));
+                return r;
+            };
+            r.exit_code = run["vmm_rc"].as_i64().map(|c| c as i32);
+            match phase::from_timeline(&serde_json::json!({ "phases": run["timeline"] })) {
+                Ok(p) => r.phases = p.into_iter().collect(),
+                Err(e) => r.error = Some(e),
+            }
+            let failures: Vec<String> = run["failures"]
+                .as_array()
+                .map(|f| f.iter().map(|x| x.to_string()).collect())
+                .unwrap_or_default();
+            if run["passed"].as_bool() != Some(true) || !failures.is_empty() {
+                r.error = Some(format!(
+                    "nested scenario {} failed: {}",
+                    run["name"].as_str().unwrap_or("?"),
+                    failures.join("; ")
+                ));
+            }
+            r.ok = r.error.is_none();
+            r
+        })
+        .collect()
 }
