@@ -222,6 +222,10 @@ main() {
   echo "$OUT"
 }
 
+# One build at a time per cache: the EDK2 tree and its Build/ are shared.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9
 if [ -f "$OUT/build.env" ]; then
   log "up to date: $OUT"
   echo "$OUT"
