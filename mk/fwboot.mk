@@ -1,0 +1,12 @@
+# Firmware boot: `zerostart run --firmware CLOUDHV.fd` in the nested test host.
+# Owner: vmm/zerostart/src/firmware.rs, tests/firmware-boot. See docs/firmware-boot.md.
+#   make test-fwboot   static zerostart, CLOUDHV.fd (make firmware), then three
+#                      runs in L2 (zero hint, scrub request, corrupted hint)
+# The fw_cfg device and --firmware themselves are tested by `cargo test -p
+# devices -p zerostart` (test-kvm / test-memdev), with a PVH test firmware
+# that reads the hint over fw_cfg on /dev/kvm.
+
+.PHONY: test-fwboot
+
+test-fwboot: deps e2e-zerostart firmware
+	python3 tests/firmware-boot/run.py $(FWBOOT_ARGS)

@@ -1,0 +1,42 @@
+#!/bin/sh
+# Replaces /zs/scenario.sh in the nested test host (L2) for firmware boots:
+# runs `zerostart run --firmware` once per line of /zs/fwboot.txt
+#   name|hint mode|mem_mib|timeout_s|zerostart extras
+# and prints, per run:
+#   ZSFW-BEGIN name=..
+#   FW| <each line of the firmware's debug console (port 0x402), as it grows>
+#   L3| <each line of the guest serial console>
+#   VMM| <each line of zerostart's stdout/stderr>
+#   ZSFW-END name=.. rc=N wall_ms=N
+ms() { awk '{printf "%d", $1 * 1000}' /proc/uptime; }
+while IFS='|' read -r name mode mem tmo extra; do
+  case "$name" in ''|'#'*) continue;; esac
+  echo "ZSFW-BEGIN name=$name mode=$mode mem_mib=$mem"
+  fw=/tmp/$name.fw; ser=/tmp/$name.serial; out=/tmp/$name.vmm
+  t0=$(ms)
+  : > "$fw"
+  timeout -s KILL "$tmo" /zs/zerostart run --firmware /zs/fw/CLOUDHV.fd \
+    --kernel /zs/kernels/debian-6.12 --initramfs /zs/l3-initramfs.cpio.gz \
+    --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic quiet" \
+    --firmware-hint "$mode" --memory "size=${mem}M,hugepages=on" \
+    --serial "file=$ser" --debugcon "$fw" $extra > "$out" 2>&1 < /dev/null &
+  zpid=$!
+  # The firmware log is streamed while it grows: if L2 itself dies, the
+  # console still shows how far the firmware got.
+  n=0
+  show() {
+    c=$(wc -l < "$fw")
+    if [ "$c" -gt "$n" ]; then
+      sed -n "$((n + 1)),${c}p" "$fw" | tr -d '\r' | sed 's/^/FW| /'
+      n=$c
+    fi
+  }
+  while kill -0 "$zpid" 2>/dev/null; do sleep 2; show; done
+  wait "$zpid"
+  rc=$?
+  t1=$(ms)
+  show
+  [ -f "$ser" ] && tr -d '\r' < "$ser" | sed 's/^/L3| /'
+  [ -f "$out" ] && sed 's/^/VMM| /' "$out"
+  echo "ZSFW-END name=$name rc=$rc wall_ms=$((t1 - t0))"
+done < /zs/fwboot.txt

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Firmware boot in the nested test host: zerostart run --firmware CLOUDHV.fd.
+
+Boots the nested host (L2, tests/nested-host) with the static zerostart, the
+CloudHv firmware and tests/firmware-boot/l2-fwboot.sh appended as a second
+cpio archive to the cached L2 image (so nothing of the e2e image is rebuilt
+or pruned), runs `zerostart run --firmware` on L2's real KVM with the stock
+Debian 6.12 kernel over fw_cfg, and judges the firmware's debug log:
+
+* the ZeroStart PEIM must have read the hint from fw_cfg and accepted it
+  (`ZeroStart: PEI: zero hint, N entries` / `scrub request`), claimed a
+  non-zero amount, and for a scrub request scrubbed it;
+* a checksum-corrupted hint must be rejected (`hint rejected: BadChecksum`).
+
+Each run boots its own L2: QEMU's TCG aborts L2 when the L3 firmware writes
+CR8 while a virtual interrupt is pending (EDK2's interrupt handlers do that;
+see QEMU_CR8_BUG), which ends the run somewhere in DXE. Whether Linux boots
+is therefore reported, not required (and EDK2 2025.02's CloudHvX64 links
+QemuFwCfgLibNull into DXE, so its QemuKernelLoaderFsDxe cannot see the
+kernel zerostart puts into fw_cfg anyway; see docs/firmware-boot.md).
+
+Writes target/fwboot/console.log and target/fwboot/report.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(REPO / "tests" / "nested-host"))
+import build  # noqa: E402  (the nested host's builder: Cpio, pinned QEMU, cache)
+
+OUT = REPO / "target" / "fwboot"
+MIB = 1 << 20
+STATIC = REPO / "target" / "x86_64-unknown-linux-gnu" / "static" / "zerostart"
+
+# name|hint mode|mem_mib|timeout_s|zerostart extras
+RUNS = [
+    ("fw-zero-1g", "zero", 1024, 420, ""),
+    ("fw-scrub-1g", "scrub", 1024, 420, ""),
+    ("fw-corrupt-1g", "zero", 1024, 420, "--test-corrupt-hint checksum"),
+]
+
+
+def firmware_path(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    r = subprocess.run(["bash", str(REPO / "firmware" / "build.sh"), "--print-dir"],
+                       capture_output=True, text=True)
+    if r.returncode != 0 or not r.stdout.strip():
+        raise build.BuildError(f"firmware/build.sh --print-dir failed: {r.stderr.strip()}")
+    return Path(r.stdout.strip()) / "CLOUDHV.fd"
+
+
+def cached_l2() -> dict:
+    """The newest cached L2 image; built (with its QEMU) only if none exists."""
+    imgs = sorted(build.cache_root().glob("l2-*/manifest.json"), key=lambda p: p.stat().st_mtime,
+                  reverse=True)
+    for m in imgs:
+        man = json.loads(m.read_text())
+        if "debian-6.12" in man.get("l3_kernels", {}) and Path(man["initramfs"]).exists():
+            return man
+    return build.build_l2({}, None)
+
+
+# QEMU's TCG (7.2 and 10.0 alike) aborts L2 when L3 writes CR8 while KVM has
+# a virtual interrupt pending (target/i386 helper_write_crN calls
+# cpu_interrupt without the BQL). EDK2's interrupt handlers restore CR8 on
+# every interrupt, so DXE trips it sooner or later; Linux never writes CR8.
+QEMU_CR8_BUG = "tcg_handle_interrupt: assertion failed"
+
+
+def judge(name: str, fw: list[str], l3: list[str], vmm: list[str], rc: int | None) -> list[str]:
+    """Failures of one run, judged on the firmware's log (PEI has read and
+    validated the hint long before L2 can die of QEMU_CR8_BUG)."""
+    text = "\n".join(fw)
+    fails = []
+    if not fw:
+        return ["empty firmware debug log (did the firmware start?)"]
+    if "QemuFwCfgProbe: Supported 1, DMA 1" not in text:
+        fails.append("the firmware did not find fw_cfg with DMA")
+    if name == "fw-corrupt-1g":
+        if "hint rejected: BadChecksum" not in text:
+            fails.append("the corrupted hint was not rejected with BadChecksum")
+        if re.search(r"ZeroStart: PEI: (zero hint|scrub request)", text):
+            fails.append("the firmware accepted a corrupted hint")
+        return fails
+    kind = "scrub request" if name == "fw-scrub-1g" else "zero hint"
+    m = re.search(r"ZeroStart: PEI: " + kind + r", (\d+) entries, (\d+) bytes.*claimed (\d+) bytes", text)
+    if not m:
+        fails.append(f"no 'ZeroStart: PEI: {kind}' line with a claim")
+    elif int(m.group(3)) == 0:
+        fails.append("the firmware claimed nothing")
+    if "hint rejected" in text:
+        fails.append("the firmware rejected the hint")
+    return fails
+
+
+def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tuple[dict | None, str]:
+    """Boots L2 for one run; returns its result (None if it never started)
+    and how L2 ended."""
+    name, _mode, mem, tmo, _extra = run
+    extra = build.Cpio()
+    extra.file("zs/zerostart", zs.read_bytes(), 0o755)
+    extra.dir("zs/fw")
+    extra.file("zs/fw/CLOUDHV.fd", fw.read_bytes())
+    extra.file("zs/scenario.sh", (HERE / "l2-fwboot.sh").read_bytes(), 0o755)
+    extra.file("zs/fwboot.txt", ("|".join(map(str, run)) + "\n").encode())
+    init_mib = Path(man["initramfs"]).stat().st_size // MIB
+    l2_mem = mem + 32 + 1536 + 2 * init_mib
+    hugepages = mem // 2 + 16
+    # As tests/nested-host/run.py: ZSE2E_L2_QEMU=/path with ZSE2E_L2_QEMU_DATA=dir:dir
+    # overrides the pinned QEMU.
+    if os.environ.get("ZSE2E_L2_QEMU"):
+        q = Path(os.environ["ZSE2E_L2_QEMU"])
+        dirs = [Path(d) for d in os.environ.get("ZSE2E_L2_QEMU_DATA", "").split(":") if d]
+    else:
+        q, dirs = build.pinned_qemu()
+    tmp = Path(tempfile.mkdtemp(prefix="zsfw-"))
+    cur = None
+    ended = "timeout"
+    try:
+        initrd = tmp / "initrd.cpio"
+        shutil.copyfile(man["initramfs"], initrd)
+        with open(initrd, "ab") as f:
+            extra.write(f)
+        cmd = [str(q), *[x for d in dirs for x in ("-L", str(d))], "-accel", "tcg,thread=multi",
+               "-cpu", os.environ.get("ZSE2E_L2_CPU", "EPYC,+svm"), "-m", f"{l2_mem}M", "-smp", "1",
+               "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
+               "-monitor", "none", "-no-reboot", "-mem-prealloc",
+               "-kernel", man["vmlinuz"], "-initrd", str(initrd),
+               "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages}"]
+        deadline = time.monotonic() + 240 + tmo + 120
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        os.set_blocking(proc.stdout.fileno(), False)
+        buf = b""
+        try:
+            while time.monotonic() < deadline:
+                chunk = proc.stdout.read()
+                if chunk:
+                    buf += chunk
+                elif proc.poll() is not None:
+                    ended = f"L2 QEMU exited {proc.returncode}"
+                    break
+                else:
+                    time.sleep(0.2)
+                    continue
+                *lines, buf = buf.split(b"\n")
+                for raw in lines:
+                    line = raw.decode(errors="replace").rstrip("\r")
+                    log.write(line + "\n")
+                    log.flush()
+                    if verbose:
+                        print(line, flush=True)
+                    if line.startswith("ZSFW-BEGIN"):
+                        cur = {"name": name, "fw": [], "l3": [], "vmm": [], "rc": None, "wall_ms": None}
+                    elif cur and line.startswith("FW| "):
+                        cur["fw"].append(line[4:])
+                    elif cur and line.startswith("L3| "):
+                        cur["l3"].append(line[4:])
+                    elif cur and line.startswith("VMM| "):
+                        cur["vmm"].append(line[5:])
+                    elif cur and line.startswith("ZSFW-END"):
+                        kv = dict(x.split("=", 1) for x in line.split()[1:] if "=" in x)
+                        cur["rc"], cur["wall_ms"] = int(kv["rc"]), int(kv["wall_ms"])
+                        ended = "finished"
+                    elif QEMU_CR8_BUG in line:
+                        ended = "L2 QEMU aborted: " + line.strip()
+                    elif line.startswith("ZSE2E-FATAL"):
+                        ended = line
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return cur, ended
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--firmware", help="CLOUDHV.fd (default: firmware/build.sh --print-dir)")
+    ap.add_argument("--zerostart", default=str(STATIC), help="static zerostart (make vmm-static)")
+    ap.add_argument("--only", help="comma-separated run names")
+    ap.add_argument("-v", "--verbose", action="store_true", help="echo the whole L2 console")
+    a = ap.parse_args()
+    try:
+        fw = firmware_path(a.firmware)
+        if not fw.exists():
+            raise build.BuildError(f"{fw} does not exist; run `make firmware` first")
+        zs = build.zerostart_binary(Path(a.zerostart))
+        man = cached_l2()
+    except build.BuildError as e:
+        print(f"fwboot: error: {e}", file=sys.stderr)
+        return 1
+    runs = [r for r in RUNS if not a.only or r[0] in a.only.split(",")]
+    OUT.mkdir(parents=True, exist_ok=True)
+    print(f"fwboot: L2 {man['dir']}, firmware {fw}, {len(runs)} run(s), one L2 boot each", flush=True)
+    results, endings = {}, {}
+    with open(OUT / "console.log", "w") as log:
+        for run in runs:
+            print(f"fwboot: {run[0]} ...", flush=True)
+            r, ended = boot_l2(man, zs, fw, run, a.verbose, log)
+            if r:
+                results[run[0]] = r
+            endings[run[0]] = ended
+    report = []
+    ok = True
+    for name, *_ in runs:
+        r = results.get(name)
+        fails = judge(name, *(r[k] for k in ("fw", "l3", "vmm", "rc"))) if r else ["did not run"]
+        ok &= not fails
+        zs_lines = [x for x in (r["fw"] if r else []) if "ZeroStart" in x]
+        linux = any("ZSINIT:" in x for x in (r["l3"] if r else []))
+        entry = {"name": name, "passed": not fails, "failures": fails, "l2_end": endings.get(name),
+                 "linux_reached_init": linux,
+                 "rc": r["rc"] if r else None, "wall_ms": r.get("wall_ms") if r else None,
+                 "zerostart_log": zs_lines, "fw_log_lines": len(r["fw"]) if r else 0,
+                 "fw_log_tail": r["fw"][-15:] if r else [], "l3_serial": r["l3"][-20:] if r else [],
+                 "vmm": r["vmm"] if r else []}
+        report.append(entry)
+        print(f"fwboot: {name}: {'PASS' if not fails else 'FAIL'} rc={entry['rc']} "
+              f"wall_ms={entry['wall_ms']} fw_log_lines={entry['fw_log_lines']} "
+              f"l3_serial_lines={len(r['l3']) if r else 0} linux_init={linux} l2={endings.get(name)}")
+        for z in zs_lines:
+            print(f"    {z}")
+        for v in entry["vmm"][-3:]:
+            print(f"    VMM| {v}")
+        for f in fails:
+            print(f"    FAIL: {f}")
+    (OUT / "report.json").write_text(json.dumps({"runs": report}, indent=2) + "\n")
+    print(f"fwboot: report {OUT / 'report.json'}, console {OUT / 'console.log'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
