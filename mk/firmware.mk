@@ -23,8 +23,10 @@ test-firmware-unit:
 		$(FW_UNIT_SRC) -o $(FW_UNIT_BIN)
 	$(FW_UNIT_BIN)
 
+# The linux case boots Debian's cloud kernel (apt-get download, cached).
 test-firmware-qemu: firmware
-	python3 tests/firmware/qemu/run_tests.py --fw-dir "$(FW_DIR)"
+	bash tests/firmware/qemu/prepare_linux.sh >/dev/null
+	python3 tests/firmware/qemu/run_tests.py --fw-dir "$(FW_DIR)" --linux-dir "$(ZEROSTART_CACHE)/firmware/linux"
 
 test-firmware: test-firmware-unit test-firmware-qemu
 

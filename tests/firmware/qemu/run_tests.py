@@ -66,7 +66,8 @@ class Boot:
         return [l for l in self.debug.splitlines() if l.startswith("ZeroStart:")]
 
 
-def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, reboot_test=False, prealloc=False):
+def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, reboot_test=False, prealloc=False,
+             linux=None):
     d = os.path.join(work, name)
     os.makedirs(os.path.join(d, "esp", "EFI", "BOOT"))
     shutil.copy(os.path.join(args.fw_dir, "ZeroStartDump.efi"), os.path.join(d, "esp", "EFI", "BOOT", "BOOTX64.EFI"))
@@ -81,11 +82,16 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, 
         "-smp", str(smp),
         "-nodefaults", "-display", "none",
         "-bios", os.path.join(args.fw_dir, "OVMF.fd"),
-        "-drive", "if=none,id=esp,format=raw,readonly=on,file=fat:" + os.path.join(d, "esp"),
-        "-device", "virtio-blk-pci,drive=esp",
         "-serial", "file:" + serial,
         "-debugcon", "file:" + debug, "-global", "isa-debugcon.iobase=0x402",
     ]
+    if linux:
+        # OVMF loads a fw_cfg kernel through its EFI stub before any boot option.
+        kernel, initrd, append = linux
+        cmd += ["-kernel", kernel, "-initrd", initrd, "-append", append]
+    else:
+        cmd += ["-drive", "if=none,id=esp,format=raw,readonly=on,file=fat:" + os.path.join(d, "esp"),
+                "-device", "virtio-blk-pci,drive=esp"]
     if prealloc:
         # Host memory faulted in before the guest starts, as a VMM with
         # pre-faulted hugepages would: the scrub then measures the guest's
@@ -279,6 +285,38 @@ def case_warm_reset(args, work):
     return b, errs
 
 
+def case_linux(args, work):
+    """A stock Linux kernel (Debian cloud, via OVMF's EFI stub path) boots with
+    the hint claimed: the reserve is enough for the OS loader, the claimed
+    memory reaches the OS as EfiLoaderData and becomes ordinary RAM."""
+    if not args.linux_dir:
+        return None, ["no --linux-dir (tests/firmware/qemu/prepare_linux.sh)"]
+    mem = 1 * GiB
+    blob, _, _ = zshint.adversarial_hint(mem)
+    linux = (os.path.join(args.linux_dir, "vmlinuz"), os.path.join(args.linux_dir, "initrd.cpio.gz"),
+             "console=ttyS0 panic=-1 efi=debug")
+    b = run_qemu(args, work, "linux-1g", mem, 2, blob, linux=linux)
+    errs = []
+    if "ZSLINUX: done" not in b.serial:
+        errs.append("Linux did not reach its init (see serial.log)")
+    m = re.search(r"ZSLINUX: MemTotal:\s+(\d+) kB", b.serial)
+    if not m or int(m.group(1)) * 1024 < 0.85 * mem:
+        errs.append(f"MemTotal {m and m.group(1)} kB: the claimed memory did not become RAM for the OS")
+    pub = re.search(r"ZeroStart: published (\d+) bytes", b.debug)
+    table = re.search(r"table at 0x([0-9A-Fa-f]+)", b.debug)
+    if not pub or int(pub.group(1)) < 0.4 * mem:
+        errs.append(f"firmware published {pub and pub.group(1)} bytes")
+    # efi=debug: the OS's memory map must show the claim as Loader Data.
+    loader = [(int(a, 16), int(z, 16) + 1) for a, z in
+              re.findall(r"efi: mem\d+: \[Loader Data\s*\|[^\]]*\] range=\[0x([0-9a-f]+)-0x([0-9a-f]+)\]", b.serial)]
+    if not any(z - a >= 0.4 * mem for a, z in loader):
+        errs.append(f"no large Loader Data region in the kernel's EFI memory map: {loader[:8]}")
+    b.summary = [l for l in b.serial.splitlines() if l.startswith("ZSLINUX")]
+    if table:
+        b.summary.append(f"table at 0x{table.group(1)}")
+    return b, errs
+
+
 def case_verify_detects(args, work):
     """Negative control: a VMM that lies (RAM full of the pattern, zero hint)
     must make the guest-side verify mode fail. Shows the zero check in the
@@ -303,6 +341,7 @@ CASES = {
     "scrub": case_scrub,
     "verify-detects": case_verify_detects,
     "warm-reset": case_warm_reset,
+    "linux": case_linux,
 }
 
 
@@ -353,6 +392,7 @@ def main():
     ap.add_argument("--only", action="append", choices=sorted(CASES), help="run only these cases")
     ap.add_argument("--timing", action="store_true", help="run the timing matrix instead of the cases")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--linux-dir", help="vmlinuz + initrd.cpio.gz for the linux case (prepare_linux.sh)")
     ap.add_argument("--prealloc", action="store_true", help="timing: pre-fault guest RAM on the host (-mem-prealloc)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per timing configuration (median reported)")
     args = ap.parse_args()
@@ -369,7 +409,12 @@ def main():
             for name in args.only or list(CASES):
                 print(f"firmware qemu test {name} ...", flush=True)
                 boot, errs = CASES[name](args, work)
-                summary = [l for l in boot.dump() if l.startswith(("ranges", "RESULT", "free pages", "non-zero"))]
+                if boot is None:
+                    print(f"  FAIL {name}: {errs[0]}")
+                    failed.append(name)
+                    continue
+                summary = getattr(boot, "summary", None) or \
+                    [l for l in boot.dump() if l.startswith(("ranges", "RESULT", "free pages", "non-zero"))]
                 print(f"  {boot.seconds:.1f} s wall; guest: {'; '.join(summary)}")
                 for l in boot.zs_log():
                     if not l.startswith("ZeroStart: scrub cpu") or name == "scrub":
