@@ -589,7 +589,10 @@ def show_demo(tl: dict, verdict: dict, path: Path) -> None:
     if verdict:
         print(f"guest: hint={verdict.get('hint')} ranges={verdict.get('ranges')} "
               f"zero_checked={int(verdict.get('zero_checked_bytes', 0)) // MIB} MiB "
-              f"nonzero={verdict.get('nonzero_bytes')} populate={verdict.get('populate_ms')} ms")
+              f"nonzero={verdict.get('nonzero_bytes')} populate={verdict.get('populate_ms')} ms"
+              + (f" kernel_pages_skipped={verdict['kernel_pages_skipped']}"
+                 if int(verdict.get("kernel_pages_skipped", -1)) >= 0 else "")
+              + f" kernel={verdict.get('kernel')}")
     print(f"timeline JSON: {path}\n")
 
 
