@@ -40,6 +40,7 @@
 #include <Library/DebugLib.h>
 #include <Library/HobLib.h>
 #include <Library/MemoryAllocationLib.h>
+#include <Library/PcdLib.h>
 #include <Library/PeimEntryPoint.h>
 #include <Library/PeiServicesLib.h>
 #include <Library/QemuFwCfgLib.h>
@@ -208,6 +209,21 @@ ZeroStartEndOfPei (
         ));
     }
 
+    return EFI_SUCCESS;
+  }
+
+  //
+  // In a confidential guest (SEV, TDX) the host cannot hand out pages that
+  // read as zero: the guest sees host zeros through its encryption as
+  // garbage, or the pages still need accepting. A zero hint is therefore
+  // false there; a scrub request (the guest writes the zeros) stays valid.
+  //
+  if (((Flags & ZSHINT_FLAG_SCRUB_REQUEST) == 0) && (PcdGet64 (PcdConfidentialComputingGuestAttr) != 0)) {
+    DEBUG ((
+      DEBUG_WARN,
+      "ZeroStart: hint rejected: ConfidentialGuest (attr 0x%Lx: host zero pages do not read as zero); nothing published\n",
+      PcdGet64 (PcdConfidentialComputingGuestAttr)
+      ));
     return EFI_SUCCESS;
   }
 
