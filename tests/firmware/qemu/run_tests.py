@@ -247,11 +247,12 @@ def no_hint_case(args, work):
     return b, errs
 
 
-def case_scrub(args, work):
-    mem = 1 * GiB
+def case_scrub(args, work, mem=1 * GiB):
     blob, hint_ram, not_ram = zshint.adversarial_hint(mem, scrub=True)
-    b = run_qemu(args, work, "scrub-1g-2cpu-pattern", mem, 2, blob, pattern=True)
+    b = run_qemu(args, work, f"scrub-{mem // GiB}g-2cpu-pattern", mem, 2, blob, pattern=True)
     errs = check_published(b, hint_ram, not_ram, mem, 0.4)
+    if mem > 2 * GiB and not any(s >= 4 * GiB for s, _ in b.ranges()):
+        errs.append("nothing scrubbed and published above 4 GiB")
     log = b.zs_log()
     cpus = [l for l in log if l.startswith("ZeroStart: scrub cpu")]
     busy = [l for l in cpus if not l.endswith(": 0 bytes")]
@@ -339,6 +340,7 @@ CASES = {
     "bad-length": corrupt_case("bad-length", lambda b: bytes(b) + b"\0", "BadLength"),
     "no-hint": no_hint_case,
     "scrub": case_scrub,
+    "scrub-4g": lambda args, work: case_scrub(args, work, 4 * GiB),
     "verify-detects": case_verify_detects,
     "warm-reset": case_warm_reset,
     "linux": case_linux,
@@ -417,7 +419,7 @@ def main():
                     [l for l in boot.dump() if l.startswith(("ranges", "RESULT", "free pages", "non-zero"))]
                 print(f"  {boot.seconds:.1f} s wall; guest: {'; '.join(summary)}")
                 for l in boot.zs_log():
-                    if not l.startswith("ZeroStart: scrub cpu") or name == "scrub":
+                    if not l.startswith("ZeroStart: scrub cpu") or name.startswith("scrub"):
                         print("  " + l)
                 for e in errs:
                     print(f"  FAIL {name}: {e}")
