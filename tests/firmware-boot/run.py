@@ -92,10 +92,11 @@ def judge(name: str, fw: list[str], l3: list[str], vmm: list[str], rc: int | Non
     if name == "fw-corrupt-1g":
         if "hint rejected: BadChecksum" not in text:
             fails.append("the corrupted hint was not rejected with BadChecksum")
-        if re.search(r"ZeroStart: PEI: (zero hint|scrub request)", text):
+        if re.search(r"ZeroStart: PEI: (zero|scrub-request) hint", text):
             fails.append("the firmware accepted a corrupted hint")
         return fails
-    kind = "scrub request" if name == "fw-scrub-1g" else "zero hint"
+    # ZeroStartPei logs "zero hint" or "scrub-request hint".
+    kind = "scrub-request hint" if name == "fw-scrub-1g" else "zero hint"
     m = re.search(r"ZeroStart: PEI: " + kind + r", (\d+) entries, (\d+) bytes.*claimed (\d+) bytes", text)
     if not m:
         fails.append(f"no 'ZeroStart: PEI: {kind}' line with a claim")
@@ -103,6 +104,8 @@ def judge(name: str, fw: list[str], l3: list[str], vmm: list[str], rc: int | Non
         fails.append("the firmware claimed nothing")
     if "hint rejected" in text:
         fails.append("the firmware rejected the hint")
+    if name == "fw-scrub-1g" and m and not re.search(r"ZeroStart: scrub cpu \d+: [1-9]\d* bytes", text):
+        fails.append("the firmware scrubbed nothing")
     return fails
 
 
