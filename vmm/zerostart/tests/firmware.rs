@@ -435,3 +435,34 @@ fn bad_firmware_options_are_one_line_errors() {
     let (out, _) = run_fw(arm.path(), &[]);
     assert_one_line_error(&out, &["neither x86 nor x86-64"]);
 }
+
+/// The VMM-side verify mode covers firmware boot too: a planted non-zero
+/// byte in the fw_cfg hint's ranges makes `--verify-hint` refuse to boot,
+/// and a clean run verifies every hinted byte.
+#[test]
+fn verify_hint_guards_the_fw_cfg_hint() {
+    if !have_kvm() {
+        eprintln!("skipped: /dev/kvm not available");
+        return;
+    }
+    let fw = pvh_elf(&FW_GUEST, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let tl = dir.path().join("t.json");
+    let tl_arg = tl.to_str().unwrap();
+    let (out, log) = run_fw(fw.path(), &["--verify-hint", "--timeline", tl_arg]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(log.starts_with("H="), "{log:?}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&tl).unwrap()).unwrap();
+    let hinted = j["prezero"]["hint_bytes"].as_u64().unwrap();
+    assert!(hinted > 40 << 20, "{j}");
+    assert_eq!(j["prezero"]["verified_bytes"].as_u64(), Some(hinted));
+
+    let (out, log) = run_fw(
+        fw.path(),
+        &["--verify-hint", "--test-corrupt-hint", "dirty"],
+    );
+    assert_one_line_error(&out, &["--verify-hint", "refusing to boot"]);
+    assert_eq!(log, "", "the guest must not have run");
+}
