@@ -44,7 +44,9 @@ done
 if [ -n "$probe" ]; then
 	/zsprobe ${probe%,*} ${probe#*,}
 fi
-for f in /sys/kernel/debug/zerostart/*; do
+# pages_skipped before bytes_verified: a skip is counted before it is verified.
+for f in pages_skipped pages_elided bytes_verified verify_failures pristine_pages pristine_pages_at_boot verify; do
+	f=/sys/kernel/debug/zerostart/$f
 	[ -f "$f" ] && echo "ZSDEBUGFS ${f##*/}=$(/bin/busybox cat "$f")"
 done
 echo "ZSMEM $(/bin/busybox grep -E '^(MemTotal|MemFree|HugePages_Total):' /proc/meminfo | /bin/busybox tr -s ' ' | /bin/busybox tr '\n' ' ')"

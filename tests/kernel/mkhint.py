@@ -23,8 +23,10 @@ SETUP_ZEROSTART_HINT = 0x5A480001
 
 def build_hint(ranges, scrub=False):
     flags = 1 if scrub else 0
+    # A zero hint's entries carry ZEROED; a scrub request's must not.
+    eflags = 0 if scrub else 1
     entries = b"".join(
-        struct.pack("<QQIB3s", start, length, 1, 21 if (start | length) % (2 << 20) == 0 else 12, b"\0\0\0")
+        struct.pack("<QQIB3s", start, length, eflags, 21 if (start | length) % (2 << 20) == 0 else 12, b"\0\0\0")
         for start, length in ranges)
     header = struct.pack("<8sHHHHIIII", b"ZSHINT01", 1, 32, 24, 0, len(ranges), flags, 0, 0)
     crc = zlib.crc32(header + entries) & 0xFFFFFFFF

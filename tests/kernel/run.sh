@@ -14,6 +14,9 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TMO="${ZEROSTART_KERNEL_TEST_TIMEOUT:-600}"
+# ZS_TEST_ONLY="kunit good ..." runs a subset (names as in the boot cases).
+ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint} "
+want() { [[ "$ONLY" == *" $1 "* ]]; }
 MEM_MIB=2048
 WORK="$ZS_CACHE/kernel/test-run"
 rm -rf "$WORK" && mkdir -p "$WORK"
@@ -49,15 +52,22 @@ check_copy zshint_vectors.h
 check_copy zshint_errors.h
 
 # ---------------------------------------------------------------- 2. build
-OUT="$("$ROOT/guest-kernel-patches/build.sh" | tail -1)"
-IMG="$OUT/bzImage"
-[ -f "$IMG" ] || die "build.sh did not produce $IMG"
+# ZEROSTART_KERNEL_IMAGE=path tests an image built elsewhere (e.g. by
+# build.sh --dev while working on the series) instead of the series' build.
+if [ -n "${ZEROSTART_KERNEL_IMAGE:-}" ]; then
+	IMG="$ZEROSTART_KERNEL_IMAGE"
+else
+	IMG="$("$ROOT/guest-kernel-patches/build.sh" | tail -1)/bzImage"
+fi
+[ -f "$IMG" ] || die "no kernel image at $IMG"
 log "kernel: $IMG"
 build_initramfs "$WORK"
 
 # ---------------------------------------------------------------- 3. KUnit
 SUITES=(zerostart_hint zerostart_pristine)
-if qemu_boot "$WORK/kunit.log" "$TMO" "$MEM_MIB" "$IMG" \
+if ! want kunit; then
+	:
+elif qemu_boot "$WORK/kunit.log" "$TMO" "$MEM_MIB" "$IMG" \
 	"kunit.enable=1 kunit.filter_glob=zerostart* init_on_alloc=1"; then
 	# KTAP without the printk timestamps.
 	sed -E 's/^\[ *[0-9]+\.[0-9]+\] //' "$WORK/kunit.log" | tr -d '\r' >"$WORK/kunit.ktap"
@@ -105,6 +115,7 @@ boot_case() {
 		fail "$name: kernel warning: $(grep -aE 'WARNING:|BUG:' "$logf" | head -2 | tr '\r\n' '  ')"
 	fi
 	skipped="$(kv "$logf" ZSDEBUGFS pages_skipped)"
+	elided="$(kv "$logf" ZSDEBUGFS pages_elided)"
 	failed="$(kv "$logf" ZSDEBUGFS verify_failures)"
 	verified="$(kv "$logf" ZSDEBUGFS bytes_verified)"
 	verified=$(( ${verified:-0} / 4096 ))
@@ -115,14 +126,16 @@ boot_case() {
 	done
 	case "$expect" in
 	skip)
-		if [ "${skipped:-0}" -gt 0 ] && [ "${verified:-0}" -ge "$skipped" ]; then
-			pass "$name: $skipped clears skipped, $verified pages verified zero, 0 failures"
+		# A skip in flight while debugfs is read may not be verified yet:
+		# allow one 2 MiB folio of difference.
+		if [ "${skipped:-0}" -gt 0 ] && [ $((${verified:-0} + 512)) -ge $((skipped + ${elided:-0})) ]; then
+			pass "$name: $skipped pristine clears skipped, ${elided:-0} hugetlb re-clears elided, $verified pages verified zero, 0 failures"
 		else
 			fail "$name: expected skipped clears, got skipped=${skipped:-missing} verified=${verified:-missing}"
 		fi ;;
 	noskip)
-		if [ "${skipped:-0}" = 0 ]; then
-			pass "$name: no clear skipped"
+		if [ "${skipped:-x}" = 0 ]; then
+			pass "$name: no pristine clear skipped (${elided:-0} hugetlb re-clears elided, all verified)"
 		else
 			fail "$name: skipped=$skipped but no good hint was in effect"
 		fi ;;
@@ -141,25 +154,32 @@ expect_line() {
 }
 
 make_hinted_image "$WORK" good "$IMG" "$GOOD"
-boot_case good skip "" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
-expect_line good "zerostart: tracking [0-9]+ pristine pages"
-
-make_hinted_image "$WORK" cover "$IMG" "$COVER"
-boot_case cover skip "" "$WORK/cover.bzImage" $(hint_loader_args "$WORK/cover.blob")
-expect_line cover "zerostart: hint from setup_data: 1 ranges"
-
-make_hinted_image "$WORK" corrupt "$IMG" "$GOOD" --corrupt
-boot_case corrupt noskip "" "$WORK/corrupt.bzImage" $(hint_loader_args "$WORK/corrupt.blob")
-expect_line corrupt "zerostart: ignoring pre-zeroed hint from setup_data: BadChecksum"
-
-make_hinted_image "$WORK" scrub "$IMG" "$GOOD" --scrub
-boot_case scrub noskip "" "$WORK/scrub.bzImage" $(hint_loader_args "$WORK/scrub.blob")
-expect_line scrub "zerostart: ignoring pre-zeroed hint from setup_data: ScrubRequest"
-
-boot_case off noskip "prezero=off" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
-expect_line off "zerostart: prezero=off: ignoring the pre-zeroed hint"
-
-boot_case nohint noskip "" "$IMG"
+if want good; then
+	boot_case good skip "" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
+	expect_line good "zerostart: tracking [0-9]+ pristine pages"
+fi
+if want cover; then
+	make_hinted_image "$WORK" cover "$IMG" "$COVER"
+	boot_case cover skip "" "$WORK/cover.bzImage" $(hint_loader_args "$WORK/cover.blob")
+	expect_line cover "zerostart: hint from setup_data: 1 ranges"
+fi
+if want corrupt; then
+	make_hinted_image "$WORK" corrupt "$IMG" "$GOOD" --corrupt
+	boot_case corrupt noskip "" "$WORK/corrupt.bzImage" $(hint_loader_args "$WORK/corrupt.blob")
+	expect_line corrupt "zerostart: ignoring pre-zeroed hint from setup_data: BadChecksum"
+fi
+if want scrub; then
+	make_hinted_image "$WORK" scrub "$IMG" "$GOOD" --scrub
+	boot_case scrub noskip "" "$WORK/scrub.bzImage" $(hint_loader_args "$WORK/scrub.blob")
+	expect_line scrub "zerostart: ignoring pre-zeroed hint from setup_data: ScrubRequest"
+fi
+if want off; then
+	boot_case off noskip "prezero=off" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
+	expect_line off "zerostart: prezero=off: ignoring the pre-zeroed hint"
+fi
+if want nohint; then
+	boot_case nohint noskip "" "$IMG"
+fi
 
 if [ "$fails" -gt 0 ]; then
 	die "$fails check(s) failed; logs in $WORK"
