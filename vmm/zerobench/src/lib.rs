@@ -271,8 +271,9 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
             human(size),
             size as f64 / (1u64 << 30) as f64 / warm.as_secs_f64().max(1e-9)
         ));
-        // Reps are interleaved (memset, every backend, auto, memset, ...)
-        // so a burst of load from other processes hits every method alike.
+        // Reps are interleaved (memset, every backend, auto, then again in
+        // rotated order) so a burst of load from other processes hits every
+        // method alike.
         for &t in &threads {
             let mut zeroers = Vec::new();
             for (name, choice) in &engines {
@@ -282,6 +283,11 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
             let mut best = vec![Duration::MAX; zeroers.len()];
             for rep in 0..args.reps {
                 for (i, (name, z)) in zeroers.iter().enumerate() {
+                    // Same starting state for every method: the buffer just
+                    // dirtied by ordinary stores (untimed). Without it, the
+                    // method that ran before changes a result by up to 50%
+                    // on this machine.
+                    measure::memset(&buf, t, 0x5a);
                     bar.set_message(format!("{name} x{t} (run {}/{})", rep + 1, args.reps));
                     let d = match z {
                         Some(z) => measure::engine(&buf, z),
