@@ -10,8 +10,12 @@
 //! The engine and memset run on a buffer touched first: on this kind of
 //! machine memory is backed lazily underneath and the very first touch
 //! runs at ≈0.4 GiB/s, which would measure the hypervisor, not the stores.
-//! The warm-up rate is reported separately. Kernel populate always maps
-//! fresh memory, as a VMM would.
+//! The warm-up rate is reported separately. Before every timed run an
+//! untimed `memset` dirties the buffer, so each method starts from the
+//! same state (on this machine the previous method otherwise shifts a
+//! result by up to 50%); runs of different methods are interleaved and
+//! the best of `--reps` is reported. Kernel populate always maps fresh
+//! memory, as a VMM would.
 
 #![deny(missing_docs)]
 
