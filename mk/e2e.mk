@@ -38,6 +38,7 @@ test-e2e-units: deps
 	@# Not pid 1, so a dry run: no mounts, port writes or reboot; checks 64 MiB.
 	target/e2e/zsinit-dry | tail -1 | grep -q '^ZSINIT: PASS'
 	python3 tests/nested-host/test_run.py
+	python3 tests/nested-host/test_build.py
 
 # Builds (or finds cached) the L2 image only.
 e2e-image: deps e2e-zerostart

@@ -72,8 +72,12 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, check=False, text=True, capture_output=True, **kw)
+def run(cmd: list[str], timeout: int = 900, **kw) -> subprocess.CompletedProcess:
+    """Runs a tool; bounded, so a stuck mirror or compiler cannot hang CI."""
+    try:
+        return subprocess.run(cmd, check=False, text=True, capture_output=True, timeout=timeout, **kw)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"`{' '.join(cmd[:3])} ...` did not finish within {timeout} s") from None
 
 
 # --------------------------------------------------------------------------
@@ -310,7 +314,8 @@ def write_cpio(c: Cpio, path: Path, compress: bool) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "wb") as raw:
         if compress:
-            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+            # filename="" and mtime=0: no name or time in the header, so equal inputs give equal bytes.
+            with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
                 c.write(gz)
         else:
             c.write(raw)
