@@ -518,10 +518,13 @@ def cmd_e2e(a) -> int:
     l3 = l3_kernel_name(manifest["l3_kernels"])
     scs = e2e_scenarios(l3)
     if a.vmm:
+        if a.vmm == "qemu":
+            # zerostart's test-only corruption switches have no QEMU equivalent: those scenarios go.
+            scs = [s for s in scs if not s.vmm_args]
         for s in scs:
             s.vmm = a.vmm
             if a.vmm == "qemu":
-                s.expect_hint, s.vmm_args = "absent", ""
+                s.expect_hint = "absent"
     if a.only:
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
