@@ -2,7 +2,7 @@
 # Owner: tests/nested-host, tests/guest-init. See docs/e2e.md.
 TEST_TARGETS += test-e2e
 
-E2E_PY := python3 tests/nested-host/run.py
+E2E_PY = E2E_KERNEL=$(E2E_KERNEL) python3 tests/nested-host/run.py
 ZEROSTART_STATIC := target/x86_64-unknown-linux-gnu/static/zerostart
 
 .PHONY: e2e-zerostart e2e-kernel test-e2e-units test-e2e demo e2e-image

@@ -469,17 +469,24 @@ def fmt_ms(v) -> str:
     return "-" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v)
 
 
-def timeline_table(phases: list[dict]) -> str:
-    rows = [("phase", "t_ms", "delta_ms")]
+def timeline_table(phases: list[dict], baseline: list[dict] | None = None,
+                   baseline_title: str = "baseline_t_ms") -> str:
+    """phase | t_ms | delta_ms [| the same phase in a same-run baseline]."""
+    base = {p["name"]: p["t_ms"] for p in baseline or []}
+    head = ("phase", "t_ms", "delta_ms") + ((baseline_title,) if baseline is not None else ())
+    rows = [head]
     prev = None
     for p in phases:
         t = p["t_ms"]
-        rows.append((p["name"], f"{t:.3f}" if isinstance(t, float) else str(t),
-                     "" if prev is None else f"{t - prev:.3f}" if isinstance(t - prev, float) else str(t - prev)))
+        row = (p["name"], f"{t:.1f}", "" if prev is None else f"{t - prev:.1f}")
+        if baseline is not None:
+            row += (f"{base[p['name']]:.1f}" if p["name"] in base else "-",)
+        rows.append(row)
         prev = t
-    w = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = [f"{r[0].ljust(w[0])}  {r[1].rjust(w[1])}  {r[2].rjust(w[2])}" for r in rows]
-    lines.insert(1, "-" * (sum(w) + 4))
+    n = len(head)
+    w = [max(len(r[i]) for r in rows) for i in range(n)]
+    lines = ["  ".join(r[i].ljust(w[i]) if i == 0 else r[i].rjust(w[i]) for i in range(n)) for r in rows]
+    lines.insert(1, "-" * (sum(w) + 2 * (n - 1)))
     return "\n".join(lines)
 
 
@@ -569,24 +576,30 @@ def cmd_demo(a) -> int:
     print("demo: this CPU has no vmx/svm, so the demo runs inside the nested KVM test host (QEMU TCG, -cpu EPYC,+svm)",
           flush=True)
     manifest = build.build_l2(kernels, zs, with_qemu=False)
-    sc = demo_scenario(l3_kernel_name(manifest["l3_kernels"]))
-    results, fatal = run_nested([sc], manifest, a.verbose, a.smp)
+    l3 = l3_kernel_name(manifest["l3_kernels"])
+    # The same VM without pre-zeroing, in the same L2 boot: the baseline column.
+    base = demo_scenario(l3)
+    base.name, base.prezero, base.expect_hint = "demo-4g-prezero-off", "off", "absent"
+    results, fatal = run_nested([demo_scenario(l3), base], manifest, a.verbose, a.smp)
     path = OUT / "demo-report.json"
     rep = write_report(results, fatal, manifest, path)
     print("\n" + summary(rep))
     if results and results[0].timeline_json:
         tl_path = OUT / "demo-timeline.json"
         tl_path.write_text(json.dumps(results[0].timeline_json, indent=2) + "\n")
-        show_demo(results[0].timeline_json, results[0].verdict, tl_path)
-    if fatal or not results or results[0].failures:
+        baseline = timeline_of(results[1]) if len(results) > 1 and results[1].timeline_json else None
+        show_demo(results[0].timeline_json, results[0].verdict, tl_path, baseline)
+    if fatal or len(results) < 2 or any(r.failures for r in results):
         fail_loudly(fatal)
         return 1
     return 0
 
 
-def show_demo(tl: dict, verdict: dict, path: Path) -> None:
+def show_demo(tl: dict, verdict: dict, path: Path, baseline: list[dict] | None = None) -> None:
     print("\nzerostart boot timeline (4 GiB, 2M hugepages, prefault, pre-zeroed):")
-    print(timeline_table(tl.get("phases", [])))
+    print(timeline_table(tl.get("phases", []), baseline, "prezero_off_t_ms"))
+    if baseline is not None:
+        print("(prezero_off_t_ms: the same VM with --memory prezero=off, same L2 boot, just after)")
     if "prezero" in tl:
         print(f"prezero: {json.dumps(tl['prezero'])}")
     if verdict:
