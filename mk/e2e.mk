@@ -11,11 +11,13 @@ ZEROSTART_STATIC := target/x86_64-unknown-linux-gnu/static/zerostart
 # (built once, cached by its inputs; the e2e scenarios are where its skip
 # paths run on real KVM). E2E_KERNEL=stock skips building it and tests stock
 # Debian 6.12. A failed kernel build is reported and the run falls back to
-# stock (the kernel area's own test-kernel fails loudly on it).
+# stock (the kernel area's own test-kernel fails loudly on it). The flock only
+# serialises e2e runs with each other: build.sh itself takes no lock.
 E2E_KERNEL ?= $(if $(wildcard guest-kernel-patches/build.sh),patched,stock)
 e2e-kernel: deps
 	@if [ "$(E2E_KERNEL)" = patched ]; then \
-	  bash guest-kernel-patches/build.sh >/dev/null || \
+	  mkdir -p "$(ZEROSTART_CACHE)/kernel" && \
+	  flock "$(ZEROSTART_CACHE)/kernel/.e2e-build.lock" bash guest-kernel-patches/build.sh >/dev/null || \
 	    echo "e2e: WARNING: guest-kernel-patches/build.sh failed; the L3 kernel under test falls back to stock Debian 6.12"; \
 	fi
 
