@@ -13,12 +13,15 @@
 //! and line-zeroing instructions (`clzero`, `movdir64b`) write whole lines
 //! straight to memory without reading them and leave the caches to their
 //! owners. On the (virtualized, shared) AMD EPYC this was developed on, one
-//! thread zeroing 8 MiB windows of a buffer 4× the cache ran 35–80 GiB/s
-//! with NT stores or `clzero` against 9–30 GiB/s with `rep stosb`; over
-//! whole 4 GiB passes on the loaded machine both were bound near
-//! 20–25 GiB/s (`zerostart bench zero` measures it on yours). The engine
-//! splits the job over all CPUs, in chunks aligned to the backing page
-//! size, with each chunk run on its NUMA node on multi-node machines.
+//! thread zeroing a warm 4 GiB buffer in calls of 4–16 MiB ran 50–58 GiB/s
+//! with AVX-512 NT stores against 14–23 GiB/s with `rep stosb` or glibc
+//! `memset`. That CPU's `rep stosb` switches to streaming stores itself for
+//! calls of ≈64 MiB and more, where all three ran ≈50 GiB/s: a single
+//! `memset` of a whole guest's RAM is not slow there, but every smaller
+//! call, and every CPU without that microcode, is (`zerostart bench zero`
+//! measures yours). The engine splits the job over all CPUs, in chunks
+//! aligned to the backing page size, with each chunk run on its NUMA node
+//! on multi-node machines.
 //!
 //! * [`Backend`]: the instruction families, runtime CPUID detection
 //!   (an unavailable backend is an [`Error::Unavailable`], never a SIGILL).
