@@ -8,7 +8,7 @@
 # from this run.
 #
 # Env: ZS_MEASURE_MEMS="1 4 16" (GiB, boot-to-init rows), ZS_MEASURE_REPS=1.
-# A 16 GiB row is skipped when the host has less than 20 GiB available
+# A row is skipped when the host has less than MEM/2 + 4 GiB available
 # (the -noprezero kernel clears, i.e. touches, all hugepages).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -64,7 +64,7 @@ for rep in $(seq 1 "$REPS"); do
 	for ioa in 1 0; do
 		for mem_g in $MEMS; do
 			mem=$((mem_g * 1024))
-			if [ "$mem_g" -ge 16 ] && [ "$(avail_gib)" -lt 20 ]; then
+			if [ "$mem_g" -ge 16 ] && [ "$(avail_gib)" -lt $((mem_g / 2 + 4)) ]; then
 				log "skipping the ${mem_g} GiB row: only $(avail_gib) GiB available on the host"
 				continue
 			fi
