@@ -6,6 +6,8 @@
 # devices -p zerostart` (test-kvm / test-memdev), with a PVH test firmware
 # that reads the hint over fw_cfg on /dev/kvm.
 
+TEST_TARGETS += test-fwboot
+
 .PHONY: test-fwboot
 
 test-fwboot: deps e2e-zerostart firmware
