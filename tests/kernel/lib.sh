@@ -39,10 +39,14 @@ read -r up _ </proc/uptime
 echo "ZSINIT uptime_s=$up"
 probe=""
 for a in $(/bin/busybox cat /proc/cmdline); do
-	case "$a" in zsprobe=*) probe="${a#zsprobe=}" ;; esac
+	case "$a" in
+	zsprobe=*) probe="${a#zsprobe=}" ;;
+	# zsmthp=64: map anonymous memory with 64 KiB mTHP folios (PTE-mapped)
+	zsmthp=*) echo always >"/sys/kernel/mm/transparent_hugepage/hugepages-${a#zsmthp=}kB/enabled" ;;
+	esac
 done
 if [ -n "$probe" ]; then
-	/zsprobe ${probe%,*} ${probe#*,}
+	/zsprobe $(echo "$probe" | /bin/busybox tr ',' ' ')
 fi
 # pages_skipped before bytes_verified: a skip is counted before it is verified.
 for f in pages_skipped pages_elided bytes_verified verify_failures pristine_pages pristine_pages_at_boot verify; do

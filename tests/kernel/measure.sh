@@ -86,6 +86,11 @@ for rep in $(seq 1 "$REPS"); do
 			n="anon-4g-ioa$ioa-$s-$rep"
 			run "$n" "$k" 4096 "init_on_alloc=$ioa zsprobe=0,3072"
 			row "$n" "4 GiB: first touch 3 GiB 4K anon" "$ioa" "$s"
+			# Same, with 6.12's 64 KiB mTHP enabled: one fault maps 16
+			# PTEs with one set_ptes(), still 4 KiB-mapped.
+			n="mthp-4g-ioa$ioa-$s-$rep"
+			run "$n" "$k" 4096 "init_on_alloc=$ioa transparent_hugepage=never zsmthp=64 zsprobe=0,3072,thp"
+			row "$n" "4 GiB: first touch 3 GiB, 64 KiB mTHP" "$ioa" "$s"
 		done
 	done
 done

@@ -5,7 +5,9 @@
  * both, then checks that every byte it was given reads as zero (a page the
  * kernel wrongly believed pristine would show up here as a leak).
  *
- * usage: zsprobe <hugetlb MiB> <4K anon MiB>
+ * usage: zsprobe <hugetlb MiB> <4K anon MiB> [thp]
+ *   thp: do not MADV_NOHUGEPAGE the anon area (to let mTHP sizes the
+ *   guest's /init enabled map it; it is still mapped by 4 KiB PTEs)
  * prints: "ZSPROBE key=value ..." lines parsed by the scripts in tests/kernel
  */
 #define _GNU_SOURCE
@@ -45,6 +47,7 @@ int main(int argc, char **argv)
 {
 	size_t huge_mib = argc > 1 ? strtoul(argv[1], NULL, 0) : 0;
 	size_t anon_mib = argc > 2 ? strtoul(argv[2], NULL, 0) : 0;
+	int thp = argc > 3 && !strcmp(argv[3], "thp");
 	double t0, t1;
 
 	if (huge_mib) {
@@ -74,7 +77,8 @@ int main(int argc, char **argv)
 			printf("ZSPROBE anon_error=mmap_failed mib=%zu\n", anon_mib);
 			return 1;
 		}
-		madvise(p, len, MADV_NOHUGEPAGE);
+		if (!thp)
+			madvise(p, len, MADV_NOHUGEPAGE);
 		t0 = now();
 		/* First touch by a write of the last byte of each page. */
 		for (i = 0; i < len; i += 4096)
