@@ -98,6 +98,10 @@ pub struct LeaseArgs {
     /// the lease (the daemon must retire the region).
     #[arg(long, hide = true)]
     pub test_leak_fd: bool,
+    /// Test only: map the lease a second time, drop the `Lease` while that
+    /// mapping lives on (the lease must last until this process exits).
+    #[arg(long, hide = true)]
+    pub test_drop_while_mapped: bool,
 }
 
 fn parse_byte(s: &str) -> Result<u8, String> {
@@ -271,6 +275,31 @@ fn lease(a: &LeaseArgs) -> Result<(), Error> {
         })
     );
     let _ = std::io::stdout().flush();
+    if a.test_drop_while_mapped {
+        // SAFETY: a new shared mapping of the lease's file, kept until exit.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                l.len() as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                std::os::fd::AsRawFd::as_raw_fd(&l.fd()),
+                l.offset() as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::last_os("test mapping of the lease"));
+        }
+        drop(m);
+        drop(l);
+        println!("dropped");
+        let _ = std::io::stdout().flush();
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        // The mapping at `p` is deliberately never unmapped: the process
+        // exit does it, and only then may the lease end.
+        return Ok(());
+    }
     if a.hold {
         // Until killed or stdin closes.
         let mut sink = Vec::new();

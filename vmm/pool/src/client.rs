@@ -3,9 +3,12 @@
 //!
 //! A [`Lease`] owns the region's fd and the connection; dropping it (or the
 //! process dying) ends the lease and the region goes back to the pool as
-//! dirty. Keep the lease alive for as long as any mapping of its fd exists:
-//! a mapping still alive when the lease ends makes the daemon retire the
-//! region (safe, but the pool loses that region's pre-zeroed memory).
+//! dirty. A mapping still alive when the lease ends would make the daemon
+//! retire the region (safe, but the pool loses that region's pre-zeroed
+//! memory), so dropping a `Lease` while this process still maps its file
+//! (a VMM whose guest memory is shared with device threads, say) keeps the
+//! connection open until the process exits; the kernel tears the mappings
+//! down before it closes the connection.
 
 use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -27,9 +30,7 @@ pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 /// shared. Every byte of it is zero when the lease is granted.
 #[derive(Debug)]
 pub struct Lease {
-    /// Held, never read: the lease lasts exactly as long as this
-    /// connection.
-    #[allow(dead_code)]
+    /// The lease lasts exactly as long as this connection.
     conn: UnixStream,
     fd: OwnedFd,
     info: LeaseInfo,
@@ -102,6 +103,35 @@ impl Lease {
 
     /// Ends the lease now (same as dropping it).
     pub fn close(self) {}
+
+    /// Whether this process still maps the lease's file.
+    fn mapped_here(&self) -> bool {
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd, zeroed buffer.
+        if unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) } != 0 {
+            return true; // cannot tell: be safe and keep the lease
+        }
+        let (major, minor) = (libc::major(st.st_dev), libc::minor(st.st_dev));
+        match std::fs::read_to_string("/proc/self/maps") {
+            Ok(maps) => maps
+                .lines()
+                .any(|l| crate::holders::map_line_matches(l, major, minor, st.st_ino)),
+            Err(_) => true,
+        }
+    }
+}
+
+impl Drop for Lease {
+    /// If this process still maps the memory, the lease must outlive the
+    /// mapping: a duplicate of the connection is left open, so the lease
+    /// ends when the process exits (after the kernel unmapped everything).
+    fn drop(&mut self) {
+        if self.mapped_here() {
+            if let Ok(c) = self.conn.try_clone() {
+                std::mem::forget(c);
+            }
+        }
+    }
 }
 
 /// A mapping of a lease; it cannot outlive the lease.

@@ -52,7 +52,7 @@ fn maps_file(pid: i32, major: u32, minor: u32, ino: u64) -> bool {
 }
 
 /// `start-end perms offset MAJ:MIN inode path`
-fn map_line_matches(line: &str, major: u32, minor: u32, ino: u64) -> bool {
+pub(crate) fn map_line_matches(line: &str, major: u32, minor: u32, ino: u64) -> bool {
     let mut f = line.split_ascii_whitespace().skip(3);
     let (Some(devs), Some(inode)) = (f.next(), f.next()) else {
         return false;

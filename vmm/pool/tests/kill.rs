@@ -409,3 +409,46 @@ fn verify_catches_a_scrub_that_did_not_zero() {
     assert_eq!(s.scrub_failures, 1);
     every_region_is_zero(&d);
 }
+
+/// A client that drops its `Lease` while it still maps the memory (a VMM
+/// whose guest RAM is shared with device threads) keeps the lease until it
+/// exits, so the region is not retired; then it comes back and is scrubbed.
+#[test]
+fn a_lease_dropped_while_mapped_lasts_until_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&sock(&dir), None, &[]);
+    d.all_clean();
+    let mut child = Command::new(BIN)
+        .args(["lease", "--test-drop-while-mapped", "--socket"])
+        .arg(&d.socket)
+        .args([
+            "--bytes",
+            &region_bytes().to_string(),
+            "--page",
+            page().name(),
+            "--fill",
+            "0x42",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "dropped");
+    std::thread::sleep(Duration::from_millis(200));
+    let s = d.status().unwrap();
+    assert_eq!(
+        s.leased_bytes,
+        region_bytes(),
+        "lease ended while still mapped"
+    );
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    let s = d.all_clean();
+    assert_eq!(s.retired_total, 0);
+    every_region_is_zero(&d);
+}
