@@ -8,6 +8,8 @@
 #   L3| <each line of the guest serial console>
 #   VMM| <each line of zerostart's stdout/stderr>
 #   ZSFW-END name=.. rc=N wall_ms=N
+# --test-corrupt-hint is refused without this (see docs/security.md).
+export ZEROSTART_TEST_SWITCHES=1
 ms() { awk '{printf "%d", $1 * 1000}' /proc/uptime; }
 while IFS='|' read -r name mode mem tmo extra; do
   case "$name" in ''|'#'*) continue;; esac

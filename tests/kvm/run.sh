@@ -9,6 +9,8 @@
 # Needs root for the 2M hugepage cases: the pool is grown through
 # /proc/sys/vm/nr_hugepages and put back on exit, even on failure.
 set -euo pipefail
+# --test-corrupt-hint is refused without this (see docs/security.md).
+export ZEROSTART_TEST_SWITCHES=1
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"

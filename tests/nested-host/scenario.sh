@@ -8,6 +8,8 @@
 #   ZSE2E-TIMELINE name=.. <timeline JSON on one line>   (zerostart only)
 #   ZSE2E-END name=.. rc=N wall_ms=N
 # vmm is "zerostart" (the VMM under test) or "qemu" (the baseline).
+# --test-corrupt-hint is refused without this (see docs/security.md).
+export ZEROSTART_TEST_SWITCHES=1
 list=${1:-/zs/scenarios.txt}
 ms() { awk '{printf "%d", $1 * 1000}' /proc/uptime; }
 [ -f "$list" ] || { echo "ZSE2E-FATAL no scenario list $list"; exit 1; }

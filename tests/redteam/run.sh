@@ -15,6 +15,8 @@
 # leak. Needs root (/proc/sys/vm/nr_hugepages, mounting hugetlbfs); the
 # hugepage pool is restored on exit.
 set -euo pipefail
+# --test-corrupt-hint is refused without this (see docs/security.md).
+export ZEROSTART_TEST_SWITCHES=1
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"

@@ -143,7 +143,14 @@ pub enum Error {
         "internal error: the zero hint changed while writing boot data ({0}); refusing to boot"
     )]
     HintChanged(String),
+    /// `--test-corrupt-hint` deliberately hands the guest a false or broken
+    /// hint; an operator must never get that by a typo or a copied command.
+    #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", TEST_SWITCH_ENV)]
+    TestSwitchLocked,
 }
+
+/// Environment variable that unlocks the test-only hint corruption switch.
+pub const TEST_SWITCH_ENV: &str = "ZEROSTART_TEST_SWITCHES";
 
 fn kvm_err(what: &'static str) -> impl Fn(kvm_ioctls::Error) -> Error {
     move |err| Error::Kvm { what, err }
@@ -210,6 +217,11 @@ pub enum Boot {
 
 /// Parses and checks every option and input file; allocates nothing.
 pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
+    if args.test_corrupt_hint.is_some()
+        && std::env::var_os(TEST_SWITCH_ENV).is_none_or(|v| v != "1")
+    {
+        return Err(Error::TestSwitchLocked);
+    }
     let cpus = CpusConfig::parse(&args.cpus)?;
     let memory = MemoryConfig::parse(&args.memory)?;
     if !memory.size.is_multiple_of(4096) {

@@ -91,7 +91,8 @@ pub struct RunArgs {
     )]
     pub kvm_device: PathBuf,
     /// Test only: corrupt the hint so the guest checker must reject it
-    /// (checksum) or find non-zero memory inside it (dirty).
+    /// (checksum) or find non-zero memory inside it (dirty). Refused unless
+    /// ZEROSTART_TEST_SWITCHES=1 is set, so it cannot reach a real tenant.
     #[arg(long, hide = true, value_enum)]
     pub test_corrupt_hint: Option<CorruptHint>,
 }

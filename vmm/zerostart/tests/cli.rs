@@ -430,3 +430,22 @@ fn help_hides_test_flags() {
     assert!(s.contains("--kernel") && s.contains("--memory"));
     assert!(!s.contains("test-corrupt-hint") && !s.contains("kvm-device"));
 }
+
+#[test]
+fn corrupt_hint_switch_is_locked_without_the_test_env() {
+    // Refused before anything is opened: no kernel, no KVM needed.
+    let out = zerostart()
+        .env_remove("ZEROSTART_TEST_SWITCHES")
+        .args([
+            "run",
+            "--kernel",
+            "/nonexistent",
+            "--test-corrupt-hint=dirty",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("ZEROSTART_TEST_SWITCHES=1"), "{err}");
+}

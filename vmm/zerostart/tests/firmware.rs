@@ -283,6 +283,7 @@ fn bzimage(payload: &[u8]) -> tempfile::NamedTempFile {
 fn zerostart() -> Command {
     let mut c = Command::cargo_bin("zerostart").unwrap();
     c.env_remove("ZEROSTART_KVM_DEVICE");
+    c.env("ZEROSTART_TEST_SWITCHES", "1");
     c.timeout(std::time::Duration::from_secs(60));
     c
 }
