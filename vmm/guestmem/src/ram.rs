@@ -466,9 +466,12 @@ impl GuestRam {
                 let total = self.cfg.size;
                 let p = progress.map(|p| move |d: u64| p(d, total));
                 // SAFETY: the ranges are our own live mappings and nothing
-                // else runs in guest memory yet (no vCPU exists).
+                // else runs in guest memory yet (no vCPU exists). The `try_`
+                // form faults each chunk in first, so memory the kernel
+                // cannot supply (a hugetlb cgroup limit hit at fault time,
+                // say) is an error here, never a SIGBUS in a worker.
                 let st = unsafe {
-                    z.zero_ranges(&ranges, p.as_ref().map(|f| f as &(dyn Fn(u64) + Sync)))
+                    z.try_zero_ranges(&ranges, p.as_ref().map(|f| f as &(dyn Fn(u64) + Sync)))?
                 };
                 (st.threads, Some(st.backend.name().to_string()))
             }
