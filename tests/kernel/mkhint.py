@@ -12,6 +12,8 @@ transport (a) a boot loader or the zerostart VMM uses.
 usage: mkhint.py --ranges START:LEN[,START:LEN...] --addr GPA
                  --bzimage IN --out-image OUT --out-blob BLOB
                  [--corrupt] [--scrub]
+       mkhint.py --ranges START:LEN[,...] --out-hint HINT
+                 (the bare hint, for the fw_cfg file the firmware reads)
 """
 import argparse
 import struct
@@ -43,13 +45,17 @@ def parse_size(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranges", required=True, help="START:LEN,... (suffixes k/m/g)")
-    ap.add_argument("--addr", required=True, help="guest-physical address of the setup_data entry")
-    ap.add_argument("--bzimage", required=True)
-    ap.add_argument("--out-image", required=True)
-    ap.add_argument("--out-blob", required=True)
+    ap.add_argument("--addr", help="guest-physical address of the setup_data entry")
+    ap.add_argument("--bzimage")
+    ap.add_argument("--out-image")
+    ap.add_argument("--out-blob")
+    ap.add_argument("--out-hint", help="write the bare hint (fw_cfg opt/org.zerostart/prezeroed) here")
     ap.add_argument("--corrupt", action="store_true", help="flip one bit of an entry (BadChecksum)")
     ap.add_argument("--scrub", action="store_true", help="set SCRUB_REQUEST (kernel must reject)")
     args = ap.parse_args()
+    setup_args = (args.addr, args.bzimage, args.out_image, args.out_blob)
+    if not args.out_hint and not all(setup_args):
+        ap.error("need --addr, --bzimage, --out-image and --out-blob (or --out-hint)")
 
     ranges = []
     for item in args.ranges.split(","):
@@ -58,6 +64,10 @@ def main():
     hint = bytearray(build_hint(ranges, args.scrub))
     if args.corrupt:
         hint[32 + 9] ^= 0x10
+    if args.out_hint:
+        open(args.out_hint, "wb").write(hint)
+    if not all(setup_args):
+        return
     addr = parse_size(args.addr)
     blob = struct.pack("<QII", 0, SETUP_ZEROSTART_HINT, len(hint)) + bytes(hint)
 

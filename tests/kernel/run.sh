@@ -9,13 +9,18 @@
 #     scrub request, no hint, prezero=off; all with prezero.verify=1. Pass:
 #     no WARNING, no verify failure, no non-zero byte in memory handed to
 #     user space, skipped clears > 0 exactly when a good hint is in effect,
-#     and one warning line naming the error for a bad hint.
+#     and one warning line naming the error for a bad hint;
+#  5. firmware boot ("efi"): zerostart's OVMF (firmware/build.sh, cached)
+#     reads the hint from fw_cfg, claims its ranges as EfiLoaderData and
+#     publishes them in the EFI configuration table; the kernel boots through
+#     its EFI stub and must take the hint from that table (same pass
+#     criteria as "good", with prezero.verify=1).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TMO="${ZEROSTART_KERNEL_TEST_TIMEOUT:-600}"
 # ZS_TEST_ONLY="kunit good ..." runs a subset (names as in the boot cases).
-ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint} "
+ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint efi} "
 want() { [[ "$ONLY" == *" $1 "* ]]; }
 MEM_MIB=2048
 WORK="$ZS_CACHE/kernel/test-run"
@@ -179,6 +184,24 @@ if want off; then
 fi
 if want nohint; then
 	boot_case nohint noskip "" "$IMG"
+fi
+
+# ---------------------------------------------------------------- 5. firmware
+if want efi; then
+	FW_DIR="$(bash "$ROOT/firmware/build.sh" --print-dir)"
+	if [ ! -f "$FW_DIR/OVMF.fd" ]; then
+		log "building zerostart's OVMF (firmware/build.sh, cached in $FW_DIR)"
+		bash "$ROOT/firmware/build.sh" >&2 || die "firmware/build.sh failed; see its log"
+	fi
+	# All RAM from 1 MiB: QEMU writes nothing to guest RAM on a firmware
+	# boot (the kernel and initrd come through fw_cfg), and the firmware
+	# publishes only what it claimed, free, at the end of PEI.
+	python3 "$KTEST/mkhint.py" --ranges "$((1 << 20)):$((RAM_END - (1 << 20)))" \
+		--out-hint "$WORK/efi.hint" || die "cannot build the fw_cfg hint"
+	boot_case efi skip "" "$IMG" -machine q35 -bios "$FW_DIR/OVMF.fd" \
+		-fw_cfg "name=opt/org.zerostart/prezeroed,file=$WORK/efi.hint" \
+		-debugcon "file:$WORK/boot-efi.fw.log" -global isa-debugcon.iobase=0x402
+	expect_line efi "zerostart: hint from EFI table: 1 ranges"
 fi
 
 if [ "$fails" -gt 0 ]; then
