@@ -66,7 +66,7 @@ qemu_boot() {
 	local logf="$1" tmo="$2" mem="$3" image="$4" append="$5"
 	shift 5
 	local t0=$SECONDS rc=0
-	timeout "$tmo" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m "$mem" -smp 2 \
+	timeout "$tmo" qemu-system-x86_64 -accel "tcg,thread=${ZS_TCG_THREAD:-multi}" -cpu max -m "$mem" -smp 2 \
 		-nographic -no-reboot -nodefaults -serial stdio \
 		-kernel "$image" -append "console=ttyS0 panic=-1 $append" "$@" \
 		</dev/null >"$logf" 2>&1 || rc=$?
