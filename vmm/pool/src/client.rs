@@ -104,20 +104,15 @@ impl Lease {
     /// Ends the lease now (same as dropping it).
     pub fn close(self) {}
 
-    /// Whether this process still maps the lease's file.
+    /// Whether this process still maps the lease's file (outside an
+    /// in-process daemon's own mappings).
     fn mapped_here(&self) -> bool {
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: valid fd, zeroed buffer.
         if unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) } != 0 {
             return true; // cannot tell: be safe and keep the lease
         }
-        let (major, minor) = (libc::major(st.st_dev), libc::minor(st.st_dev));
-        match std::fs::read_to_string("/proc/self/maps") {
-            Ok(maps) => maps
-                .lines()
-                .any(|l| crate::holders::map_line_matches(l, major, minor, st.st_ino)),
-            Err(_) => true,
-        }
+        crate::holders::mapped_by_this_client(st.st_dev, st.st_ino)
     }
 }
 

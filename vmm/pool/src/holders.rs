@@ -8,7 +8,33 @@
 //! flight inside another Unix socket is not visible anywhere; the pool's
 //! socket is mode 0600 so only the daemon's own user can lease.
 
+use std::collections::BTreeSet;
 use std::fs;
+use std::sync::Mutex;
+
+/// Start addresses of the daemon's own region mappings in this process,
+/// so a client in the same process (tests, the memready bench) does not
+/// mistake them for its own when its lease ends.
+pub(crate) static DAEMON_MAPPINGS: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+
+/// Whether this process maps the file `(dev, ino)` anywhere other than in
+/// a pool daemon's own region mappings.
+pub(crate) fn mapped_by_this_client(dev: u64, ino: u64) -> bool {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let Ok(maps) = fs::read_to_string("/proc/self/maps") else {
+        return true; // cannot tell: assume mapped
+    };
+    let own = DAEMON_MAPPINGS.lock().unwrap_or_else(|e| e.into_inner());
+    maps.lines()
+        .filter(|l| map_line_matches(l, major, minor, ino))
+        .any(|l| {
+            let start = l
+                .split('-')
+                .next()
+                .and_then(|a| usize::from_str_radix(a, 16).ok());
+            !start.is_some_and(|a| own.contains(&a))
+        })
+}
 
 /// Pids other than ours holding the file `(dev, ino)`.
 pub(crate) fn other_holders(dev: u64, ino: u64) -> Vec<i32> {
@@ -52,7 +78,7 @@ fn maps_file(pid: i32, major: u32, minor: u32, ino: u64) -> bool {
 }
 
 /// `start-end perms offset MAJ:MIN inode path`
-pub(crate) fn map_line_matches(line: &str, major: u32, minor: u32, ino: u64) -> bool {
+fn map_line_matches(line: &str, major: u32, minor: u32, ino: u64) -> bool {
     let mut f = line.split_ascii_whitespace().skip(3);
     let (Some(devs), Some(inode)) = (f.next(), f.next()) else {
         return false;

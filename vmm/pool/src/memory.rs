@@ -248,6 +248,10 @@ impl RegionMemory {
             unsafe { libc::munmap(p, len as usize) };
             return Err(e);
         }
+        crate::holders::DAEMON_MAPPINGS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p as usize);
         Ok(RegionMemory {
             fd,
             ptr: NonNull::new(p.cast()).expect("mmap never returns NULL on success"),
@@ -368,6 +372,12 @@ pub(crate) fn stall(when: &str) -> ! {
 
 impl Drop for RegionMemory {
     fn drop(&mut self) {
+        // Forget the address first: once unmapped it may be reused by a
+        // client mapping, which must not be mistaken for the daemon's.
+        crate::holders::DAEMON_MAPPINGS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(self.ptr.as_ptr() as usize));
         // SAFETY: unmapping our own mapping once.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }

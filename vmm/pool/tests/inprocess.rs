@@ -1,0 +1,78 @@
+//! The daemon and a client in one process (how the memready bench and
+//! guestmem's tests use the pool): a lease whose mappings are gone ends at
+//! once; one dropped while a mapping lives on lasts (until exit).
+
+use std::time::{Duration, Instant};
+
+use pool::daemon::{Config, Daemon};
+use pool::PageSize;
+
+fn daemon(dir: &tempfile::TempDir) -> Daemon {
+    let d = Daemon::start(Config {
+        socket: dir.path().join("pool.sock"),
+        size: 16 << 20,
+        region_bytes: 8 << 20,
+        page: PageSize::Size4K,
+        hugetlbfs: None,
+        verify: false,
+        threads: 0,
+        backend: prezero::Choice::Auto,
+        fault: None,
+    })
+    .unwrap();
+    assert!(d.wait_all_clean(Duration::from_secs(60)));
+    d
+}
+
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn unmapped_lease_ends_at_once_in_the_daemons_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(&dir);
+    let socket = dir.path().join("pool.sock");
+    for _ in 0..3 {
+        let l = pool::client::lease(&socket, 8 << 20, PageSize::Size4K).unwrap();
+        let mut m = l.map(true).unwrap();
+        assert!(m.as_slice().iter().all(|&b| b == 0));
+        m.as_mut_slice().fill(7);
+        drop(m);
+        drop(l);
+        wait_until("the lease to end", || d.status().leased_bytes == 0);
+        assert!(d.wait_all_clean(Duration::from_secs(60)));
+    }
+    let s = d.status();
+    assert_eq!((s.leases_total, s.retired_total), (3, 0));
+}
+
+#[test]
+fn lease_dropped_while_mapped_stays_leased() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(&dir);
+    let socket = dir.path().join("pool.sock");
+    let l = pool::client::lease(&socket, 8 << 20, PageSize::Size4K).unwrap();
+    // SAFETY: a fresh shared mapping of the lease, never unmapped here
+    // (it stands for guest RAM still used by other threads).
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            l.len() as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            std::os::fd::AsRawFd::as_raw_fd(&l.fd()),
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    drop(l);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(d.status().leased_bytes, 8 << 20);
+    // SAFETY: unmapping the test's mapping.
+    unsafe { libc::munmap(p, 8 << 20) };
+}
