@@ -1,7 +1,9 @@
 #!/bin/sh
 # Replaces /zs/scenario.sh in the nested test host (L2) for firmware boots:
 # runs `zerostart run --firmware` once per line of /zs/fwboot.txt
-#   name|hint mode|mem_mib|timeout_s|zerostart extras
+#   name|kernel|hint mode|mem_mib|timeout_s|zerostart extras
+# (kernel: a name under /zs/kernels, e.g. debian-6.12 or patched; the patched
+# kernel's console is not quiet, so its "zerostart:" hint lines are seen)
 # and prints, per run:
 #   ZSFW-BEGIN name=..
 #   FW| <each line of the firmware's debug console (port 0x402), as it grows>
@@ -11,15 +13,21 @@
 # --test-corrupt-hint is refused without this (see docs/security.md).
 export ZEROSTART_TEST_SWITCHES=1
 ms() { awk '{printf "%d", $1 * 1000}' /proc/uptime; }
-while IFS='|' read -r name mode mem tmo extra; do
+while IFS='|' read -r name kernel mode mem tmo extra; do
   case "$name" in ''|'#'*) continue;; esac
-  echo "ZSFW-BEGIN name=$name mode=$mode mem_mib=$mem"
+  echo "ZSFW-BEGIN name=$name kernel=$kernel mode=$mode mem_mib=$mem"
+  if [ ! -f "/zs/kernels/$kernel" ]; then
+    echo "ZSFW-END name=$name rc=127 wall_ms=0 error=no-kernel-$kernel"
+    continue
+  fi
+  quiet=quiet
+  [ "$kernel" = debian-6.12 ] || quiet=loglevel=7
   fw=/tmp/$name.fw; ser=/tmp/$name.serial; out=/tmp/$name.vmm
   t0=$(ms)
   : > "$fw"
   timeout -s KILL "$tmo" /zs/zerostart run --firmware /zs/fw/CLOUDHV.fd \
-    --kernel /zs/kernels/debian-6.12 --initramfs /zs/l3-initramfs.cpio.gz \
-    --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic quiet" \
+    --kernel "/zs/kernels/$kernel" --initramfs /zs/l3-initramfs.cpio.gz \
+    --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic $quiet" \
     --firmware-hint "$mode" --memory "size=${mem}M,hugepages=on" \
     --serial "file=$ser" --debugcon "$fw" $extra > "$out" 2>&1 < /dev/null &
   zpid=$!
