@@ -1,7 +1,9 @@
 # Firmware boot: `zerostart run --firmware CLOUDHV.fd` in the nested test host.
 # Owner: vmm/zerostart/src/firmware.rs, tests/firmware-boot. See docs/firmware-boot.md.
-#   make test-fwboot   static zerostart, CLOUDHV.fd (make firmware), then three
-#                      runs in L2 (zero hint, scrub request, corrupted hint)
+#   make test-fwboot   static zerostart, CLOUDHV.fd (make firmware), then four
+#                      runs in L2, each booting Linux through the firmware to
+#                      the test init (zero hint, scrub request, corrupted
+#                      hint, zero hint with the patched guest kernel)
 # The fw_cfg device and --firmware themselves are tested by `cargo test -p
 # devices -p zerostart` (test-kvm / test-memdev), with a PVH test firmware
 # that reads the hint over fw_cfg on /dev/kvm.
