@@ -61,6 +61,16 @@ pub enum Backing {
         /// The mount's page size.
         page: HugePageSize,
     },
+    /// Memory leased from a `zerostart pool` daemon (`prezero=pool[:SOCKET]`):
+    /// populated and known zero before the lease, so the VM needs no
+    /// prefault and the hint covers it like fresh memory. Hugepages are
+    /// the pool's, reserved when the pool started.
+    Pool {
+        /// The pool's socket.
+        socket: PathBuf,
+        /// The pool's hugepage size; `None` for a 4K (test-mode) pool.
+        page: Option<HugePageSize>,
+    },
 }
 
 impl Backing {
@@ -71,14 +81,26 @@ impl Backing {
             Backing::Anonymous { thp: false } => 12,
             Backing::Anonymous { thp: true } => 21,
             Backing::MemfdHugetlb(p) | Backing::HugetlbfsFile { page: p, .. } => p.shift(),
+            Backing::Pool { page, .. } => page.map_or(12, |p| p.shift()),
         }
     }
 
-    /// The hugetlb page size, if hugetlb-backed.
+    /// The hugetlb page size this VM must reserve itself, if hugetlb-backed
+    /// (`None` for pool memory: the pool reserved it; see
+    /// [`Backing::page_bytes`]).
     pub fn hugepage(&self) -> Option<HugePageSize> {
         match self {
-            Backing::Anonymous { .. } => None,
+            Backing::Anonymous { .. } | Backing::Pool { .. } => None,
             Backing::MemfdHugetlb(p) | Backing::HugetlbfsFile { page: p, .. } => Some(*p),
+        }
+    }
+
+    /// Granularity guest RAM regions must be aligned to: the hugepage size
+    /// of hugetlb and pool memory, else 4 KiB.
+    pub fn page_bytes(&self) -> u64 {
+        match self {
+            Backing::Pool { page, .. } => page.map_or(4096, |p| p.bytes()),
+            b => b.hugepage().map_or(4096, |p| p.bytes()),
         }
     }
 
@@ -97,6 +119,7 @@ impl Backing {
                 page: HugePageSize::Size1G,
                 ..
             } => BackingKind::Hugetlb1G,
+            Backing::Pool { .. } => BackingKind::Pool,
         }
     }
 }
@@ -113,6 +136,8 @@ pub enum BackingKind {
     Hugetlb2M,
     /// hugetlb 1 GiB.
     Hugetlb1G,
+    /// Leased from a `zerostart pool`.
+    Pool,
 }
 
 /// Whether guest RAM is pre-zeroed (and so whether a zero hint is given).
@@ -223,6 +248,7 @@ impl MemoryConfig {
         let mut page: Option<HugePageSize> = None;
         let mut file: Option<PathBuf> = None;
         let mut thp: Option<bool> = None;
+        let mut pool: Option<PathBuf> = None;
         let mut seen: Vec<&str> = Vec::new();
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (k, v) = item
@@ -257,6 +283,14 @@ impl MemoryConfig {
                         "populate" => PrefaultMethod::Populate,
                         _ => return Err(bad(k, v, "auto, nt, populate")),
                     }
+                }
+                "prezero" if v == "pool" || v.starts_with("pool:") => {
+                    let socket = v.strip_prefix("pool:").unwrap_or(pool::cli::DEFAULT_SOCKET);
+                    if socket.is_empty() {
+                        return Err(bad(k, v, "pool or pool:SOCKET (the pool daemon's socket)"));
+                    }
+                    pool = Some(PathBuf::from(socket));
+                    cfg.prezero = Prezero::Engine(prezero::Choice::Auto);
                 }
                 "prezero" => {
                     cfg.prezero = if v == "off" {
@@ -300,7 +334,35 @@ impl MemoryConfig {
                 "thp=on only with hugepages=off (hugetlb pages are already huge)",
             ));
         }
+        if let (Some(_), Some(f)) = (&pool, &file) {
+            return Err(bad(
+                "file",
+                &f.display().to_string(),
+                "file= and prezero=pool exclude each other (the pool owns the memory)",
+            ));
+        }
+        if let (Some(_), Some(t)) = (&pool, thp) {
+            return Err(bad(
+                "thp",
+                if t { "on" } else { "off" },
+                "thp= does not apply to prezero=pool (the pool's page size does)",
+            ));
+        }
         let page = page.unwrap_or(HugePageSize::Size2M);
+        if let Some(socket) = pool {
+            cfg.backing = Backing::Pool {
+                socket,
+                page: hugepages.then_some(page),
+            };
+            if !cfg.size.is_multiple_of(cfg.backing.page_bytes()) {
+                return Err(Error::NotHugeAligned {
+                    what: "size".into(),
+                    value: cfg.size,
+                    page: page.name(),
+                });
+            }
+            return Ok(cfg);
+        }
         cfg.backing = match (hugepages, file) {
             (false, _) => Backing::Anonymous {
                 thp: thp.unwrap_or(true),
@@ -360,6 +422,30 @@ mod tests {
     }
 
     #[test]
+    fn pool() {
+        let c = MemoryConfig::parse("size=4G,hugepages=on,prezero=pool").unwrap();
+        assert_eq!(
+            c.backing,
+            Backing::Pool {
+                socket: pool::cli::DEFAULT_SOCKET.into(),
+                page: Some(HugePageSize::Size2M)
+            }
+        );
+        assert_eq!(c.prezero, Prezero::Engine(prezero::Choice::Auto));
+        assert_eq!((c.backing.page_shift(), c.backing.hugepage()), (21, None));
+        assert_eq!(c.backing.page_bytes(), 2 << 20);
+        let c = MemoryConfig::parse("size=64M,prezero=pool:/tmp/p.sock").unwrap();
+        assert_eq!(
+            c.backing,
+            Backing::Pool {
+                socket: "/tmp/p.sock".into(),
+                page: None
+            }
+        );
+        assert_eq!(c.backing.kind(), BackingKind::Pool);
+    }
+
+    #[test]
     fn errors_name_key_and_choices() {
         for (s, needle) in [
             ("size=4Q", "size"),
@@ -376,6 +462,12 @@ mod tests {
             ("hugepages=on,thp=on", "thp=on only"),
             ("hugepages=off,file=/x", "needs hugepages=on"),
             ("threads=-1", "thread count"),
+            ("prezero=pool:", "pool:SOCKET"),
+            (
+                "prezero=pool,file=/dev/hugepages/x,hugepages=on",
+                "exclude each other",
+            ),
+            ("prezero=pool,thp=on", "does not apply to prezero=pool"),
         ] {
             let e = MemoryConfig::parse(s).unwrap_err().to_string();
             assert!(e.contains(needle), "{s}: {e}");

@@ -57,6 +57,10 @@ pub struct GuestRam {
     /// A named hugetlbfs file, truncated to 0 when the RAM is dropped so it
     /// keeps no tenant data after the VM.
     scrub_file_on_drop: bool,
+    /// A pool lease: declared after `memory`, so the mappings are gone
+    /// before the pool learns the lease ended (a mapping still alive then
+    /// would make the pool retire the region).
+    _lease: Option<pool::client::Lease>,
 }
 
 impl Drop for GuestRam {
@@ -92,7 +96,7 @@ fn check_regions(cfg: &MemoryConfig, regions: &[(GuestAddress, u64)]) -> Result<
     if regions.is_empty() {
         return bad("no RAM regions".into());
     }
-    let align = cfg.backing.hugepage().map_or(PAGE_SIZE, |p| p.bytes());
+    let align = cfg.backing.page_bytes().max(PAGE_SIZE);
     let mut end = 0u64;
     let mut sum = 0u64;
     for (i, &(GuestAddress(s), l)) in regions.iter().enumerate() {
@@ -329,7 +333,7 @@ fn map_region(
         Some((f, off)) => b
             .with_mmap_flags(libc::MAP_SHARED)
             .with_file_offset(FileOffset::from_arc(f.clone(), off))
-            .with_hugetlbfs(true),
+            .with_hugetlbfs(cfg.backing.page_bytes() > PAGE_SIZE),
         None => b.with_mmap_flags(libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE),
     };
     let region: MmapRegion<AtomicBitmap> = b.build().map_err(|e| Error::Mmap {
@@ -352,6 +356,32 @@ fn map_region(
     }
     GuestRegion::new(region, gpa)
         .ok_or_else(|| Error::BadRegions(format!("region {:#x}+{len:#x} overflows", gpa.0)))
+}
+
+/// Leases `size` bytes of known-zero memory from the pool at `socket`.
+fn lease_from_pool(
+    socket: &Path,
+    page: Option<HugePageSize>,
+    size: u64,
+) -> Result<pool::client::Lease, Error> {
+    let pp = match page {
+        None => pool::PageSize::Size4K,
+        Some(HugePageSize::Size2M) => pool::PageSize::Size2M,
+        Some(HugePageSize::Size1G) => pool::PageSize::Size1G,
+    };
+    let lease = pool::client::lease(socket, size, pp).map_err(|e| Error::Backing {
+        what: format!("leasing {} MiB from the pool at {}", size >> 20, socket.display()),
+        source: io::Error::other(e.to_string()),
+        fix: "start it (zerostart pool serve) with --region-size >= size= and the same page size, or drop prezero=pool",
+    })?;
+    if lease.len() < size {
+        return Err(Error::Backing {
+            what: format!("pool lease of {} bytes", lease.len()),
+            source: io::Error::other("shorter than size="),
+            fix: "use a pool with --region-size >= size=",
+        });
+    }
+    Ok(lease)
 }
 
 /// The hint's (informational) page shift: the backing's, except that THP
@@ -379,12 +409,32 @@ impl GuestRam {
         progress: Option<&(dyn Fn(u64, u64) + Sync)>,
     ) -> Result<GuestRam, Error> {
         check_regions(cfg, regions)?;
-        match cfg.backing.hugepage() {
-            Some(p) => check_hugepages(p, cfg.size)?,
-            None => check_mem_available(cfg.size)?,
+        // Pool memory exists already (the pool reserved and populated it).
+        if !matches!(cfg.backing, Backing::Pool { .. }) {
+            match cfg.backing.hugepage() {
+                Some(p) => check_hugepages(p, cfg.size)?,
+                None => check_mem_available(cfg.size)?,
+            }
+            crate::check_cgroup_limits(cfg.backing.hugepage(), cfg.size)?;
         }
-        crate::check_cgroup_limits(cfg.backing.hugepage(), cfg.size)?;
+        let lease = match &cfg.backing {
+            Backing::Pool { socket, page } => Some(lease_from_pool(socket, *page, cfg.size)?),
+            _ => None,
+        };
+        let mut off = lease.as_ref().map_or(0, |l| l.offset());
         let (file, scrub_file_on_drop) = match &cfg.backing {
+            Backing::Pool { .. } => {
+                let l = lease.as_ref().expect("leased above");
+                let fd = l
+                    .fd()
+                    .try_clone_to_owned()
+                    .map_err(|source| Error::Backing {
+                        what: "dup of the pool lease fd".into(),
+                        source,
+                        fix: "raise the open-file limit (ulimit -n)",
+                    })?;
+                (Some(Arc::new(File::from(fd))), false)
+            }
             Backing::Anonymous { .. } => (None, false),
             Backing::MemfdHugetlb(p) => (Some(Arc::new(memfd(*p, cfg.size)?)), false),
             Backing::HugetlbfsFile { path, page } => {
@@ -392,7 +442,6 @@ impl GuestRam {
                 (Some(Arc::new(f)), named)
             }
         };
-        let mut off = 0;
         let mut mapped = Vec::with_capacity(regions.len());
         for &(gpa, len) in regions {
             mapped.push(map_region(cfg, gpa, len, file.as_ref().map(|f| (f, off)))?);
@@ -411,9 +460,10 @@ impl GuestRam {
                     Prezero::Engine(_) => "engine",
                 },
                 backend: None,
-                method: match cfg.prezero {
-                    Prezero::Off => "none",
-                    Prezero::Engine(_) => "kernel_fault_on_demand",
+                method: match (&cfg.backing, cfg.prezero) {
+                    (Backing::Pool { .. }, _) => "pool_lease",
+                    (_, Prezero::Off) => "none",
+                    (_, Prezero::Engine(_)) => "kernel_fault_on_demand",
                 },
                 backing: cfg.backing.kind(),
                 bytes: 0,
@@ -423,6 +473,7 @@ impl GuestRam {
             },
             file,
             scrub_file_on_drop,
+            _lease: lease,
         };
         if cfg.prefault {
             gr.prefault(progress)?;
@@ -703,6 +754,64 @@ mod tests {
             assert_eq!(h.total_bytes(), 32 * M, "{opts}");
             assert_eq!(r.verify_zero(&h).unwrap(), 32 * M, "{opts}");
         }
+    }
+
+    /// Guest RAM leased from a (4K, in-process) pool: all hinted, all zero,
+    /// and when the VM goes the region comes back dirty, is scrubbed, and
+    /// is not retired (the mappings were gone before the lease ended).
+    #[test]
+    fn pool_ram_is_hinted_zero_and_goes_back_dirty() {
+        let dir = std::env::temp_dir().join(format!("guestmem-pool-{}", std::process::id()));
+        let socket = dir.join("pool.sock");
+        let d = pool::daemon::Daemon::start(pool::daemon::Config {
+            socket: socket.clone(),
+            size: 64 * M,
+            region_bytes: 32 * M,
+            page: pool::PageSize::Size4K,
+            hugetlbfs: None,
+            verify: true,
+            threads: 0,
+            backend: prezero::Choice::Auto,
+            fault: None,
+        })
+        .unwrap();
+        assert!(d.wait_all_clean(std::time::Duration::from_secs(60)));
+        let opts = format!("prezero=pool:{}", socket.display());
+        for round in 0..3 {
+            let mut r = ram(&opts);
+            assert_eq!(r.report().method, "pool_lease");
+            let h = r.zero_hint().unwrap().unwrap();
+            assert_eq!(h.total_bytes(), 32 * M);
+            assert_eq!(r.verify_zero(&h).unwrap(), 32 * M, "round {round}");
+            // Dirty it everywhere the VMM may, like a guest would.
+            for &(g, l) in &regions() {
+                r.write_tracked(&vec![0xa5; l as usize], g).unwrap();
+            }
+            drop(r);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while d.status().leases_total <= round || d.status().leased_bytes > 0 {
+                assert!(std::time::Instant::now() < deadline);
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert!(d.wait_all_clean(std::time::Duration::from_secs(60)));
+        }
+        let s = d.status();
+        assert_eq!(
+            (s.leases_total, s.retired_total, s.scrub_failures),
+            (3, 0, 0)
+        );
+        drop(d);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_missing_pool_is_one_line_error() {
+        let cfg = MemoryConfig::parse("size=32M,prezero=pool:/nonexistent/pool.sock").unwrap();
+        let e = GuestRam::create(&cfg, &regions(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("zerostart pool serve"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
     }
 
     #[test]

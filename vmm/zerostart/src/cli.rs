@@ -26,6 +26,10 @@ pub enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The pre-zeroed memory pool: serve, status, lease (docs/pool.md).
+    Pool(pool::cli::PoolArgs),
+    /// Boot scenarios repeatedly and check boot-time SLOs (docs/slo.md).
+    Slo(slo::cli::SloArgs),
 }
 
 /// `zerostart bench ...`.
@@ -61,7 +65,8 @@ pub struct RunArgs {
     pub cpus: String,
     /// Guest memory: size=512M,hugepages=on|off,hugepage_size=2M|1G,
     /// file=PATH (hugetlbfs),thp=on|off,prefault=on|off,
-    /// prefault_method=auto|nt|populate,prezero=auto|off|<backend>,threads=N.
+    /// prefault_method=auto|nt|populate,prezero=auto|off|<backend>|pool[:SOCKET],
+    /// threads=N. prezero=pool leases known-zero memory from `zerostart pool`.
     #[arg(long, default_value = "size=512M", value_name = "size=...,...")]
     pub memory: String,
     /// Guest serial console (COM1): tty (this terminal), off, or file=PATH.

@@ -47,6 +47,20 @@ fn main() {
                 1
             }
         },
+        Command::Pool(args) => match pool::cli::run(&args) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("zerostart pool: error: {e}");
+                1
+            }
+        },
+        Command::Slo(args) => match slo::cli::run(&args) {
+            Ok(_) => 0,
+            Err(e) => {
+                eprintln!("zerostart slo: {e}");
+                1
+            }
+        },
     };
     std::process::exit(code);
 }
