@@ -39,8 +39,14 @@ if [ "$free" -lt "$need" ]; then
 fi
 
 export ZEROSTART_BIN="${ZEROSTART_BIN:-$T/release/zerostart}"
+# `zerostart slo` when mounted in the VMM, else the standalone runner.
+if "$ZEROSTART_BIN" slo --help >/dev/null 2>&1; then
+  SLO=("$ZEROSTART_BIN" slo)
+else
+  SLO=("$T/release/zerostart-slo")
+fi
 rm -rf "$out"
-"$T/release/zerostart-slo" --config tests/slo/example.toml --out "$out"
+"${SLO[@]}" --config tests/slo/example.toml --out "$out"
 
 check() {
   python3 - "$1" "$2" <<'PY'
@@ -64,7 +70,7 @@ PY
 check "$out" pass
 
 rc=0
-"$T/release/zerostart-slo" --config tests/slo/failing.toml --out "$out-failing" >/dev/null 2>&1 || rc=$?
+"${SLO[@]}" --config tests/slo/failing.toml --out "$out-failing" >/dev/null 2>&1 || rc=$?
 if [ "$rc" = 0 ]; then
   echo "test-slo: an SLO that cannot hold exited 0" >&2
   exit 1
@@ -82,7 +88,7 @@ if "$ZEROSTART_BIN" pool --help >/dev/null 2>&1; then
     python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(s["clean_bytes"] != s["size_bytes"])' 2>/dev/null; do
     sleep 0.1
   done
-  "$T/release/zerostart-slo" --config tests/slo/pool.toml --out "$out-pool"
+  "${SLO[@]}" --config tests/slo/pool.toml --out "$out-pool"
   check "$out-pool" pass
 else
   echo "test-slo: NOTE: zerostart has no 'pool' subcommand; skipping tests/slo/pool.toml" >&2
