@@ -208,10 +208,14 @@ fn client_gone_before_the_reply_is_read() {
     c.write_all(&(req.len() as u32).to_le_bytes()).unwrap();
     c.write_all(req.as_bytes()).unwrap();
     drop(c);
-    // The region may have been granted to the dead client: it must come
-    // back through a scrub, never straight to clean.
+    // A whole request is still readable after the peer closed, so the
+    // daemon grants it to the dead client. Wait for that grant first: a
+    // status read before the daemon got to the request would see "all
+    // clean" and race it (seen as a flaky failure under load). The region
+    // must then come back through a scrub, never straight to clean.
+    d.wait_for("the dead client's lease", |s| s.leases_total == 1);
     let s = d.all_clean();
-    assert!(s.leases_total <= 1);
+    assert_eq!(s.leases_total, 1);
     assert_eq!(
         s.scrubbed_bytes,
         (REGIONS + s.leases_total) * region_bytes()
