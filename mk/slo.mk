@@ -4,7 +4,9 @@
 #                    tests/slo/example.toml through the runner: zerostart +
 #                    probe on /dev/kvm and Debian's kernel under QEMU TCG;
 #                    checks report.json, junit.xml and chart.png, and that
-#                    an SLO that cannot hold exits non-zero (about 1 min)
+#                    an SLO that cannot hold exits non-zero (about 1 min);
+#                    then tests/slo/nested.toml through the nested test host
+#                    (zerostart booting Linux on real KVM in L2, ~1 min)
 #   make slo SLO_CONFIG=path.toml   run any config; reports in target/slo
 
 TEST_TARGETS += test-slo
@@ -12,9 +14,12 @@ SLO_CONFIG ?= tests/slo/example.toml
 
 .PHONY: test-slo slo
 
-test-slo: deps
+test-slo: deps vmm-static
 	$(CARGO) test --locked -p slo
 	bash tests/slo/run.sh
+	$(MAKE) --no-print-directory slo-nested
+	jq -e '.scenarios | length > 0' target/slo-nested/report.json >/dev/null
+	test -s target/slo-nested/junit.xml
 
 slo: deps
 	$(CARGO) build --release --locked -p zerostart -p slo
