@@ -508,7 +508,17 @@ fn grant(
 /// reach its memory, it is replaced by fresh memory first.
 fn end_lease(shared: &Shared, index: usize, lease: u64) {
     let (dev, ino) = shared.lock().slots[index].mem.identity();
-    let holders = crate::holders::other_holders(dev, ino);
+    // A lessee that exits closes its fds in fd order, so the socket can
+    // reach EOF here while the same dying process still shows the memfd:
+    // give such holders a moment to vanish before judging. The region
+    // stays leased (never handed out) while we wait; a holder still there
+    // afterwards really kept the memory, and the region is retired.
+    let mut holders = crate::holders::other_holders(dev, ino);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while !holders.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        holders = crate::holders::other_holders(dev, ino);
+    }
     let mut st = shared.lock();
     if let Err(e) = st.slots[index].region.release(lease) {
         eprintln!("zerostart pool: {e}; marking it dirty");
