@@ -6,8 +6,8 @@
 #
 #   tests/kvm/run.sh [CASE...]     (default: every case)
 #
-# Needs root for the 2M hugepage cases: the pool is grown through
-# /proc/sys/vm/nr_hugepages and put back on exit, even on failure.
+# Needs root for the 2M hugepage cases: the pool is grown and given back on
+# exit, even on failure or a signal (tests/lib/hugepages.sh).
 set -euo pipefail
 # --test-corrupt-hint is refused without this (see docs/security.md).
 export ZEROSTART_TEST_SWITCHES=1
@@ -26,30 +26,13 @@ Z="${CARGO_TARGET_DIR:-$root/target}/release/zerostart"
 K="$root/target/probe/probe.bzImage"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-test-kvm.XXXXXX")"
-hp_file=/proc/sys/vm/nr_hugepages
-hp_old="$(cat "$hp_file")"
-cleanup() {
-  # Put the hugepage pool back the way we found it.
-  if [ "$(cat "$hp_file")" != "$hp_old" ]; then
-    echo "$hp_old" >"$hp_file" || echo "test-kvm: could not restore $hp_file to $hp_old" >&2
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+hugepages_who=test-kvm
+# shellcheck source=../lib/hugepages.sh
+source "$root/tests/lib/hugepages.sh"
+hugepages_on_exit 'rm -rf "$work"'
 
 # Grows the 2M pool so that at least $1 pages are free.
-reserve_2m() {
-  local need=$1 free
-  free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
-  if [ "$free" -lt "$need" ]; then
-    echo $(($(cat "$hp_file") + need - free)) >"$hp_file"
-    free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
-    if [ "$free" -lt "$need" ]; then
-      echo "test-kvm: could only reserve $free of $need 2M hugepages" >&2
-      return 1
-    fi
-  fi
-}
+reserve_2m() { hugepages_reserve 2048 "$1"; }
 
 passed=0
 failed=0

@@ -12,8 +12,8 @@
 # then reused by a second VM, sizes that end at odd places around the
 # 3..4 GiB hole, the longest command line the kernel takes, a large
 # initramfs, 32 vCPUs; and negative controls that prove the hunt can see a
-# leak. Needs root (/proc/sys/vm/nr_hugepages, mounting hugetlbfs); the
-# hugepage pool is restored on exit.
+# leak. Needs root (hugepage pools, mounting hugetlbfs); the pools are given
+# back on exit, even on failure or a signal (tests/lib/hugepages.sh).
 set -euo pipefail
 # --test-corrupt-hint is refused without this (see docs/security.md).
 export ZEROSTART_TEST_SWITCHES=1
@@ -33,38 +33,21 @@ K="$root/target/probe/probe.bzImage"
 DIRTY="$root/tests/redteam/dirty.py"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-redteam.XXXXXX")"
-hp_file=/proc/sys/vm/nr_hugepages
-hp_old="$(cat "$hp_file")"
-hp1g_file=/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages
-hp1g_old="$(cat "$hp1g_file" 2>/dev/null || echo none)"
 mnt=""
+hugepages_who=test-redteam
+# shellcheck source=../lib/hugepages.sh
+source "$root/tests/lib/hugepages.sh"
 cleanup() {
   if [ -n "$mnt" ]; then
     umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
   fi
-  if [ "$hp1g_old" != none ] && [ "$(cat "$hp1g_file")" != "$hp1g_old" ]; then
-    echo "$hp1g_old" >"$hp1g_file" || echo "test-redteam: could not restore $hp1g_file to $hp1g_old" >&2
-  fi
-  if [ "$(cat "$hp_file")" != "$hp_old" ]; then
-    echo "$hp_old" >"$hp_file" || echo "test-redteam: could not restore $hp_file to $hp_old" >&2
-  fi
   rm -rf "$work"
 }
-trap cleanup EXIT
+# Runs before the pools are given back, so the mount's pages are free then.
+hugepages_on_exit cleanup
 
 # Grows the 2M pool so that at least $1 pages are free.
-reserve_2m() {
-  local need=$1 free
-  free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
-  if [ "$free" -lt "$need" ]; then
-    echo $(($(cat "$hp_file") + need - free)) >"$hp_file"
-    free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
-    if [ "$free" -lt "$need" ]; then
-      echo "test-redteam: could only reserve $free of $need 2M hugepages" >&2
-      return 1
-    fi
-  fi
-}
+reserve_2m() { hugepages_reserve 2048 "$1"; }
 
 passed=0
 failed=0
@@ -189,13 +172,11 @@ for c in "${cases[@]}"; do
     hugetlb-1g-freed-dirty)
       # The same with 1G pages, when the host can assemble one (a
       # fragmented host cannot: then this case is skipped, not failed).
-      if [ "$hp1g_old" = none ]; then
+      if [ ! -d /sys/kernel/mm/hugepages/hugepages-1048576kB ]; then
         echo "skip hugetlb-1g-freed-dirty: no 1G hugepage support"
         continue
       fi
-      free1g=$(cat "${hp1g_file%/*}/free_hugepages")
-      [ "$free1g" -ge 1 ] || echo $(($(cat "$hp1g_file") + 1)) >"$hp1g_file" || true
-      if [ "$(cat "${hp1g_file%/*}/free_hugepages")" -lt 1 ]; then
+      if ! hugepages_reserve 1048576 1; then
         echo "skip hugetlb-1g-freed-dirty: could not reserve a free 1G hugepage (fragmented host)"
         continue
       fi
