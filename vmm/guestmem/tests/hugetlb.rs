@@ -3,104 +3,11 @@
 //! the run and sets ZEROSTART_REQUIRE_HUGEPAGES=1, which turns a missing
 //! resource into a failure instead of a skip.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+mod common;
 
+use common::{create, dirty_file, have_pages, pool_2m, Mount, M, POOL};
 use guestmem::{check_hugepages, Error, GuestRam, HugePageSize, MemoryConfig};
 use vm_memory::GuestAddress;
-
-const M: u64 = 1 << 20;
-/// Tests share one hugepage pool: run them one at a time.
-static POOL: Mutex<()> = Mutex::new(());
-
-fn have_pages(bytes: u64) -> bool {
-    match check_hugepages(HugePageSize::Size2M, bytes) {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("ZEROSTART_REQUIRE_HUGEPAGES").is_some() => {
-            panic!("hugepages required: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIP (no hugepages): {e}");
-            false
-        }
-    }
-}
-
-fn create(opts: &str, size: u64) -> Result<GuestRam, Error> {
-    let cfg = MemoryConfig::parse(&format!("size={size},{opts}")).unwrap();
-    GuestRam::create(&cfg, &[(GuestAddress(0), size)], None)
-}
-
-/// A private hugetlbfs mount, unmounted on drop.
-struct Mount(PathBuf);
-impl Mount {
-    fn new() -> Option<Mount> {
-        let dir = std::env::temp_dir().join(format!("guestmem-hugetlbfs-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).ok()?;
-        let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
-        // SAFETY: valid C strings; mounting a fresh private hugetlbfs.
-        let r = unsafe {
-            libc::mount(
-                c"none".as_ptr(),
-                c.as_ptr(),
-                c"hugetlbfs".as_ptr(),
-                0,
-                c"pagesize=2M".as_ptr().cast(),
-            )
-        };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
-            let _ = std::fs::remove_dir(&dir);
-            if std::env::var_os("ZEROSTART_REQUIRE_HUGEPAGES").is_some() {
-                panic!("cannot mount hugetlbfs: {e}");
-            }
-            eprintln!("SKIP (cannot mount hugetlbfs, need root): {e}");
-            return None;
-        }
-        Some(Mount(dir))
-    }
-}
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if let Ok(c) = CString::new(self.0.as_os_str().as_bytes()) {
-            // SAFETY: unmounting what new() mounted.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
-/// Fills `path` (on hugetlbfs) with a secret, as an earlier tenant would.
-fn dirty_file(path: &Path, size: u64) {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
-    // Private to this user: zerostart refuses a file others could open.
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .unwrap();
-    f.set_len(size).unwrap();
-    // SAFETY: mapping the file we just sized; unmapped below.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            size as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        std::ptr::write_bytes(p.cast::<u8>(), 0xa5, size as usize);
-        libc::munmap(p, size as usize);
-    }
-}
 
 #[test]
 fn memfd_hugetlb_is_zero_and_hinted_with_2m_pages() {
@@ -147,7 +54,9 @@ fn hugetlbfs_file_with_old_tenant_data_never_leaks() {
     if !have_pages(32 * M) {
         return;
     }
-    let Some(mnt) = Mount::new() else { return };
+    let Some(mnt) = Mount::new("tenant") else {
+        return;
+    };
     let path = mnt.0.join("vm0");
     for opts in [
         "",
@@ -178,7 +87,9 @@ fn hugetlbfs_file_is_locked_against_a_second_vm() {
     if !have_pages(8 * M) {
         return;
     }
-    let Some(mnt) = Mount::new() else { return };
+    let Some(mnt) = Mount::new("lock") else {
+        return;
+    };
     let path = mnt.0.join("shared");
     let _a = create(&format!("file={}", path.display()), 4 * M).unwrap();
     let e = create(&format!("file={}", path.display()), 4 * M).unwrap_err();
@@ -188,15 +99,7 @@ fn hugetlbfs_file_is_locked_against_a_second_vm() {
 #[test]
 fn hugepage_shortage_is_an_error_before_any_fault() {
     let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
-    let d = "/sys/kernel/mm/hugepages/hugepages-2048kB";
-    let rd = |f: &str| -> u64 {
-        std::fs::read_to_string(format!("{d}/{f}"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
-    let usable = rd("free_hugepages") - rd("resv_hugepages");
+    let usable = pool_2m("free_hugepages") - pool_2m("resv_hugepages");
     let size = (usable + 1) * 2 * M;
     for opts in ["hugepages=on,prefault=on", "hugepages=on"] {
         let e = create(opts, size).map(|_| ()).unwrap_err();

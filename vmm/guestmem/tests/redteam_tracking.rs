@@ -2,22 +2,16 @@
 //! leak it hunts. The hugetlbfs ones need root and free 2 MiB hugepages;
 //! they skip without (fail with ZEROSTART_REQUIRE_HUGEPAGES=1).
 
+mod common;
+
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 
-use guestmem::{check_hugepages, Error, GuestRam, HugePageSize, MemoryConfig};
+use common::{create, have_pages, read_file, Mount, M, POOL};
+use guestmem::Error;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend};
-
-const M: u64 = 1 << 20;
-static POOL: Mutex<()> = Mutex::new(());
-
-fn create(opts: &str, size: u64) -> Result<GuestRam, Error> {
-    let cfg = MemoryConfig::parse(&format!("size={size},{opts}")).unwrap();
-    GuestRam::create(&cfg, &[(GuestAddress(0), size)], None)
-}
 
 /// Leak hunted: a write through vm-memory (a loader, a device model) after
 /// the hint was frozen. `finalize_hint` is what the VMM calls right before
@@ -50,86 +44,6 @@ fn write_after_freeze_is_caught_by_a_later_finalize() {
         .write_slice(b"again", GuestAddress(0x1000))
         .unwrap();
     assert_eq!(r.finalize_hint().unwrap(), Some(h));
-}
-
-fn have_pages(bytes: u64) -> bool {
-    match check_hugepages(HugePageSize::Size2M, bytes) {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("ZEROSTART_REQUIRE_HUGEPAGES").is_some() => {
-            panic!("hugepages required: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIP (no hugepages): {e}");
-            false
-        }
-    }
-}
-
-/// A private hugetlbfs mount, unmounted on drop.
-struct Mount(PathBuf);
-impl Mount {
-    fn new(tag: &str) -> Option<Mount> {
-        let dir =
-            std::env::temp_dir().join(format!("guestmem-redteam-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).ok()?;
-        let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
-        // SAFETY: valid C strings; mounting a fresh private hugetlbfs.
-        let r = unsafe {
-            libc::mount(
-                c"none".as_ptr(),
-                c.as_ptr(),
-                c"hugetlbfs".as_ptr(),
-                0,
-                c"pagesize=2M".as_ptr().cast(),
-            )
-        };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
-            let _ = std::fs::remove_dir(&dir);
-            if std::env::var_os("ZEROSTART_REQUIRE_HUGEPAGES").is_some() {
-                panic!("cannot mount hugetlbfs: {e}");
-            }
-            eprintln!("SKIP (cannot mount hugetlbfs, need root): {e}");
-            return None;
-        }
-        Some(Mount(dir))
-    }
-}
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if let Ok(c) = CString::new(self.0.as_os_str().as_bytes()) {
-            // SAFETY: unmounting what new() mounted.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
-/// Reads the whole of `path` through a shared mapping (hugetlbfs has no
-/// read(2)); an empty file reads as empty.
-fn read_file(path: &Path) -> Vec<u8> {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(path).unwrap();
-    let len = f.metadata().unwrap().len() as usize;
-    if len == 0 {
-        return Vec::new();
-    }
-    // SAFETY: a read-only shared mapping of the whole file, copied and
-    // unmapped before returning.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        let v = std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec();
-        libc::munmap(p, len);
-        v
-    }
 }
 
 /// Leak hunted: a named hugetlbfs file keeps the tenant's memory after its

@@ -1,28 +1,14 @@
 //! Runs the `zerostart` binary: bad input gives one line naming the problem
 //! and the fix, a non-zero exit and no panic; a tiny 64-bit guest boots.
 
-use std::io::Write;
+mod common;
+
 use std::path::Path;
 use std::process::Output;
 
-use assert_cmd::Command;
-
-/// A bzImage whose 64-bit entry (load address + 0x200) runs `code`.
-fn bzimage(code: &[u8]) -> tempfile::NamedTempFile {
-    let mut b = vec![0u8; 0x400 + 0x200];
-    b[0x1f1] = 1; // setup_sects
-    b[0x1fe..0x200].copy_from_slice(&[0x55, 0xaa]);
-    b[0x202..0x206].copy_from_slice(b"HdrS");
-    b[0x206..0x208].copy_from_slice(&0x20fu16.to_le_bytes());
-    b[0x211] = 1; // LOADED_HIGH
-    b[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes());
-    b[0x236..0x238].copy_from_slice(&1u16.to_le_bytes()); // XLF_KERNEL_64
-    b[0x238..0x23c].copy_from_slice(&2047u32.to_le_bytes());
-    b.extend_from_slice(code);
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(&b).unwrap();
-    f
-}
+use common::{
+    assert_one_line_error, bzimage_64, elf_kernel, have_kvm, temp_file, zerostart, PHYS32_ENTRY,
+};
 
 /// 64-bit guest (nasm listing):
 /// ```text
@@ -57,70 +43,6 @@ const PVH_GUEST: [u8; 49] = [
     0x64,
 ];
 
-/// An x86-64 ELF with one PT_LOAD segment (`code` at 16 MiB, like vmlinux)
-/// and, when `pvh`, a PT_NOTE with the Xen PHYS32_ENTRY note pointing at it.
-fn elf_kernel(code: &[u8], pvh: bool) -> tempfile::NamedTempFile {
-    const LOAD: u64 = 0x100_0000;
-    let mut b = vec![0u8; 0x1000];
-    b[..4].copy_from_slice(b"\x7fELF");
-    b[4] = 2; // ELFCLASS64
-    b[5] = 1; // little endian
-    b[6] = 1; // EV_CURRENT
-    b[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
-    b[18..20].copy_from_slice(&0x3eu16.to_le_bytes()); // EM_X86_64
-    b[20..24].copy_from_slice(&1u32.to_le_bytes());
-    b[24..32].copy_from_slice(&LOAD.to_le_bytes()); // e_entry
-    b[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
-    b[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
-    b[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
-    b[56..58].copy_from_slice(&2u16.to_le_bytes()); // e_phnum
-    let phdr = |b: &mut Vec<u8>, at: usize, kind: u32, off: u64, addr: u64, size: u64| {
-        b[at..at + 4].copy_from_slice(&kind.to_le_bytes());
-        b[at + 4..at + 8].copy_from_slice(&5u32.to_le_bytes()); // R+X
-        b[at + 8..at + 16].copy_from_slice(&off.to_le_bytes());
-        b[at + 16..at + 24].copy_from_slice(&addr.to_le_bytes());
-        b[at + 24..at + 32].copy_from_slice(&addr.to_le_bytes());
-        b[at + 32..at + 40].copy_from_slice(&size.to_le_bytes());
-        b[at + 40..at + 48].copy_from_slice(&size.to_le_bytes());
-        b[at + 48..at + 56].copy_from_slice(&0x1000u64.to_le_bytes());
-    };
-    phdr(&mut b, 64, 1, 0x1000, LOAD, code.len() as u64);
-    // Note: namesz 4, descsz 4, type 18 (or 17, not PVH), "Xen\0", entry.
-    let note_type: u32 = if pvh { 18 } else { 17 };
-    let mut note = Vec::new();
-    for v in [4u32, 4, note_type] {
-        note.extend_from_slice(&v.to_le_bytes());
-    }
-    note.extend_from_slice(b"Xen\0");
-    note.extend_from_slice(&(LOAD as u32).to_le_bytes());
-    phdr(&mut b, 120, 4, 0x200, 0, note.len() as u64);
-    b[0x200..0x200 + note.len()].copy_from_slice(&note);
-    b.extend_from_slice(code);
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(&b).unwrap();
-    f
-}
-
-fn zerostart() -> Command {
-    let mut c = Command::cargo_bin("zerostart").unwrap();
-    c.env_remove("ZEROSTART_KVM_DEVICE");
-    c.timeout(std::time::Duration::from_secs(60));
-    c
-}
-
-/// Asserts a clean failure: exit code 1, one stderr line containing all of
-/// `needles`, no panic.
-fn assert_one_line_error(out: &Output, needles: &[&str]) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    let lines: Vec<_> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
-    for n in needles {
-        assert!(lines[0].contains(n), "'{n}' not in: {}", lines[0]);
-    }
-}
-
 fn run_with(kernel: &Path, extra: &[&str]) -> Output {
     zerostart()
         .arg("run")
@@ -130,14 +52,6 @@ fn run_with(kernel: &Path, extra: &[&str]) -> Output {
         .args(extra)
         .output()
         .unwrap()
-}
-
-fn have_kvm() -> bool {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok()
 }
 
 #[test]
@@ -158,12 +72,11 @@ fn kernel_is_a_directory() {
 
 #[test]
 fn non_kernel_files() {
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(&[0x42; 4096]).unwrap();
+    let f = temp_file(&[0x42; 4096]);
     assert_one_line_error(&run_with(f.path(), &[]), &["not a Linux bzImage", "HdrS"]);
-    let mut e = tempfile::NamedTempFile::new().unwrap();
-    e.write_all(b"\x7fELF\x02\x01\x01").unwrap();
-    e.write_all(&[0; 4096]).unwrap();
+    let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
+    elf.extend_from_slice(&[0; 4096]);
+    let e = temp_file(&elf);
     assert_one_line_error(&run_with(e.path(), &[]), &["ELF", "not x86-64"]);
     let short = tempfile::NamedTempFile::new().unwrap();
     assert_one_line_error(&run_with(short.path(), &[]), &["too short"]);
@@ -171,7 +84,7 @@ fn non_kernel_files() {
 
 #[test]
 fn bad_memory_sizes() {
-    let k = bzimage(&OK_GUEST);
+    let k = bzimage_64(&OK_GUEST);
     let out = run_with(k.path(), &["--memory", "size=lots"]);
     assert_one_line_error(&out, &["size=\"lots\"", "e.g. 4G"]);
     let out = run_with(k.path(), &["--memory", "size=1000"]);
@@ -184,14 +97,14 @@ fn bad_memory_sizes() {
 
 #[test]
 fn zero_vcpus() {
-    let k = bzimage(&OK_GUEST);
+    let k = bzimage_64(&OK_GUEST);
     let out = run_with(k.path(), &["--cpus", "boot=0"]);
     assert_one_line_error(&out, &["boot='0'", "1..=32"]);
 }
 
 #[test]
 fn kvm_device_missing_or_wrong() {
-    let k = bzimage(&OK_GUEST);
+    let k = bzimage_64(&OK_GUEST);
     let out = run_with(k.path(), &["--kvm-device", "/nonexistent/kvm"]);
     assert_one_line_error(&out, &["/nonexistent/kvm does not exist", "modprobe"]);
     // Also through the environment.
@@ -211,7 +124,12 @@ fn kvm_device_missing_or_wrong() {
 #[test]
 fn not_permitted() {
     // SAFETY: getuid has no preconditions.
-    if unsafe { libc::getuid() } != 0 || Command::new("setpriv").arg("--help").output().is_err() {
+    if unsafe { libc::getuid() } != 0
+        || std::process::Command::new("setpriv")
+            .arg("--help")
+            .output()
+            .is_err()
+    {
         eprintln!("skipped: needs root and setpriv to drop privileges");
         return;
     }
@@ -221,7 +139,7 @@ fn not_permitted() {
     let bin = dir.path().join("zerostart");
     std::fs::copy(assert_cmd::cargo::cargo_bin("zerostart"), &bin).unwrap();
     let kpath = dir.path().join("bzImage");
-    std::fs::copy(bzimage(&OK_GUEST).path(), &kpath).unwrap();
+    std::fs::copy(bzimage_64(&OK_GUEST).path(), &kpath).unwrap();
     let as_nobody = |kernel_mode: u32, dev: &str| {
         std::fs::set_permissions(&kpath, std::fs::Permissions::from_mode(kernel_mode)).unwrap();
         std::process::Command::new("setpriv")
@@ -242,7 +160,7 @@ fn not_permitted() {
 
 #[test]
 fn hugepages_without_reservation() {
-    let k = bzimage(&OK_GUEST);
+    let k = bzimage_64(&OK_GUEST);
     // More 2 MiB pages than are free (usually none are reserved).
     let free = std::fs::read_to_string("/proc/meminfo")
         .unwrap()
@@ -261,7 +179,7 @@ fn boots_a_tiny_guest() {
         eprintln!("skipped: /dev/kvm not available");
         return;
     }
-    let k = bzimage(&OK_GUEST);
+    let k = bzimage_64(&OK_GUEST);
     let dir = tempfile::tempdir().unwrap();
     let tl = dir.path().join("t.json");
     let serial = dir.path().join("serial.log");
@@ -312,7 +230,7 @@ fn boots_a_pvh_elf() {
         eprintln!("skipped: /dev/kvm not available");
         return;
     }
-    let k = elf_kernel(&PVH_GUEST, true);
+    let k = elf_kernel(&PVH_GUEST, 0x3e, PHYS32_ENTRY);
     let dir = tempfile::tempdir().unwrap();
     let serial = dir.path().join("serial.log");
     let out = zerostart()
@@ -332,7 +250,7 @@ fn boots_a_pvh_elf() {
 
 #[test]
 fn elf_without_pvh_note() {
-    let k = elf_kernel(&PVH_GUEST, false);
+    let k = elf_kernel(&PVH_GUEST, 0x3e, 17);
     let out = run_with(k.path(), &["--memory", "size=128M"]);
     assert_one_line_error(&out, &["without a PVH entry note", "CONFIG_PVH"]);
 }
@@ -349,7 +267,7 @@ fn acpi_poweroff_ends_the_vm() {
         eprintln!("skipped: /dev/kvm not available");
         return;
     }
-    let k = bzimage(&POWEROFF_GUEST);
+    let k = bzimage_64(&POWEROFF_GUEST);
     let out = run_with(k.path(), &["--memory", "size=64M"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -371,7 +289,7 @@ fn guest_fault_ends_the_vm_cleanly() {
         eprintln!("skipped: /dev/kvm not available");
         return;
     }
-    let k = bzimage(&[0xcc]);
+    let k = bzimage_64(&[0xcc]);
     let out = run_with(k.path(), &["--memory", "size=64M"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
@@ -396,7 +314,7 @@ fn sigterm_stops_a_spinning_guest() {
         eprintln!("skipped: /dev/kvm not available");
         return;
     }
-    let k = bzimage(&[0xeb, 0xfe]);
+    let k = bzimage_64(&[0xeb, 0xfe]);
     let dir = tempfile::tempdir().unwrap();
     let tl = dir.path().join("t.json");
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("zerostart"))

@@ -3,11 +3,15 @@
 //! guest, and prints it; the test decodes it and checks what it claims.
 //! Also the one-line errors of bad firmware options.
 
-use std::io::Write;
+mod common;
+
 use std::path::Path;
 use std::process::Output;
 
 use assert_cmd::Command;
+use common::{
+    assert_one_line_error, bzimage, elf_kernel, have_kvm, ELF_LOAD as LOAD, PHYS32_ENTRY,
+};
 
 /// The test firmware, from this nasm source (`nasm -f bin`):
 ///
@@ -219,93 +223,17 @@ const FW_GUEST: [u8; 463] = [
     0x74, 0x61, 0x72, 0x74, 0x2f, 0x70, 0x72, 0x65, 0x7a, 0x65, 0x72, 0x6f, 0x65, 0x64, 0x00,
 ];
 
-/// Where the test firmware's only segment is loaded (and its entry).
-const LOAD: u64 = 0x100_0000;
-
-/// An ELF64 with one PT_LOAD segment (`code` at [`LOAD`]) and the Xen PVH
-/// entry note; `machine` 3 (EM_386) is what EDK2 stamps on CLOUDHV.fd.
+/// The test firmware as CLOUDHV.fd looks: a PVH ELF whose only segment is
+/// loaded at [`LOAD`]; `machine` 3 (EM_386) is what EDK2 stamps on it.
 fn pvh_elf(code: &[u8], machine: u16) -> tempfile::NamedTempFile {
-    let mut b = vec![0u8; 0x1000];
-    b[..4].copy_from_slice(b"\x7fELF");
-    b[4] = 2; // ELFCLASS64
-    b[5] = 1; // little endian
-    b[6] = 1; // EV_CURRENT
-    b[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
-    b[18..20].copy_from_slice(&machine.to_le_bytes());
-    b[20..24].copy_from_slice(&1u32.to_le_bytes());
-    b[24..32].copy_from_slice(&LOAD.to_le_bytes()); // e_entry
-    b[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
-    b[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
-    b[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
-    b[56..58].copy_from_slice(&2u16.to_le_bytes()); // e_phnum
-    let phdr = |b: &mut Vec<u8>, at: usize, kind: u32, off: u64, addr: u64, size: u64| {
-        b[at..at + 4].copy_from_slice(&kind.to_le_bytes());
-        b[at + 4..at + 8].copy_from_slice(&7u32.to_le_bytes()); // RWX
-        b[at + 8..at + 16].copy_from_slice(&off.to_le_bytes());
-        b[at + 16..at + 24].copy_from_slice(&addr.to_le_bytes());
-        b[at + 24..at + 32].copy_from_slice(&addr.to_le_bytes());
-        b[at + 32..at + 40].copy_from_slice(&size.to_le_bytes());
-        b[at + 40..at + 48].copy_from_slice(&size.to_le_bytes());
-        b[at + 48..at + 56].copy_from_slice(&0x1000u64.to_le_bytes());
-    };
-    phdr(&mut b, 64, 1, 0x1000, LOAD, code.len() as u64);
-    let mut note = Vec::new();
-    for v in [4u32, 4, 18] {
-        note.extend_from_slice(&v.to_le_bytes());
-    }
-    note.extend_from_slice(b"Xen\0");
-    note.extend_from_slice(&(LOAD as u32).to_le_bytes());
-    phdr(&mut b, 120, 4, 0x200, 0, note.len() as u64);
-    b[0x200..0x200 + note.len()].copy_from_slice(&note);
-    b.extend_from_slice(code);
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(&b).unwrap();
-    f
+    elf_kernel(code, machine, PHYS32_ENTRY)
 }
 
-/// A bzImage whose protected-mode part is `payload`.
-fn bzimage(payload: &[u8]) -> tempfile::NamedTempFile {
-    let mut b = vec![0u8; 0x400];
-    b[0x1f1] = 1; // setup_sects
-    b[0x1fe..0x200].copy_from_slice(&[0x55, 0xaa]);
-    b[0x202..0x206].copy_from_slice(b"HdrS");
-    b[0x206..0x208].copy_from_slice(&0x20fu16.to_le_bytes());
-    b[0x211] = 1; // LOADED_HIGH
-    b[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes());
-    b[0x236..0x238].copy_from_slice(&1u16.to_le_bytes()); // XLF_KERNEL_64
-    b[0x238..0x23c].copy_from_slice(&2047u32.to_le_bytes());
-    b.extend_from_slice(payload);
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(&b).unwrap();
-    f
-}
-
+/// `zerostart` with the test-only switches unlocked.
 fn zerostart() -> Command {
-    let mut c = Command::cargo_bin("zerostart").unwrap();
-    c.env_remove("ZEROSTART_KVM_DEVICE");
+    let mut c = common::zerostart();
     c.env("ZEROSTART_TEST_SWITCHES", "1");
-    c.timeout(std::time::Duration::from_secs(60));
     c
-}
-
-fn have_kvm() -> bool {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok()
-}
-
-/// Exit code 1, one stderr line containing all of `needles`, no panic.
-fn assert_one_line_error(out: &Output, needles: &[&str]) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    let lines: Vec<_> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
-    for n in needles {
-        assert!(lines[0].contains(n), "'{n}' not in: {}", lines[0]);
-    }
 }
 
 /// Runs the test firmware; returns stderr and the serial log.

@@ -7,10 +7,11 @@
 //! the VMM wrote or one the kernel writes before it can read the hint.
 //! Each test names the leak it hunts.
 
-use std::io::Write;
+mod common;
+
 use std::path::Path;
 
-use assert_cmd::Command;
+use common::{bzimage_bytes, have_kvm, temp_file, zerostart};
 
 const MIB: u64 = 1 << 20;
 
@@ -55,32 +56,17 @@ const DISTRO_LIKE: Header = Header {
 
 /// A boot-protocol 2.15 bzImage (code32_start 1 MiB) running `HINTDUMP`.
 fn bzimage(h: Header) -> tempfile::NamedTempFile {
-    let mut b = vec![0u8; 0x400 + 0x200];
-    b[0x1f1] = 1; // setup_sects
-    b[0x1fe..0x200].copy_from_slice(&[0x55, 0xaa]);
-    b[0x202..0x206].copy_from_slice(b"HdrS");
-    b[0x206..0x208].copy_from_slice(&0x20fu16.to_le_bytes());
-    b[0x211] = 1; // LOADED_HIGH
-    b[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes()); // code32_start
+    // The 64-bit entry is at load address + 0x200.
+    let mut payload = vec![0u8; 0x200];
+    payload.extend_from_slice(&HINTDUMP);
+    let mut b = bzimage_bytes(&payload);
     b[0x22c..0x230].copy_from_slice(&0x7fff_ffffu32.to_le_bytes()); // initrd_addr_max
     b[0x230..0x234].copy_from_slice(&h.align.to_le_bytes());
     b[0x234] = u8::from(h.relocatable);
-    b[0x236..0x238].copy_from_slice(&1u16.to_le_bytes()); // XLF_KERNEL_64
     b[0x238..0x23c].copy_from_slice(&h.cmdline_size.to_le_bytes());
     b[0x258..0x260].copy_from_slice(&h.pref.to_le_bytes());
     b[0x260..0x264].copy_from_slice(&h.init_size.to_le_bytes());
-    b.extend_from_slice(&HINTDUMP);
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(&b).unwrap();
-    f
-}
-
-fn have_kvm() -> bool {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok()
+    temp_file(&b)
 }
 
 /// What the guest saw.
@@ -122,9 +108,7 @@ fn unhex(s: &str) -> Vec<u8> {
 fn boot(kernel: &Path, args: &[&str]) -> Seen {
     let dir = tempfile::tempdir().unwrap();
     let serial = dir.path().join("serial");
-    let out = Command::cargo_bin("zerostart")
-        .unwrap()
-        .env_remove("ZEROSTART_KVM_DEVICE")
+    let out = zerostart()
         .timeout(std::time::Duration::from_secs(120))
         .arg("run")
         .arg("--kernel")
@@ -224,11 +208,10 @@ fn vmm_placed_data_is_never_hinted() {
         return;
     }
     let k = bzimage(DISTRO_LIKE);
-    let mut initrd = tempfile::NamedTempFile::new().unwrap();
     let data: Vec<u8> = (0..(5 * MIB + 123) as u32)
         .map(|i| (i % 251) as u8 | 1)
         .collect();
-    initrd.write_all(&data).unwrap();
+    let initrd = temp_file(&data);
     let cmdline = "z".repeat(2047);
     let initrd_path = initrd.path().to_str().unwrap().to_string();
     for size in [
