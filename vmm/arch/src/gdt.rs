@@ -1,6 +1,10 @@
 //! Global descriptor table entries and their KVM segment form.
 
-use kvm_bindings::kvm_segment;
+use kvm_bindings::{kvm_segment, kvm_sregs};
+use vm_memory::GuestAddress;
+
+use crate::layout::{BOOT_GDT_START, BOOT_IDT_START};
+use crate::memory::{BootMemory, MemoryError};
 
 /// Packs a segment descriptor from flags (access byte in bits 0..7, flags
 /// nibble in bits 12..15 — the usual `0xa09b` notation), base and limit.
@@ -55,6 +59,38 @@ pub const BOOT_GDT: [u64; 4] = [
     gdt_entry(0xc093, 0, 0xfffff),
     gdt_entry(0x808b, 0, 0xfffff),
 ];
+
+/// Writes `table` at [`BOOT_GDT_START`] and an empty IDT at
+/// [`BOOT_IDT_START`] (interrupts stay off until the kernel installs its
+/// own), and loads `sregs` from them: GDTR/IDTR, CS = entry 1, DS/ES/FS/GS/SS
+/// = entry 2, TR = entry 3. Both boot paths (64-bit and PVH) use this
+/// selector layout; they differ only in the table and in the control
+/// registers, which the caller sets.
+pub fn load_boot_segments<M: BootMemory>(
+    mem: &mut M,
+    table: &[u64; 4],
+    sregs: &mut kvm_sregs,
+) -> Result<(), MemoryError> {
+    let gdt: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
+    mem.write_tracked(&gdt, GuestAddress(BOOT_GDT_START))
+        .map_err(MemoryError)?;
+    mem.write_tracked(&0u64.to_le_bytes(), GuestAddress(BOOT_IDT_START))
+        .map_err(MemoryError)?;
+    let code = kvm_segment_from_gdt(table[1], 1);
+    let data = kvm_segment_from_gdt(table[2], 2);
+    sregs.gdt.base = BOOT_GDT_START;
+    sregs.gdt.limit = (gdt.len() - 1) as u16;
+    sregs.idt.base = BOOT_IDT_START;
+    sregs.idt.limit = 7;
+    sregs.cs = code;
+    sregs.ds = data;
+    sregs.es = data;
+    sregs.fs = data;
+    sregs.gs = data;
+    sregs.ss = data;
+    sregs.tr = kvm_segment_from_gdt(table[3], 3);
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

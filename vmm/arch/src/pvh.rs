@@ -11,8 +11,8 @@ use linux_loader::loader::elf::start_info::{
 use vm_memory::{ByteValued, GuestAddress};
 
 use crate::boot::e820_map;
-use crate::gdt::{gdt_entry, kvm_segment_from_gdt};
-use crate::layout::{BOOT_GDT_START, BOOT_IDT_START, CMDLINE_START};
+use crate::gdt::{gdt_entry, load_boot_segments};
+use crate::layout::CMDLINE_START;
 use crate::memory::{BootMemory, MemoryError};
 
 /// `hvm_start_info.magic`.
@@ -91,24 +91,7 @@ pub fn write_start_info<M: BootMemory>(
 /// Writes the PVH GDT and returns special registers for 32-bit protected
 /// mode with paging off, starting from `base` (KVM's, for the APIC base).
 pub fn pvh_sregs<M: BootMemory>(mem: &mut M, mut base: kvm_sregs) -> Result<kvm_sregs, Error> {
-    let gdt: Vec<u8> = PVH_GDT.iter().flat_map(|e| e.to_le_bytes()).collect();
-    mem.write_tracked(&gdt, GuestAddress(BOOT_GDT_START))
-        .map_err(MemoryError)?;
-    mem.write_tracked(&0u64.to_le_bytes(), GuestAddress(BOOT_IDT_START))
-        .map_err(MemoryError)?;
-    let code = kvm_segment_from_gdt(PVH_GDT[1], 1);
-    let data = kvm_segment_from_gdt(PVH_GDT[2], 2);
-    base.gdt.base = BOOT_GDT_START;
-    base.gdt.limit = (gdt.len() - 1) as u16;
-    base.idt.base = BOOT_IDT_START;
-    base.idt.limit = 7;
-    base.cs = code;
-    base.ds = data;
-    base.es = data;
-    base.fs = data;
-    base.gs = data;
-    base.ss = data;
-    base.tr = kvm_segment_from_gdt(PVH_GDT[3], 3);
+    load_boot_segments(mem, &PVH_GDT, &mut base)?;
     base.cr0 = X86_CR0_PE | X86_CR0_ET;
     base.cr3 = 0;
     base.cr4 = 0;
@@ -131,6 +114,41 @@ mod tests {
     use super::*;
     use crate::memory::RecordingMemory;
     use vm_memory::{Bytes, GuestMemoryMmap};
+
+    /// Pins every register the PVH boot path produces (32-bit protected
+    /// mode, paging off), so a refactor of the segment setup cannot change
+    /// what the guest starts with.
+    #[test]
+    fn pvh_sregs_exact_values() {
+        use crate::regs::tests::{reset_sregs, seg};
+        let mut m = RecordingMemory::new(
+            GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 1 << 20)]).unwrap(),
+        );
+        let base = reset_sregs();
+        let got = pvh_sregs(&mut m, base).unwrap();
+        let code = seg(0xffff_ffff, 0x08, 0xb, 1, 1, 0, 1);
+        let data = seg(0xffff_ffff, 0x10, 0x3, 1, 1, 0, 1);
+        let mut want = base;
+        want.cs = code;
+        (want.ds, want.es, want.fs, want.gs, want.ss) = (data, data, data, data, data);
+        want.tr = seg(0x67, 0x18, 0xb, 0, 0, 0, 0);
+        (want.gdt.base, want.gdt.limit) = (0x500, 31);
+        (want.idt.base, want.idt.limit) = (0x520, 7);
+        (want.cr0, want.cr3, want.cr4, want.efer) = (0x11, 0, 0, 0);
+        assert_eq!(got, want);
+        let gdt: [u64; 4] = m.mem.read_obj(GuestAddress(0x500)).unwrap();
+        assert_eq!(
+            gdt,
+            [
+                0,
+                0x00cf_9b00_0000_ffff,
+                0x00cf_9300_0000_ffff,
+                0x0000_8b00_0000_0067
+            ]
+        );
+        assert_eq!(m.mem.read_obj::<u64>(GuestAddress(0x520)).unwrap(), 0);
+        assert!(m.was_written(0x500) && m.was_written(0x51f) && m.was_written(0x520));
+    }
 
     #[test]
     fn start_info_and_memmap() {

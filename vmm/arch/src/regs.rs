@@ -5,10 +5,9 @@ use kvm_bindings::{kvm_fpu, kvm_regs, kvm_sregs};
 use kvm_ioctls::VcpuFd;
 use vm_memory::GuestAddress;
 
-use crate::gdt::{kvm_segment_from_gdt, BOOT_GDT};
+use crate::gdt::{load_boot_segments, BOOT_GDT};
 use crate::layout::{
-    BOOT_GDT_START, BOOT_IDT_START, BOOT_STACK_POINTER, PDE_PAGES, PDE_START, PDPTE_START,
-    PML4_START, ZERO_PAGE_START,
+    BOOT_STACK_POINTER, PDE_PAGES, PDE_START, PDPTE_START, PML4_START, ZERO_PAGE_START,
 };
 use crate::memory::BootMemory;
 
@@ -70,29 +69,11 @@ pub fn long_mode_sregs<M: BootMemory>(
     mem: &mut M,
     mut base: kvm_sregs,
 ) -> Result<kvm_sregs, Error> {
-    let gdt: Vec<u8> = BOOT_GDT.iter().flat_map(|e| e.to_le_bytes()).collect();
-    mem.write_tracked(&gdt, GuestAddress(BOOT_GDT_START))
-        .map_err(crate::memory::MemoryError)?;
-    mem.write_tracked(&0u64.to_le_bytes(), GuestAddress(BOOT_IDT_START))
-        .map_err(crate::memory::MemoryError)?;
+    load_boot_segments(mem, &BOOT_GDT, &mut base)?;
     for (addr, page) in page_tables() {
         mem.write_tracked(&page, GuestAddress(addr))
             .map_err(crate::memory::MemoryError)?;
     }
-    let code = kvm_segment_from_gdt(BOOT_GDT[1], 1);
-    let data = kvm_segment_from_gdt(BOOT_GDT[2], 2);
-    let tss = kvm_segment_from_gdt(BOOT_GDT[3], 3);
-    base.gdt.base = BOOT_GDT_START;
-    base.gdt.limit = (gdt.len() - 1) as u16;
-    base.idt.base = BOOT_IDT_START;
-    base.idt.limit = 7;
-    base.cs = code;
-    base.ds = data;
-    base.es = data;
-    base.fs = data;
-    base.gs = data;
-    base.ss = data;
-    base.tr = tss;
     base.cr0 |= X86_CR0_PE | X86_CR0_ET | X86_CR0_PG;
     base.cr3 = PML4_START;
     base.cr4 |= X86_CR4_PAE;
@@ -141,10 +122,89 @@ pub fn setup_boot_vcpu<M: BootMemory>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::layout::{BOOT_GDT_START, BOOT_IDT_START};
     use crate::memory::RecordingMemory;
     use vm_memory::{Bytes, GuestMemoryMmap};
+
+    /// A segment as KVM takes it: present, DPL 0, usable.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn seg(
+        limit: u32,
+        selector: u16,
+        type_: u8,
+        s: u8,
+        db: u8,
+        l: u8,
+        g: u8,
+    ) -> kvm_bindings::kvm_segment {
+        kvm_bindings::kvm_segment {
+            base: 0,
+            limit,
+            selector,
+            type_,
+            present: 1,
+            dpl: 0,
+            db,
+            s,
+            l,
+            g,
+            avl: 0,
+            unusable: 0,
+            padding: 0,
+        }
+    }
+
+    /// KVM's state after vCPU creation, roughly: reset CR0 (ET, CD, NW), an
+    /// APIC base, an LDT; whatever the boot state does not set must survive.
+    pub(crate) fn reset_sregs() -> kvm_sregs {
+        let mut s = kvm_sregs {
+            cr0: 0x6000_0010,
+            cr4: 0x40,
+            efer: 0x1,
+            apic_base: 0xfee0_0900,
+            ..Default::default()
+        };
+        s.ldt.limit = 0xffff;
+        s.ldt.type_ = 2;
+        s
+    }
+
+    /// Pins every register the 64-bit boot path produces, so a refactor of
+    /// the segment setup cannot change what the guest starts with.
+    #[test]
+    fn long_mode_sregs_exact_values() {
+        let mut m = RecordingMemory::new(
+            GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 1 << 20)]).unwrap(),
+        );
+        let base = reset_sregs();
+        let got = long_mode_sregs(&mut m, base).unwrap();
+        let code = seg(0xffff_ffff, 0x08, 0xb, 1, 0, 1, 1);
+        let data = seg(0xffff_ffff, 0x10, 0x3, 1, 1, 0, 1);
+        let mut want = base;
+        want.cs = code;
+        (want.ds, want.es, want.fs, want.gs, want.ss) = (data, data, data, data, data);
+        want.tr = seg(0xffff_ffff, 0x18, 0xb, 0, 0, 0, 1);
+        (want.gdt.base, want.gdt.limit) = (0x500, 31);
+        (want.idt.base, want.idt.limit) = (0x520, 7);
+        want.cr0 = 0x6000_0010 | 0x8000_0011;
+        want.cr3 = 0x9000;
+        want.cr4 = 0x40 | 0x20;
+        want.efer = 0x1 | 0x500;
+        assert_eq!(got, want);
+        let gdt: [u64; 4] = m.mem.read_obj(GuestAddress(0x500)).unwrap();
+        assert_eq!(
+            gdt,
+            [
+                0,
+                0x00af_9b00_0000_ffff,
+                0x00cf_9300_0000_ffff,
+                0x008f_8b00_0000_ffff
+            ]
+        );
+        assert_eq!(m.mem.read_obj::<u64>(GuestAddress(0x520)).unwrap(), 0);
+    }
 
     fn translate(m: &GuestMemoryMmap, cr3: u64, va: u64) -> Option<u64> {
         let pml4e: u64 = m
