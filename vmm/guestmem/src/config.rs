@@ -52,9 +52,9 @@ pub enum Backing {
     /// A fresh `memfd_create(MFD_HUGETLB)` file: hugetlb pages, reserved at
     /// map time (so a shortage is an error at start, never a SIGBUS later).
     MemfdHugetlb(HugePageSize),
-    /// A file on a hugetlbfs mount. A directory gets a fresh unnamed file
-    /// (`O_TMPFILE`); a named file is locked, truncated to 0 and re-grown so
-    /// no earlier content survives.
+    /// A file on a hugetlbfs mount. A directory gets a fresh file, created
+    /// `O_EXCL` and unlinked at once; a named file is locked, truncated to 0
+    /// and re-grown so no earlier content survives.
     HugetlbfsFile {
         /// File or directory on hugetlbfs.
         path: PathBuf,

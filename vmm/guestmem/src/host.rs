@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{Error, HugePageSize};
+use crate::{Backing, Error, HugePageSize};
 
 fn read_u64(path: &Path) -> Result<u64, std::io::Error> {
     let s = std::fs::read_to_string(path)?;
@@ -25,10 +25,51 @@ fn pool_dir(page: HugePageSize) -> PathBuf {
 /// not faulted yet) must cover it. The error gives the exact command that
 /// grows the pool.
 pub fn check_hugepages(page: HugePageSize, bytes: u64) -> Result<(), Error> {
-    check_hugepages_in(&pool_dir(page), page, bytes)
+    check_hugepages_in(&pool_dir(page), page, bytes, 0)
 }
 
-pub(crate) fn check_hugepages_in(dir: &Path, page: HugePageSize, bytes: u64) -> Result<(), Error> {
+/// [`check_hugepages`] for guest RAM of `bytes` on `backing` (nothing to
+/// check for non-hugetlb backings). A named hugetlbfs file is truncated to 0
+/// before it is mapped (which frees every page it holds, an earlier VM's
+/// RAM), so the pages it holds now count as free: without this, reusing a
+/// file on a pool with no spare pages would be refused although the file's
+/// own pages suffice. Only pages really allocated to the file count
+/// (`st_blocks`, not its size: a sparse file frees less). Should the file
+/// shrink between this check and the truncation, the `mmap` reservation
+/// fails with a clean error, never a SIGBUS.
+pub fn check_backing_hugepages(backing: &Backing, bytes: u64) -> Result<(), Error> {
+    let Some(page) = backing.hugepage() else {
+        return Ok(());
+    };
+    let credit = match backing {
+        Backing::HugetlbfsFile { path, page } => reclaimable_file_pages(path, *page),
+        _ => 0,
+    };
+    check_hugepages_in(&pool_dir(page), page, bytes, credit)
+}
+
+/// Hugepages of `page`'s pool that `path` holds now and that truncating it
+/// gives back: 0 unless it is an existing regular file on a hugetlbfs mount
+/// with that page size (a directory gets a fresh file; nothing to free).
+fn reclaimable_file_pages(path: &Path, page: HugePageSize) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(md) if md.is_file() && crate::ram::check_hugetlbfs(path, page).is_ok() => {
+            // hugetlbfs accounts a whole hugepage in i_blocks (512-byte
+            // units) for every page it holds.
+            md.blocks() * 512 / page.bytes()
+        }
+        _ => 0,
+    }
+}
+
+/// The pool check with `credit` pages that will be freed before the mapping.
+pub(crate) fn check_hugepages_in(
+    dir: &Path,
+    page: HugePageSize,
+    bytes: u64,
+    credit: u64,
+) -> Result<(), Error> {
     let rd = |name: &str| {
         let path = dir.join(name);
         read_u64(&path).map_err(|source| Error::NoHugepagePool {
@@ -42,7 +83,7 @@ pub(crate) fn check_hugepages_in(dir: &Path, page: HugePageSize, bytes: u64) -> 
     let reserved = rd("resv_hugepages")?;
     let needed = bytes.div_ceil(page.bytes());
     let usable = free.saturating_sub(reserved);
-    if needed <= usable {
+    if needed <= usable.saturating_add(credit) {
         return Ok(());
     }
     let fix_path = match page {
@@ -59,7 +100,8 @@ pub(crate) fn check_hugepages_in(dir: &Path, page: HugePageSize, bytes: u64) -> 
         free: usable,
         reserved,
         total,
-        fix_total: total + (needed - usable),
+        file_pages: credit,
+        fix_total: total + (needed - usable - credit),
         fix_path,
     })
 }
@@ -280,23 +322,40 @@ mod tests {
     #[test]
     fn enough_pages_pass() {
         let d = pool(1024, 600, 88);
-        check_hugepages_in(&d.0, HugePageSize::Size2M, 512 * (2 << 20)).unwrap();
+        check_hugepages_in(&d.0, HugePageSize::Size2M, 512 * (2 << 20), 0).unwrap();
     }
 
     #[test]
     fn shortage_names_numbers_and_fix() {
         let d = pool(100, 50, 10);
-        let e = check_hugepages_in(&d.0, HugePageSize::Size2M, 1 << 30).unwrap_err();
+        let e = check_hugepages_in(&d.0, HugePageSize::Size2M, 1 << 30, 0).unwrap_err();
         let s = e.to_string();
         assert!(s.contains("needs 512 free 2M hugepages but only 40"), "{s}");
         assert!(s.contains("echo 572 | sudo tee"), "{s}");
         assert!(s.contains("/proc/sys/vm/nr_hugepages"), "{s}");
     }
 
+    /// Pages a reused RAM file will free count, and the fix asks only for
+    /// the rest.
+    #[test]
+    fn file_pages_are_credited() {
+        let d = pool(100, 50, 10);
+        // 512 needed, 40 usable: 472 from the file suffice, 471 do not.
+        check_hugepages_in(&d.0, HugePageSize::Size2M, 1 << 30, 472).unwrap();
+        let e = check_hugepages_in(&d.0, HugePageSize::Size2M, 1 << 30, 471).unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("but only 40 are free"), "{s}");
+        assert!(s.contains("471 more that the RAM file frees"), "{s}");
+        assert!(s.contains("echo 101 | sudo tee"), "{s}");
+        // No file: no note.
+        let e = check_hugepages_in(&d.0, HugePageSize::Size2M, 1 << 30, 0).unwrap_err();
+        assert!(!e.to_string().contains("RAM file"), "{e}");
+    }
+
     #[test]
     fn missing_pool_is_an_error() {
         let d = tempdir::Dir::new();
-        let e = check_hugepages_in(&d.0, HugePageSize::Size1G, 1 << 30).unwrap_err();
+        let e = check_hugepages_in(&d.0, HugePageSize::Size1G, 1 << 30, 0).unwrap_err();
         assert!(e.to_string().contains("no 1G hugepage pool"), "{e}");
     }
 

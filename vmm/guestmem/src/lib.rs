@@ -40,7 +40,10 @@ use std::path::PathBuf;
 pub use config::{
     parse_size, Backing, BackingKind, HugePageSize, MemoryConfig, PrefaultMethod, Prezero,
 };
-pub use host::{check_cgroup_limits, check_hugepages, check_mem_available, mem_available};
+pub use host::{
+    check_backing_hugepages, check_cgroup_limits, check_hugepages, check_mem_available,
+    mem_available,
+};
 pub use prefault::PREFAULT_TABLE;
 pub use ram::{GuestRam, PrezeroReport};
 
@@ -75,7 +78,7 @@ pub enum Error {
         page: &'static str,
     },
     /// Not enough free hugepages.
-    #[error("guest RAM needs {needed} free {page} hugepages but only {free} are free (total {total}, {reserved} reserved); fix: echo {fix_total} | sudo tee {fix_path}")]
+    #[error("guest RAM needs {needed} free {page} hugepages but only {free} are free{} (total {total}, {reserved} reserved); fix: echo {fix_total} | sudo tee {fix_path}", file_pages_note(*.file_pages))]
     NotEnoughHugepages {
         /// Page size name.
         page: &'static str,
@@ -87,6 +90,9 @@ pub enum Error {
         reserved: u64,
         /// Current pool size.
         total: u64,
+        /// Pages the named RAM file holds now and frees when it is
+        /// truncated before use (counted as free).
+        file_pages: u64,
         /// Pool size that would be enough.
         fix_total: u64,
         /// The sysfs/procfs file to write.
@@ -222,4 +228,14 @@ pub enum Error {
     /// The zeroing engine refused (e.g. a backend this CPU lacks).
     #[error(transparent)]
     Engine(#[from] prezero::Error),
+}
+
+/// The part of [`Error::NotEnoughHugepages`] that names pages a reused RAM
+/// file will free (empty when none).
+fn file_pages_note(pages: u64) -> String {
+    if pages == 0 {
+        String::new()
+    } else {
+        format!(" plus {pages} more that the RAM file frees when it is truncated")
+    }
 }

@@ -19,8 +19,8 @@ use zerohint::{Hint, PAGE_SIZE};
 use crate::prefault::{self, Span};
 use crate::track::Tracker;
 use crate::{
-    check_hugepages, check_mem_available, Backing, BackingKind, Error, GuestMemory, GuestRegion,
-    HugePageSize, MemoryConfig, PrefaultMethod, Prezero,
+    check_backing_hugepages, check_mem_available, Backing, BackingKind, Error, GuestMemory,
+    GuestRegion, HugePageSize, MemoryConfig, PrefaultMethod, Prezero,
 };
 
 /// What preparing guest RAM cost, for the boot timeline (JSON via serde).
@@ -169,7 +169,7 @@ fn statfs_ok(st: &libc::statfs, page: HugePageSize) -> io::Result<()> {
     Ok(())
 }
 
-fn check_hugetlbfs(dir: &Path, page: HugePageSize) -> io::Result<()> {
+pub(crate) fn check_hugetlbfs(dir: &Path, page: HugePageSize) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -412,7 +412,7 @@ impl GuestRam {
         // Pool memory exists already (the pool reserved and populated it).
         if !matches!(cfg.backing, Backing::Pool { .. }) {
             match cfg.backing.hugepage() {
-                Some(p) => check_hugepages(p, cfg.size)?,
+                Some(_) => check_backing_hugepages(&cfg.backing, cfg.size)?,
                 None => check_mem_available(cfg.size)?,
             }
             crate::check_cgroup_limits(cfg.backing.hugepage(), cfg.size)?;

@@ -9,8 +9,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use common::{create, have_pages, read_file, Mount, M, POOL};
-use guestmem::Error;
+use common::{create, dirty_file, have_pages, pool_2m, read_file, Mount, M, POOL};
+use guestmem::{check_backing_hugepages, check_hugepages, Error, HugePageSize, MemoryConfig};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend};
 
 /// Leak hunted: a write through vm-memory (a loader, a device model) after
@@ -129,4 +129,55 @@ fn named_hugetlbfs_file_open_to_others_is_refused() {
     let path = mnt.0.join("vm-ok");
     make_file(&path, 0o600);
     create(&format!("file={}", path.display()), 4 * M).unwrap();
+}
+
+/// The false refusal that used to be in docs/security.md: a named file
+/// still holding an earlier VM's pages on a pool with no other spare pages.
+/// Its pages are freed by the truncation before use, so they count; the VM
+/// must start and its RAM must verify all-zero (the earlier tenant's pages
+/// are not handed back). Only pages the file really holds count: a sparse
+/// file of the same size is not credited.
+#[test]
+fn reused_file_on_a_full_pool_is_accepted_and_zero() {
+    let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if !have_pages(8 * M) {
+        return;
+    }
+    let Some(mnt) = Mount::new("full") else {
+        return;
+    };
+    let usable = || pool_2m("free_hugepages") - pool_2m("resv_hugepages");
+    // The earlier tenant takes up to 64 of the free pages...
+    let held = usable().min(64);
+    let path = mnt.0.join("tenant");
+    dirty_file(&path, held * 2 * M);
+    // ...and the next VM needs more than the pool has left.
+    let vm = (usable() + held) * 2 * M;
+    assert!(
+        check_hugepages(HugePageSize::Size2M, vm).is_err(),
+        "the pool alone must be short for this test to mean anything"
+    );
+    let backing = MemoryConfig::parse(&format!("size={vm},file={}", path.display()))
+        .unwrap()
+        .backing;
+    check_backing_hugepages(&backing, vm).unwrap();
+    let r = create(&format!("file={}", path.display()), vm).unwrap();
+    let h = r.zero_hint().unwrap().unwrap();
+    assert_eq!(h.total_bytes(), vm);
+    assert_eq!(r.verify_zero(&h).unwrap(), vm, "tenant data reached the VM");
+    drop(r);
+    // Truncated after the VM: holds nothing, so a sparse file of any size
+    // earns no credit.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(vm)
+        .unwrap();
+    let e = check_backing_hugepages(&backing, (usable() + 1) * 2 * M).unwrap_err();
+    assert!(
+        matches!(e, Error::NotEnoughHugepages { file_pages: 0, .. }),
+        "{e}"
+    );
+    std::fs::remove_file(&path).unwrap();
 }

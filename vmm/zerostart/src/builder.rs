@@ -238,9 +238,9 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
     }
     // Before anything is allocated: a shortage must be an error now, not a
     // SIGBUS when the guest first touches a page.
-    if let Some(page) = memory.backing.hugepage() {
-        guestmem::check_hugepages(page, memory.size)?;
-    }
+    // A named hugetlbfs file's own pages count: they are freed when it is
+    // truncated before use.
+    guestmem::check_backing_hugepages(&memory.backing, memory.size)?;
     let kernel = match (&args.firmware, &args.kernel) {
         (Some(fw), k) => Boot::Firmware(Box::new(crate::firmware::FirmwareBoot::open(
             fw,
