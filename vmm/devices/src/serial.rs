@@ -136,8 +136,8 @@ impl SerialDevice {
     /// when stdin is a terminal: under CI or a pipe the guest must not
     /// consume the harness's input. Returns `None` when not started.
     ///
-    /// The terminal is left in its mode (line-buffered), which is enough for
-    /// interactive debugging; the thread ends at EOF.
+    /// The terminal mode is the caller's business (zerostart puts it in raw
+    /// mode for the run and restores it); the thread ends at EOF.
     pub fn spawn_stdin_thread(dev: Arc<Mutex<SerialDevice>>) -> Option<JoinHandle<()>> {
         // SAFETY: isatty only inspects the descriptor.
         if unsafe { libc::isatty(libc::STDIN_FILENO) } != 1 {

@@ -14,6 +14,7 @@ mod fw_platform;
 mod kernel;
 mod ram;
 mod timeline;
+mod tty;
 mod vcpu;
 
 use std::path::Path;
@@ -72,6 +73,15 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     vcpu::install_kick_handler().context("installing the vCPU kick signal handler")?;
     vcpu::install_terminate_handlers().context("installing SIGINT/SIGTERM handlers")?;
 
+    // Raw mode before any vCPU runs; the guard restores the terminal when
+    // dropped: right after the vCPUs stopped below, or on any early return.
+    let (raw_stdin, stdin_thread) = if matches!(plan.serial, cli::SerialOpt::Tty) {
+        let raw = tty::RawStdin::enter().context("putting the terminal in raw mode")?;
+        (raw, Some(vm.serial.clone()))
+    } else {
+        (None, None)
+    };
+
     let (tx, rx) = mpsc::channel();
     let mut threads = Vec::new();
     for (index, fd) in vm.vcpus.into_iter().enumerate() {
@@ -87,8 +97,8 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
         threads.push(v.spawn().context("starting a vCPU thread")?);
     }
     drop(tx);
-    if matches!(plan.serial, cli::SerialOpt::Tty) {
-        devices::SerialDevice::spawn_stdin_thread(vm.serial.clone());
+    if let Some(stdin) = stdin_thread {
+        devices::SerialDevice::spawn_stdin_thread(stdin);
     }
 
     let event = loop {
@@ -106,6 +116,7 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     };
     let exit_at = Instant::now();
     let stuck = vcpu::stop_all(&vm.stop, threads, Duration::from_secs(2));
+    drop(raw_stdin);
 
     if let Some(t) = vm.first_run.get() {
         tl.mark_at("first_kvm_run", *t);

@@ -367,3 +367,126 @@ fn corrupt_hint_switch_is_locked_without_the_test_env() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("ZEROSTART_TEST_SWITCHES=1"), "{err}");
 }
+
+/// The terminal settings that matter, comparable.
+fn termios_of(fd: i32) -> (u32, u32, u32, u32, Vec<u8>) {
+    // SAFETY: tcgetattr fills the zeroed struct for a valid fd.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::tcgetattr(fd, &mut t) }, 0);
+    (t.c_iflag, t.c_oflag, t.c_cflag, t.c_lflag, t.c_cc.to_vec())
+}
+
+/// With `--serial tty` and stdin a terminal (a pty here), the terminal is
+/// raw while the guest runs (no ICANON/ECHO/ISIG: keys go to the guest) and
+/// exactly as before once zerostart ends: after a guest-ended run, an error
+/// after the run, a guest fault, SIGTERM and SIGINT. A pty that is only
+/// stdout (stdin not a terminal) is never touched.
+#[test]
+fn terminal_is_raw_during_the_run_and_restored_after() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::Stdio;
+    if !have_kvm() {
+        eprintln!("skipped: /dev/kvm not available");
+        return;
+    }
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills two fds; they are owned below.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: fresh fds from openpty, each owned once.
+    let (_master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let raw_fd = std::os::fd::AsRawFd::as_raw_fd(&slave);
+    let before = termios_of(raw_fd);
+    let raw_bits = libc::ICANON | libc::ECHO | libc::ISIG;
+    assert_eq!(before.3 & raw_bits, raw_bits, "a fresh pty is cooked");
+    let spin = bzimage_64(&[0xeb, 0xfe]);
+    let ok = bzimage_64(&OK_GUEST);
+    let fault = bzimage_64(&[0xcc]);
+    let dir = tempfile::tempdir().unwrap();
+    let bad_timeline = dir.path().join("missing-dir").join("t.json");
+
+    /// Kernel, extra args, signal to send once running (0: none), whether
+    /// stdin is the pty, accepted exit codes.
+    type Case<'a> = (&'a Path, Vec<&'a str>, i32, bool, &'a [i32]);
+    let cases: [Case; 6] = [
+        (ok.path(), vec![], 0, true, &[0]),
+        (
+            ok.path(),
+            vec!["--timeline", bad_timeline.to_str().unwrap()],
+            0,
+            true,
+            &[1],
+        ),
+        (fault.path(), vec![], 0, true, &[0, 1]),
+        (spin.path(), vec![], libc::SIGTERM, true, &[143]),
+        (spin.path(), vec![], libc::SIGINT, true, &[130]),
+        (spin.path(), vec![], libc::SIGTERM, false, &[143]),
+    ];
+    for (kernel, extra, sig, tty_stdin, codes) in cases {
+        let what = format!("{kernel:?} {extra:?} signal {sig} stdin tty {tty_stdin}");
+        let pty = || Stdio::from(slave.try_clone().unwrap());
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("zerostart"))
+            .env_remove("ZEROSTART_KVM_DEVICE")
+            .arg("run")
+            .arg("--kernel")
+            .arg(kernel)
+            .args(["--memory", "size=64M", "--serial", "tty"])
+            .args(&extra)
+            .stdin(if tty_stdin { pty() } else { Stdio::null() })
+            .stdout(pty())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if sig != 0 {
+            // Wait until the guest runs: raw mode (stdin a tty), or a
+            // while (stdin not a tty: the pty must stay cooked meanwhile).
+            let t0 = std::time::Instant::now();
+            loop {
+                let now = termios_of(raw_fd);
+                if tty_stdin && now.3 & raw_bits == 0 {
+                    // Only the three local-mode bits change.
+                    assert_eq!(now.3, before.3 & !raw_bits, "{what}");
+                    assert_eq!((now.0, now.1, now.2), (before.0, before.1, before.2));
+                    break;
+                }
+                if !tty_stdin {
+                    assert_eq!(
+                        now, before,
+                        "{what}: a non-tty stdin must not touch the pty"
+                    );
+                    if t0.elapsed() > std::time::Duration::from_millis(700) {
+                        break;
+                    }
+                }
+                assert!(
+                    t0.elapsed() < std::time::Duration::from_secs(30),
+                    "{what}: never saw raw mode"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id() as i32, sig) };
+        }
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(
+            status.code().is_some_and(|c| codes.contains(&c)),
+            "{what}: {status:?} {err}"
+        );
+        assert!(!err.contains("panicked"), "{what}: {err}");
+        assert_eq!(
+            termios_of(raw_fd),
+            before,
+            "{what}: terminal not restored; {err}"
+        );
+    }
+}
