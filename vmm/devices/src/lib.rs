@@ -5,7 +5,9 @@
 //! milestones: a COM1 16550 UART ([`SerialDevice`]), an i8042 controller that
 //! only exists so the guest can reset and so Linux's probe finishes quickly
 //! ([`I8042Device`]), and the zerostart boot-timer port ([`BootTimer`], see
-//! `docs/hint-abi.md`). For firmware boot, QEMU's fw_cfg device ([`FwCfg`])
+//! `docs/hint-abi.md`), a CMOS RTC ([`Cmos`]) and the ACPI power-management
+//! register ([`AcpiPm`]) so Linux's RTC probe and ACPI `poweroff` finish
+//! quickly. For firmware boot, QEMU's fw_cfg device ([`FwCfg`])
 //! hands the firmware its kernel, command line and the hint file. The
 //! [`PioBus`] dispatches vCPU port-I/O exits to them.
 //!
@@ -13,13 +15,17 @@
 //! width to any port.
 #![deny(missing_docs)]
 
+mod acpi_pm;
 mod bus;
+mod cmos;
 pub mod fw_cfg;
 mod i8042;
 mod serial;
 mod timer;
 
+pub use acpi_pm::AcpiPm;
 pub use bus::{Error, PioBus};
+pub use cmos::{Cmos, CMOS_LEN, CMOS_PORT};
 pub use fw_cfg::FwCfg;
 pub use i8042::{I8042Device, COMMAND_PORT as I8042_COMMAND_PORT, DATA_PORT as I8042_DATA_PORT};
 pub use serial::{SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN};

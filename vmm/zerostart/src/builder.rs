@@ -380,14 +380,14 @@ pub fn build(
         bus.insert(
             arch::acpi::PM_PORT,
             1,
-            Arc::new(Mutex::new(crate::acpi_pm::AcpiPm)),
+            Arc::new(Mutex::new(devices::AcpiPm)),
         )
         .map_err(dev)?;
     }
     bus.insert(
-        crate::cmos::CMOS_PORT,
-        crate::cmos::CMOS_LEN,
-        Arc::new(Mutex::new(crate::cmos::Cmos::new())),
+        devices::CMOS_PORT,
+        devices::CMOS_LEN,
+        Arc::new(Mutex::new(devices::Cmos::new())),
     )
     .map_err(dev)?;
 

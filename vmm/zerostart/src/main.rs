@@ -4,10 +4,8 @@
 //! `zerostart run --kernel bzImage [--memory size=4G,hugepages=on] ...`;
 //! see `docs/vmm.md`.
 
-mod acpi_pm;
 mod builder;
 mod cli;
-mod cmos;
 mod debugcon;
 mod firmware;
 mod fw_platform;

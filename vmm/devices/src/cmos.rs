@@ -10,7 +10,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use devices::{ExitRequest, PioDevice};
+use crate::{ExitRequest, PioDevice};
 
 /// Index port (bit 7 of the written value is the NMI mask, ignored).
 pub const CMOS_PORT: u16 = 0x70;

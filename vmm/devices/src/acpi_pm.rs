@@ -1,8 +1,8 @@
 //! The ACPI sleep control / reset register at `arch::acpi::PM_PORT`: the
 //! guest's `poweroff` (S5) and ACPI reset end the VM.
 
+use crate::{ExitRequest, PioDevice};
 use arch::acpi::{POWEROFF_VALUE, RESET_VALUE};
-use devices::{ExitRequest, PioDevice};
 
 /// The hardware-reduced ACPI power-management register.
 #[derive(Debug, Default)]
