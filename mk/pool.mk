@@ -9,14 +9,25 @@
 #                     NT-zero prefault vs MADV_POPULATE_WRITE vs no
 #                     prefault, 1/4/8 GiB (reserves up to 8 GiB of 2M pages
 #                     and puts the old count back)
+#   make bench-pool-nested
+#                     launch -> first vCPU instruction of the probe guest,
+#                     pool vs populate vs nt vs no prefault, 1/4/8 GiB x 3,
+#                     interleaved, in ONE boot of the nested test host (real
+#                     kvm-amd in L2; hugepages reserved only inside L2);
+#                     every probe must find its hinted RAM all zero.
+#                     Table + target/pool-nested/report.json
 
 TEST_TARGETS += test-pool
 POOL_BENCH_SIZES ?= 1,4,8
+POOL_NESTED_REPS ?= 3
 
-.PHONY: test-pool bench-pool
+.PHONY: test-pool bench-pool bench-pool-nested
 
 test-pool: deps
 	bash tests/pool/run.sh
 
 bench-pool: deps
 	bash tests/pool/bench.sh $(POOL_BENCH_SIZES)
+
+bench-pool-nested: deps e2e-zerostart probe
+	python3 tests/pool/nested-bench.py --sizes $(POOL_BENCH_SIZES) --reps $(POOL_NESTED_REPS) $(POOL_NESTED_ARGS)

@@ -13,9 +13,15 @@ export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 echo "ZSE2E-L2 up uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r) hugepages=$(cat /proc/sys/vm/nr_hugepages) mem_kb=$(awk '/MemTotal/{print $2}' /proc/meminfo)"
 fatal() { echo "ZSE2E-FATAL $*"; poweroff -f; sleep 5; echo o > /proc/sysrq-trigger; }
 # zse2e.kvm_amd=a=1,b=0 on the L2 command line: kvm-amd module parameters (experiments).
+# zse2e.script=NAME: run /zs/NAME (delivered in the harness's extra cpio, e.g.
+# the pool benchmark's tests/pool/nested-bench-l2.sh) instead of the scenarios.
 kvm_amd_args=
+script=
 for a in $(cat /proc/cmdline); do
-  case "$a" in zse2e.kvm_amd=*) kvm_amd_args=$(echo "${a#zse2e.kvm_amd=}" | tr ',' ' ');; esac
+  case "$a" in
+    zse2e.kvm_amd=*) kvm_amd_args=$(echo "${a#zse2e.kvm_amd=}" | tr ',' ' ');;
+    zse2e.script=*) script=${a#zse2e.script=};;
+  esac
 done
 for m in irqbypass kvm kvm-amd; do
   args=; [ "$m" = kvm-amd ] && args=$kvm_amd_args
@@ -24,6 +30,12 @@ done
 [ -c /dev/kvm ] || fatal "no /dev/kvm after loading kvm-amd (does the L2 CPU model have svm?)"
 p=/sys/module/kvm_amd/parameters
 echo "ZSE2E-L2 kvm ready nested=$(cat $p/nested) npt=$(cat $p/npt) vgif=$(cat $p/vgif 2>/dev/null) nrips=$(cat $p/nrips 2>/dev/null) avic=$(cat $p/avic 2>/dev/null)"
-sh /zs/scenario.sh /zs/scenarios.txt
+if [ -n "$script" ]; then
+  case "$script" in */*|.*) fatal "zse2e.script=$script: a file name under /zs expected";; esac
+  [ -f "/zs/$script" ] || fatal "zse2e.script=$script: no /zs/$script in the L2 image"
+  sh "/zs/$script"
+else
+  sh /zs/scenario.sh /zs/scenarios.txt
+fi
 echo "ZSE2E-DONE rc=$?"
 poweroff -f

@@ -307,6 +307,29 @@ def kill(proc: subprocess.Popen) -> None:
         pass
 
 
+def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: int, append: str = "") -> list[str]:
+    """The QEMU command line that boots L2 (also used by tests/pool/nested-bench.py)."""
+    # The pinned QEMU (see versions.lock for why not the machine's 7.2);
+    # ZSE2E_L2_QEMU=/path/qemu-system-x86_64 with ZSE2E_L2_QEMU_DATA=dir:dir overrides.
+    if os.environ.get("ZSE2E_L2_QEMU"):
+        qemu = os.environ["ZSE2E_L2_QEMU"]
+        data = [d for d in os.environ.get("ZSE2E_L2_QEMU_DATA", "").split(":") if d]
+    else:
+        q, dirs = build.pinned_qemu()
+        qemu, data = str(q), [str(d) for d in dirs]
+    datadirs = [x for d in data for x in ("-L", d)]
+    # init_on_alloc=0 in L2 (the test bed, not the system under test): Debian's
+    # default init_on_alloc=1 made reserving 4 GiB of hugepages at boot take 11 s under TCG.
+    return [qemu, *datadirs, "-accel", "tcg,thread=multi", "-cpu", L2_CPU, "-m", f"{l2_mem}M",
+            "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
+            "-serial", "stdio", "-monitor", "none", "-no-reboot", *PREALLOC,
+            "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
+            "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
+            + f"zse2e.attempts={os.environ.get('ZSE2E_ATTEMPTS', '5')} "
+            + (append + " " if append else "")
+            + os.environ.get("ZSE2E_L2_APPEND", "")]
+
+
 def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int) -> tuple[list[Result], str | None]:
     """Boots L2 once and runs every scenario; returns results and a fatal error, if any."""
     OUT.mkdir(parents=True, exist_ok=True)
@@ -323,24 +346,7 @@ def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int) 
         shutil.copyfile(manifest["initramfs"], initrd)
         with open(initrd, "ab") as f:
             lst.write(f)
-        # The pinned QEMU (see versions.lock for why not the machine's 7.2);
-        # ZSE2E_L2_QEMU=/path/qemu-system-x86_64 with ZSE2E_L2_QEMU_DATA=dir:dir overrides.
-        if os.environ.get("ZSE2E_L2_QEMU"):
-            qemu = os.environ["ZSE2E_L2_QEMU"]
-            data = [d for d in os.environ.get("ZSE2E_L2_QEMU_DATA", "").split(":") if d]
-        else:
-            q, dirs = build.pinned_qemu()
-            qemu, data = str(q), [str(d) for d in dirs]
-        datadirs = [x for d in data for x in ("-L", d)]
-        # init_on_alloc=0 in L2 (the test bed, not the system under test): Debian's
-        # default init_on_alloc=1 made reserving 4 GiB of hugepages at boot take 11 s under TCG.
-        cmd = [qemu, *datadirs, "-accel", "tcg,thread=multi", "-cpu", L2_CPU, "-m", f"{l2_mem}M",
-               "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
-               "-serial", "stdio", "-monitor", "none", "-no-reboot", *PREALLOC,
-               "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
-               "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
-               + f"zse2e.attempts={os.environ.get('ZSE2E_ATTEMPTS', '5')} "
-               + os.environ.get("ZSE2E_L2_APPEND", "")]
+        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp)
         print(f"e2e: booting L2 (TCG, -cpu {L2_CPU}, {l2_mem} MiB, {hugepages} x 2M hugepages) "
               f"for {len(scenarios)} scenario(s)", flush=True)
         CONSOLE_LOG.parent.mkdir(parents=True, exist_ok=True)
