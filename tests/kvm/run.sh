@@ -109,7 +109,7 @@ cases=("$@")
 for c in "${cases[@]}"; do
   case "$c" in
     4k)
-      run_case 4k 0 "$valid" "j['memory_bytes'] == 512*$MIB and j['prezero']['backing'] in ('anon4k', 'anon4_k') and j['prezero']['hint_bytes'] > 500*$MIB" -- \
+      run_case 4k 0 "$valid" "j['memory_bytes'] == 512*$MIB and j['prezero']['backing'] == 'anon_4k' and j['prezero']['hint_bytes'] > 500*$MIB" -- \
         --memory size=512M,hugepages=off,thp=off --cmdline "$cmd_valid" ;;
     4k-off)
       run_case 4k-off 0 "$absent" "j['prezero']['mode'] == 'off' and j['prezero']['hint_ranges'] == 0" -- \
@@ -122,11 +122,11 @@ for c in "${cases[@]}"; do
         --memory size=512M --cmdline "$cmd_valid" ;;
     2m)
       reserve_2m 256
-      run_case 2m 0 "$valid" "j['prezero']['backing'] in ('hugetlb2m', 'hugetlb2_m') and j['prezero']['bytes'] == 512*$MIB" -- \
+      run_case 2m 0 "$valid" "j['prezero']['backing'] == 'hugetlb_2m' and j['prezero']['bytes'] == 512*$MIB" -- \
         --memory size=512M,hugepages=on,hugepage_size=2M,prefault=on --cmdline "$cmd_valid" ;;
     2m-off)
       reserve_2m 256
-      run_case 2m-off 0 "$absent" "j['prezero']['backing'] in ('hugetlb2m', 'hugetlb2_m') and j['prezero']['hint_ranges'] == 0" -- \
+      run_case 2m-off 0 "$absent" "j['prezero']['backing'] == 'hugetlb_2m' and j['prezero']['hint_ranges'] == 0" -- \
         --memory size=512M,hugepages=on,prezero=off --cmdline "$cmd_absent" ;;
     checksum)
       run_case checksum 0 "^ZSPROBE: FAIL hint=invalid error=BadChecksum" "True" -- \

@@ -124,19 +124,26 @@ impl Backing {
     }
 }
 
-/// The backing classes the prefault measurement distinguishes.
+/// The backing classes the prefault measurement distinguishes. Serialized
+/// (the timeline's `prezero.backing`) as `anon_4k`, `anon_thp`,
+/// `hugetlb_2m`, `hugetlb_1g`, `pool`: the row names of `prefault_bench`
+/// (serde's `snake_case` would split the sizes into `anon4_k`, `hugetlb2_m`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
 pub enum BackingKind {
     /// Anonymous, 4 KiB pages.
+    #[serde(rename = "anon_4k")]
     Anon4K,
     /// Anonymous with THP.
+    #[serde(rename = "anon_thp")]
     AnonThp,
     /// hugetlb 2 MiB.
+    #[serde(rename = "hugetlb_2m")]
     Hugetlb2M,
     /// hugetlb 1 GiB.
+    #[serde(rename = "hugetlb_1g")]
     Hugetlb1G,
     /// Leased from a `zerostart pool`.
+    #[serde(rename = "pool")]
     Pool,
 }
 
@@ -479,5 +486,21 @@ mod tests {
         assert!(e.contains("multiple of 2M") && e.contains("size="), "{e}");
         let e = MemoryConfig::parse("size=3G,hugepages=on,hugepage_size=1G");
         assert!(e.is_ok());
+    }
+
+    /// The timeline's `prezero.backing` names: one word per size, as in
+    /// `prefault_bench` and docs/vmm.md (not serde's `anon4_k`).
+    #[test]
+    fn backing_kind_names() {
+        for (cfg, name) in [
+            ("thp=off", "anon_4k"),
+            ("thp=on", "anon_thp"),
+            ("hugepages=on", "hugetlb_2m"),
+            ("size=1G,hugepages=on,hugepage_size=1G", "hugetlb_1g"),
+        ] {
+            let kind = MemoryConfig::parse(cfg).unwrap().backing.kind();
+            assert_eq!(serde_json::to_value(kind).unwrap(), name, "{cfg}");
+        }
+        assert_eq!(serde_json::to_value(BackingKind::Pool).unwrap(), "pool");
     }
 }
