@@ -4,7 +4,13 @@
 #                     then the kill tests (daemon or client SIGKILLed at
 #                     every region state; later leases scanned in full) on
 #                     4K shmem, 2M hugetlb memfds and a hugetlbfs mount
-#                     (hugepages reserved as root and put back on exit)
+#                     (hugepages reserved as root and put back on exit),
+#                     then the pool in the nested host (real kvm-amd, ~1.5
+#                     min): 1 GiB leases to the probe (twice: the second
+#                     region was scrubbed after the first VM) and to L3
+#                     Linux, the probe again after Linux used the region,
+#                     every hinted byte zero; and a pool whose scrub skips
+#                     the zeroing must be caught (target/pool-nested/check.json)
 #   make bench-pool   memory-ready time: pool lease vs fresh hugetlb with
 #                     NT-zero prefault vs MADV_POPULATE_WRITE vs no
 #                     prefault, 1/4/8 GiB (reserves up to 8 GiB of 2M pages
@@ -13,18 +19,22 @@
 #                     launch -> first vCPU instruction of the probe guest,
 #                     pool vs populate vs nt vs no prefault, 1/4/8 GiB x 3,
 #                     interleaved, in ONE boot of the nested test host (real
-#                     kvm-amd in L2; hugepages reserved only inside L2);
-#                     every probe must find its hinted RAM all zero.
-#                     Table + target/pool-nested/report.json
+#                     kvm-amd in L2; hugepages reserved only inside L2),
+#                     then 2 rounds booting L3 Linux + zsinit at 4 GiB;
+#                     every guest must find its memory all zero.
+#                     Table + target/pool-nested/report.json (~6-9 min)
 
 TEST_TARGETS += test-pool
 POOL_BENCH_SIZES ?= 1,4,8
 POOL_NESTED_REPS ?= 3
+POOL_NESTED_ARGS ?= --linux 4 --linux-reps 2
 
 .PHONY: test-pool bench-pool bench-pool-nested
 
-test-pool: deps
+test-pool: deps e2e-zerostart probe
 	bash tests/pool/run.sh
+	python3 tests/pool/nested-bench.py --sizes 1 --reps 2 --methods pool --reserve-gib 2 \
+	  --linux 1 --linux-reps 1 --leak-check 1 --report target/pool-nested/check.json
 
 bench-pool: deps
 	bash tests/pool/bench.sh $(POOL_BENCH_SIZES)
