@@ -33,6 +33,7 @@ POOL_NESTED_ARGS ?= --linux 4 --linux-reps 2
 
 test-pool: deps e2e-zerostart probe
 	bash tests/pool/run.sh
+	python3 tests/pool/test_nested_bench.py
 	python3 tests/pool/nested-bench.py --sizes 1 --reps 2 --methods pool --reserve-gib 2 \
 	  --linux 1 --linux-reps 1 --leak-check 1 --report target/pool-nested/check.json
 

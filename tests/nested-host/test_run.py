@@ -157,5 +157,33 @@ class Judge(unittest.TestCase):
         self.assertIn("harness timeout", res[0].failures)
 
 
+class L2Command(unittest.TestCase):
+    """run.py's L2 command line, shared with tests/pool/nested-bench.py."""
+
+    def cmd(self, append=""):
+        old = dict(run.os.environ)
+        run.os.environ.update(ZSE2E_L2_QEMU="/x/qemu", ZSE2E_L2_QEMU_DATA="/d1:/d2")
+        run.os.environ.pop("ZSE2E_L2_APPEND", None)
+        try:
+            return run.l2_command({"vmlinuz": "/v"}, Path("/i"), 2048, 528, 2, append)
+        finally:
+            run.os.environ.clear()
+            run.os.environ.update(old)
+
+    def test_e2e_command_line(self):
+        c = self.cmd()
+        self.assertEqual(c[:5], ["/x/qemu", "-L", "/d1", "-L", "/d2"])
+        self.assertEqual(c[c.index("-m") + 1], "2048M")
+        self.assertEqual(c[c.index("-smp") + 1], "2")
+        app = c[c.index("-append") + 1]
+        self.assertTrue(app.startswith("console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages=528 zse2e.attempts="))
+        self.assertNotIn("zse2e.script", app)
+
+    def test_extra_append_goes_on_the_l2_command_line(self):
+        app = self.cmd("zse2e.script=x.sh zspool.reps=3")
+        app = app[app.index("-append") + 1]
+        self.assertIn(" zse2e.script=x.sh zspool.reps=3 ", app)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
