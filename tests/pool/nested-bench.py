@@ -30,6 +30,7 @@ import json
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -295,7 +296,6 @@ def main() -> int:
         cmd = run.l2_command(manifest, initrd, l2_mem, hugepages, a.smp, append)
         print(f"pool-nested: booting L2 (TCG, {l2_mem} MiB, {hugepages} x 2M hugepages, {a.smp} vCPUs) "
               f"for up to {most} boots", flush=True)
-        import subprocess
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         con = run.Console(proc, console_log, a.verbose)
