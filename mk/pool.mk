@@ -5,8 +5,8 @@
 #                     every region state; later leases scanned in full) on
 #                     4K shmem, 2M hugetlb memfds and a hugetlbfs mount
 #                     (hugepages reserved as root and put back on exit),
-#                     then the pool in the nested host (real kvm-amd, ~1.5
-#                     min): 1 GiB leases to the probe (twice: the second
+#                     then the pool in the nested host (real kvm-amd, ~40
+#                     s): 1 GiB leases to the probe (twice: the second
 #                     region was scrubbed after the first VM) and to L3
 #                     Linux, the probe again after Linux used the region,
 #                     every hinted byte zero; and a pool whose scrub skips
