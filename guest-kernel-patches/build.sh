@@ -21,6 +21,12 @@
 #                            working on the series inside the cache tree
 #        build.sh --print    print the output dir for the current inputs
 #                            (exit 1 if not built yet)
+#
+# ZEROSTART_KERNEL_DEV_ROOT=dir (with --dev): build dir/src/linux-<version>
+# (e.g. a `git worktree` of the cache tree) in dir/build, output in dir/out,
+# so that work on the series is not reset by a plain build.sh run at the
+# same time (make test-kernel, e2e tests). The layout keeps the relative
+# path from build dir to source the same, so ccache hits.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -100,6 +106,13 @@ if ! "${GIT[@]}" rev-parse -q --verify refs/tags/pristine >/dev/null 2>&1; then
 	rm -rf "$SRC" && mv "$SRC.tmp" "$SRC"
 fi
 
+if [ "$MODE" = --dev ] && [ -n "${ZEROSTART_KERNEL_DEV_ROOT:-}" ]; then
+	DEV_ROOT="$ZEROSTART_KERNEL_DEV_ROOT"
+	SRC="$DEV_ROOT/src/linux-$VERSION"
+	GIT=(git -C "$SRC")
+	[ -f "$SRC/Makefile" ] || die "ZEROSTART_KERNEL_DEV_ROOT: no kernel tree at $SRC (git -C <cache tree> worktree add $SRC)"
+fi
+
 # ---------------------------------------------------------------- apply series
 if [ "$MODE" != --dev ] && [ "$MODE" != --configure ]; then
 	SERIES_ID="$(sha256sum "$HERE/series" | cut -c1-16)-$HASH"
@@ -117,7 +130,7 @@ if [ "$MODE" != --dev ] && [ "$MODE" != --configure ]; then
 fi
 
 # ---------------------------------------------------------------- configure
-BUILD="$CACHE/build"
+BUILD="${DEV_ROOT:-$CACHE}/build"
 mkdir -p "$BUILD"
 export CCACHE_DIR="$CACHE/ccache" CCACHE_BASEDIR="$SRC" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=5G
 export KBUILD_BUILD_TIMESTAMP="Thu Jan  1 00:00:00 UTC 2026" KBUILD_BUILD_USER=zerostart KBUILD_BUILD_HOST=zerostart
@@ -128,13 +141,14 @@ KMAKE=(make -s -C "$SRC" O="$BUILD" CC="ccache gcc" HOSTCC="ccache gcc" -j"$JOBS
 # generated in a scratch dir; the build dir's .config is replaced only when
 # the content changes, so Kbuild stays incremental.
 configure() {
-	local variant="$1" cfg="$CACHE/cfg" tmp="$CACHE/cfg/.config"
+	local variant="$1" cfg="${DEV_ROOT:-$CACHE}/cfg"
+	local tmp="$cfg/.config"
 	mkdir -p "$cfg"
 	make -s -C "$SRC" O="$cfg" CC="ccache gcc" HOSTCC="ccache gcc" defconfig >/dev/null
 	KCONFIG_CONFIG="$tmp" "$SRC/scripts/kconfig/merge_config.sh" -m -O "$cfg" \
 		"$tmp" "$SRC/kernel/configs/kvm_guest.config" "$HERE/config/zerostart.config" >/dev/null
 	if [ "$variant" = n ]; then
-		"$SRC/scripts/config" --file "$tmp" -d ZEROSTART_PREZERO
+		"$SRC/scripts/config" --file "$tmp" -d ZEROSTART_PREZERO -d X86_CLEAR_HUGE_NT
 	fi
 	make -s -C "$SRC" O="$cfg" CC="ccache gcc" HOSTCC="ccache gcc" olddefconfig >/dev/null
 	# Every option the fragment names must have taken (merge_config only warns).
@@ -145,11 +159,11 @@ configure() {
 		"# CONFIG_"*" is not set") opt="${line#\# }"; opt="${opt%% *}"; want=n ;;
 		*) continue ;;
 		esac
-		if [ "$opt" = CONFIG_ZEROSTART_PREZERO ]; then want="$variant"; fi
-		case "$opt" in CONFIG_ZEROSTART_*)
+		case "$opt" in CONFIG_ZEROSTART_PREZERO|CONFIG_X86_CLEAR_HUGE_NT) want="$variant" ;; esac
+		case "$opt" in CONFIG_ZEROSTART_*|CONFIG_X86_CLEAR_HUGE_NT*)
 			# A tree without the series (pristine baseline) has no such options.
 			grep -q "config ${opt#CONFIG_}\$" -r "$SRC/mm/Kconfig" "$SRC/arch/x86/Kconfig" 2>/dev/null || continue
-			if [ "$variant" = n ] && [ "$opt" != CONFIG_ZEROSTART_PREZERO ]; then continue; fi ;;
+			if [ "$variant" = n ] && [ "$opt" != CONFIG_ZEROSTART_PREZERO ] && [ "$opt" != CONFIG_X86_CLEAR_HUGE_NT ]; then continue; fi ;;
 		esac
 		got="$(grep -E "^$opt=|^# $opt is not set" "$tmp" || true)"
 		case "$got" in "$opt=$want") ;; "# $opt is not set") [ "$want" = n ] || die "config: $opt is not set, fragment wants $want (check its dependencies)" ;;
@@ -173,7 +187,8 @@ build_variant() {
 }
 
 if [ "$MODE" = --dev ] || [ "$MODE" = --configure ]; then
-	OUT="$CACHE/dev"
+	OUT="${DEV_ROOT:+$DEV_ROOT/out}"
+	OUT="${OUT:-$CACHE/dev}"
 fi
 if [ "$MODE" = --configure ]; then
 	configure y

@@ -48,11 +48,35 @@ done
 if [ -n "$probe" ]; then
 	/zsprobe $(echo "$probe" | /bin/busybox tr ',' ' ')
 fi
+# zsnt=MIB,FLAGS,REPS,C1,C2,...: huge page clear benchmark (measure-nt.sh):
+# REPS rounds of "populate MIB of hugetlb (FLAGS: 2m or 1g)" once per
+# setting Ci: "off" = the normal path, else NT stores in chunks of Ci KiB
+# (0 = whole folio). Settings interleave within a round.
+# zsntdirty=1: dirty the pool pages first (zsprobe's "dirty").
+nt=/sys/module/clear_huge_nt/parameters
+case " $(/bin/busybox cat /proc/cmdline) " in *" zsntdirty=1 "*) ZSNT_DIRTY=1 ;; esac
+for a in $(/bin/busybox cat /proc/cmdline); do
+	case "$a" in
+	zsnt=*) set -- $(echo "${a#zsnt=}" | /bin/busybox tr ',' ' ')
+		mib=$1 fl=$2 reps=$3; shift 3
+		[ -d $nt ] && echo 2048 >$nt/min_kib
+		for r in $(/bin/busybox seq 1 "$reps"); do
+			for c in "$@"; do
+				if [ "$c" = off ]; then echo 0 >$nt/enable; else echo 1 >$nt/enable; echo "$c" >$nt/chunk_kib; fi
+				echo 0 >$nt/max_chunk_ns
+				f=; [ "$fl" = 1g ] && f=1g
+				out="$(/zsprobe "$mib" 0 $f ${ZSNT_DIRTY:+dirty})"
+				echo "ZSNT size=$fl chunk=$c rep=$r max_chunk_ns=$(/bin/busybox cat $nt/max_chunk_ns) $out"
+			done
+		done ;;
+	esac
+done
 # pages_skipped before bytes_verified: a skip is counted before it is verified.
-for f in pages_skipped pages_elided bytes_verified verify_failures pristine_pages pristine_pages_at_boot verify; do
+for f in pages_skipped pages_elided bytes_verified verify_failures pristine_pages pristine_pages_at_boot verify fault_batches fault_batch_misses fault_batch_pauses fault_batch_kib; do
 	f=/sys/kernel/debug/zerostart/$f
 	[ -f "$f" ] && echo "ZSDEBUGFS ${f##*/}=$(/bin/busybox cat "$f")"
 done
+[ -d $nt ] && echo "ZSNTSTAT pages=$(/bin/busybox cat $nt/pages) llc_kib=$(/bin/busybox cat $nt/llc_kib)"
 echo "ZSMEM $(/bin/busybox grep -E '^(MemTotal|MemFree|HugePages_Total):' /proc/meminfo | /bin/busybox tr -s ' ' | /bin/busybox tr '\n' ' ')"
 echo "ZSDONE"
 /bin/busybox poweroff -f
@@ -90,5 +114,5 @@ hint_loader_args() { echo "-device loader,file=$1,addr=$HINT_ADDR,force-raw=on";
 
 # kv LOG PREFIX KEY: value of KEY=... on the last line starting with PREFIX
 kv() {
-	grep -a "^$2 " "$1" | tr ' \r' '\n\n' | grep -a "^$3=" | tail -1 | cut -d= -f2
+	{ grep -a "^$2 " "$1" || true; } | tr ' \r' '\n\n' | { grep -a "^$3=" || true; } | tail -1 | cut -d= -f2
 }

@@ -7,9 +7,20 @@
 # and the memory HVO saves. One boot per cell; every number printed comes
 # from this run.
 #
-# Env: ZS_MEASURE_MEMS="1 4 16" (GiB, boot-to-init rows), ZS_MEASURE_REPS=1.
+# Env: ZS_MEASURE_MEMS="1 4 16" (GiB, boot-to-init rows), ZS_MEASURE_REPS=1,
+# ZS_MEASURE_ONLY="boot huge anon mthp sparse nt hvo" (rows to run),
+# ZS_MEASURE_OUT=dir (take bzImage and bzImage-noprezero from dir instead
+# of building the committed series; for work on the series).
 # A row is skipped when the host has less than MEM/2 + 4 GiB available
 # (the -noprezero kernel clears, i.e. touches, all hugepages).
+#
+# "4K-mapped" first touch, for both kernels alike: THP off
+# (transparent_hugepage=never, which also leaves every mTHP size off), no
+# madvise, one write per 4 KiB page. Without the series every fault maps
+# one 4 KiB page; with it, faults on pristine memory map a 64 KiB pristine
+# folio with 16 PTEs (prezero.fault_batch). Every mapping is a 4 KiB PTE.
+# Time for a full run (REPS=1, MEMS="1 4 16") on the shared 2-core host:
+# about 25 minutes; the 16 GiB rows dominate.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -19,7 +30,15 @@ TMO=900
 WORK="$ZS_CACHE/kernel/measure"
 rm -rf "$WORK" && mkdir -p "$WORK"
 install_test_deps
-OUT="$("$ROOT/guest-kernel-patches/build.sh" | tail -1)"
+ONLY=" ${ZS_MEASURE_ONLY:-boot huge anon mthp sparse nt hvo} "
+want() { [[ "$ONLY" == *" $1 "* ]]; }
+T0=$SECONDS
+if [ -n "${ZS_MEASURE_OUT:-}" ]; then
+	OUT="$ZS_MEASURE_OUT"
+else
+	OUT="$("$ROOT/guest-kernel-patches/build.sh" | tail -1)"
+fi
+[ -f "$OUT/bzImage" ] && [ -f "$OUT/bzImage-noprezero" ] || die "no bzImage and bzImage-noprezero in $OUT"
 build_initramfs "$WORK"
 
 # The hint a VMM would send for a QEMU pc guest of MEM MiB: all RAM from
@@ -48,21 +67,21 @@ deferred_ms() {
 	grep -aoE "deferred pages initialised in [0-9]+ms" "$WORK/$1.log" | grep -oE "[0-9]+" | awk '{s+=$1} END {print s+0}'
 }
 
-printf "| case | init_on_alloc | series | boot to init (s) | deferred struct-page init (ms) | hugetlb populate (ms) | 4K first touch (MiB/s) | pages skipped |\n"
-printf "|---|---|---|---|---|---|---|---|\n"
+printf "| case | init_on_alloc | series | boot to init (s) | deferred struct-page init (ms) | hugetlb populate (ms) | 4K first touch (MiB/s) | pages skipped | fault batches |\n"
+printf "|---|---|---|---|---|---|---|---|---|\n"
 row() {
 	local name="$1" label="$2" ioa="$3" series="$4"
-	printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n" "$label" "$ioa" "$series" \
+	printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$label" "$ioa" "$series" \
 		"$(field "$name" ZSINIT uptime_s)" "$(deferred_ms "$name")" \
 		"$(field "$name" ZSPROBE hugetlb_ms)" "$(field "$name" ZSPROBE anon_mib_per_s)" \
-		"$(field "$name" ZSDEBUGFS pages_skipped)"
+		"$(field "$name" ZSDEBUGFS pages_skipped)" "$(field "$name" ZSDEBUGFS fault_batches)"
 }
 
 avail_gib() { awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo; }
 
 for rep in $(seq 1 "$REPS"); do
 	for ioa in 1 0; do
-		for mem_g in $MEMS; do
+		want boot && for mem_g in $MEMS; do
 			mem=$((mem_g * 1024))
 			if [ "$mem_g" -ge 16 ] && [ "$(avail_gib)" -lt $((mem_g / 2 + 4)) ]; then
 				log "skipping the ${mem_g} GiB row: only $(avail_gib) GiB available on the host"
@@ -80,24 +99,66 @@ for rep in $(seq 1 "$REPS"); do
 		# Populate 75% of a 4 GiB guest: as hugetlb pages, then as 4K anon.
 		for k in bzImage bzImage-noprezero; do
 			s=on; [ "$k" = bzImage ] || s=off
-			n="huge-4g-ioa$ioa-$s-$rep"
-			run "$n" "$k" 4096 "init_on_alloc=$ioa hugepages=1536 zsprobe=3072,0"
-			row "$n" "4 GiB: populate 3 GiB hugetlb" "$ioa" "$s"
-			n="anon-4g-ioa$ioa-$s-$rep"
-			run "$n" "$k" 4096 "init_on_alloc=$ioa zsprobe=0,3072"
-			row "$n" "4 GiB: first touch 3 GiB 4K anon" "$ioa" "$s"
-			# Same, with 6.12's 64 KiB mTHP enabled: one fault maps 16
-			# PTEs with one set_ptes(), still 4 KiB-mapped.
-			n="mthp-4g-ioa$ioa-$s-$rep"
-			run "$n" "$k" 4096 "init_on_alloc=$ioa transparent_hugepage=never zsmthp=64 zsprobe=0,3072,thp"
-			row "$n" "4 GiB: first touch 3 GiB, 64 KiB mTHP" "$ioa" "$s"
+			if want huge; then
+				n="huge-4g-ioa$ioa-$s-$rep"
+				run "$n" "$k" 4096 "init_on_alloc=$ioa hugepages=1536 zsprobe=3072,0"
+				row "$n" "4 GiB: populate 3 GiB hugetlb" "$ioa" "$s"
+			fi
+			# 4K-mapped (see the top): THP and mTHP off, no madvise.
+			if want anon; then
+				n="anon-4g-ioa$ioa-$s-$rep"
+				run "$n" "$k" 4096 "init_on_alloc=$ioa transparent_hugepage=never zsprobe=0,3072,thp"
+				row "$n" "4 GiB: first touch 3 GiB 4K-mapped" "$ioa" "$s"
+			fi
+			# 6.12's 64 KiB mTHP enabled by the admin: one fault maps
+			# 16 PTEs with one set_ptes(), still 4 KiB-mapped.
+			if want mthp; then
+				n="mthp-4g-ioa$ioa-$s-$rep"
+				run "$n" "$k" 4096 "init_on_alloc=$ioa transparent_hugepage=never zsmthp=64 zsprobe=0,3072,thp"
+				row "$n" "4 GiB: first touch 3 GiB, 64 KiB mTHP" "$ioa" "$s"
+			fi
 		done
 	done
 done
 
+# The price of fault batching: touch 1 byte per 64 KiB of 1 GiB (after a
+# dense first touch of 1 GiB), 4K-mapped as above; RSS growth vs touched.
+if want sparse; then
+	for k in bzImage bzImage-noprezero; do
+		s=on; [ "$k" = bzImage ] || s=off
+		run "sparse-$s" "$k" 4096 "transparent_hugepage=never zsprobe=0,1024,thp,sparse"
+		printf "sparse touch, series %s: touched %s KiB (1 byte per 64 KiB of 1 GiB), RSS grew %s KiB\n" "$s" \
+			"$(field "sparse-$s" ZSPROBE sparse_touched_kib)" "$(field "sparse-$s" ZSPROBE sparse_rss_kib)"
+	done
+fi
+
+# Huge page clears with non-temporal stores (patch "x86/mm: clear huge and
+# gigantic pages with non-temporal stores"): one boot, prezero=off and
+# init_on_alloc=0 so that every fault really clears; populate 1 GiB of
+# 2 MiB pages and one 1 GiB page, REPS rounds, each round once with the
+# normal path ("off") and once per NT chunk size (KiB, 0 = whole folio).
+# ms/GiB and the longest chunk (the longest stretch without cond_resched()).
+if want nt; then
+	chunks="off,4,64,256,1024,2048,0"
+	run nt bzImage 4096 "prezero=off init_on_alloc=0 hugepagesz=1G hugepages=1 hugepagesz=2M hugepages=512 zsnt=1024,2m,$REPS,$chunks zsnt=1024,1g,$REPS,$chunks"
+	printf "\n| page size | chunk (KiB) | clear ms/GiB (each round) | median | longest chunk (us, median) |\n|---|---|---|---|---|\n"
+	for sz in 2m 1g; do
+		for c in $(echo "$chunks" | tr ',' ' '); do
+			grep -a "^ZSNT size=$sz chunk=$c " "$WORK/nt.log" | tr -d '\r' | awk -v sz="$sz" -v c="$c" '
+				{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+				  ms[n] = v["hugetlb_ms"] * 1024 / v["hugetlb_mib"]; lat[n] = v["max_chunk_ns"] / 1000; n++ }
+				function med(a, n,   i, j, t) { for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t } return a[int(n / 2)] }
+				END { if (!n) exit; s = ""; for (i = 0; i < n; i++) s = s sprintf("%.0f ", ms[i]);
+				      printf "| %s | %s | %s| %.0f | %s |\n", sz, c == "off" ? "normal path" : (c == 0 ? "whole" : c), s, med(ms, n), c == "off" ? "-" : sprintf("%.0f", med(lat, n)) }'
+		done
+	done
+fi
+
 # HVO: MemFree with hugepages=1024 on a 4 GiB guest, vmemmap optimised or not.
-for h in on off; do
-	run "hvo-$h" bzImage 4096 "hugepages=1024 hugetlb_free_vmemmap=$h"
-	printf "HVO %s: %s\n" "$h" "$(grep -a '^ZSMEM ' "$WORK/hvo-$h.log" | tr -d '\r' | tail -1)"
-done
-log "logs in $WORK"
+if want hvo; then
+	for h in on off; do
+		run "hvo-$h" bzImage 4096 "hugepages=1024 hugetlb_free_vmemmap=$h"
+		printf "HVO %s: %s\n" "$h" "$(grep -a '^ZSMEM ' "$WORK/hvo-$h.log" | tr -d '\r' | tail -1)"
+	done
+fi
+log "logs in $WORK; took $((SECONDS - T0)) s"

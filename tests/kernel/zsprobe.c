@@ -5,9 +5,20 @@
  * both, then checks that every byte it was given reads as zero (a page the
  * kernel wrongly believed pristine would show up here as a leak).
  *
- * usage: zsprobe <hugetlb MiB> <4K anon MiB> [thp]
+ * usage: zsprobe <hugetlb MiB> <4K anon MiB> [thp] [leak] [sparse] [1g]
+ *   1g: populate the hugetlb area with 1 GiB pages (default: the default
+ *   huge page size)
+ *   dirty: first fill the hugetlb area with a pattern and unmap it, so
+ *   that the timed populate gets dirty pool pages back and must clear them
  *   thp: do not MADV_NOHUGEPAGE the anon area (to let mTHP sizes the
- *   guest's /init enabled map it; it is still mapped by 4 KiB PTEs)
+ *   guest's /init enabled, or the series' fault batching, map it; it is
+ *   still mapped by 4 KiB PTEs)
+ *   leak: before the first touch, write a secret into as much anonymous
+ *   memory in a child that exits and in an area this process unmaps, so
+ *   that the first touch gets those freed pages back: not a byte of the
+ *   secret may show up
+ *   sparse: afterwards, touch one byte per 64 KiB of another area of the
+ *   same size and report how much RSS grew (the price of batching)
  * prints: "ZSPROBE key=value ..." lines parsed by the scripts in tests/kernel
  */
 #define _GNU_SOURCE
@@ -16,6 +27,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
 
 static double now(void)
 {
@@ -43,20 +56,82 @@ static unsigned long dirty_pages(const unsigned char *p, size_t len)
 	return bad;
 }
 
+static int has_flag(int argc, char **argv, const char *flag)
+{
+	int i;
+
+	for (i = 3; i < argc; i++)
+		if (!strcmp(argv[i], flag))
+			return 1;
+	return 0;
+}
+
+/* Resident pages of this process (/proc/self/statm, second field). */
+static long rss_pages(void)
+{
+	long size = -1, res = -1;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &size, &res) != 2)
+			res = -1;
+		fclose(f);
+	}
+	return res;
+}
+
+#define SECRET 0x5a
+
+/* Map len bytes of anonymous memory, fill with SECRET, unmap. */
+static int write_secret(size_t len)
+{
+	unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -1;
+	memset(p, SECRET, len);
+	return munmap(p, len);
+}
+
+/* Pages of [p, p + len) that contain a SECRET byte. */
+static unsigned long secret_pages(const unsigned char *p, size_t len)
+{
+	unsigned long bad = 0;
+	size_t i;
+
+	for (i = 0; i < len; i += 4096)
+		if (memchr(p + i, SECRET, 4096))
+			bad++;
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	size_t huge_mib = argc > 1 ? strtoul(argv[1], NULL, 0) : 0;
 	size_t anon_mib = argc > 2 ? strtoul(argv[2], NULL, 0) : 0;
-	int thp = argc > 3 && !strcmp(argv[3], "thp");
+	int thp = has_flag(argc, argv, "thp");
+	int leak = has_flag(argc, argv, "leak");
+	int sparse = has_flag(argc, argv, "sparse");
+	int huge_flags = has_flag(argc, argv, "1g") ? 30 << MAP_HUGE_SHIFT : 0;
 	double t0, t1;
 
 	if (huge_mib) {
 		size_t len = huge_mib << 20;
 		unsigned char *p;
 
+		if (has_flag(argc, argv, "dirty")) {
+			p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | huge_flags,
+				 -1, 0);
+			if (p != MAP_FAILED) {
+				memset(p, SECRET, len);
+				munmap(p, len);
+			}
+		}
 		t0 = now();
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE | huge_flags,
 			 -1, 0);
 		t1 = now();
 		if (p == MAP_FAILED) {
@@ -79,6 +154,18 @@ int main(int argc, char **argv)
 		}
 		if (!thp)
 			madvise(p, len, MADV_NOHUGEPAGE);
+		if (leak) {
+			pid_t pid = fork();
+			int st = 0;
+
+			if (pid == 0)
+				_exit(write_secret(len) ? 1 : 0);
+			if (pid < 0 || waitpid(pid, &st, 0) != pid || st ||
+			    write_secret(len)) {
+				printf("ZSPROBE leak_error=cannot_write_secret\n");
+				return 1;
+			}
+		}
 		t0 = now();
 		/* First touch by a write of the last byte of each page. */
 		for (i = 0; i < len; i += 4096)
@@ -89,8 +176,27 @@ int main(int argc, char **argv)
 			if (dirty_pages(p + i, 4096))
 				bad++;
 		}
+		if (leak)
+			printf("ZSPROBE leak_secret_pages=%lu\n", secret_pages(p, len));
 		printf("ZSPROBE anon_mib=%zu anon_ms=%.1f anon_mib_per_s=%.0f anon_dirty_pages=%lu\n",
 		       anon_mib, (t1 - t0) * 1e3, anon_mib / (t1 - t0), bad);
+		if (sparse) {
+			unsigned char *q = mmap(NULL, len, PROT_READ | PROT_WRITE,
+						MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			long r0 = rss_pages(), r1;
+
+			if (q == MAP_FAILED) {
+				printf("ZSPROBE sparse_error=mmap_failed\n");
+				return 1;
+			}
+			if (!thp)
+				madvise(q, len, MADV_NOHUGEPAGE);
+			for (i = 0; i < len; i += 64 << 10)
+				q[i] = 1;
+			r1 = rss_pages();
+			printf("ZSPROBE sparse_touched_kib=%zu sparse_rss_kib=%ld\n",
+			       (len / (64 << 10)) * 4, (r1 - r0) * 4);
+		}
 	}
 	return 0;
 }
