@@ -12,25 +12,7 @@ max=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -1)
 need=$((max * 512))
 
 cargo build --release --locked -p pool --example memready
-hp_file=/proc/sys/vm/nr_hugepages
-hp_old="$(cat "$hp_file")"
-restore() {
-  if [ "$(cat "$hp_file")" != "$hp_old" ]; then
-    echo "$hp_old" >"$hp_file" || echo "bench-pool: could not restore $hp_file to $hp_old" >&2
-  fi
-}
-trap restore EXIT
-free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
-if [ "$free" -lt "$need" ]; then
-  if [ "$(id -u)" != 0 ]; then
-    echo "bench-pool: need $need free 2M hugepages ($free free); run as root to reserve them" >&2
-    exit 1
-  fi
-  echo $((hp_old + need - free)) >"$hp_file"
-  free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
-  if [ "$free" -lt "$need" ]; then
-    echo "bench-pool: could only reserve $free of $need 2M hugepages" >&2
-    exit 1
-  fi
-fi
+# shellcheck source=../lib/hugepages.sh
+source "$root/tests/lib/hugepages.sh"
+hugepages_reserve 2048 "$need"
 "${CARGO_TARGET_DIR:-$root/target}/release/examples/memready" "$sizes" "$reps"

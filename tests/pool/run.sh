@@ -4,7 +4,7 @@
 # SIGKILL and must be scrubbed by the next daemon).
 #
 # Needs root for the hugetlb part: 2M pages are added through
-# /proc/sys/vm/nr_hugepages and the old value is put back on exit, and a
+# tests/lib/hugepages.sh, which gives them back however the script ends, and a
 # private hugetlbfs is mounted and unmounted again. Without root only the
 # 4K tests run (with a note).
 set -euo pipefail
@@ -19,32 +19,26 @@ if [ "$(id -u)" != 0 ]; then
   exit 0
 fi
 
-hp_file=/proc/sys/vm/nr_hugepages
-hp_old="$(cat "$hp_file")"
+# shellcheck source=../lib/hugepages.sh
+source "$root/tests/lib/hugepages.sh"
 mnt="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-pool-hugetlbfs.XXXXXX")"
+work=
+pool_pid=
+stop_pool() { if [ -n "$pool_pid" ]; then kill "$pool_pid" 2>/dev/null || true; wait "$pool_pid" 2>/dev/null || true; pool_pid=; fi; }
 cleanup() {
+  stop_pool
+  [ -z "$work" ] || rm -rf "$work"
   if mountpoint -q "$mnt"; then
     rm -f "$mnt"/zerostart-pool-* || true
     umount "$mnt" || echo "test-pool: could not unmount $mnt" >&2
   fi
   rmdir "$mnt" 2>/dev/null || true
-  if [ "$(cat "$hp_file")" != "$hp_old" ]; then
-    echo "$hp_old" >"$hp_file" || echo "test-pool: could not restore $hp_file to $hp_old" >&2
-  fi
 }
-trap cleanup EXIT
+# Runs before the hugepages this script added are given back.
+hugepages_on_exit cleanup
 
 # Tests run in parallel, each with up to two pools of 3 x 8 MiB.
-need=192
-free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
-if [ "$free" -lt "$need" ]; then
-  echo $((hp_old + need - free)) >"$hp_file"
-  free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
-  if [ "$free" -lt "$need" ]; then
-    echo "test-pool: could only reserve $free of $need 2M hugepages" >&2
-    exit 1
-  fi
-fi
+hugepages_reserve 2048 192
 mount -t hugetlbfs -o pagesize=2M,mode=0700 none "$mnt"
 
 ZEROSTART_POOL_TEST_PAGE=2M ZEROSTART_POOL_TEST_HUGETLBFS="$mnt" \
@@ -67,9 +61,6 @@ if ! "$Z" pool --help >/dev/null 2>&1; then
 fi
 bash tests/probe/build.sh
 work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-test-pool.XXXXXX")"
-pool_pid=
-stop_pool() { if [ -n "$pool_pid" ]; then kill "$pool_pid" 2>/dev/null || true; wait "$pool_pid" 2>/dev/null || true; pool_pid=; fi; }
-trap 'stop_pool; rm -rf "$work"; cleanup' EXIT
 for page in 4K 2M; do
   hp=$([ "$page" = 2M ] && echo "hugepages=on," || true)
   "$Z" pool serve --socket "$work/pool.sock" --size 256M --region-size 128M --page "$page" --verify 2>"$work/pool.log" &

@@ -17,19 +17,16 @@ reps="${2:-3}"
 [ -f "$K" ] || { echo "vm-bench: $K missing; run make probe" >&2; exit 1; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-vm-bench.XXXXXX")"
-hp_file=/proc/sys/vm/nr_hugepages
-hp_old="$(cat "$hp_file")"
 pool_pid=
 cleanup() {
-  [ -n "$pool_pid" ] && kill "$pool_pid" 2>/dev/null && wait "$pool_pid" 2>/dev/null || true
-  [ "$(cat "$hp_file")" != "$hp_old" ] && echo "$hp_old" >"$hp_file"
+  if [ -n "$pool_pid" ]; then kill "$pool_pid" 2>/dev/null || true; wait "$pool_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
-trap cleanup EXIT
+# shellcheck source=../lib/hugepages.sh
+source "$root/tests/lib/hugepages.sh"
+hugepages_on_exit cleanup
 max=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -1)
-need=$((max * 512))
-free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
-[ "$free" -lt "$need" ] && echo $((hp_old + need - free)) >"$hp_file"
+hugepages_reserve 2048 $((max * 512))
 
 boot() { # label gib memory-opts
   local tl="$work/tl.json"
