@@ -15,6 +15,8 @@ help:
 	@echo "make demo   - boot a 4 GiB pre-zeroed VM with zerostart and print its boot timeline"
 	@echo "make test   - everything: $(TEST_TARGETS)"
 	@echo "make test-fast | bench | $(filter-out test-fast,$(TEST_TARGETS))"
+	@echo "other targets (see the comment at the top of each mk/*.mk):"
+	@sed -n 's/^\.PHONY: *//p' mk/*.mk | tr ' ' '\n' | grep -v '^test-' | sort -u | tr '\n' ' ' | fold -s -w 78 | sed 's/^/  /'; echo
 
 deps:
 	@bash ci/install-deps.sh
