@@ -144,7 +144,7 @@ if want nt; then
 	printf "\n| page size | chunk (KiB) | clear ms/GiB (each round) | median | longest chunk (us, median) |\n|---|---|---|---|---|\n"
 	for sz in 2m 1g; do
 		for c in $(echo "$chunks" | tr ',' ' '); do
-			grep -a "^ZSNT size=$sz chunk=$c " "$WORK/nt.log" | tr -d '\r' | awk -v sz="$sz" -v c="$c" '
+			grep -a "^ZSNT size=$sz chunk=$c " "$WORK/nt.log" | tr -d '\r' | awk -v sz="$sz" -v c="$c" 'BEGIN { n = 0 }
 				{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 				  ms[n] = v["hugetlb_ms"] * 1024 / v["hugetlb_mib"]; lat[n] = v["max_chunk_ns"] / 1000; n++ }
 				function med(a, n,   i, j, t) { for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t } return a[int(n / 2)] }
