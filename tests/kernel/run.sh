@@ -214,8 +214,21 @@ batch_counters() {
 	fi
 }
 if want batch; then
-	boot_case batch skip "transparent_hugepage=never zsprobe=0,256,thp,sparse" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
+	boot_case batch skip "transparent_hugepage=never zsprobe=0,256,thp,sparse,refuse" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
 	batch_counters batch
+	# VMAs that forbid large folios must not be batched: 64 MiB touched
+	# with MADV_NOHUGEPAGE, and after prctl(PR_SET_THP_DISABLE), against
+	# 64 MiB touched plainly (1024 batches); a few batches from other
+	# processes at the same time are tolerated.
+	pl="$(kv "$WORK/boot-batch.log" ZSPROBE refuse_plain_batches)"
+	ma="$(kv "$WORK/boot-batch.log" ZSPROBE refuse_madv_batches)"
+	pr="$(kv "$WORK/boot-batch.log" ZSPROBE refuse_prctl_batches)"
+	if [ "${pl:-0}" -ge 512 ] && [ "${ma:-999}" -ge 0 ] && [ "${ma:-999}" -lt 16 ] &&
+		[ "${pr:-999}" -ge 0 ] && [ "${pr:-999}" -lt 16 ]; then
+		pass "batch: 64 MiB touched: $pl batches plain, $ma with MADV_NOHUGEPAGE, $pr after PR_SET_THP_DISABLE"
+	else
+		fail "batch: refusal: plain=${pl:-missing} (want >= 512) madvise=${ma:-missing} prctl=${pr:-missing} (want < 16)"
+	fi
 	t="$(kv "$WORK/boot-batch.log" ZSPROBE sparse_touched_kib)"
 	r="$(kv "$WORK/boot-batch.log" ZSPROBE sparse_rss_kib)"
 	log "batch: sparse touch (1 byte per 64 KiB): ${t:-?} KiB touched, RSS grew ${r:-?} KiB"

@@ -19,6 +19,10 @@
  *   secret may show up
  *   sparse: afterwards, touch one byte per 64 KiB of another area of the
  *   same size and report how much RSS grew (the price of batching)
+ *   refuse: afterwards, first-touch 64 MiB with MADV_NOHUGEPAGE, then
+ *   64 MiB after prctl(PR_SET_THP_DISABLE), and report how many fault
+ *   batches (debugfs zerostart/fault_batches) each caused: batching must
+ *   respect both
  * prints: "ZSPROBE key=value ..." lines parsed by the scripts in tests/kernel
  */
 #define _GNU_SOURCE
@@ -26,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
@@ -81,6 +86,40 @@ static long rss_pages(void)
 }
 
 #define SECRET 0x5a
+
+/* debugfs zerostart/fault_batches, or -1. */
+static long fault_batches(void)
+{
+	long v = -1;
+	FILE *f = fopen("/sys/kernel/debug/zerostart/fault_batches", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+/* Fault batches caused by first-touching 64 MiB (after madvise if asked). */
+static long batches_for_touch(int advice)
+{
+	size_t len = 64 << 20, i;
+	unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	long b0;
+
+	if (p == MAP_FAILED)
+		return -1;
+	if (advice)
+		madvise(p, len, advice);
+	b0 = fault_batches();
+	for (i = 0; i < len; i += 4096)
+		p[i] = 1;
+	b0 = fault_batches() - b0;
+	munmap(p, len);
+	return b0;
+}
 
 /* Map len bytes of anonymous memory, fill with SECRET, unmap. */
 static int write_secret(size_t len)
@@ -197,6 +236,14 @@ int main(int argc, char **argv)
 			printf("ZSPROBE sparse_touched_kib=%zu sparse_rss_kib=%ld\n",
 			       (len / (64 << 10)) * 4, (r1 - r0) * 4);
 		}
+	}
+	if (has_flag(argc, argv, "refuse")) {
+		long madv = batches_for_touch(MADV_NOHUGEPAGE), plain, pr;
+
+		plain = batches_for_touch(0);
+		pr = prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) ? -1 : batches_for_touch(0);
+		printf("ZSPROBE refuse_plain_batches=%ld refuse_madv_batches=%ld refuse_prctl_batches=%ld\n",
+		       plain, madv, pr);
 	}
 	return 0;
 }
