@@ -89,7 +89,11 @@ for rep in $(seq 1 "$REPS"); do
 			fi
 			hp=$((mem / 2 / 2))
 			[ "$mem_g" = 1 ] && hp=0
-			for k in bzImage bzImage-noprezero; do
+			# Alternate which kernel boots first, so that neither
+			# always gets the warmer host.
+			order="bzImage bzImage-noprezero"
+			[ $((rep % 2)) = 0 ] && order="bzImage-noprezero bzImage"
+			for k in $order; do
 				s=on; [ "$k" = bzImage ] || s=off
 				n="boot-${mem_g}g-ioa$ioa-$s-$rep"
 				run "$n" "$k" "$mem" "init_on_alloc=$ioa hugepages=$hp"
