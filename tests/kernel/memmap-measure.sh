@@ -7,7 +7,7 @@
 # setup_data page, the top 64 MiB below 4 GiB and the PCI hole), init_on_alloc=1,
 # hugepages=50% of RAM (none at 1 GiB), and prints per boot: boot to init,
 # deferred struct-page init (padata), struct pages not cleared, and, for an
-# image built with the measurement-only timestamps of memmap.md (line
+# image built with tests/kernel/memmap-timing.diff applied (line
 # "zsmm-timing kcycles: ..."), the serial early steps in TSC kcycles
 # (TCG's rdtsc reads the host TSC, or with icount counts instructions;
 # printk time is 0 before tsc_init()).
