@@ -12,7 +12,7 @@
 # (TCG's rdtsc reads the host TSC, or with icount counts instructions;
 # printk time is 0 before tsc_init()).
 # Env: ZS_MM_MEMS="1 4 16" (GiB), ZS_MM_REPS=3, ZS_MM_APPEND (extra args),
-#      ZS_MM_WORK (logs; default $ZEROSTART_CACHE/kernel/build-memmap-measure).
+#      ZS_MM_WORK (logs; default $ZEROSTART_CACHE/kernel/memmap-measure).
 set -uo pipefail   # no -e: a missing log line must not end the run
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -20,7 +20,7 @@ IMAGES="${ZS_MM_IMAGES:?set ZS_MM_IMAGES=\"name=/path/bzImage ...\"}"
 MEMS="${ZS_MM_MEMS:-1 4 16}"
 REPS="${ZS_MM_REPS:-3}"
 SMP="${ZS_MM_SMP:-2}"
-WORK="${ZS_MM_WORK:-$ZS_CACHE/kernel/build-memmap-measure}"
+WORK="${ZS_MM_WORK:-$ZS_CACHE/kernel/memmap-measure}"
 # ZS_MM_ICOUNT=1: -icount shift=0 (single-threaded TCG): the guest clock and
 # TSC count executed instructions (1 ns each), so the numbers measure guest
 # work and do not depend on the load of the shared host. Without it: wall
