@@ -62,6 +62,24 @@ if [ "$MODE" = build ] && [ -f "$OUT/bzImage" ] && [ -f "$OUT/bzImage-noprezero"
 	echo "$OUT"; exit 0
 fi
 
+# One builder at a time on the shared tree and build dir: test-kernel,
+# test-e2e and test-fwboot all call this script, and two of them applying
+# the series or running Kbuild in one O= dir at once corrupt each other's
+# work. A --dev build in its own ZEROSTART_KERNEL_DEV_ROOT needs no lock.
+mkdir -p "$CACHE"
+if [ "$MODE" != --dev ] || [ -z "${ZEROSTART_KERNEL_DEV_ROOT:-}" ]; then
+	exec 9>"$CACHE/.build.lock"
+	if ! flock -n 9; then
+		log "waiting for another kernel build (lock $CACHE/.build.lock)"
+		flock 9
+	fi
+	# The other builder may have built exactly these inputs meanwhile.
+	if [ "$MODE" = build ] && [ -f "$OUT/bzImage" ] && [ -f "$OUT/bzImage-noprezero" ]; then
+		log "up to date"
+		echo "$OUT"; exit 0
+	fi
+fi
+
 # ---------------------------------------------------------------- host tools
 need=()
 for p in ccache flex bison bc libelf-dev libssl-dev build-essential xz-utils git perl; do
