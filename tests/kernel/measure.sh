@@ -10,7 +10,17 @@
 # Env: ZS_MEASURE_MEMS="1 4 16" (GiB, boot-to-init rows), ZS_MEASURE_REPS=1,
 # ZS_MEASURE_ONLY="boot huge anon mthp sparse nt hvo" (rows to run),
 # ZS_MEASURE_OUT=dir (take bzImage and bzImage-noprezero from dir instead
-# of building the committed series; for work on the series).
+# of building the committed series; for work on the series),
+# ZS_MEASURE_WORK=dir (logs; default $ZEROSTART_CACHE/kernel/measure),
+# ZS_MEASURE_ON_ARGS="..." (extra kernel arguments for the "on" boots only,
+# e.g. prezero.fault_batch=0, to find where a difference comes from).
+# ZS_MEASURE_ICOUNT=1: boot with `-icount shift=0,sleep=off` (single-threaded
+# TCG): the guest clock counts executed guest instructions (1 ns each) and
+# jumps over idle time to the next timer, so /proc/uptime and printk times
+# are deterministic (repeat boots agree to well under 1%) and independent
+# of host load. Times printed are then "10^9 guest instructions (icount)",
+# a measure of guest work, not of time on real hardware: report them next
+# to a wall-clock run (the default mode), never instead of it.
 # A row is skipped when the host has less than MEM/2 + 4 GiB available
 # (the -noprezero kernel clears, i.e. touches, all hugepages).
 #
@@ -27,7 +37,15 @@ set -euo pipefail
 MEMS="${ZS_MEASURE_MEMS:-1 4 16}"
 REPS="${ZS_MEASURE_REPS:-1}"
 TMO=900
-WORK="$ZS_CACHE/kernel/measure"
+ICOUNT=()
+CLOCK="s"
+if [ "${ZS_MEASURE_ICOUNT:-0}" = 1 ]; then
+	export ZS_TCG_THREAD=single
+	ICOUNT=(-icount shift=0,sleep=off)
+	CLOCK="10^9 guest instructions, icount"
+	TMO=2400
+fi
+WORK="${ZS_MEASURE_WORK:-$ZS_CACHE/kernel/measure}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 install_test_deps
 ONLY=" ${ZS_MEASURE_ONLY:-boot huge anon mthp sparse nt hvo} "
@@ -55,24 +73,29 @@ hint_ranges() {
 # run NAME KERNEL(bzImage|bzImage-noprezero) MEM_MIB APPEND
 run() {
 	local name="$1" kern="$2" mem="$3" append="$4" logf
+	[ "$kern" = bzImage ] && append="$append ${ZS_MEASURE_ON_ARGS:-}"
 	make_hinted_image "$WORK" "$name" "$OUT/$kern" "$(hint_ranges "$mem")"
 	logf="$WORK/$name.log"
 	qemu_boot "$logf" "$TMO" "$mem" "$WORK/$name.bzImage" "$append" \
-		-initrd "$WORK/initrd.cpio.gz" $(hint_loader_args "$WORK/$name.blob") || true
+		-initrd "$WORK/initrd.cpio.gz" $(hint_loader_args "$WORK/$name.blob") "${ICOUNT[@]}" || true
 	grep -aq "^ZSDONE" "$logf" || log "$name: did not finish, see $logf"
 }
 
 field() { kv "$WORK/$1.log" "$2" "$3"; }
+# printk time (s, microseconds) of the first kernel log line matching ERE
+ptime() {
+	{ grep -aE "^\[ *[0-9]+\.[0-9]+\] .*$2" "$WORK/$1.log" || true; } | head -1 | sed -E 's/^\[ *([0-9.]+)\].*/\1/'
+}
 deferred_ms() {
 	grep -aoE "deferred pages initialised in [0-9]+ms" "$WORK/$1.log" | grep -oE "[0-9]+" | awk '{s+=$1} END {print s+0}'
 }
 
-printf "| case | init_on_alloc | series | boot to init (s) | deferred struct-page init (ms) | hugetlb populate (ms) | 4K first touch (MiB/s) | pages skipped | fault batches |\n"
-printf "|---|---|---|---|---|---|---|---|---|\n"
+printf "| case | init_on_alloc | series | boot to init (%s) | Run /init (printk) | init mark (printk) | deferred struct-page init (ms) | hugetlb populate (ms) | 4K first touch (MiB/s) | pages skipped | fault batches |\n" "$CLOCK"
+printf "|---|---|---|---|---|---|---|---|---|---|---|\n"
 row() {
 	local name="$1" label="$2" ioa="$3" series="$4"
-	printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$label" "$ioa" "$series" \
-		"$(field "$name" ZSINIT uptime_s)" "$(deferred_ms "$name")" \
+	printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$label" "$ioa" "$series" \
+		"$(field "$name" ZSINIT uptime_s)" "$(ptime "$name" "Run /init as init")" "$(ptime "$name" "zsinit: mark")" "$(deferred_ms "$name")" \
 		"$(field "$name" ZSPROBE hugetlb_ms)" "$(field "$name" ZSPROBE anon_mib_per_s)" \
 		"$(field "$name" ZSDEBUGFS pages_skipped)" "$(field "$name" ZSDEBUGFS fault_batches)"
 }
