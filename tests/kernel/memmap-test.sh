@@ -6,7 +6,8 @@
 #            their clear, every one verified zero (prezero.verify=1), no
 #            WARNING, and the probe must find user memory zero;
 #   planted  same hint, but 256 KiB of 0xa5 planted (QEMU -device loader)
-#            inside the memmap's backing that the honest boot reported: the
+#            inside the memmap's backing that the honest boot reported (struct
+#            pages of ZONE_NORMAL, initialised by deferred init): the
 #            hint lies there. Verify must catch it (WARNING naming a pfn,
 #            "N not zero" with N > 0), clear those struct pages, and boot on;
 #   off      prezero.memmap=off: nothing skipped;
@@ -89,8 +90,10 @@ if want planted; then
 		fail "planted: needs the memmap range from the honest boot"
 	else
 		read -r lo hi <<<"$RANGE"
-		# 256 KiB of 0xa5 in the middle of the memmap's backing: 4096 struct pages.
-		at=$(( (lo + (hi - lo) / 2) & ~0xfff ))
+		# 256 KiB of 0xa5, 8 MiB below the end of the memmap's backing: 4096
+		# struct pages of ZONE_NORMAL (memmap sections are laid out in pfn
+		# order), which deferred struct-page init initialises.
+		at=$(( (hi - (8 << 20)) & ~0xfff ))
 		python3 -c 'import sys; sys.stdout.buffer.write(b"\xa5" * (256 << 10))' >"$WORK/pattern.bin"
 		if boot planted "$WORK/hinted.bzImage" "" $(hint_loader_args "$WORK/hinted.blob") \
 			-device "loader,file=$WORK/pattern.bin,addr=$at,force-raw=on"; then
