@@ -28,7 +28,8 @@ TMO="${ZEROSTART_KERNEL_TEST_TIMEOUT:-600}"
 ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint batch leak nt efi} "
 want() { [[ "$ONLY" == *" $1 "* ]]; }
 MEM_MIB=2048
-WORK="$ZS_CACHE/kernel/test-run"
+# ZS_TEST_WORK=dir: logs and scratch (default $ZEROSTART_CACHE/kernel/test-run).
+WORK="${ZS_TEST_WORK:-$ZS_CACHE/kernel/test-run}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
@@ -105,9 +106,15 @@ RAM_END=$((MEM_MIB << 20))
 # tables near the top).
 GOOD="$((16 << 20)):$((HINT_ADDR - (16 << 20))),$((HINT_ADDR + 4096)):$((RAM_END - 64 * (1 << 20) - HINT_ADDR - 4096))"
 # Lying about what the boot path wrote: from 1 MiB to the end of RAM, i.e.
-# over the compressed and decompressed kernel, the initrd and the hint
-# itself. The kernel must remove all of that on its own.
-COVER="$((1 << 20)):$((RAM_END - (1 << 20)))"
+# over the compressed and decompressed kernel, the initrd (QEMU puts it at
+# the top of RAM) and the hint itself. The kernel must remove all of that on
+# its own. Left out: [RAM_END - 64 MiB, RAM_END - 4 MiB), where SeaBIOS and
+# QEMU write data before the kernel starts (~108 KiB 16 MiB below the top
+# here, see guest-kernel-patches/memmap.md "Finding"); the kernel cannot know
+# of firmware writes, the ABI makes leaving them out the producer's job, and
+# the boot data this case is about lies outside that window.
+COVER_FW_LO=$((RAM_END - (64 << 20))) COVER_FW_HI=$((RAM_END - (4 << 20)))
+COVER="$((1 << 20)):$((COVER_FW_LO - (1 << 20))),$COVER_FW_HI:$((RAM_END - COVER_FW_HI))"
 PROBE="zsprobe=256,64"
 COMMON="hugepages=128 prezero.verify=1 init_on_alloc=1 $PROBE"
 
@@ -173,9 +180,12 @@ if want good; then
 	expect_line good "zerostart: tracking [0-9]+ pristine pages"
 fi
 if want cover; then
+	# The case's point needs the initrd inside the hint's top range.
+	[ "$(stat -c %s "$WORK/initrd.cpio.gz")" -lt $((3 << 20)) ] ||
+		fail "cover: the initrd is over 3 MiB, so it may not lie in the hint's top 4 MiB"
 	make_hinted_image "$WORK" cover "$IMG" "$COVER"
 	boot_case cover skip "" "$WORK/cover.bzImage" $(hint_loader_args "$WORK/cover.blob")
-	expect_line cover "zerostart: hint from setup_data: 1 ranges"
+	expect_line cover "zerostart: hint from setup_data: 2 ranges"
 fi
 if want corrupt; then
 	make_hinted_image "$WORK" corrupt "$IMG" "$GOOD" --corrupt
