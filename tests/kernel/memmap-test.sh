@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Boot tests for "mm: skip zeroing pristine struct pages"
-# (guest-kernel-patches/memmap.md), in QEMU TCG like run.sh:
+# (guest-kernel-patches/evaluated/memmap.md), in QEMU TCG like run.sh:
 #   honest   4 GiB guest, the hint a VMM sends (measure.sh's): memblock puts
 #            the memmap above 4 GiB, in hinted memory; struct pages must skip
 #            their clear, every one verified zero (prezero.verify=1), no
