@@ -115,6 +115,39 @@ make_hinted_image() {
 
 hint_loader_args() { echo "-device loader,file=$1,addr=$HINT_ADDR,force-raw=on"; }
 
+# honest_hint_ranges MEM_MIB: the hint a VMM would send for a QEMU pc guest
+# of MEM_MIB: all RAM from 16 MiB up, minus the setup_data page, the top
+# 64 MiB below the low RAM end (initrd, ACPI, SeaBIOS write there before the
+# kernel runs) and the PCI hole; all RAM above 4 GiB.
+honest_hint_ranges() {
+	local mem=$(( $1 << 20 )) low high=0 r
+	if [ "$mem" -ge $((0xe0000000)) ]; then low=$((0xc0000000)); high=$((mem - low)); else low=$mem; fi
+	r="$((16 << 20)):$((HINT_ADDR - (16 << 20))),$((HINT_ADDR + 4096)):$((low - (64 << 20) - HINT_ADDR - 4096))"
+	[ "$high" -gt 0 ] && r="$r,$((1 << 32)):$high"
+	echo "$r"
+}
+
+# Case bookkeeping of the test scripts: `want NAME` is true when NAME is in
+# $ONLY (" a b c "), fail/pass report one line and count failures.
+fails=0
+want() { [[ "$ONLY" == *" $1 "* ]]; }
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+pass() { echo "ok: $*" >&2; }
+
+# kernel_image: $ZEROSTART_KERNEL_IMAGE (an image built elsewhere, e.g. by
+# build.sh --dev while working on the series) or the series' bzImage (built
+# if needed); dies if there is none.
+kernel_image() {
+	local img
+	if [ -n "${ZEROSTART_KERNEL_IMAGE:-}" ]; then
+		img="$ZEROSTART_KERNEL_IMAGE"
+	else
+		img="$("$ROOT/guest-kernel-patches/build.sh" | tail -1)/bzImage"
+	fi
+	[ -f "$img" ] || die "no kernel image at $img"
+	echo "$img"
+}
+
 # kv LOG PREFIX KEY: value of KEY=... on the last line starting with PREFIX
 kv() {
 	{ grep -a "^$2 " "$1" || true; } | tr ' \r' '\n\n' | { grep -a "^$3=" || true; } | tail -1 | cut -d= -f2

@@ -49,7 +49,6 @@ WORK="${ZS_MEASURE_WORK:-$ZS_CACHE/kernel/measure}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 install_test_deps
 ONLY=" ${ZS_MEASURE_ONLY:-boot huge anon mthp sparse nt hvo} "
-want() { [[ "$ONLY" == *" $1 "* ]]; }
 T0=$SECONDS
 if [ -n "${ZS_MEASURE_OUT:-}" ]; then
 	OUT="$ZS_MEASURE_OUT"
@@ -59,22 +58,11 @@ fi
 [ -f "$OUT/bzImage" ] && [ -f "$OUT/bzImage-noprezero" ] || die "no bzImage and bzImage-noprezero in $OUT"
 build_initramfs "$WORK"
 
-# The hint a VMM would send for a QEMU pc guest of MEM MiB: all RAM from
-# 16 MiB up, minus the setup_data page, the top 64 MiB below 4 GiB (initrd,
-# ACPI, SeaBIOS) and the PCI hole.
-hint_ranges() {
-	local mem=$(( $1 << 20 )) low high=0 r
-	if [ "$mem" -ge $((0xe0000000)) ]; then low=$((0xc0000000)); high=$((mem - low)); else low=$mem; fi
-	r="$((16 << 20)):$((HINT_ADDR - (16 << 20))),$((HINT_ADDR + 4096)):$((low - (64 << 20) - HINT_ADDR - 4096))"
-	[ "$high" -gt 0 ] && r="$r,$((1 << 32)):$high"
-	echo "$r"
-}
-
 # run NAME KERNEL(bzImage|bzImage-noprezero) MEM_MIB APPEND
 run() {
 	local name="$1" kern="$2" mem="$3" append="$4" logf
 	[ "$kern" = bzImage ] && append="$append ${ZS_MEASURE_ON_ARGS:-}"
-	make_hinted_image "$WORK" "$name" "$OUT/$kern" "$(hint_ranges "$mem")"
+	make_hinted_image "$WORK" "$name" "$OUT/$kern" "$(honest_hint_ranges "$mem")"
 	logf="$WORK/$name.log"
 	qemu_boot "$logf" "$TMO" "$mem" "$WORK/$name.bzImage" "$append" \
 		-initrd "$WORK/initrd.cpio.gz" $(hint_loader_args "$WORK/$name.blob") "${ICOUNT[@]}" || true

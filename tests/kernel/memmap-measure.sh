@@ -40,14 +40,6 @@ if [ "${ZS_MM_INITCALLS:-0}" = 1 ]; then
 	ZS_MM_APPEND="initcall_debug ${ZS_MM_APPEND:-}"
 fi
 
-hint_ranges() {
-	local mem=$(( $1 << 20 )) low high=0 r
-	if [ "$mem" -ge $((0xe0000000)) ]; then low=$((0xc0000000)); high=$((mem - low)); else low=$mem; fi
-	r="$((16 << 20)):$((HINT_ADDR - (16 << 20))),$((HINT_ADDR + 4096)):$((low - (64 << 20) - HINT_ADDR - 4096))"
-	[ "$high" -gt 0 ] && r="$r,$((1 << 32)):$high"
-	echo "$r"
-}
-
 printf "| image | GiB | rep | boot to init (s) | deferred init (ms) | struct pages not cleared | early steps (host kcycles) | slowest initcalls (ms) |\n|---|---|---|---|---|---|---|---|\n"
 for rep in $(seq 1 "$REPS"); do
 	for mem_g in $MEMS; do
@@ -56,7 +48,7 @@ for rep in $(seq 1 "$REPS"); do
 			name="${spec%%=*}" img="${spec#*=}" extra=""
 			case "$img" in *,*) extra="$(echo "${img#*,}" | tr ',' ' ')"; img="${img%%,*}" ;; esac
 			n="$name-${mem_g}g-$rep"
-			make_hinted_image "$WORK" "$n" "$img" "$(hint_ranges "$mem")"
+			make_hinted_image "$WORK" "$n" "$img" "$(honest_hint_ranges "$mem")"
 			logf="$WORK/$n.log"
 			ZS_TCG_THREAD="$THREAD" qemu_boot "$logf" 900 "$mem" "$WORK/$n.bzImage" \
 				"init_on_alloc=1 hugepages=$hp $extra ${ZS_MM_APPEND:-}" \

@@ -20,29 +20,17 @@ export ZS_TCG_THREAD="${ZS_TCG_THREAD:-single}"
 
 TMO="${ZEROSTART_KERNEL_TEST_TIMEOUT:-900}"
 ONLY=" ${ZS_TEST_ONLY:-honest planted off nohint} "
-want() { [[ "$ONLY" == *" $1 "* ]]; }
 MEM_MIB=4096
 WORK="$ZS_CACHE/kernel/memmap-test"
 rm -rf "$WORK" && mkdir -p "$WORK"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-pass() { echo "ok: $*" >&2; }
 
 install_test_deps
-if [ -n "${ZEROSTART_KERNEL_IMAGE:-}" ]; then
-	IMG="$ZEROSTART_KERNEL_IMAGE"
-else
-	IMG="$("$ROOT/guest-kernel-patches/build.sh" | tail -1)/bzImage"
-fi
-[ -f "$IMG" ] || die "no kernel image at $IMG"
+IMG="$(kernel_image)"
 log "kernel: $IMG"
 build_initramfs "$WORK"
 
-# measure.sh's honest hint for a 4 GiB pc guest: RAM from 16 MiB, minus the
-# setup_data page, the top 64 MiB below 3 GiB (initrd, ACPI, SeaBIOS) and
-# the PCI hole; all of the 1 GiB above 4 GiB.
-LOW=$((0xc0000000))
-HINT="$((16 << 20)):$((HINT_ADDR - (16 << 20))),$((HINT_ADDR + 4096)):$((LOW - (64 << 20) - HINT_ADDR - 4096)),$((1 << 32)):$(((MEM_MIB << 20) - LOW))"
+# measure.sh's honest hint for a 4 GiB pc guest.
+HINT="$(honest_hint_ranges "$MEM_MIB")"
 make_hinted_image "$WORK" hinted "$IMG" "$HINT"
 APPEND="nokaslr prezero.verify=1 init_on_alloc=1 hugepages=256 zsprobe=256,64"
 

@@ -26,14 +26,10 @@ export ZS_TCG_THREAD="${ZS_TCG_THREAD:-single}"
 TMO="${ZEROSTART_KERNEL_TEST_TIMEOUT:-600}"
 # ZS_TEST_ONLY="kunit good ..." runs a subset (names as in the boot cases).
 ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint batch leak nt efi} "
-want() { [[ "$ONLY" == *" $1 "* ]]; }
 MEM_MIB=2048
 # ZS_TEST_WORK=dir: logs and scratch (default $ZEROSTART_CACHE/kernel/test-run).
 WORK="${ZS_TEST_WORK:-$ZS_CACHE/kernel/test-run}"
 rm -rf "$WORK" && mkdir -p "$WORK"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-pass() { echo "ok: $*" >&2; }
 
 install_test_deps
 
@@ -65,12 +61,7 @@ check_copy zshint_errors.h
 # ---------------------------------------------------------------- 2. build
 # ZEROSTART_KERNEL_IMAGE=path tests an image built elsewhere (e.g. by
 # build.sh --dev while working on the series) instead of the series' build.
-if [ -n "${ZEROSTART_KERNEL_IMAGE:-}" ]; then
-	IMG="$ZEROSTART_KERNEL_IMAGE"
-else
-	IMG="$("$ROOT/guest-kernel-patches/build.sh" | tail -1)/bzImage"
-fi
-[ -f "$IMG" ] || die "no kernel image at $IMG"
+IMG="$(kernel_image)"
 log "kernel: $IMG"
 build_initramfs "$WORK"
 
