@@ -7,15 +7,14 @@ whole suite into a test that cannot fail. These feed it synthetic L2
 consoles. Run: python3 tests/nested-host/test_run.py
 """
 
-import queue
 import sys
-import time
 import unittest
 from pathlib import Path
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run  # noqa: E402
+from fakes import FakeConsole  # noqa: E402
 
 run.print = lambda *a, **k: None  # the harness's progress lines are noise here
 
@@ -25,23 +24,6 @@ PASS_LINE = ("ZSINIT: PASS hint=valid ranges=3 hinted_bytes=4234989568 zero_chec
 TIMELINE = ('{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_ms":3400.0},'
             '{"name":"first_kvm_run","t_ms":3600.0},{"name":"init_started","t_ms":8800.0},'
             '{"name":"test_done","t_ms":9400.0},{"name":"exit","t_ms":9500.0}],"memory_bytes":4294967296}')
-
-
-class FakeConsole:
-    """Console stand-in: yields scripted lines, then times out (or EOF)."""
-
-    def __init__(self, lines, eof=True):
-        self.q = queue.Queue()
-        for ln in lines:
-            self.q.put(ln)
-        if eof:
-            self.q.put(None)
-
-    def next(self, deadline):
-        try:
-            return self.q.get(timeout=max(0.0, min(deadline - time.monotonic(), 0.2)))
-        except queue.Empty:
-            raise TimeoutError from None
 
 
 def sc(name="s", **kw):

@@ -10,7 +10,6 @@ synthetic L2 consoles. Run: python3 tests/pool/test_nested_bench.py
 
 import importlib.util
 import json
-import queue
 import sys
 import time
 import unittest
@@ -22,6 +21,8 @@ spec = importlib.util.spec_from_file_location("nested_bench", HERE / "nested-ben
 nb = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(nb)
 nb.print = lambda *a, **k: None  # progress lines are noise here
+sys.path.insert(0, str(HERE.parent / "nested-host"))
+from fakes import FakeConsole  # noqa: E402
 
 GIB = 1 << 30
 PROBE_PASS = ("ZSPROBE: PASS hint=valid ranges=1 hinted_bytes=1072283648 zero_bytes=1072283648 "
@@ -44,23 +45,6 @@ def timeline(method: str, linux: bool = False) -> str:
 def sample(method: str, verdict: str, guest: str = "probe", rc: int = 0) -> str:
     return (f"ZSPOOL-SAMPLE size_gib=1 method={method} rep=1 guest={guest} rc={rc} wall_ms=900 "
             f"attempts=1 verdict={verdict}")
-
-
-class FakeConsole:
-    def __init__(self, lines, eof=True):
-        self.q = queue.Queue()
-        for ln in lines:
-            self.q.put(ln)
-        if eof:
-            self.q.put(None)
-
-    def next(self, deadline):
-        if time.monotonic() > deadline:
-            raise TimeoutError
-        try:
-            return self.q.get_nowait()
-        except queue.Empty:
-            raise TimeoutError from None
 
 
 def drive(lines, eof=True, patched=False):
