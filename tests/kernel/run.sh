@@ -104,13 +104,13 @@ RAM_END=$((MEM_MIB << 20))
 # Honest: what a VMM would send, minus what QEMU and SeaBIOS wrote (the
 # compressed kernel at 1 MiB, the setup_data page, the initrd and firmware
 # tables near the top).
-GOOD="$((16 << 20)):$((HINT_ADDR - (16 << 20))),$((HINT_ADDR + 4096)):$((RAM_END - 64 * (1 << 20) - HINT_ADDR - 4096))"
+GOOD="$(honest_hint_ranges "$MEM_MIB")"
 # Lying about what the boot path wrote: from 1 MiB to the end of RAM, i.e.
 # over the compressed and decompressed kernel, the initrd (QEMU puts it at
 # the top of RAM) and the hint itself. The kernel must remove all of that on
 # its own. Left out: [RAM_END - 64 MiB, RAM_END - 4 MiB), where SeaBIOS and
 # QEMU write data before the kernel starts (~108 KiB 16 MiB below the top
-# here, see guest-kernel-patches/memmap.md "Finding"); the kernel cannot know
+# here, see guest-kernel-patches/evaluated/memmap.md "Finding"); the kernel cannot know
 # of firmware writes, the ABI makes leaving them out the producer's job, and
 # the boot data this case is about lies outside that window.
 COVER_FW_LO=$((RAM_END - (64 << 20))) COVER_FW_HI=$((RAM_END - (4 << 20)))

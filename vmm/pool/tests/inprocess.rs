@@ -66,7 +66,7 @@ fn lease_dropped_while_mapped_stays_leased() {
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED,
             std::os::fd::AsRawFd::as_raw_fd(&l.fd()),
-            0,
+            l.offset() as libc::off_t,
         )
     };
     assert_ne!(p, libc::MAP_FAILED);
