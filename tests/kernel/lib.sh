@@ -40,6 +40,9 @@ echo "ZSINIT uptime_s=$up"
 # The same point with printk's microseconds (uptime has 10 ms steps): the
 # kernel stamps this line; measure.sh reads it as "init mark".
 /bin/busybox mount -t devtmpfs dev /dev 2>/dev/null && echo "zsinit: mark" >/dev/kmsg
+# Clears the boot skipped, before any probe adds its own.
+f=/sys/kernel/debug/zerostart/pages_skipped
+[ -f $f ] && echo "ZSBOOT pages_skipped=$(/bin/busybox cat $f)"
 probe=""
 for a in $(/bin/busybox cat /proc/cmdline); do
 	case "$a" in
