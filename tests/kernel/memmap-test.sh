@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Boot tests for "mm: skip zeroing pristine struct pages"
-# (guest-kernel-patches/evaluated/memmap.md), in QEMU TCG like run.sh:
+# Boot tests for series file 0006, "mm: skip clearing pristine struct pages
+# in deferred init" (guest-kernel-patches/memmap.md), in QEMU TCG like
+# run.sh; part of `make test-kernel`:
 #   honest   4 GiB guest, the hint a VMM sends (measure.sh's): memblock puts
 #            the memmap above 4 GiB, in hinted memory; struct pages must skip
 #            their clear, every one verified zero (prezero.verify=1), no

@@ -110,7 +110,7 @@ GOOD="$(honest_hint_ranges "$MEM_MIB")"
 # the top of RAM) and the hint itself. The kernel must remove all of that on
 # its own. Left out: [RAM_END - 64 MiB, RAM_END - 4 MiB), where SeaBIOS and
 # QEMU write data before the kernel starts (~108 KiB 16 MiB below the top
-# here, see guest-kernel-patches/evaluated/memmap.md "Finding"); the kernel cannot know
+# here, see guest-kernel-patches/memmap.md "Finding"); the kernel cannot know
 # of firmware writes, the ABI makes leaving them out the producer's job, and
 # the boot data this case is about lies outside that window.
 COVER_FW_LO=$((RAM_END - (64 << 20))) COVER_FW_HI=$((RAM_END - (4 << 20)))
