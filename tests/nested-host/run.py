@@ -67,6 +67,7 @@ class Scenario:
     note: str = ""
     vmm_args: str = ""  # extra zerostart arguments (test-only corruption switches)
     expect_nonzero: bool = False  # a planted non-zero byte must be found
+    expect_exit: str = ""  # text zerostart's exit line must contain, e.g. "exit=acpi poweroff"
 
     def memory_opts(self) -> str:
         """zerostart --memory after size=; ZSE2E_HUGEPAGES=off is for debugging VMM builds without them."""
@@ -111,6 +112,12 @@ def e2e_scenarios(l3: str) -> list[Scenario]:
                      note="zerostart plants a byte inside a hinted range: a kernel that trusts the hint "
                           "skips clearing it, and the guest's sweep of most free memory must see it")]
           if l3 == "patched" else []),
+        Scenario("zs-acpi-off-poweroff-1g", "zerostart", l3, 1024, "auto", "valid",
+                 guest_args=guest_args(1024) + " zsinit.halt=poweroff i8042.noaux i8042.nomux i8042.nopnp"
+                                               " i8042.dumbkbd",
+                 vmm_args="--acpi off", expect_exit="exit=halted: every vCPU stopped with interrupts off",
+                 note="without ACPI, Linux's poweroff halts every CPU with interrupts off: zerostart must "
+                      "notice and end the VM (exit code 0) instead of waiting forever"),
         Scenario("qemu-baseline-4g", "qemu", l3, 4096, "off", "absent", guest_args=guest_args(4096),
                  note="QEMU microvm inside L2 on the same kernel: the baseline VMM"),
     ]
@@ -196,6 +203,9 @@ def judge(r: Result) -> None:
             r.failures.append(f"the kernel skipped {skipped} page clears without a valid hint")
         if "prezero.verify=1" in sc.guest_args and int(v.get("kernel_bytes_verified", "0")) <= 0:
             r.failures.append("prezero.verify=1 but the kernel verified no bytes")
+    if sc.expect_exit and not any(sc.expect_exit in ln for ln in r.vmm_lines):
+        exits = [ln.strip() for ln in r.vmm_lines if "exit=" in ln]
+        r.failures.append(f"expected zerostart to end with '{sc.expect_exit}', got {exits or 'no exit line'}")
     if sc.vmm == "zerostart":
         if r.timeline_json is None:
             r.failures.append("no timeline JSON from zerostart")

@@ -117,6 +117,13 @@ class Judge(unittest.TestCase):
         self.assertEqual(res[0].failures, [])
         self.assertEqual(res[0].retries, ["Oops: boom"])
 
+    def test_expected_exit_reason(self):
+        want = "exit=halted: every vCPU stopped with interrupts off"
+        res, _ = self.drive(sc(expect_exit=want), console_for("s", extra=["VMM| zerostart: exit=i8042 reset code=0"]))
+        self.assertTrue(any("expected zerostart to end with" in f and "i8042 reset" in f for f in res[0].failures))
+        res, _ = self.drive(sc(expect_exit=want), console_for("s", extra=[f"VMM| zerostart: {want} code=0"]))
+        self.assertEqual(res[0].failures, [])
+
     def test_vmm_exit_code_fails(self):
         res, _ = self.drive(sc(), console_for("s", rc=1))
         self.assertIn("VMM exited 1", res[0].failures)

@@ -16,7 +16,7 @@ mod tty;
 mod vcpu;
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -82,6 +82,7 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
 
     let (tx, rx) = mpsc::channel();
     let mut threads = Vec::new();
+    let watch = Arc::new(vcpu::HaltWatch::new(vm.vcpus.len()));
     for (index, fd) in vm.vcpus.into_iter().enumerate() {
         let v = Vcpu {
             index: index as u8,
@@ -91,6 +92,7 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
             stop: vm.stop.clone(),
             first_run: vm.first_run.clone(),
             unmapped: vm.unmapped.clone(),
+            watch: watch.clone(),
         };
         threads.push(v.spawn().context("starting a vCPU thread")?);
     }
@@ -99,12 +101,36 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
         devices::SerialDevice::spawn_stdin_thread(stdin);
     }
 
+    // Every HALT_ROUND, ask the vCPUs whether they can still run; two
+    // rounds in a row of "all halted with interrupts off" end the VM (see
+    // vcpu::HaltWatch). A kick costs a vCPU one KVM_RUN exit per round.
+    const HALT_ROUND: Duration = Duration::from_millis(500);
+    let mut round = 0;
+    let mut round_at = Instant::now();
+    let mut stuck_rounds = 0;
     let event = loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(ev) => break ev,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if let Some(sig) = vcpu::terminate_requested() {
                     break VmEvent::Signal(sig);
+                }
+                if round_at.elapsed() >= HALT_ROUND {
+                    if round > 0 {
+                        stuck_rounds = if watch.stuck(round) {
+                            stuck_rounds + 1
+                        } else {
+                            0
+                        };
+                        if stuck_rounds >= 2 {
+                            break VmEvent::Poweroff(
+                                "halted: every vCPU stopped with interrupts off",
+                            );
+                        }
+                    }
+                    round = watch.ask();
+                    round_at = Instant::now();
+                    vcpu::kick_all(&threads);
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {

@@ -8,7 +8,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use devices::{ExitRequest, PioBus};
-use kvm_bindings::{KVM_SYSTEM_EVENT_CRASH, KVM_SYSTEM_EVENT_RESET, KVM_SYSTEM_EVENT_SHUTDOWN};
+use kvm_bindings::{
+    KVM_MP_STATE_HALTED, KVM_MP_STATE_INIT_RECEIVED, KVM_MP_STATE_UNINITIALIZED,
+    KVM_SYSTEM_EVENT_CRASH, KVM_SYSTEM_EVENT_RESET, KVM_SYSTEM_EVENT_SHUTDOWN,
+};
 use kvm_ioctls::{VcpuExit, VcpuFd};
 
 /// Why the VM stopped.
@@ -83,6 +86,98 @@ pub fn terminate_requested() -> Option<i32> {
     }
 }
 
+/// What a vCPU said when the [`HaltWatch`] last asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VcpuState {
+    /// Runnable, or halted with interrupts on (a device or timer wakes it).
+    Running = 1,
+    /// Halted with interrupts off: only an NMI, INIT or SMI could wake it,
+    /// and nothing but another vCPU could send one.
+    HaltedIrqsOff = 2,
+    /// Waiting for INIT/SIPI: a secondary vCPU the guest never started.
+    NotStarted = 3,
+}
+
+/// Notices a guest that can never run again: every vCPU halted with
+/// interrupts off, or never started. That is how Linux powers off without
+/// ACPI (`--acpi off`, or a kernel built without it) and how a bare-metal
+/// test ends with `cli; hlt`. With the in-kernel irqchip KVM handles HLT
+/// itself and no exit reaches the VMM, so without this zerostart would
+/// wait forever.
+///
+/// The main thread opens a round now and then ([`HaltWatch::ask`]) and
+/// kicks every vCPU thread out of KVM_RUN; each answers from its own
+/// thread (KVM_GET_MP_STATE and RFLAGS.IF), then goes back into KVM_RUN.
+/// A thread that misses a kick simply does not answer, and a round without
+/// every answer decides nothing, so the watch can only err on the side of
+/// waiting.
+pub struct HaltWatch {
+    round: AtomicU64,
+    /// Per vCPU: `round << 8 | VcpuState`, 0 before the first answer.
+    answers: Vec<AtomicU64>,
+}
+
+impl HaltWatch {
+    /// A watch over `vcpus` vCPUs, no round open.
+    pub fn new(vcpus: usize) -> Self {
+        HaltWatch {
+            round: AtomicU64::new(0),
+            answers: (0..vcpus).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Opens a new round and returns its number; kick the vCPU threads
+    /// after this so that they answer.
+    pub fn ask(&self) -> u64 {
+        self.round.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Records vCPU `index`'s answer for the open round, unless it has
+    /// already answered it.
+    pub fn answer_with(&self, index: usize, state: impl FnOnce() -> VcpuState) {
+        let round = self.round.load(Ordering::Acquire);
+        let Some(slot) = self.answers.get(index) else {
+            return;
+        };
+        if round == 0 || slot.load(Ordering::Acquire) >> 8 >= round {
+            return;
+        }
+        slot.store(round << 8 | state() as u64, Ordering::Release);
+    }
+
+    /// True if every vCPU answered `round` and none can run again: at
+    /// least one halted with interrupts off and the rest so, or never
+    /// started.
+    pub fn stuck(&self, round: u64) -> bool {
+        let mut halted = false;
+        for slot in &self.answers {
+            let a = slot.load(Ordering::Acquire);
+            if a >> 8 != round {
+                return false;
+            }
+            match a & 0xff {
+                x if x == VcpuState::HaltedIrqsOff as u64 => halted = true,
+                x if x == VcpuState::NotStarted as u64 => {}
+                _ => return false,
+            }
+        }
+        halted
+    }
+}
+
+/// This vCPU's state, read from its own thread between two KVM_RUNs.
+fn vcpu_state(fd: &VcpuFd) -> VcpuState {
+    const RFLAGS_IF: u64 = 1 << 9;
+    match fd.get_mp_state().map(|m| m.mp_state) {
+        Ok(KVM_MP_STATE_HALTED) => match fd.get_regs() {
+            Ok(r) if r.rflags & RFLAGS_IF == 0 => VcpuState::HaltedIrqsOff,
+            _ => VcpuState::Running,
+        },
+        Ok(KVM_MP_STATE_UNINITIALIZED | KVM_MP_STATE_INIT_RECEIVED) => VcpuState::NotStarted,
+        _ => VcpuState::Running,
+    }
+}
+
 /// Everything a vCPU thread needs.
 pub struct Vcpu {
     /// vCPU index (= APIC id).
@@ -99,6 +194,8 @@ pub struct Vcpu {
     pub first_run: Arc<OnceLock<Instant>>,
     /// Port writes no device claimed (guests probe legacy ports).
     pub unmapped: Arc<AtomicU64>,
+    /// Asks, now and then, whether this vCPU can still run.
+    pub watch: Arc<HaltWatch>,
 }
 
 impl Vcpu {
@@ -117,6 +214,9 @@ impl Vcpu {
             if self.index == 0 {
                 self.first_run.get_or_init(Instant::now);
             }
+            let fd = &self.fd;
+            self.watch
+                .answer_with(self.index as usize, || vcpu_state(fd));
             let ev = match self.fd.run() {
                 Ok(exit) => match exit {
                     VcpuExit::IoOut(port, data) => match self.bus.write(port, data) {
@@ -203,6 +303,16 @@ impl Vcpu {
     }
 }
 
+/// Kicks every vCPU thread out of KVM_RUN once (the thread goes back in
+/// after looking at its flags).
+pub fn kick_all(threads: &[JoinHandle<()>]) {
+    use std::os::unix::thread::JoinHandleExt;
+    for t in threads.iter().filter(|t| !t.is_finished()) {
+        // SAFETY: the handle is a live, joinable thread we own.
+        unsafe { libc::pthread_kill(t.as_pthread_t(), kick_signal()) };
+    }
+}
+
 /// Stops all vCPU threads: sets `stop`, then signals each thread until it
 /// has left KVM_RUN (re-sending covers a signal that lands just before a
 /// thread enters KVM_RUN). Gives up on a thread after `timeout`.
@@ -224,4 +334,83 @@ pub fn stop_all(stop: &AtomicBool, threads: Vec<JoinHandle<()>>, timeout: Durati
         }
     }
     stuck
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HaltWatch, VcpuState};
+
+    /// Answers `states` for the open round, one per vCPU.
+    fn answer(w: &HaltWatch, states: &[VcpuState]) {
+        for (i, s) in states.iter().enumerate() {
+            w.answer_with(i, || *s);
+        }
+    }
+
+    #[test]
+    fn no_round_no_verdict() {
+        let w = HaltWatch::new(2);
+        answer(&w, &[VcpuState::HaltedIrqsOff, VcpuState::HaltedIrqsOff]);
+        assert!(!w.stuck(0), "answers before any round must not count");
+    }
+
+    #[test]
+    fn all_halted_or_never_started_is_stuck() {
+        let w = HaltWatch::new(3);
+        let r = w.ask();
+        answer(
+            &w,
+            &[
+                VcpuState::HaltedIrqsOff,
+                VcpuState::NotStarted,
+                VcpuState::HaltedIrqsOff,
+            ],
+        );
+        assert!(w.stuck(r));
+    }
+
+    #[test]
+    fn one_running_vcpu_keeps_the_vm() {
+        let w = HaltWatch::new(2);
+        let r = w.ask();
+        answer(&w, &[VcpuState::HaltedIrqsOff, VcpuState::Running]);
+        assert!(!w.stuck(r));
+    }
+
+    #[test]
+    fn nobody_halted_is_not_stuck() {
+        // Secondary vCPUs waiting for SIPI while the boot vCPU runs.
+        let w = HaltWatch::new(2);
+        let r = w.ask();
+        answer(&w, &[VcpuState::Running, VcpuState::NotStarted]);
+        assert!(!w.stuck(r));
+        // Only vCPUs that were never started: nothing halted, no verdict.
+        let w = HaltWatch::new(1);
+        let r = w.ask();
+        answer(&w, &[VcpuState::NotStarted]);
+        assert!(!w.stuck(r));
+    }
+
+    #[test]
+    fn a_missing_answer_decides_nothing() {
+        // A vCPU thread that missed its kick has not answered this round:
+        // its answer from the round before must not count.
+        let w = HaltWatch::new(2);
+        let r1 = w.ask();
+        answer(&w, &[VcpuState::HaltedIrqsOff, VcpuState::HaltedIrqsOff]);
+        assert!(w.stuck(r1));
+        let r2 = w.ask();
+        w.answer_with(0, || VcpuState::HaltedIrqsOff);
+        assert!(!w.stuck(r2));
+    }
+
+    #[test]
+    fn one_answer_per_round() {
+        let w = HaltWatch::new(1);
+        let r = w.ask();
+        w.answer_with(0, || VcpuState::HaltedIrqsOff);
+        w.answer_with(0, || panic!("asked twice in one round"));
+        assert!(w.stuck(r));
+        w.answer_with(7, || panic!("no such vCPU"));
+    }
 }

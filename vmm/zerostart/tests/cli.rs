@@ -279,6 +279,37 @@ fn acpi_poweroff_ends_the_vm() {
     assert!(err.contains("exit=i8042 reset"), "{err}");
 }
 
+/// `cli; hlt`: the guest can never run again (how Linux powers off
+/// without ACPI). With the in-kernel irqchip no exit reaches the VMM, so
+/// only the halt watch can end the run; it must, with exit code 0, within
+/// a few seconds, with and without ACPI tables, and with a second vCPU the
+/// guest never started. (Before the watch, this test hung.)
+#[test]
+fn halt_with_interrupts_off_ends_the_vm() {
+    if !have_kvm() {
+        eprintln!("skipped: /dev/kvm not available");
+        return;
+    }
+    let k = bzimage_64(&[0xfa, 0xf4, 0xeb, 0xfc]); // cli; hlt; jmp hlt
+    for extra in [&[][..], &["--acpi", "off"][..], &["--cpus", "boot=2"][..]] {
+        let mut args = vec!["--memory", "size=64M"];
+        args.extend_from_slice(extra);
+        let t0 = std::time::Instant::now();
+        let out = run_with(k.path(), &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(
+            err.contains("exit=halted: every vCPU stopped with interrupts off code=0"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "{args:?}: took {:?}",
+            t0.elapsed()
+        );
+    }
+}
+
 /// `int3` with the boot IDT (one non-present entry): #GP, #DF, triple
 /// fault on hardware KVM; this development host's software KVM cannot
 /// emulate the delivery and reports an internal error instead. Either way
