@@ -303,28 +303,32 @@ impl Vcpu {
     }
 }
 
-/// Kicks every vCPU thread out of KVM_RUN once (the thread goes back in
-/// after looking at its flags).
-pub fn kick_all(threads: &[JoinHandle<()>]) {
+/// Kicks one vCPU thread out of KVM_RUN (a no-op for a thread that has
+/// ended).
+fn kick(t: &JoinHandle<()>) {
     use std::os::unix::thread::JoinHandleExt;
-    for t in threads.iter().filter(|t| !t.is_finished()) {
+    if !t.is_finished() {
         // SAFETY: the handle is a live, joinable thread we own.
         unsafe { libc::pthread_kill(t.as_pthread_t(), kick_signal()) };
     }
+}
+
+/// Kicks every vCPU thread out of KVM_RUN once (the thread goes back in
+/// after looking at its flags).
+pub fn kick_all(threads: &[JoinHandle<()>]) {
+    threads.iter().for_each(kick);
 }
 
 /// Stops all vCPU threads: sets `stop`, then signals each thread until it
 /// has left KVM_RUN (re-sending covers a signal that lands just before a
 /// thread enters KVM_RUN). Gives up on a thread after `timeout`.
 pub fn stop_all(stop: &AtomicBool, threads: Vec<JoinHandle<()>>, timeout: Duration) -> usize {
-    use std::os::unix::thread::JoinHandleExt;
     stop.store(true, Ordering::Release);
     let deadline = Instant::now() + timeout;
     let mut stuck = 0;
     for t in threads {
         while !t.is_finished() && Instant::now() < deadline {
-            // SAFETY: the handle is a live, joinable thread we own.
-            unsafe { libc::pthread_kill(t.as_pthread_t(), kick_signal()) };
+            kick(&t);
             std::thread::sleep(Duration::from_millis(2));
         }
         if t.is_finished() {
@@ -347,6 +351,14 @@ mod tests {
         }
     }
 
+    /// The verdict on one round of a fresh watch whose vCPUs answer `states`.
+    fn stuck_after(states: &[VcpuState]) -> bool {
+        let w = HaltWatch::new(states.len());
+        let r = w.ask();
+        answer(&w, states);
+        w.stuck(r)
+    }
+
     #[test]
     fn no_round_no_verdict() {
         let w = HaltWatch::new(2);
@@ -356,39 +368,23 @@ mod tests {
 
     #[test]
     fn all_halted_or_never_started_is_stuck() {
-        let w = HaltWatch::new(3);
-        let r = w.ask();
-        answer(
-            &w,
-            &[
-                VcpuState::HaltedIrqsOff,
-                VcpuState::NotStarted,
-                VcpuState::HaltedIrqsOff,
-            ],
-        );
-        assert!(w.stuck(r));
+        use VcpuState::*;
+        assert!(stuck_after(&[HaltedIrqsOff, NotStarted, HaltedIrqsOff]));
     }
 
     #[test]
     fn one_running_vcpu_keeps_the_vm() {
-        let w = HaltWatch::new(2);
-        let r = w.ask();
-        answer(&w, &[VcpuState::HaltedIrqsOff, VcpuState::Running]);
-        assert!(!w.stuck(r));
+        use VcpuState::*;
+        assert!(!stuck_after(&[HaltedIrqsOff, Running]));
     }
 
     #[test]
     fn nobody_halted_is_not_stuck() {
+        use VcpuState::*;
         // Secondary vCPUs waiting for SIPI while the boot vCPU runs.
-        let w = HaltWatch::new(2);
-        let r = w.ask();
-        answer(&w, &[VcpuState::Running, VcpuState::NotStarted]);
-        assert!(!w.stuck(r));
+        assert!(!stuck_after(&[Running, NotStarted]));
         // Only vCPUs that were never started: nothing halted, no verdict.
-        let w = HaltWatch::new(1);
-        let r = w.ask();
-        answer(&w, &[VcpuState::NotStarted]);
-        assert!(!w.stuck(r));
+        assert!(!stuck_after(&[NotStarted]));
     }
 
     #[test]
