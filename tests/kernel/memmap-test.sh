@@ -33,7 +33,7 @@ build_initramfs "$WORK"
 # measure.sh's honest hint for a 4 GiB pc guest.
 HINT="$(honest_hint_ranges "$MEM_MIB")"
 make_hinted_image "$WORK" hinted "$IMG" "$HINT"
-APPEND="nokaslr prezero.verify=1 init_on_alloc=1 hugepages=256 zsprobe=256,64"
+APPEND="nokaslr prezero.verify=2 init_on_alloc=1 hugepages=256 zsprobe=256,64"
 
 # boot NAME IMAGE APPEND-EXTRA [qemu args]: boots, checks the common part.
 boot() {
@@ -49,6 +49,9 @@ boot() {
 	done
 	v="$(kv "$logf" ZSDEBUGFS verify_failures)"
 	[ "${v:-x}" = 0 ] || fail "$name: page verify_failures=${v:-missing}"
+	# prezero.verify=2: pages still marked pristine were scanned too.
+	v="$(grep -ac 'marked pristine but is not zero' "$logf" || true)"
+	[ "$v" = 0 ] || fail "$name: $v page(s) marked pristine but not zero (scan)"
 	return 0
 }
 # Numbers from "memmap: N struct pages initialised without clearing ..., F not zero"

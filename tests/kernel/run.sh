@@ -6,15 +6,23 @@
 #     must be present and ok;
 #  4. boot tests with the hint delivered as real setup_data (see mkhint.py):
 #     honest hint, hint covering kernel+initrd+setup_data, corrupted hint,
-#     scrub request, no hint, prezero=off; all with prezero.verify=1. Pass:
-#     no WARNING, no verify failure, no non-zero byte in memory handed to
-#     user space, skipped clears > 0 exactly when a good hint is in effect,
-#     and one warning line naming the error for a bad hint;
+#     scrub request, no hint, prezero=off; all with prezero.verify=2 (every
+#     skipped clear checked, and every page still marked pristine scanned
+#     after memblock_discard() and at late_initcall). Pass: no WARNING, no
+#     verify or scan failure, no non-zero byte in memory handed to user
+#     space, skipped clears > 0 exactly when a good hint is in effect (and
+#     then both scans ran), and one warning line naming the error for a bad
+#     hint;
+#  4b. "memblock": memblock.reserved one entry short of full when memory is
+#     released (prezero.test_fill_reserved), so that its array is doubled
+#     into hinted memory: no page may be left marked pristine; "scanctl":
+#     pages written after they were marked must all be reported (the
+#     negative control of the verify and scan checks);
 #  5. firmware boot ("efi"): zerostart's OVMF (firmware/build.sh, cached)
 #     reads the hint from fw_cfg, claims its ranges as EfiLoaderData and
 #     publishes them in the EFI configuration table; the kernel boots through
 #     its EFI stub and must take the hint from that table (same pass
-#     criteria as "good", with prezero.verify=1).
+#     criteria as "good", with prezero.verify=2).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # Correctness boots run single-threaded TCG: with thread=multi about 1 boot
@@ -25,7 +33,7 @@ export ZS_TCG_THREAD="${ZS_TCG_THREAD:-single}"
 
 TMO="${ZEROSTART_KERNEL_TEST_TIMEOUT:-600}"
 # ZS_TEST_ONLY="kunit good ..." runs a subset (names as in the boot cases).
-ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint batch leak pool nt efi} "
+ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint memblock scanctl batch leak pool nt efi} "
 MEM_MIB=2048
 # ZS_TEST_WORK=dir: logs and scratch (default $ZEROSTART_CACHE/kernel/test-run).
 WORK="${ZS_TEST_WORK:-$ZS_CACHE/kernel/test-run}"
@@ -67,11 +75,13 @@ build_initramfs "$WORK"
 
 # ---------------------------------------------------------------- 3. KUnit
 SUITES=(zerostart_hint zerostart_pristine clear_huge_nt)
-# The struct-page patch brings its own suite: required once `series` lists it.
-if grep -l "^+++ b/mm/zerostart_memmap_test.c" $(sed -n 's|^patches/|'"$ROOT"'/guest-kernel-patches/patches/|p' \
-	"$ROOT/guest-kernel-patches/series") >/dev/null 2>&1; then
-	SUITES+=(zerostart_memmap)
-fi
+# Patches that bring their own suite: required once `series` lists them.
+series_adds() {
+	grep -l "^+++ b/$1\$" $(sed -n 's|^patches/|'"$ROOT"'/guest-kernel-patches/patches/|p' \
+		"$ROOT/guest-kernel-patches/series") >/dev/null 2>&1
+}
+series_adds mm/zerostart_memmap_test.c && SUITES+=(zerostart_memmap)
+series_adds mm/zerostart_memblock_test.c && SUITES+=(zerostart_memblock)
 if ! want kunit; then
 	:
 elif qemu_boot "$WORK/kunit.log" "$TMO" "$MEM_MIB" "$IMG" \
@@ -116,7 +126,7 @@ GOOD="$(honest_hint_ranges "$MEM_MIB")"
 COVER_FW_LO=$((RAM_END - (64 << 20))) COVER_FW_HI=$((RAM_END - (4 << 20)))
 COVER="$((1 << 20)):$((COVER_FW_LO - (1 << 20))),$COVER_FW_HI:$((RAM_END - COVER_FW_HI))"
 PROBE="zsprobe=256,64"
-COMMON="hugepages=128 prezero.verify=1 init_on_alloc=1 $PROBE"
+COMMON="hugepages=128 prezero.verify=2 init_on_alloc=1 $PROBE"
 
 # boot_case NAME EXPECT(skip|noskip|any) APPEND-EXTRA IMAGE [qemu args...]
 # ("any": verify mode is off in the case, so skips cannot be checked here)
@@ -138,6 +148,7 @@ boot_case() {
 	verified="$(kv "$logf" ZSDEBUGFS bytes_verified)"
 	verified=$(( ${verified:-0} / 4096 ))
 	[ "$expect" = any ] || [ "${failed:-x}" = 0 ] || fail "$name: verify_failures=${failed:-missing}"
+	scan_check "$name" "$expect" "$extra"
 	for k in hugetlb_dirty_pages anon_dirty_pages; do
 		# A case whose probe populates no hugetlb memory has no such key.
 		[ "$k" = hugetlb_dirty_pages ] && ! grep -aq "^ZSPROBE hugetlb_" "$logf" && continue
@@ -161,6 +172,27 @@ boot_case() {
 			fail "$name: skipped=$skipped but no good hint was in effect"
 		fi ;;
 	esac
+}
+
+# scan_check NAME EXPECT EXTRA: in any boot, no line reports a marked page
+# that is not zero; with the scans on (the last prezero.verify= is 2 or
+# scan) and a hint in effect (EXPECT skip or any), both scans of the pages
+# still marked pristine ran and found every one zero.
+scan_check() {
+	local logf="$WORK/boot-$1.log" n bad level
+	bad="$(grep -ac 'marked pristine but is not zero' "$logf" || true)"
+	[ "$bad" = 0 ] || fail "$1: $bad page(s) marked pristine but not zero: $(grep -a 'marked pristine but is not zero' "$logf" | head -2 | tr -d '\r' | tr '\n' ';')"
+	[ "$2" != noskip ] || return 0
+	level="$(echo " $COMMON $3 " | tr ' ' '\n' | sed -n 's/^prezero.verify=//p' | tail -1)"
+	case "$level" in 2|scan) ;; *) return 0 ;; esac
+	for at in memblock_discard late_initcall; do
+		n="$({ grep -aE "zerostart: scan at $at: [0-9]+ pages marked pristine, 0 of them not zero" "$logf" || true; } | tr -d '\r' | sed -E 's/.*: ([0-9]+) pages.*/\1/' | tail -1)"
+		if [ -n "$n" ] && [ "$n" -gt 0 ]; then
+			log "$1: scan at $at: $n marked pages read zero"
+		else
+			fail "$1: no clean scan at $at (prezero.verify=2): $({ grep -a "scan at $at" "$logf" || true; } | tr -d '\r' | head -1)"
+		fi
+	done
 }
 
 # expect_line NAME REGEX: the boot log has exactly one line matching REGEX
@@ -205,6 +237,46 @@ if want nohint; then
 	boot_case nohint noskip "" "$IMG"
 fi
 
+# Allocations from memblock after the pristine snapshot (the memblock false
+# zero): memblock.reserved one entry short of full when memblock_free_all()
+# starts, and memblock's allocation limit lowered into hinted memory, so
+# that memmap_init_reserved_pages() doubles the array into memory the hint
+# covers (memblock=debug prints the doubling). The array is freed with
+# memblock_free_late() at memblock_discard(); the scan right after, and the
+# one at late_initcall, must find no page marked pristine that is not zero.
+# Before the fix (snapshot at the start of memblock_free_all(), KEEP on
+# every early free) the first scan reported the array's pages.
+if want memblock; then
+	boot_case memblock skip "prezero.test_fill_reserved=1 memblock=debug" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
+	expect_line memblock "zerostart: test: memblock.reserved filled to [0-9]+ of [0-9]+ entries"
+	if grep -aqE "memblock: reserved is doubled to [0-9]+ at" "$WORK/boot-memblock.log"; then
+		pass "memblock: $(grep -aE 'memblock: reserved is doubled to' "$WORK/boot-memblock.log" | head -1 | sed 's/^\[[^]]*\] //' | tr -d '\r')"
+	else
+		fail "memblock: memblock.reserved was not doubled: the case did not exercise the path"
+	fi
+fi
+
+# Negative control of the checks above: the kernel writes one byte into 16
+# pages right after marking them pristine (prezero.test_dirty_pristine);
+# verify mode and the scans must report all 16 (verify_failures=16, each
+# with its pfn), the scans at least one of them.
+if want scanctl; then
+	logf="$WORK/boot-scanctl.log"
+	if qemu_boot "$logf" "$TMO" "$MEM_MIB" "$WORK/good.bzImage" \
+		"$COMMON prezero.test_dirty_pristine=16" -initrd "$WORK/initrd.cpio.gz" $(hint_loader_args "$WORK/good.blob"); then
+		f="$(kv "$logf" ZSDEBUGFS verify_failures)"
+		s="$(kv "$logf" ZSDEBUGFS scan_failures)"
+		w="$(grep -ac 'zerostart: test: wrote into 16 pages marked pristine' "$logf" || true)"
+		if [ "$w" = 1 ] && [ "${f:-x}" = 16 ] && [ "${s:-0}" -ge 1 ]; then
+			pass "scanctl: 16 planted pages, verify_failures=16 ($s found by the scans)"
+		else
+			fail "scanctl: planted=$w verify_failures=${f:-missing} scan_failures=${s:-missing}: the checks do not see planted bytes"
+		fi
+	else
+		fail "scanctl: boot timed out"
+	fi
+fi
+
 # Fault batching (patch "map pristine memory in batches"): with THP and
 # every mTHP size off, first-touch 256 MiB of anonymous memory without
 # MADV_NOHUGEPAGE: faults must map pristine 64 KiB folios (fault_batches >
@@ -247,10 +319,11 @@ fi
 # anonymous memory and exits, the probe writes it into 256 MiB more and
 # unmaps it, then first-touches 256 MiB in a batch-eligible area: the freed
 # pages come back, are not pristine, and must be cleared. Verify mode is
-# off so that only the kernel's own logic stands between the secret and
-# user space.
+# off (prezero.verify=scan: only the boot-time scans of the marks, which
+# run before the probe) so that only the kernel's own logic stands between
+# the secret and user space.
 if want leak; then
-	boot_case leak any "transparent_hugepage=never prezero.verify=0 zsprobe=0,256,thp,leak" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
+	boot_case leak any "transparent_hugepage=never prezero.verify=scan zsprobe=0,256,thp,leak" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
 	batch_counters leak
 	# The freed pages must really have come back through the batch path.
 	m="$(kv "$WORK/boot-leak.log" ZSDEBUGFS fault_batch_misses)"
@@ -280,7 +353,7 @@ fi
 # free lists, as they should): allow 4 such blocks (2048 pages).
 if want pool; then
 	make_hinted_image "$WORK" pool "$IMG" "$(honest_hint_ranges 4096)"
-	COMMON="hugepages=1024 prezero.verify=1 init_on_alloc=0 $PROBE" CASE_MEM_MIB=4096 \
+	COMMON="hugepages=1024 prezero.verify=2 init_on_alloc=0 $PROBE" CASE_MEM_MIB=4096 \
 		boot_case pool skip "" "$WORK/pool.bzImage" $(hint_loader_args "$WORK/pool.blob")
 	s="$(kv "$WORK/boot-pool.log" ZSBOOT pages_skipped)"
 	min=$((1024 * 512 - 4 * 512))
