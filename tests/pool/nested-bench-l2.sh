@@ -191,7 +191,7 @@ done
 if [ "$leak" -gt 0 ]; then
   [ -f "/zs/kernels/$lkernel" ] || fatal "no L3 kernel /zs/kernels/$lkernel"
   [ $((leak * 512)) -le "$total_pages" ] || fatal "leak check of $leak GiB: $total_pages 2M hugepages reserved"
-  pool_env=ZEROSTART_POOL_FAULT=skip-zero:1
+  pool_env="ZEROSTART_TEST_SWITCHES=1 ZEROSTART_POOL_FAULT=skip-zero:1"
   pool_start "$leak"
   pool_env=
   boot leak_linux "$leak" 1 "hugepages=on,prezero=pool:$S" linux

@@ -52,7 +52,9 @@ pub struct ScrubStats {
 }
 
 /// Test hook: what the scrubber does on the scrub after `after` completed
-/// ones (set by `ZEROSTART_POOL_FAULT`, for the kill tests).
+/// ones (set by `ZEROSTART_POOL_FAULT`, for the kill and holder tests; the
+/// daemon refuses it unless `ZEROSTART_TEST_SWITCHES=1`, see
+/// [`Fault::from_env`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// Do not start the scrub (the region stays `dirty`).
@@ -65,9 +67,18 @@ pub enum Fault {
         /// Completed scrubs before the fault fires.
         after: u64,
     },
-    /// Skip the zeroing (a broken engine): `--verify` must catch it, and
-    /// without it the kill tests' scans must see the old pattern.
+    /// Skip the zeroing (a broken engine) and keep the old pages:
+    /// `--verify` must catch it, and without it the kill tests' scans must
+    /// see the old pattern.
     SkipZero {
+        /// Completed scrubs before the fault fires.
+        after: u64,
+    },
+    /// Zero a returned region in place and lease the same file and pages
+    /// again (what the pool did before it replaced them after every lease):
+    /// the negative control of the holder tests, whose attacks must then
+    /// read the next tenant's data.
+    ScrubInPlace {
         /// Completed scrubs before the fault fires.
         after: u64,
     },
@@ -84,14 +95,45 @@ pub enum ScrubFault {
     SkipZero,
 }
 
+/// Environment variable of the fault-injection hook (tests only).
+pub const FAULT_ENV: &str = "ZEROSTART_POOL_FAULT";
+
+/// Environment variable that unlocks test-only switches (the same one the
+/// VMM's `--test-corrupt-hint` needs).
+pub const TEST_SWITCH_ENV: &str = "ZEROSTART_TEST_SWITCHES";
+
+/// Whether `ZEROSTART_TEST_SWITCHES=1` is in the environment.
+pub fn test_switches_unlocked() -> bool {
+    std::env::var_os(TEST_SWITCH_ENV).is_some_and(|v| v == "1")
+}
+
 impl Fault {
-    /// Parses `stall-before-scrub:N` / `stall-mid-scrub:N`.
+    /// The fault named by `ZEROSTART_POOL_FAULT`, if any. A fault makes the
+    /// pool hand out memory that is not zero (or reuse pages a former
+    /// lessee can still reach), so it is refused unless
+    /// `ZEROSTART_TEST_SWITCHES=1` says this is a test run: a stray
+    /// variable in a production environment must stop the daemon, not
+    /// weaken it.
+    pub fn from_env() -> Result<Option<Fault>, Error> {
+        match std::env::var(FAULT_ENV) {
+            Ok(v) if !v.is_empty() => {
+                if !test_switches_unlocked() {
+                    return Err(Error::TestSwitchLocked(v));
+                }
+                Ok(Some(Fault::parse(&v)?))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Parses `stall-before-scrub:N`, `stall-mid-scrub:N`, `skip-zero:N`
+    /// or `scrub-in-place:N`.
     pub fn parse(s: &str) -> Result<Fault, Error> {
         let bad = || {
             Error::BadValue {
             key: "ZEROSTART_POOL_FAULT",
             value: s.to_string(),
-            fix: "use stall-before-scrub:N, stall-mid-scrub:N or skip-zero:N (N completed scrubs first)".into(),
+            fix: "use stall-before-scrub:N, stall-mid-scrub:N, skip-zero:N or scrub-in-place:N (N completed scrubs first)".into(),
         }
         };
         let (kind, n) = s.split_once(':').ok_or_else(bad)?;
@@ -100,6 +142,7 @@ impl Fault {
             "stall-before-scrub" => Ok(Fault::StallBeforeScrub { after }),
             "stall-mid-scrub" => Ok(Fault::StallMidScrub { after }),
             "skip-zero" => Ok(Fault::SkipZero { after }),
+            "scrub-in-place" => Ok(Fault::ScrubInPlace { after }),
             _ => Err(bad()),
         }
     }
@@ -314,6 +357,74 @@ impl RegionMemory {
         Ok(())
     }
 
+    /// Frees every page of the file now (`fallocate(PUNCH_HOLE)`), even
+    /// while some other holder keeps the file open: the pages leave the
+    /// file, so nothing faulted through it later can be one of them. Pages
+    /// a holder pinned (io_uring fixed buffers, vmsplice'd pipe buffers,
+    /// O_DIRECT in flight) stay with that holder and go back to the kernel
+    /// when it lets go; the pool never sees them again.
+    pub fn punch(&self) -> Result<(), Error> {
+        // SAFETY: valid fd; the range is the whole file.
+        let r = unsafe {
+            libc::fallocate(
+                self.fd.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                self.len as libc::off_t,
+            )
+        };
+        if r != 0 {
+            return Err(Error::last_os(
+                "punching the pages out of a returned region",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Makes memory this daemon has just created ready to lease: populates
+    /// every page (`MADV_POPULATE_WRITE`; the kernel allocates and zeroes
+    /// each one, shmem and hugetlb alike) and, with `verify`, reads every
+    /// byte back. No zeroing pass of our own: the file is new, its fd is
+    /// this daemon's alone (close-on-exec, never sent), so its pages are
+    /// untouched since the kernel cleared them. `stall_half` (fault
+    /// injection) stops after populating half of it.
+    pub fn prepare_fresh(
+        &self,
+        verify: bool,
+        threads: usize,
+        stall_half: bool,
+    ) -> Result<ScrubStats, Error> {
+        let start = Instant::now();
+        if stall_half {
+            // SAFETY: our own mapping; populate does not change contents.
+            unsafe {
+                libc::madvise(
+                    self.ptr.as_ptr().cast(),
+                    self.len / 2,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+            stall("half way through preparing fresh memory")
+        }
+        self.populate()?;
+        // SAFETY: our mapping; nobody else has the file.
+        let buf = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
+        if verify {
+            if let Some(off) = first_nonzero(buf, threads) {
+                return Err(Error::ScrubVerify {
+                    offset: off as u64,
+                    value: buf[off],
+                });
+            }
+        }
+        Ok(ScrubStats {
+            bytes: self.len as u64,
+            elapsed: start.elapsed(),
+            verified: verify,
+            backend: FRESH_BACKEND,
+        })
+    }
+
     /// Writes zeros over the whole region (after populating it) and, with
     /// `verify`, reads every byte back. Returns an error, never a false
     /// "clean", if anything goes wrong.
@@ -360,6 +471,10 @@ impl RegionMemory {
         })
     }
 }
+
+/// What `status` reports as the zeroing backend once regions are made
+/// clean by replacing their pages (the kernel zeroes them).
+pub const FRESH_BACKEND: &str = "kernel (fresh pages)";
 
 /// Parks the calling thread forever (fault injection: the tests SIGKILL
 /// the daemon meanwhile).
@@ -472,6 +587,50 @@ mod tests {
             Fault::parse("stall-mid-scrub:2").unwrap(),
             Fault::StallMidScrub { after: 2 }
         );
+        assert_eq!(
+            Fault::parse("scrub-in-place:1").unwrap(),
+            Fault::ScrubInPlace { after: 1 }
+        );
         assert!(Fault::parse("stall:x").is_err());
+    }
+
+    /// Pages punched out of a file are gone from it even for a holder that
+    /// keeps the file: what it faults in afterwards is new and zero, while
+    /// a reference it took before (here a pipe) keeps the old page.
+    #[test]
+    fn punch_replaces_the_pages_behind_a_kept_fd() {
+        let m = RegionMemory::memfd("t", 1 << 20, PageSize::Size4K).unwrap();
+        // SAFETY: test owns the mapping.
+        let buf = unsafe { std::slice::from_raw_parts_mut(m.ptr.as_ptr(), m.len) };
+        buf.fill(0x5c);
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two fds.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: 4096,
+        };
+        // SAFETY: the iovec is in our mapping.
+        assert_eq!(unsafe { libc::vmsplice(fds[1], &iov, 1, 0) }, 4096);
+        m.punch().unwrap();
+        assert_eq!(first_nonzero(buf, 1), None, "punched pages read zero");
+        buf.fill(0x77);
+        let mut got = [0u8; 4096];
+        // SAFETY: reading into a local buffer.
+        assert_eq!(
+            unsafe { libc::read(fds[0], got.as_mut_ptr().cast(), 4096) },
+            4096
+        );
+        assert!(got.iter().all(|&b| b == 0x5c), "the pipe kept the old page");
+        // SAFETY: closing our fds.
+        unsafe { (libc::close(fds[0]), libc::close(fds[1])) };
+    }
+
+    #[test]
+    fn fresh_memory_is_ready_without_a_zeroing_pass() {
+        let m = RegionMemory::memfd("t", 4 << 20, PageSize::Size4K).unwrap();
+        let st = m.prepare_fresh(true, 0, false).unwrap();
+        assert!(st.verified);
+        assert_eq!(st.backend, FRESH_BACKEND);
     }
 }
