@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::memory::{Fault, RegionMemory, ScrubFault, Source};
+use crate::memory::{Fault, Leftover, RegionMemory, ScrubFault, Source};
 use crate::proto::{
     read_frame, write_frame, LeaseInfo, Request, RequestBody, Response, ResponseBody, Status,
     VERSION,
@@ -115,6 +115,8 @@ struct PoolState {
 
 struct Shared {
     config: Config,
+    /// The `--hugetlbfs` directory's lock file, held while the daemon runs.
+    _dir_lock: Option<std::os::fd::OwnedFd>,
     backend_name: String,
     state: Mutex<PoolState>,
     changed: Condvar,
@@ -177,10 +179,31 @@ impl Daemon {
                 });
             }
         }
+        // The --hugetlbfs directory is checked and locked, and files an
+        // earlier (killed) daemon left are removed, before the socket is
+        // bound: a refusal leaves nothing behind.
+        let dir_lock = match &config.hugetlbfs {
+            None => None,
+            Some(dir) => {
+                let lock = crate::memory::check_dir(dir, config.page)?;
+                for i in 0..(config.size / config.region_bytes) as usize {
+                    if let Leftover::Removed { holders } = crate::memory::clear_leftover(dir, i)? {
+                        let path = crate::memory::region_path(dir, i);
+                        if holders.is_empty() {
+                            eprintln!("zerostart pool: {}: left by an earlier daemon; removed (its memory is never reused)", path.display());
+                        } else {
+                            eprintln!("zerostart pool: {}: left by an earlier daemon and still held by pid(s) {holders:?} (a VM leased it); unlinked: that memory stays with them and is never leased again", path.display());
+                        }
+                    }
+                }
+                Some(lock)
+            }
+        };
         let listener = bind(&config.socket)?;
         let n = (config.size / config.region_bytes) as usize;
         let shared = Arc::new(Shared {
             config,
+            _dir_lock: dir_lock,
             backend_name,
             state: Mutex::new(PoolState {
                 slots: Vec::with_capacity(n),
@@ -258,6 +281,13 @@ impl Drop for Daemon {
         let _ = UnixStream::connect(&self.shared.config.socket);
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        // Named region files go too: leased ones stay with their clients
+        // (they hold the inode), and a next daemon creates its own.
+        for slot in &self.shared.lock().slots {
+            if let Some(m) = &slot.mem {
+                unlink_named(m);
+            }
         }
         let _ = std::fs::remove_file(&self.shared.config.socket);
     }

@@ -39,6 +39,7 @@ pub mod cli;
 pub mod client;
 pub mod daemon;
 mod holders;
+pub mod hugetlbfs;
 pub mod memory;
 pub mod proto;
 pub mod region;

@@ -14,8 +14,8 @@ use crate::{Error, PageSize};
 pub enum Source {
     /// A fresh anonymous memfd (nothing survives the daemon).
     Memfd,
-    /// A named file on a hugetlbfs mount (reopened after a restart, and
-    /// then scrubbed like any dirty region).
+    /// A named file on a hugetlbfs mount, created by this daemon (a file
+    /// left by an earlier one is unlinked, never reused).
     Hugetlbfs(PathBuf),
 }
 
@@ -148,6 +148,138 @@ impl Fault {
     }
 }
 
+/// `DIR/zerostart-pool-<index>`: region `index`'s file with `--hugetlbfs`.
+pub fn region_path(dir: &Path, index: usize) -> PathBuf {
+    dir.join(format!("zerostart-pool-{index}"))
+}
+
+/// Name of the lock file a daemon holds in its `--hugetlbfs` directory.
+pub const LOCK_FILE: &str = "zerostart-pool.lock";
+
+/// Checks the `--hugetlbfs` directory before anything is created in it: on
+/// hugetlbfs with `page` pages, owned by us or root, writable by nobody
+/// else. Then takes its lock file (so a second daemon on the same
+/// directory is one clear refusal) and returns it; the daemon keeps it
+/// open for its lifetime. The lock is on a file never sent to clients, so
+/// it dies with the daemon (a region file's open description lives on in
+/// every client that received it).
+pub fn check_dir(dir: &Path, page: PageSize) -> Result<OwnedFd, Error> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let refuse = |path: &Path, why: String, fix: String| Error::UnsafeHugetlbfs {
+        path: path.to_path_buf(),
+        why,
+        fix,
+    };
+    crate::hugetlbfs::check_path(dir, page.bytes()).map_err(|e| {
+        refuse(
+            dir,
+            format!("is not a hugetlbfs mount with {page} pages ({e})"),
+            format!(
+                "mount one there: mount -t hugetlbfs -o pagesize={page},mode=0700 none {}",
+                dir.display()
+            ),
+        )
+    })?;
+    let md = std::fs::metadata(dir).map_err(|e| Error::io(format!("stat {}", dir.display()), e))?;
+    if let Some((why, fix)) = crate::hugetlbfs::dir_not_private(md.uid(), md.mode(), dir) {
+        return Err(refuse(dir, why, fix));
+    }
+    let lock = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(&lock)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                refuse(
+                    &lock,
+                    "is a symlink".into(),
+                    format!("remove it (rm {})", lock.display()),
+                )
+            } else {
+                Error::io(format!("opening {}", lock.display()), e)
+            }
+        })?;
+    let md = file
+        .metadata()
+        .map_err(|e| Error::io(format!("stat {}", lock.display()), e))?;
+    if !md.file_type().is_file() {
+        return Err(refuse(
+            &lock,
+            "is not a regular file".into(),
+            format!("remove it (rm -r {})", lock.display()),
+        ));
+    }
+    if let Some((why, fix)) = crate::hugetlbfs::file_not_private(md.uid(), md.mode(), &lock) {
+        return Err(refuse(&lock, why, fix));
+    }
+    // SAFETY: valid fd.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(refuse(
+            &lock,
+            "is locked: another pool daemon serves this directory".into(),
+            "stop it, or give this daemon its own --hugetlbfs directory".into(),
+        ));
+    }
+    Ok(file.into())
+}
+
+/// What [`clear_leftover`] found at a region's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leftover {
+    /// Nothing.
+    None,
+    /// A region file an earlier daemon of this user left (it was killed):
+    /// unlinked; `holders` are the pids that still hold it (a VM leased
+    /// it), which keep their memory. Its pages are never leased again.
+    Removed {
+        /// Pids still holding the old file.
+        holders: Vec<i32>,
+    },
+}
+
+/// Before a daemon creates region `index`'s file: a regular file of ours
+/// with mode 0600 at that path was left by an earlier daemon (killed
+/// before it could clean up) and is unlinked, never reused: a VM may still
+/// map it, and its contents are unknown. Anything else there (a symlink,
+/// another user's file, a file open to others, a directory) is a refusal
+/// naming it: the pool did not make it.
+pub fn clear_leftover(dir: &Path, index: usize) -> Result<Leftover, Error> {
+    use std::os::unix::fs::MetadataExt;
+    let path = region_path(dir, index);
+    let md = match std::fs::symlink_metadata(&path) {
+        Ok(md) => md,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Leftover::None),
+        Err(e) => return Err(Error::io(format!("stat {}", path.display()), e)),
+    };
+    let refuse = |why: String| Error::UnsafeHugetlbfs {
+        path: path.clone(),
+        why: format!("{why}, which the pool did not create"),
+        fix: format!(
+            "remove it (rm {}); the pool creates its region files itself",
+            path.display()
+        ),
+    };
+    let ft = md.file_type();
+    if ft.is_symlink() {
+        return Err(refuse("is a symlink".into()));
+    }
+    if !ft.is_file() {
+        return Err(refuse("is not a regular file".into()));
+    }
+    if let Some((why, _)) = crate::hugetlbfs::file_not_private(md.uid(), md.mode(), &path) {
+        return Err(refuse(why));
+    }
+    let holders = crate::holders::other_holders(md.dev(), md.ino());
+    std::fs::remove_file(&path)
+        .map_err(|e| Error::io(format!("removing {}", path.display()), e))?;
+    Ok(Leftover::Removed { holders })
+}
+
 fn mfd_huge_flag(page: PageSize) -> libc::c_uint {
     match page {
         PageSize::Size4K => 0,
@@ -207,50 +339,62 @@ impl RegionMemory {
         Self::map(fd, len, page, Source::Memfd)
     }
 
-    /// A named file in the hugetlbfs directory `dir`, created if missing
-    /// (mode 0600), locked against a second daemon. Whatever it held before
-    /// is treated as dirty by the caller.
+    /// A new file `DIR/zerostart-pool-<index>` on hugetlbfs, created
+    /// exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), so the pool
+    /// never adopts a file somebody else made, nor follows a symlink
+    /// planted in its place: anything already at that path is a refusal
+    /// (the daemon's start-up removes only its own predecessors' files, see
+    /// [`clear_leftover`]). The directory itself is checked once at start
+    /// ([`check_dir`]).
     pub fn hugetlbfs(dir: &Path, index: usize, len: u64, page: PageSize) -> Result<Self, Error> {
         use std::os::unix::fs::OpenOptionsExt;
-        let path = dir.join(format!("zerostart-pool-{index}"));
+        let path = region_path(dir, index);
+        let unsafe_file = |why: String, fix: String| Error::UnsafeHugetlbfs {
+            path: path.clone(),
+            why,
+            fix,
+        };
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(false)
+            .create_new(true)
             .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
             .open(&path)
-            .map_err(|e| {
-                Error::io(
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => unsafe_file(
+                    "exists already (a file or symlink the pool did not create)".into(),
                     format!(
-                        "opening {} (--hugetlbfs must be a hugetlbfs mount)",
+                        "remove it (rm {}); the pool creates its region files itself",
                         path.display()
                     ),
-                    e,
-                )
+                ),
+                _ => Error::io(format!("creating {}", path.display()), e),
             })?;
-        // SAFETY: valid fd.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(Error::last_os(format!(
-                "locking {} (another pool daemon uses it?)",
-                path.display()
-            )));
-        }
         let fd: OwnedFd = file.into();
+        crate::hugetlbfs::check_fd(fd.as_fd(), page.bytes()).map_err(|e| {
+            unsafe_file(
+                format!("is not on hugetlbfs with {page} pages ({e})"),
+                format!(
+                    "mount -t hugetlbfs -o pagesize={page},mode=0700 none {}",
+                    dir.display()
+                ),
+            )
+        })?;
         // SAFETY: valid fd and a zeroed stat buffer.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
             return Err(Error::last_os(format!("stat {}", path.display())));
         }
-        if st.st_size as u64 != len {
-            // SAFETY: valid fd.
-            if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-                return Err(Error::last_os(format!(
-                    "sizing {} to {len} bytes",
-                    path.display()
-                )));
-            }
+        if let Some((why, fix)) = crate::hugetlbfs::file_not_private(st.st_uid, st.st_mode, &path) {
+            return Err(unsafe_file(why, fix));
+        }
+        // SAFETY: valid fd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(Error::last_os(format!(
+                "sizing {} to {len} bytes",
+                path.display()
+            )));
         }
         Self::map(fd, len, page, Source::Hugetlbfs(path))
     }
@@ -624,6 +768,41 @@ mod tests {
         assert!(got.iter().all(|&b| b == 0x5c), "the pipe kept the old page");
         // SAFETY: closing our fds.
         unsafe { (libc::close(fds[0]), libc::close(fds[1])) };
+    }
+
+    /// A symlink (or any file) where a region file goes is never followed
+    /// or adopted: creation is exclusive, and the start-up clean-up
+    /// refuses what the pool did not make. (Here on the test's temp
+    /// directory: some kernels' hugetlbfs refuses symlinks altogether.)
+    #[test]
+    fn a_planted_symlink_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        std::os::unix::fs::symlink(&victim, region_path(dir.path(), 0)).unwrap();
+        let e = clear_leftover(dir.path(), 0).unwrap_err().to_string();
+        assert!(
+            e.contains("zerostart-pool-0 is a symlink, which the pool did not create")
+                && e.contains("rm "),
+            "{e}"
+        );
+        let e = RegionMemory::hugetlbfs(dir.path(), 0, 2 << 20, PageSize::Size2M)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exists already"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert!(region_path(dir.path(), 0).is_symlink());
+        // A file of ours, 0600: an earlier daemon's; removed.
+        let own = region_path(dir.path(), 1);
+        std::fs::write(&own, b"").unwrap();
+        std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        assert_eq!(
+            clear_leftover(dir.path(), 1).unwrap(),
+            Leftover::Removed { holders: vec![] }
+        );
+        assert!(!own.exists());
+        assert_eq!(clear_leftover(dir.path(), 1).unwrap(), Leftover::None);
     }
 
     #[test]

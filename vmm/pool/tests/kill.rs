@@ -6,21 +6,18 @@
 //! region the pattern was written to is among them).
 //!
 //! `ZEROSTART_POOL_TEST_PAGE=2M` runs them on hugetlb memory (see
-//! `common`); `ZEROSTART_POOL_TEST_HUGETLBFS=DIR` adds the hugetlbfs-file
-//! restart tests.
+//! `common`); the `--hugetlbfs` tests are in `hugetlbfs.rs`.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
 use pool::client;
 use pool::memory::first_nonzero;
-use pool::PageSize;
 
 #[test]
 fn kill_client_while_leased() {
@@ -191,31 +188,6 @@ fn protocol_errors_are_one_line_and_the_daemon_survives() {
     assert!(d.status().is_some());
 }
 
-#[test]
-fn hugetlbfs_files_are_scrubbed_after_a_restart() {
-    let Ok(dir) = std::env::var("ZEROSTART_POOL_TEST_HUGETLBFS") else {
-        println!("SKIP: hugetlbfs restart test: set ZEROSTART_POOL_TEST_HUGETLBFS to a hugetlbfs mount (make test-pool does)");
-        return;
-    };
-    if page() == PageSize::Size4K {
-        println!("SKIP: hugetlbfs restart test: needs ZEROSTART_POOL_TEST_PAGE=2M");
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let d = Daemon::start(&sock(&tmp), None, &["--hugetlbfs", &dir]);
-    d.all_clean();
-    let h = hold(&d.socket, 0xee, &[]);
-    // Both die: the pattern stays in the file on hugetlbfs.
-    d.sigkill();
-    h.sigkill();
-    let d = Daemon::start(&sock(&tmp), None, &["--hugetlbfs", &dir]);
-    every_region_is_zero(&d);
-    drop(d);
-    for i in 0..REGIONS {
-        let _ = std::fs::remove_file(Path::new(&dir).join(format!("zerostart-pool-{i}")));
-    }
-}
-
 /// The scan these tests rely on can fail: with the zeroing skipped (a
 /// broken engine) and no verify, a later lease sees the dead client's
 /// pattern.
@@ -310,19 +282,7 @@ fn fault_injection_is_refused_without_the_test_switch() {
         if let Some(v) = unlock {
             cmd.env("ZEROSTART_TEST_SWITCHES", v);
         }
-        let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while child.try_wait().unwrap().is_none() {
-            if std::time::Instant::now() > deadline {
-                child.kill().unwrap();
-                panic!("the daemon runs with a fault and ZEROSTART_TEST_SWITCHES={unlock:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "started with {unlock:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let err = refused(cmd);
         assert!(
             err.contains("ZEROSTART_POOL_FAULT=skip-zero:0 is a test-only switch")
                 && err.contains("ZEROSTART_TEST_SWITCHES=1"),

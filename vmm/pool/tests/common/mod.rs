@@ -208,3 +208,23 @@ pub fn every_region_is_zero(d: &Daemon) -> Vec<(u64, u64)> {
 pub fn sock(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("pool.sock")
 }
+
+/// Runs a daemon command that must refuse to start: it must exit non-zero
+/// within 10 s (a daemon that serves is killed and the test fails) with one
+/// line on stderr, which is returned.
+pub fn refused(mut cmd: Command) -> String {
+    let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the daemon started: {cmd:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(err.lines().count(), 1, "not one line: {err}");
+    err
+}
