@@ -6,7 +6,7 @@
 //! state lives in one mutex; the scrubber holds it only to change states,
 //! never while zeroing.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -307,11 +307,28 @@ fn bind(path: &Path) -> Result<UnixListener, Error> {
         std::fs::remove_file(path)
             .map_err(|e| Error::io(format!("removing stale socket {}", path.display()), e))?;
     }
-    let l = UnixListener::bind(path)
-        .map_err(|e| Error::io(format!("binding {}", path.display()), e))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io(format!("chmod 0600 {}", path.display()), e))?;
-    Ok(l)
+    // The socket file is created 0600 by `bind` itself (Linux takes its
+    // mode from the socket inode, set here first), so there is no moment
+    // in which a permissive umask lets another user connect and lease.
+    use nix::sys::socket::{
+        bind as nix_bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+    };
+    let sock = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(|e| Error::io("creating the pool socket", e.into()))?;
+    nix::sys::stat::fchmod(&sock, nix::sys::stat::Mode::from_bits_truncate(0o600))
+        .map_err(|e| Error::io("fchmod 0600 of the pool socket", e.into()))?;
+    let addr = UnixAddr::new(path)
+        .map_err(|e| Error::io(format!("socket path {}", path.display()), e.into()))?;
+    nix_bind(sock.as_raw_fd(), &addr)
+        .map_err(|e| Error::io(format!("binding {}", path.display()), e.into()))?;
+    listen(&sock, Backlog::MAXCONN)
+        .map_err(|e| Error::io(format!("listening on {}", path.display()), e.into()))?;
+    Ok(UnixListener::from(sock))
 }
 
 /// What the scrubber does with a dirty region.

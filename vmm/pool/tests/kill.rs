@@ -291,3 +291,31 @@ fn fault_injection_is_refused_without_the_test_switch() {
         assert!(!sock(&dir).exists(), "the daemon bound its socket");
     }
 }
+
+/// Who may lease is who may connect: the socket is created 0600 by `bind`
+/// itself, so even a daemon started under umask 0 never has a moment in
+/// which another user could connect (it used to be chmod-ed after `bind`).
+#[test]
+fn the_socket_is_private_even_under_umask_0() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = serve_cmd(&sock(&dir), 1, &[]);
+    // SAFETY: umask is async-signal-safe; it runs in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        })
+    };
+    let mut child = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !sock(&dir).exists() {
+        assert!(std::time::Instant::now() < deadline, "no socket");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mode = std::fs::metadata(sock(&dir)).unwrap().permissions().mode() & 0o777;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
+}
