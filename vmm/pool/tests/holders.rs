@@ -11,11 +11,14 @@
 //!   unmaps, closes the fd, ends the lease; later A reads the pipe.
 //! * **io_uring fixed buffer**: A registers 64 KiB of its lease as an
 //!   io_uring fixed buffer (a long-term pin), unmaps, closes, ends the
-//!   lease; later A writes the buffer out to a file (reads B?) and reads a
-//!   file into it (writes into B?).
+//!   lease; once the region is clean again A reads a file into the buffer
+//!   (does B's fresh lease get A's bytes?), and after B filled its lease A
+//!   writes the buffer out to a file (does A get B's bytes?) and reads a
+//!   file into it again (does it land in B's memory?).
 //! * **fd in flight**: A sends the lease fd to itself over a socketpair and
-//!   closes its copy before the lease ends; later A receives it, maps it,
-//!   reads and writes.
+//!   closes its copy before the lease ends; once the region is clean A
+//!   receives it, maps it and writes (into B's fresh lease?), then reads
+//!   (B's data?) and writes again (into B's memory?).
 //!
 //! Each also runs with `ZEROSTART_POOL_FAULT=scrub-in-place:1` (the pool
 //! zeroes the returned region in place and reuses its pages and file, as
@@ -59,21 +62,18 @@ fn count(buf: &[u8], b: u8) -> usize {
 }
 
 /// Tenant B: leases the (only) region, which must read all zero, and fills
-/// it with its own data. Returns the lease and its mapping's address.
-fn tenant_b(d: &Daemon) -> Result<(client::Lease, usize), String> {
-    let l = client::lease(&d.socket, region_bytes(), page()).map_err(|e| e.to_string())?;
-    let mut m = l.map(false).map_err(|e| e.to_string())?;
-    if let Some(off) = pool::memory::first_nonzero(m.as_slice(), 0) {
-        return Err(format!(
-            "B's fresh lease has byte {:#x} at {off:#x}: B read A's data",
-            m.as_slice()[off]
-        ));
-    }
+/// it with its own data. Returns the lease, its mapping's address and how
+/// many bytes of the fresh lease were not zero (each one would be data B
+/// got from A).
+fn tenant_b(d: &Daemon) -> (client::Lease, usize, usize) {
+    let l = client::lease(&d.socket, region_bytes(), page()).unwrap();
+    let mut m = l.map(false).unwrap();
+    let dirty = m.as_slice().iter().filter(|&&b| b != 0).count();
     m.as_mut_slice().fill(B);
     let addr = m.as_slice().as_ptr() as usize;
-    // Keep the mapping until the lease is dropped (the test checks it later).
+    // Keep the mapping until `end_b` (the test checks it later).
     std::mem::forget(m);
-    Ok((l, addr))
+    (l, addr, dirty)
 }
 
 fn b_memory<'a>(addr: usize) -> &'a [u8] {
@@ -114,13 +114,15 @@ fn vmsplice_attack(fault: Option<&str>) -> Result<(), String> {
         // Unmap, close the fd, end the lease: A keeps no fd and no mapping.
     }
     returned(&d);
-    let (lb, addr) = tenant_b(&d)?;
+    let (lb, addr, dirty) = tenant_b(&d);
     let mut got = vec![0u8; KEPT];
     std::fs::File::from(r).read_exact(&mut got).unwrap();
     end_b(lb, addr);
     let leaked = count(&got, B);
-    if leaked > 0 {
-        return Err(format!("A read {leaked} bytes of B's data out of its pipe"));
+    if leaked + dirty > 0 {
+        return Err(format!(
+            "A read {leaked} bytes of B's data out of its pipe; B's fresh lease had {dirty} non-zero bytes"
+        ));
     }
     // What A may read is its own old data (the pages it spliced), or zero.
     assert_eq!(count(&got, A) + count(&got, 0), KEPT);
@@ -135,7 +137,10 @@ fn a_vmspliced_pipe_never_reads_the_next_tenant() {
 #[test]
 fn vmsplice_leak_is_seen_when_pages_are_reused() {
     let e = vmsplice_attack(Some(REUSE)).unwrap_err();
-    assert!(e.contains("A read 65536 bytes of B's data"), "{e}");
+    assert!(
+        e.contains("A read 65536 bytes of B's data out of its pipe; B's fresh lease had 0"),
+        "{e}"
+    );
 }
 
 /// `Ok(None)`: the kernel refused io_uring (the reason is printed).
@@ -163,7 +168,6 @@ fn io_uring_attack(fault: Option<&str>) -> Result<Option<String>, String> {
         }
     }
     returned(&d);
-    let (lb, addr) = tenant_b(&d)?;
     let mut run = |entry: io_uring::squeue::Entry| -> i32 {
         // SAFETY: the entry's buffer is the registered one (pinned pages)
         // and its file is open until the completion is reaped below.
@@ -171,6 +175,20 @@ fn io_uring_attack(fault: Option<&str>) -> Result<Option<String>, String> {
         ring.submit_and_wait(1).unwrap();
         ring.completion().next().unwrap().result()
     };
+    let mut src = tempfile::tempfile().unwrap();
+    src.write_all(&[A_LATE; KEPT]).unwrap();
+    let read_into_buffer =
+        opcode::ReadFixed::new(types::Fd(src.as_raw_fd()), buf_addr, KEPT as u32, 0)
+            .offset(0)
+            .build();
+    // A writes through its fixed buffer into the region, now clean, before
+    // B leases it: does B's fresh lease hold A's bytes?
+    assert_eq!(
+        run(read_into_buffer.clone()),
+        KEPT as i32,
+        "IORING_OP_READ_FIXED"
+    );
+    let (lb, addr, dirty) = tenant_b(&d);
     // A reads through its fixed buffer: does it hold B's data?
     let mut out = tempfile::tempfile().unwrap();
     let n = run(
@@ -183,26 +201,17 @@ fn io_uring_attack(fault: Option<&str>) -> Result<Option<String>, String> {
     out.rewind().unwrap();
     out.read_exact(&mut got).unwrap();
     // A writes through its fixed buffer: does it land in B's memory?
-    let mut src = tempfile::tempfile().unwrap();
-    src.write_all(&[A_LATE; KEPT]).unwrap();
-    let n = run(
-        opcode::ReadFixed::new(types::Fd(src.as_raw_fd()), buf_addr, KEPT as u32, 0)
-            .offset(0)
-            .build(),
-    );
-    assert_eq!(n, KEPT as i32, "IORING_OP_READ_FIXED");
+    assert_eq!(run(read_into_buffer), KEPT as i32, "IORING_OP_READ_FIXED");
     let written = count(b_memory(addr), A_LATE);
     end_b(lb, addr);
     let leaked = count(&got, B);
-    match (leaked, written) {
-        (0, 0) => {
-            assert_eq!(count(&got, A) + count(&got, 0), KEPT);
-            Ok(None)
-        }
-        _ => Err(format!(
-            "through its io_uring fixed buffer A read {leaked} bytes of B's data and wrote {written} bytes into B's memory"
-        )),
+    if dirty + leaked + written == 0 {
+        assert_eq!(count(&got, A) + count(&got, A_LATE) + count(&got, 0), KEPT);
+        return Ok(None);
     }
+    Err(format!(
+        "through its io_uring fixed buffer A put {dirty} non-zero bytes into B's fresh lease, read {leaked} bytes of B's data and wrote {written} bytes into B's memory"
+    ))
 }
 
 #[test]
@@ -218,7 +227,7 @@ fn io_uring_leak_is_seen_when_pages_are_reused() {
         Ok(Some(why)) => println!("SKIP: io_uring negative control: {why}"),
         Ok(None) => panic!("with pages reused in place the io_uring holder saw nothing"),
         Err(e) => assert!(
-            e.contains("read 65536 bytes of B's data and wrote 65536 bytes"),
+            e.contains("put 65536 non-zero bytes into B's fresh lease, read 65536 bytes of B's data and wrote 65536 bytes"),
             "{e}"
         ),
     }
@@ -239,7 +248,7 @@ fn fd_in_flight_attack(fault: Option<&str>) -> Result<(), String> {
         // The fd now exists only inside the socket's queue.
     }
     returned(&d);
-    let (lb, addr) = tenant_b(&d)?;
+    // The region is clean now. A takes its fd back out of the socket.
     let (_, fd) = read_frame::<Request>(&mut rx, true).unwrap().unwrap();
     let fd = fd.expect("the fd in flight");
     let len = region_bytes() as usize;
@@ -255,17 +264,20 @@ fn fd_in_flight_attack(fault: Option<&str>) -> Result<(), String> {
         )
     };
     assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
-    // SAFETY: the mapping just made.
+    // SAFETY: the mapping just made, unmapped once below.
     let a_view = unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) };
+    // Before B leases: does B's fresh lease get A's bytes?
+    a_view[..KEPT].fill(A_LATE);
+    let (lb, addr, dirty) = tenant_b(&d);
     let leaked = count(a_view, B);
     a_view[..KEPT].fill(A_LATE);
     let written = count(b_memory(addr), A_LATE);
     // SAFETY: unmapping it once.
     unsafe { libc::munmap(p, len) };
     end_b(lb, addr);
-    if leaked + written > 0 {
+    if dirty + leaked + written > 0 {
         return Err(format!(
-            "through the fd it kept in flight A read {leaked} bytes of B's data and wrote {written} bytes into B's memory"
+            "through the fd it kept in flight A put {dirty} non-zero bytes into B's fresh lease, read {leaked} bytes of B's data and wrote {written} bytes into B's memory"
         ));
     }
     Ok(())
@@ -279,5 +291,8 @@ fn an_fd_in_flight_never_reaches_the_next_tenant() {
 #[test]
 fn fd_in_flight_leak_is_seen_when_the_file_is_reused() {
     let e = fd_in_flight_attack(Some(REUSE)).unwrap_err();
-    assert!(e.contains("wrote 65536 bytes into B's memory"), "{e}");
+    assert!(
+        e.contains("put 65536 non-zero bytes into B's fresh lease, read 8388608 bytes of B's data and wrote 65536 bytes"),
+        "{e}"
+    );
 }

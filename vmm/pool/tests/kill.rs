@@ -169,7 +169,7 @@ fn protocol_errors_are_one_line_and_the_daemon_survives() {
     let r = ask(r#"{"v":1,"op":"lease","bytes":0,"page":"4K"}"#);
     assert!(r.contains("error"), "{r}");
     // A second daemon on the same socket is refused.
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args([
             "serve",
             "--page",
@@ -235,7 +235,7 @@ fn a_lease_dropped_while_mapped_lasts_until_exit() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(&sock(&dir), None, &[]);
     d.all_clean();
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(bin())
         .args(["lease", "--test-drop-while-mapped", "--socket"])
         .arg(&d.socket)
         .args([

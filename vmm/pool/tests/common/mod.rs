@@ -18,7 +18,13 @@ use pool::memory::first_nonzero;
 use pool::proto::Status;
 use pool::PageSize;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_zerostart-pool");
+/// The daemon and client binary: this build's, or the one named by
+/// `ZEROSTART_POOL_TEST_BIN` (to run the attacks against another build, e.g.
+/// the release before a fix, and see them fail there).
+pub fn bin() -> String {
+    std::env::var("ZEROSTART_POOL_TEST_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_zerostart-pool").to_string())
+}
 pub const REGIONS: u64 = 3;
 
 pub fn page() -> PageSize {
@@ -40,7 +46,7 @@ pub struct Daemon {
 
 /// The daemon command line, without the fault switch or its unlock.
 pub fn serve_cmd(socket: &Path, regions: u64, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(bin());
     cmd.args(["serve", "--socket"])
         .arg(socket)
         .args([
@@ -72,12 +78,24 @@ impl Daemon {
                 .env("ZEROSTART_TEST_SWITCHES", "1");
         }
         let child = cmd.spawn().expect("start the daemon");
-        let d = Daemon {
+        let mut d = Daemon {
             child,
             socket: socket.to_path_buf(),
             regions,
         };
-        d.wait_for("the socket to answer", |_| true);
+        // Until the socket answers; a daemon that exits (its error is on
+        // stderr) fails the test at once instead of after the timeout.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while d.status().is_none() {
+            if let Some(st) = d.child.try_wait().unwrap() {
+                panic!("the daemon exited ({st}) instead of serving: {cmd:?}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon's socket never answered"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         d
     }
 
@@ -126,7 +144,7 @@ pub struct Holder {
 }
 
 pub fn hold(socket: &Path, fill: u8, extra: &[&str]) -> Holder {
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(bin())
         .args(["lease", "--hold", "--socket"])
         .arg(socket)
         .args([
