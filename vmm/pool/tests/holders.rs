@@ -20,6 +20,10 @@
 //!   receives it, maps it and writes (into B's fresh lease?), then reads
 //!   (B's data?) and writes again (into B's memory?).
 //!
+//! * **another PID namespace**: the daemon runs in its own PID namespace
+//!   (as a containerised daemon would), so its `/proc` shows none of A's
+//!   processes; A leaves the fd to a child and ends the lease.
+//!
 //! Each also runs with `ZEROSTART_POOL_FAULT=scrub-in-place:1` (the pool
 //! zeroes the returned region in place and reuses its pages and file, as
 //! it did before the fix): there the leak must be seen, which shows the
@@ -29,6 +33,7 @@ mod common;
 
 use std::io::{Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 
 use common::*;
@@ -295,4 +300,105 @@ fn fd_in_flight_leak_is_seen_when_the_file_is_reused() {
         e.contains("put 65536 non-zero bytes into B's fresh lease, read 8388608 bytes of B's data and wrote 65536 bytes"),
         "{e}"
     );
+}
+
+/// `Ok(None)`: no `unshare` or not root (the reason is returned).
+fn pid_namespace_attack(fault: Option<&str>) -> Result<Option<String>, String> {
+    if pool::hugetlbfs::euid() != 0 {
+        return Ok(Some("needs root for a PID namespace".into()));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket = sock(&dir);
+    let serve = serve_cmd(&socket, 1, &["--verify"]);
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(serve.get_program())
+        .args(serve.get_args())
+        .env_remove("ZEROSTART_POOL_FAULT")
+        .env_remove("ZEROSTART_TEST_SWITCHES")
+        .stdout(std::process::Stdio::null());
+    if std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .status()
+        .map_or(true, |s| !s.success())
+    {
+        return Ok(Some("unshare --pid --mount-proc does not work here".into()));
+    }
+    let d = Daemon::spawn(cmd, &socket, 1, fault);
+    d.all_clean();
+    // A: a lease holder whose child keeps the fd; then the holder dies.
+    let h = hold(&d.socket, A, &["--test-leak-fd"]);
+    let keeper = h.info["holder_pid"].as_u64().expect("holder pid") as u32;
+    let id = h.identity();
+    h.sigkill();
+    returned(&d);
+    let s = d.status().unwrap();
+    assert_eq!(s.retired_total, 0, "the namespaced daemon saw the holder");
+    // The keeper's fd, opened again through /proc (as A would use it).
+    let f = (|| {
+        for e in std::fs::read_dir(format!("/proc/{keeper}/fd"))
+            .ok()?
+            .flatten()
+        {
+            let md = std::fs::metadata(e.path()).ok()?;
+            if (md.dev(), md.ino()) == id {
+                return std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(e.path())
+                    .ok();
+            }
+        }
+        None
+    })()
+    .expect("the keeper holds the region's fd");
+    // SAFETY: killing the child we made the holder start.
+    let kill_keeper = || unsafe { libc::kill(keeper as i32, libc::SIGKILL) };
+    let len = region_bytes() as usize;
+    // SAFETY: a new shared mapping of the file A kept.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
+    // SAFETY: the mapping just made, unmapped once below.
+    let a_view = unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) };
+    a_view[..KEPT].fill(A_LATE);
+    let (lb, addr, dirty) = tenant_b(&d);
+    let leaked = count(a_view, B);
+    // SAFETY: unmapping once.
+    unsafe { libc::munmap(p, len) };
+    end_b(lb, addr);
+    kill_keeper();
+    if dirty + leaked > 0 {
+        return Err(format!(
+            "from outside the daemon's PID namespace A put {dirty} non-zero bytes into B's fresh lease and read {leaked} bytes of B's data"
+        ));
+    }
+    Ok(None)
+}
+
+#[test]
+fn a_holder_in_another_pid_namespace_never_reaches_the_next_tenant() {
+    if let Some(why) = pid_namespace_attack(None).unwrap() {
+        println!("SKIP: PID namespace case: {why}");
+    }
+}
+
+#[test]
+fn pid_namespace_leak_is_seen_when_the_file_is_reused() {
+    match pid_namespace_attack(Some(REUSE)) {
+        Ok(Some(why)) => println!("SKIP: PID namespace negative control: {why}"),
+        Ok(None) => panic!("with the file reused the hidden holder saw nothing"),
+        Err(e) => assert!(
+            e.contains("put 65536 non-zero bytes into B's fresh lease and read 8388608 bytes"),
+            "{e}"
+        ),
+    }
 }

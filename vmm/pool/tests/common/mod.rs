@@ -72,7 +72,12 @@ impl Daemon {
     /// A daemon of `regions` regions; `fault` is set with the test switch
     /// unlocked (the daemon refuses it otherwise).
     pub fn start_n(socket: &Path, regions: u64, fault: Option<&str>, extra: &[&str]) -> Daemon {
-        let mut cmd = serve_cmd(socket, regions, extra);
+        Self::spawn(serve_cmd(socket, regions, extra), socket, regions, fault)
+    }
+
+    /// Starts `cmd` (a daemon command line, perhaps under a wrapper) and
+    /// waits for its socket.
+    pub fn spawn(mut cmd: Command, socket: &Path, regions: u64, fault: Option<&str>) -> Daemon {
         if let Some(f) = fault {
             cmd.env("ZEROSTART_POOL_FAULT", f)
                 .env("ZEROSTART_TEST_SWITCHES", "1");
