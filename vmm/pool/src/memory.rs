@@ -62,7 +62,8 @@ pub enum Fault {
         /// Completed scrubs before the fault fires.
         after: u64,
     },
-    /// Zero the first half of the region, then stop.
+    /// Stop half way through making the region clean (after populating
+    /// half of its new memory); the region stays `scrubbing`.
     StallMidScrub {
         /// Completed scrubs before the fault fires.
         after: u64,
