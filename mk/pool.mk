@@ -15,6 +15,12 @@
 #                     NT-zero prefault vs MADV_POPULATE_WRITE vs no
 #                     prefault, 1/4/8 GiB (reserves up to 8 GiB of 2M pages
 #                     and puts the old count back)
+#   make bench-pool-reuse
+#                     cost per GiB of making a returned region clean:
+#                     in-place NT zeroing (old, unsafe: a former lessee's
+#                     pipe/io_uring/fd still reaches those pages) vs punch +
+#                     repopulate vs a new file (what the pool does), 4K and
+#                     2M, interleaved (reserves 512 2M pages, puts them back)
 #   make bench-pool-nested
 #                     launch -> first vCPU instruction of the probe guest,
 #                     pool vs populate vs nt vs no prefault, 1/4/8 GiB x 3,
@@ -29,7 +35,7 @@ POOL_BENCH_SIZES ?= 1,4,8
 POOL_NESTED_REPS ?= 3
 POOL_NESTED_ARGS ?= --linux 4 --linux-reps 2
 
-.PHONY: test-pool bench-pool bench-pool-nested
+.PHONY: test-pool bench-pool bench-pool-reuse bench-pool-nested
 
 test-pool: deps e2e-zerostart probe
 	bash tests/pool/run.sh
@@ -39,6 +45,9 @@ test-pool: deps e2e-zerostart probe
 
 bench-pool: deps
 	bash tests/pool/bench.sh $(POOL_BENCH_SIZES)
+
+bench-pool-reuse: deps
+	bash tests/pool/reuse-cost.sh 1 5
 
 bench-pool-nested: deps e2e-zerostart probe
 	python3 tests/pool/nested-bench.py --sizes $(POOL_BENCH_SIZES) --reps $(POOL_NESTED_REPS) $(POOL_NESTED_ARGS)

@@ -14,7 +14,7 @@
 #   (method pool_after_linux). zspool.linux=0: no Linux boots.
 #   zspool.methods=pool,populate,nt,off: the methods of each round.
 #   zspool.leakcheck=GIB: at the end, proof that the zero check can fail in
-#   here: a pool whose re-scrub skips the zeroing (ZEROSTART_POOL_FAULT=
+#   here: a pool that keeps a returned region's pages and skips the zeroing (ZEROSTART_POOL_FAULT=
 #   skip-zero:1, the daemon's test hook) leases a region to a Linux guest
 #   (leak_linux), then the same region, "scrubbed", to the probe (leak_probe),
 #   which must find the Linux guest's bytes (the harness fails the run if not).
@@ -191,7 +191,7 @@ done
 if [ "$leak" -gt 0 ]; then
   [ -f "/zs/kernels/$lkernel" ] || fatal "no L3 kernel /zs/kernels/$lkernel"
   [ $((leak * 512)) -le "$total_pages" ] || fatal "leak check of $leak GiB: $total_pages 2M hugepages reserved"
-  pool_env=ZEROSTART_POOL_FAULT=skip-zero:1
+  pool_env="ZEROSTART_TEST_SWITCHES=1 ZEROSTART_POOL_FAULT=skip-zero:1"
   pool_start "$leak"
   pool_env=
   boot leak_linux "$leak" 1 "hugepages=on,prezero=pool:$S" linux

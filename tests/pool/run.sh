@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make test-pool: the pool's crate tests, then the kill tests again on 2M
-# hugetlb memfds and on a hugetlbfs mount (files that survive a daemon
-# SIGKILL and must be scrubbed by the next daemon).
+# make test-pool: the pool's crate tests, then the kill tests, the holder
+# attacks (tests/holders.rs) and the --hugetlbfs tests again on 2M hugetlb
+# memfds and on a hugetlbfs mount (files that survive a daemon SIGKILL and
+# are replaced, never reused, by the next daemon).
 #
 # Needs root for the hugetlb part: 2M pages are added through
 # tests/lib/hugepages.sh, which gives them back however the script ends, and a
@@ -41,9 +42,14 @@ hugepages_on_exit cleanup
 hugepages_reserve 2048 192
 mount -t hugetlbfs -o pagesize=2M,mode=0700 none "$mnt"
 
+# --nocapture: a test that skips says SKIP and why.
 ZEROSTART_POOL_TEST_PAGE=2M ZEROSTART_POOL_TEST_HUGETLBFS="$mnt" \
-  cargo test --locked -p pool --test kill -- --test-threads 4
-echo "test-pool: kill tests passed on 4K shmem, 2M hugetlb memfds and hugetlbfs files"
+  cargo test --locked -p pool --test kill --test holders --test hugetlbfs -- --test-threads 4 --nocapture 2>&1 |
+  tee "$mnt.log" | grep -E '^(test |SKIP|test result)' || true
+grep -q '^test result: FAILED' "$mnt.log" && { grep -B2 -A12 'panicked' "$mnt.log" >&2; rm -f "$mnt.log"; exit 1; }
+[ "$(grep -c '^test result: ok' "$mnt.log")" = 3 ] || { echo "test-pool: the 2M tests did not all run" >&2; tail -20 "$mnt.log" >&2; rm -f "$mnt.log"; exit 1; }
+rm -f "$mnt.log"
+echo "test-pool: kill, holder (vmsplice, io_uring, fd in flight) and --hugetlbfs tests passed on 4K shmem, 2M hugetlb memfds and hugetlbfs files"
 
 # The VMM path: zerostart boots the probe guest from pool memory; the probe
 # reads every hinted byte and must report them all zero. Three boots from a

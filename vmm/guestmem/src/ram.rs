@@ -152,42 +152,15 @@ fn memfd(page: HugePageSize, size: u64) -> Result<File, Error> {
     Ok(f)
 }
 
-const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
-
-// `f_type`/`f_bsize` are i64 on x86_64 glibc but narrower elsewhere.
-#[allow(clippy::unnecessary_cast)]
-fn statfs_ok(st: &libc::statfs, page: HugePageSize) -> io::Result<()> {
-    if st.f_type as i64 != HUGETLBFS_MAGIC || st.f_bsize as u64 != page.bytes() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "filesystem type {:#x} with block size {:#x}",
-                st.f_type as i64, st.f_bsize as u64
-            ),
-        ));
-    }
-    Ok(())
-}
-
+// The hugetlbfs and privacy checks are the pool's (`pool::hugetlbfs`), so
+// guest RAM files and pool region files refuse the same things.
 pub(crate) fn check_hugetlbfs(dir: &Path, page: HugePageSize) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: statfs fills the zeroed struct from a valid C path.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    statfs_ok(&st, page)
+    pool::hugetlbfs::check_path(dir, page.bytes())
 }
 
 fn check_hugetlbfs_fd(file: &File, page: HugePageSize) -> io::Result<()> {
-    // SAFETY: fstatfs fills the zeroed struct; the fd is valid.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    statfs_ok(&st, page)
+    use std::os::fd::AsFd;
+    pool::hugetlbfs::check_fd(file.as_fd(), page.bytes())
 }
 
 /// Opens (or creates) the hugetlbfs file and makes its content zero: a
@@ -288,30 +261,14 @@ fn private_file(file: &File, path: &Path) -> Result<(), Error> {
         source,
         fix: "check the file= path",
     })?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    let unsafe_file = |why: String, fix: String| Error::UnsafeBackingFile {
-        path: path.to_path_buf(),
-        why,
-        fix,
-    };
-    if md.uid() != me {
-        return Err(unsafe_file(
-            format!(
-                "is owned by uid {}, not by this process (uid {me})",
-                md.uid()
-            ),
-            format!("chown {me} {}", path.display()),
-        ));
+    match pool::hugetlbfs::file_not_private(md.uid(), md.mode(), path) {
+        None => Ok(()),
+        Some((why, fix)) => Err(Error::UnsafeBackingFile {
+            path: path.to_path_buf(),
+            why,
+            fix,
+        }),
     }
-    let mode = md.mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(unsafe_file(
-            format!("has mode {mode:o} (group/other access)"),
-            format!("chmod 600 {}", path.display()),
-        ));
-    }
-    Ok(())
 }
 
 fn map_region(

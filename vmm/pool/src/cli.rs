@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand};
 
-use crate::daemon::{Config, Daemon, FAULT_ENV};
+use crate::daemon::{Config, Daemon};
 use crate::memory::{first_nonzero, Fault};
 use crate::{parse_size, Error, PageSize};
 
@@ -122,10 +122,7 @@ pub fn run(args: &PoolArgs) -> Result<(), Error> {
 }
 
 fn serve(a: &ServeArgs) -> Result<(), Error> {
-    let fault = match std::env::var(FAULT_ENV) {
-        Ok(v) if !v.is_empty() => Some(Fault::parse(&v)?),
-        _ => None,
-    };
+    let fault = Fault::from_env()?;
     let config = Config {
         socket: a.socket.clone(),
         size: parse_size("size", &a.size)?,

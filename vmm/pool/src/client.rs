@@ -3,12 +3,15 @@
 //!
 //! A [`Lease`] owns the region's fd and the connection; dropping it (or the
 //! process dying) ends the lease and the region goes back to the pool as
-//! dirty. A mapping still alive when the lease ends would make the daemon
-//! retire the region (safe, but the pool loses that region's pre-zeroed
-//! memory), so dropping a `Lease` while this process still maps its file
-//! (a VMM whose guest memory is shared with device threads, say) keeps the
-//! connection open until the process exits; the kernel tears the mappings
-//! down before it closes the connection.
+//! dirty, and the daemon replaces its memory (a returned region's pages and
+//! file are never leased again, whatever the former lessee kept). Memory
+//! this process still maps when the lease ends would go on being used after
+//! the pool counted it free (safe, but the host would then hold that
+//! region's memory twice, and the daemon reports the holder), so dropping a
+//! `Lease` while this process still maps its file (a VMM whose guest memory
+//! is shared with device threads, say) keeps the connection open until the
+//! process exits; the kernel tears the mappings down before it closes the
+//! connection.
 
 use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};

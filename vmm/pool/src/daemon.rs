@@ -6,7 +6,7 @@
 //! state lives in one mutex; the scrubber holds it only to change states,
 //! never while zeroing.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::memory::{Fault, RegionMemory, ScrubFault, Source};
+use crate::memory::{Fault, Leftover, RegionMemory, ScrubFault, Source};
 use crate::proto::{
     read_frame, write_frame, LeaseInfo, Request, RequestBody, Response, ResponseBody, Status,
     VERSION,
@@ -22,9 +22,7 @@ use crate::proto::{
 use crate::region::{Region, State};
 use crate::{Error, PageSize};
 
-/// Environment variable of the fault-injection hook (tests only):
-/// `stall-before-scrub:N`, `stall-mid-scrub:N` or `skip-zero:N`.
-pub const FAULT_ENV: &str = "ZEROSTART_POOL_FAULT";
+pub use crate::memory::FAULT_ENV;
 
 /// Daemon configuration.
 #[derive(Debug, Clone)]
@@ -90,7 +88,12 @@ impl Config {
 
 struct Slot {
     region: Region,
-    mem: Arc<RegionMemory>,
+    /// `None` only while the scrubber replaces it (the region is
+    /// `scrubbing` or, if no memory could be had, `dirty`).
+    mem: Option<Arc<RegionMemory>>,
+    /// The memory was created by this daemon and never handed out, so the
+    /// kernel's zeroing of its new pages is the only write it has seen.
+    fresh: bool,
 }
 
 #[derive(Default)]
@@ -112,6 +115,8 @@ struct PoolState {
 
 struct Shared {
     config: Config,
+    /// The `--hugetlbfs` directory's lock file, held while the daemon runs.
+    _dir_lock: Option<std::os::fd::OwnedFd>,
     backend_name: String,
     state: Mutex<PoolState>,
     changed: Condvar,
@@ -151,6 +156,9 @@ impl Daemon {
             );
         }
         if let Some(f) = config.fault {
+            if !crate::memory::test_switches_unlocked() {
+                return Err(Error::TestSwitchLocked(format!("{f:?}")));
+            }
             eprintln!("zerostart pool: WARNING: fault injection {FAULT_ENV} active: {f:?}");
         }
         let zeroer = prezero::Zeroer::new(config.backend)?.threads(config.threads);
@@ -171,10 +179,31 @@ impl Daemon {
                 });
             }
         }
+        // The --hugetlbfs directory is checked and locked, and files an
+        // earlier (killed) daemon left are removed, before the socket is
+        // bound: a refusal leaves nothing behind.
+        let dir_lock = match &config.hugetlbfs {
+            None => None,
+            Some(dir) => {
+                let lock = crate::memory::check_dir(dir, config.page)?;
+                for i in 0..(config.size / config.region_bytes) as usize {
+                    if let Leftover::Removed { holders } = crate::memory::clear_leftover(dir, i)? {
+                        let path = crate::memory::region_path(dir, i);
+                        if holders.is_empty() {
+                            eprintln!("zerostart pool: {}: left by an earlier daemon; removed (its memory is never reused)", path.display());
+                        } else {
+                            eprintln!("zerostart pool: {}: left by an earlier daemon and still held by pid(s) {holders:?} (a VM leased it); unlinked: that memory stays with them and is never leased again", path.display());
+                        }
+                    }
+                }
+                Some(lock)
+            }
+        };
         let listener = bind(&config.socket)?;
         let n = (config.size / config.region_bytes) as usize;
         let shared = Arc::new(Shared {
             config,
+            _dir_lock: dir_lock,
             backend_name,
             state: Mutex::new(PoolState {
                 slots: Vec::with_capacity(n),
@@ -189,7 +218,8 @@ impl Daemon {
                 let mem = shared.new_memory(i)?;
                 st.slots.push(Slot {
                     region: Region::new(i),
-                    mem: Arc::new(mem),
+                    mem: Some(Arc::new(mem)),
+                    fresh: true,
                 });
             }
         }
@@ -252,6 +282,13 @@ impl Drop for Daemon {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        // Named region files go too: leased ones stay with their clients
+        // (they hold the inode), and a next daemon creates its own.
+        for slot in &self.shared.lock().slots {
+            if let Some(m) = &slot.mem {
+                unlink_named(m);
+            }
+        }
         let _ = std::fs::remove_file(&self.shared.config.socket);
     }
 }
@@ -270,18 +307,52 @@ fn bind(path: &Path) -> Result<UnixListener, Error> {
         std::fs::remove_file(path)
             .map_err(|e| Error::io(format!("removing stale socket {}", path.display()), e))?;
     }
-    let l = UnixListener::bind(path)
-        .map_err(|e| Error::io(format!("binding {}", path.display()), e))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io(format!("chmod 0600 {}", path.display()), e))?;
-    Ok(l)
+    // The socket file is created 0600 by `bind` itself (Linux takes its
+    // mode from the socket inode, set here first), so there is no moment
+    // in which a permissive umask lets another user connect and lease.
+    use nix::sys::socket::{
+        bind as nix_bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+    };
+    let sock = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(|e| Error::io("creating the pool socket", e.into()))?;
+    nix::sys::stat::fchmod(&sock, nix::sys::stat::Mode::from_bits_truncate(0o600))
+        .map_err(|e| Error::io("fchmod 0600 of the pool socket", e.into()))?;
+    let addr = UnixAddr::new(path)
+        .map_err(|e| Error::io(format!("socket path {}", path.display()), e.into()))?;
+    nix_bind(sock.as_raw_fd(), &addr)
+        .map_err(|e| Error::io(format!("binding {}", path.display()), e.into()))?;
+    listen(&sock, Backlog::MAXCONN)
+        .map_err(|e| Error::io(format!("listening on {}", path.display()), e.into()))?;
+    Ok(UnixListener::from(sock))
+}
+
+/// What the scrubber does with a dirty region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Remedy {
+    /// Memory this daemon created and never handed out: populate (the
+    /// kernel zeroes new pages) and verify.
+    Fresh,
+    /// Memory that was leased, or failed a scrub: drop its pages and its
+    /// file and make new ones. Whatever a former lessee still holds (an fd
+    /// in flight, a pipe full of spliced pages, an io_uring fixed buffer,
+    /// pinned pages, a process the `/proc` scan cannot see) stays attached
+    /// to the old file and pages, which the pool never hands out again.
+    Replace,
+    /// Fault injection only: zero the same pages in place (or skip even
+    /// that) and lease them again.
+    InPlace(ScrubFault),
 }
 
 fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
     let c = &shared.config;
     loop {
         // Pick a dirty region and move it to scrubbing.
-        let (index, mem, done) = {
+        let (index, old, remedy, done) = {
             let mut st = shared.lock();
             loop {
                 if shared.stop.load(Ordering::SeqCst) {
@@ -305,25 +376,66 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
                         .begin_scrub()
                         .expect("dirty regions can begin a scrub");
                     shared.changed.notify_all();
-                    break (i, st.slots[i].mem.clone(), done);
+                    let slot = &mut st.slots[i];
+                    let in_place = match c.fault {
+                        Some(Fault::SkipZero { after }) if done >= after => {
+                            Some(ScrubFault::SkipZero)
+                        }
+                        Some(Fault::ScrubInPlace { after }) if done >= after => {
+                            Some(ScrubFault::None)
+                        }
+                        _ => None,
+                    };
+                    let remedy = match (in_place, &slot.mem, slot.fresh) {
+                        (Some(f), Some(_), _) => Remedy::InPlace(f),
+                        (_, Some(_), true) => Remedy::Fresh,
+                        _ => Remedy::Replace,
+                    };
+                    // The slot gives up its memory for a replacement now, so
+                    // the old pages are freed before new ones are reserved
+                    // (a pool sized to its hugepages has no spare ones).
+                    let old = if remedy == Remedy::Replace {
+                        slot.mem.take()
+                    } else {
+                        slot.mem.clone()
+                    };
+                    break (i, old, remedy, done);
                 }
                 st = shared.changed.wait(st).unwrap_or_else(|e| e.into_inner());
             }
         };
-        let fault = match c.fault {
-            Some(Fault::StallMidScrub { after }) if done >= after => ScrubFault::StallMidScrub,
-            Some(Fault::SkipZero { after }) if done >= after => ScrubFault::SkipZero,
-            _ => ScrubFault::None,
+        let stall_half = matches!(c.fault, Some(Fault::StallMidScrub { after }) if done >= after);
+        let res = match remedy {
+            Remedy::InPlace(fault) => {
+                let mem = old.expect("in-place scrubs keep their memory");
+                // SAFETY: the region is `scrubbing`: not leased, not handed
+                // out, and this is the only scrubber.
+                unsafe { mem.scrub(zeroer, c.verify, c.threads, fault) }.map(|s| (s, None))
+            }
+            Remedy::Fresh => {
+                let mem = old.expect("fresh regions have memory");
+                mem.prepare_fresh(c.verify, c.threads, stall_half)
+                    .map(|s| (s, None))
+            }
+            Remedy::Replace => {
+                if let Some(old) = old {
+                    retire(index, old);
+                }
+                shared.new_memory(index).and_then(|m| {
+                    let s = m.prepare_fresh(c.verify, c.threads, stall_half)?;
+                    Ok((s, Some(Arc::new(m))))
+                })
+            }
         };
-        // SAFETY: the region is `scrubbing`: not leased, not handed out,
-        // and this is the only scrubber.
-        let res = unsafe { mem.scrub(zeroer, c.verify, c.threads, fault) };
-        drop(mem);
         let mut st = shared.lock();
         match res {
-            Ok(stats) => {
-                st.slots[index]
-                    .region
+            Ok((stats, new)) => {
+                let slot = &mut st.slots[index];
+                if let Some(m) = new {
+                    slot.mem = Some(m);
+                }
+                slot.fresh = remedy != Remedy::InPlace(ScrubFault::SkipZero);
+                slot.region
                     .finish_scrub()
                     .expect("only the scrubber moves a region out of scrubbing");
                 let secs = stats.elapsed.as_secs_f64();
@@ -335,27 +447,44 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
             }
             Err(e) => {
                 eprintln!(
-                    "zerostart pool: region {index}: scrub failed: {e}; replacing its memory"
+                    "zerostart pool: region {index}: preparing it failed: {e}; replacing its memory"
                 );
                 st.counters.scrub_failures += 1;
-                st.slots[index]
-                    .region
+                let slot = &mut st.slots[index];
+                slot.fresh = false;
+                slot.region
                     .fail_scrub()
                     .expect("only the scrubber moves a region out of scrubbing");
-                unlink_named(&st.slots[index].mem);
-                match shared.new_memory(index) {
-                    Ok(m) => st.slots[index].mem = Arc::new(m),
-                    Err(e) => {
-                        eprintln!("zerostart pool: region {index}: cannot replace its memory: {e}; retrying in 1 s");
-                        drop(st);
-                        std::thread::sleep(Duration::from_secs(1));
-                        continue;
-                    }
+                // The next attempt replaces the memory (whatever failed
+                // with it is not trusted again).
+                let failed = slot.mem.take();
+                drop(st);
+                shared.changed.notify_all();
+                match failed {
+                    Some(m) => retire(index, m),
+                    // No memory could be had (hugepages still held by a
+                    // former lessee?): do not spin on it.
+                    None => std::thread::sleep(Duration::from_secs(1)),
                 }
+                continue;
             }
         }
         shared.changed.notify_all();
     }
+}
+
+/// Takes a returned region's memory out of the pool for good: its pages are
+/// punched out of the file (freed now unless a holder pinned them), a named
+/// hugetlbfs file is unlinked (a holder keeps the old inode; the
+/// replacement is a new file), and the daemon's mapping and fd are closed.
+fn retire(index: usize, old: Arc<RegionMemory>) {
+    if let Err(e) = old.punch() {
+        // Not a safety problem (the file is never leased again); its pages
+        // are freed when the last holder closes it instead of now.
+        eprintln!("zerostart pool: region {index}: {e}");
+    }
+    unlink_named(&old);
+    drop(old);
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: UnixListener) {
@@ -489,6 +618,7 @@ fn grant(
         .region
         .lease(id)
         .expect("clean regions can be leased");
+    st.slots[i].fresh = false;
     st.counters.leases_total += 1;
     shared.changed.notify_all();
     Ok((
@@ -500,19 +630,25 @@ fn grant(
             page,
             verified: c.verify,
         },
-        st.slots[i].mem.clone(),
+        st.slots[i].mem.clone().expect("clean regions have memory"),
     ))
 }
 
-/// The lease is over: the region is dirty. If another process can still
-/// reach its memory, it is replaced by fresh memory first.
+/// The lease is over: the region is dirty, and the scrubber gives it new
+/// memory before anyone leases it again. The `/proc` scan here is only a
+/// report (`retired_total`, a log line naming the pids): safety does not
+/// depend on it, because no page or file of a returned region is reused,
+/// and many holders are invisible to it anyway (fds in flight, pipe pages,
+/// io_uring buffers, other PID namespaces, `hidepid`).
 fn end_lease(shared: &Shared, index: usize, lease: u64) {
-    let (dev, ino) = shared.lock().slots[index].mem.identity();
+    let (dev, ino) = shared.lock().slots[index]
+        .mem
+        .as_ref()
+        .expect("leased regions have memory")
+        .identity();
     // A lessee that exits closes its fds in fd order, so the socket can
     // reach EOF here while the same dying process still shows the memfd:
-    // give such holders a moment to vanish before judging. The region
-    // stays leased (never handed out) while we wait; a holder still there
-    // afterwards really kept the memory, and the region is retired.
+    // give such holders a moment to vanish before reporting them.
     let mut holders = crate::holders::other_holders(dev, ino);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     while !holders.is_empty() && std::time::Instant::now() < deadline {
@@ -522,26 +658,14 @@ fn end_lease(shared: &Shared, index: usize, lease: u64) {
     let mut st = shared.lock();
     if let Err(e) = st.slots[index].region.release(lease) {
         eprintln!("zerostart pool: {e}; marking it dirty");
-        st.slots[index].region.distrust();
     }
     if !holders.is_empty() {
         eprintln!(
-            "zerostart pool: region {index}: lease {lease} ended but pid(s) {holders:?} still hold its memory; retiring it and creating fresh memory"
+            "zerostart pool: region {index}: lease {lease} ended but pid(s) {holders:?} still hold its memory; it is retired like every returned region (never leased again)"
         );
         st.counters.retired_total += 1;
-        unlink_named(&st.slots[index].mem);
-        match shared.new_memory(index) {
-            Ok(m) => st.slots[index].mem = Arc::new(m),
-            Err(e) => {
-                // Without fresh memory the region must never be leased
-                // again; leave it leased to a lease id nobody holds.
-                eprintln!("zerostart pool: region {index}: cannot replace it ({e}); taking it out of service");
-                let _ = st.slots[index].region.begin_scrub();
-                shared.changed.notify_all();
-                return;
-            }
-        }
     }
+    st.slots[index].fresh = false;
     st.slots[index].region.distrust();
     shared.changed.notify_all();
 }

@@ -7,21 +7,26 @@
 //! separate `memfd` (so a lease's file descriptor grants access to that
 //! region only). A region moves through a strict state machine
 //! ([`region::State`]): `dirty → scrubbing → clean → leased → dirty`. Only
-//! `clean` regions are leased, and a region becomes `clean` only after the
-//! parallel non-temporal engine ([`prezero`]) has written zeros over all of
-//! it (and, with `--verify`, every byte has been read back as zero).
+//! `clean` regions are leased, and a region becomes `clean` only with
+//! memory this daemon has just created and nobody else has touched: new
+//! pages, which the kernel zeroes when it allocates them (and, with
+//! `--verify`, every byte has been read back as zero).
 //!
 //! Clients ([`client::lease`]) get the region's fd by `SCM_RIGHTS` and keep
 //! the connection open for the life of the lease. When the connection
 //! closes (the VM process exits, is killed, or drops the [`client::Lease`])
-//! the region comes back `dirty` and is scrubbed before anyone sees it
-//! again. If some other process still holds the region's fd or a mapping of
-//! it at that point, the region is *retired* instead: the daemon drops it
-//! and creates a fresh memfd in its place, so memory a former client can
-//! still reach is never handed to anyone else.
+//! the region comes back `dirty`, and its memory is never used again: the
+//! daemon punches the pages out of the file, drops the file and creates a
+//! new one. Whatever the former lessee kept (an fd, even one in flight in a
+//! Unix socket; vmsplice'd pipe pages; io_uring fixed buffers; pinned
+//! pages; a process the daemon cannot see) reaches only the old file and
+//! pages, which no other lessee ever gets. Zeroing the same pages in place
+//! would not be enough: those references would read the next tenant's data
+//! (`tests/holders.rs` shows it with the `scrub-in-place` test fault).
 //!
 //! Nothing is persisted: a daemon that was killed and restarted creates
-//! fresh memfds, and hugetlbfs files it reopens are treated as dirty.
+//! fresh memfds, and `--hugetlbfs` files left by an earlier daemon are
+//! unlinked and created anew (never reused).
 //!
 //! * [`proto`]: the versioned, length-framed JSON protocol.
 //! * [`region`]: the per-region state machine (pure, unit-tested).
@@ -34,6 +39,7 @@ pub mod cli;
 pub mod client;
 pub mod daemon;
 mod holders;
+pub mod hugetlbfs;
 pub mod memory;
 pub mod proto;
 pub mod region;
@@ -204,6 +210,19 @@ pub enum Error {
         offset: u64,
         /// The byte.
         value: u8,
+    },
+    /// `ZEROSTART_POOL_FAULT` without the test-switch unlock.
+    #[error("ZEROSTART_POOL_FAULT={0} is a test-only switch that makes the pool hand out memory that is not known zero; unset it, or set ZEROSTART_TEST_SWITCHES=1 in the environment of a test run")]
+    TestSwitchLocked(String),
+    /// A `--hugetlbfs` directory or region file the pool must not use.
+    #[error("--hugetlbfs: {path} {why}; {fix}")]
+    UnsafeHugetlbfs {
+        /// The directory or file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+        /// What to do.
+        fix: String,
     },
     /// The zeroing engine could not be set up.
     #[error("zeroing engine: {0}")]

@@ -14,8 +14,8 @@ use crate::{Error, PageSize};
 pub enum Source {
     /// A fresh anonymous memfd (nothing survives the daemon).
     Memfd,
-    /// A named file on a hugetlbfs mount (reopened after a restart, and
-    /// then scrubbed like any dirty region).
+    /// A named file on a hugetlbfs mount, created by this daemon (a file
+    /// left by an earlier one is unlinked, never reused).
     Hugetlbfs(PathBuf),
 }
 
@@ -52,7 +52,9 @@ pub struct ScrubStats {
 }
 
 /// Test hook: what the scrubber does on the scrub after `after` completed
-/// ones (set by `ZEROSTART_POOL_FAULT`, for the kill tests).
+/// ones (set by `ZEROSTART_POOL_FAULT`, for the kill and holder tests; the
+/// daemon refuses it unless `ZEROSTART_TEST_SWITCHES=1`, see
+/// [`Fault::from_env`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// Do not start the scrub (the region stays `dirty`).
@@ -60,14 +62,24 @@ pub enum Fault {
         /// Completed scrubs before the fault fires.
         after: u64,
     },
-    /// Zero the first half of the region, then stop.
+    /// Stop half way through making the region clean (after populating
+    /// half of its new memory); the region stays `scrubbing`.
     StallMidScrub {
         /// Completed scrubs before the fault fires.
         after: u64,
     },
-    /// Skip the zeroing (a broken engine): `--verify` must catch it, and
-    /// without it the kill tests' scans must see the old pattern.
+    /// Skip the zeroing (a broken engine) and keep the old pages:
+    /// `--verify` must catch it, and without it the kill tests' scans must
+    /// see the old pattern.
     SkipZero {
+        /// Completed scrubs before the fault fires.
+        after: u64,
+    },
+    /// Zero a returned region in place and lease the same file and pages
+    /// again (what the pool did before it replaced them after every lease):
+    /// the negative control of the holder tests, whose attacks must then
+    /// read the next tenant's data.
+    ScrubInPlace {
         /// Completed scrubs before the fault fires.
         after: u64,
     },
@@ -84,14 +96,45 @@ pub enum ScrubFault {
     SkipZero,
 }
 
+/// Environment variable of the fault-injection hook (tests only).
+pub const FAULT_ENV: &str = "ZEROSTART_POOL_FAULT";
+
+/// Environment variable that unlocks test-only switches (the same one the
+/// VMM's `--test-corrupt-hint` needs).
+pub const TEST_SWITCH_ENV: &str = "ZEROSTART_TEST_SWITCHES";
+
+/// Whether `ZEROSTART_TEST_SWITCHES=1` is in the environment.
+pub fn test_switches_unlocked() -> bool {
+    std::env::var_os(TEST_SWITCH_ENV).is_some_and(|v| v == "1")
+}
+
 impl Fault {
-    /// Parses `stall-before-scrub:N` / `stall-mid-scrub:N`.
+    /// The fault named by `ZEROSTART_POOL_FAULT`, if any. A fault makes the
+    /// pool hand out memory that is not zero (or reuse pages a former
+    /// lessee can still reach), so it is refused unless
+    /// `ZEROSTART_TEST_SWITCHES=1` says this is a test run: a stray
+    /// variable in a production environment must stop the daemon, not
+    /// weaken it.
+    pub fn from_env() -> Result<Option<Fault>, Error> {
+        match std::env::var(FAULT_ENV) {
+            Ok(v) if !v.is_empty() => {
+                if !test_switches_unlocked() {
+                    return Err(Error::TestSwitchLocked(v));
+                }
+                Ok(Some(Fault::parse(&v)?))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Parses `stall-before-scrub:N`, `stall-mid-scrub:N`, `skip-zero:N`
+    /// or `scrub-in-place:N`.
     pub fn parse(s: &str) -> Result<Fault, Error> {
         let bad = || {
             Error::BadValue {
             key: "ZEROSTART_POOL_FAULT",
             value: s.to_string(),
-            fix: "use stall-before-scrub:N, stall-mid-scrub:N or skip-zero:N (N completed scrubs first)".into(),
+            fix: "use stall-before-scrub:N, stall-mid-scrub:N, skip-zero:N or scrub-in-place:N (N completed scrubs first)".into(),
         }
         };
         let (kind, n) = s.split_once(':').ok_or_else(bad)?;
@@ -100,9 +143,142 @@ impl Fault {
             "stall-before-scrub" => Ok(Fault::StallBeforeScrub { after }),
             "stall-mid-scrub" => Ok(Fault::StallMidScrub { after }),
             "skip-zero" => Ok(Fault::SkipZero { after }),
+            "scrub-in-place" => Ok(Fault::ScrubInPlace { after }),
             _ => Err(bad()),
         }
     }
+}
+
+/// `DIR/zerostart-pool-<index>`: region `index`'s file with `--hugetlbfs`.
+pub fn region_path(dir: &Path, index: usize) -> PathBuf {
+    dir.join(format!("zerostart-pool-{index}"))
+}
+
+/// Name of the lock file a daemon holds in its `--hugetlbfs` directory.
+pub const LOCK_FILE: &str = "zerostart-pool.lock";
+
+/// Checks the `--hugetlbfs` directory before anything is created in it: on
+/// hugetlbfs with `page` pages, owned by us or root, writable by nobody
+/// else. Then takes its lock file (so a second daemon on the same
+/// directory is one clear refusal) and returns it; the daemon keeps it
+/// open for its lifetime. The lock is on a file never sent to clients, so
+/// it dies with the daemon (a region file's open description lives on in
+/// every client that received it).
+pub fn check_dir(dir: &Path, page: PageSize) -> Result<OwnedFd, Error> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let refuse = |path: &Path, why: String, fix: String| Error::UnsafeHugetlbfs {
+        path: path.to_path_buf(),
+        why,
+        fix,
+    };
+    crate::hugetlbfs::check_path(dir, page.bytes()).map_err(|e| {
+        refuse(
+            dir,
+            format!("is not a hugetlbfs mount with {page} pages ({e})"),
+            format!(
+                "mount one there: mount -t hugetlbfs -o pagesize={page},mode=0700 none {}",
+                dir.display()
+            ),
+        )
+    })?;
+    let md = std::fs::metadata(dir).map_err(|e| Error::io(format!("stat {}", dir.display()), e))?;
+    if let Some((why, fix)) = crate::hugetlbfs::dir_not_private(md.uid(), md.mode(), dir) {
+        return Err(refuse(dir, why, fix));
+    }
+    let lock = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(&lock)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                refuse(
+                    &lock,
+                    "is a symlink".into(),
+                    format!("remove it (rm {})", lock.display()),
+                )
+            } else {
+                Error::io(format!("opening {}", lock.display()), e)
+            }
+        })?;
+    let md = file
+        .metadata()
+        .map_err(|e| Error::io(format!("stat {}", lock.display()), e))?;
+    if !md.file_type().is_file() {
+        return Err(refuse(
+            &lock,
+            "is not a regular file".into(),
+            format!("remove it (rm -r {})", lock.display()),
+        ));
+    }
+    if let Some((why, fix)) = crate::hugetlbfs::file_not_private(md.uid(), md.mode(), &lock) {
+        return Err(refuse(&lock, why, fix));
+    }
+    // SAFETY: valid fd.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(refuse(
+            &lock,
+            "is locked: another pool daemon serves this directory".into(),
+            "stop it, or give this daemon its own --hugetlbfs directory".into(),
+        ));
+    }
+    Ok(file.into())
+}
+
+/// What [`clear_leftover`] found at a region's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leftover {
+    /// Nothing.
+    None,
+    /// A region file an earlier daemon of this user left (it was killed):
+    /// unlinked; `holders` are the pids that still hold it (a VM leased
+    /// it), which keep their memory. Its pages are never leased again.
+    Removed {
+        /// Pids still holding the old file.
+        holders: Vec<i32>,
+    },
+}
+
+/// Before a daemon creates region `index`'s file: a regular file of ours
+/// with mode 0600 at that path was left by an earlier daemon (killed
+/// before it could clean up) and is unlinked, never reused: a VM may still
+/// map it, and its contents are unknown. Anything else there (a symlink,
+/// another user's file, a file open to others, a directory) is a refusal
+/// naming it: the pool did not make it.
+pub fn clear_leftover(dir: &Path, index: usize) -> Result<Leftover, Error> {
+    use std::os::unix::fs::MetadataExt;
+    let path = region_path(dir, index);
+    let md = match std::fs::symlink_metadata(&path) {
+        Ok(md) => md,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Leftover::None),
+        Err(e) => return Err(Error::io(format!("stat {}", path.display()), e)),
+    };
+    let refuse = |why: String| Error::UnsafeHugetlbfs {
+        path: path.clone(),
+        why: format!("{why}, which the pool did not create"),
+        fix: format!(
+            "remove it (rm {}); the pool creates its region files itself",
+            path.display()
+        ),
+    };
+    let ft = md.file_type();
+    if ft.is_symlink() {
+        return Err(refuse("is a symlink".into()));
+    }
+    if !ft.is_file() {
+        return Err(refuse("is not a regular file".into()));
+    }
+    if let Some((why, _)) = crate::hugetlbfs::file_not_private(md.uid(), md.mode(), &path) {
+        return Err(refuse(why));
+    }
+    let holders = crate::holders::other_holders(md.dev(), md.ino());
+    std::fs::remove_file(&path)
+        .map_err(|e| Error::io(format!("removing {}", path.display()), e))?;
+    Ok(Leftover::Removed { holders })
 }
 
 fn mfd_huge_flag(page: PageSize) -> libc::c_uint {
@@ -164,50 +340,62 @@ impl RegionMemory {
         Self::map(fd, len, page, Source::Memfd)
     }
 
-    /// A named file in the hugetlbfs directory `dir`, created if missing
-    /// (mode 0600), locked against a second daemon. Whatever it held before
-    /// is treated as dirty by the caller.
+    /// A new file `DIR/zerostart-pool-<index>` on hugetlbfs, created
+    /// exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), so the pool
+    /// never adopts a file somebody else made, nor follows a symlink
+    /// planted in its place: anything already at that path is a refusal
+    /// (the daemon's start-up removes only its own predecessors' files, see
+    /// [`clear_leftover`]). The directory itself is checked once at start
+    /// ([`check_dir`]).
     pub fn hugetlbfs(dir: &Path, index: usize, len: u64, page: PageSize) -> Result<Self, Error> {
         use std::os::unix::fs::OpenOptionsExt;
-        let path = dir.join(format!("zerostart-pool-{index}"));
+        let path = region_path(dir, index);
+        let unsafe_file = |why: String, fix: String| Error::UnsafeHugetlbfs {
+            path: path.clone(),
+            why,
+            fix,
+        };
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(false)
+            .create_new(true)
             .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
             .open(&path)
-            .map_err(|e| {
-                Error::io(
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => unsafe_file(
+                    "exists already (a file or symlink the pool did not create)".into(),
                     format!(
-                        "opening {} (--hugetlbfs must be a hugetlbfs mount)",
+                        "remove it (rm {}); the pool creates its region files itself",
                         path.display()
                     ),
-                    e,
-                )
+                ),
+                _ => Error::io(format!("creating {}", path.display()), e),
             })?;
-        // SAFETY: valid fd.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(Error::last_os(format!(
-                "locking {} (another pool daemon uses it?)",
-                path.display()
-            )));
-        }
         let fd: OwnedFd = file.into();
+        crate::hugetlbfs::check_fd(fd.as_fd(), page.bytes()).map_err(|e| {
+            unsafe_file(
+                format!("is not on hugetlbfs with {page} pages ({e})"),
+                format!(
+                    "mount -t hugetlbfs -o pagesize={page},mode=0700 none {}",
+                    dir.display()
+                ),
+            )
+        })?;
         // SAFETY: valid fd and a zeroed stat buffer.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
             return Err(Error::last_os(format!("stat {}", path.display())));
         }
-        if st.st_size as u64 != len {
-            // SAFETY: valid fd.
-            if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-                return Err(Error::last_os(format!(
-                    "sizing {} to {len} bytes",
-                    path.display()
-                )));
-            }
+        if let Some((why, fix)) = crate::hugetlbfs::file_not_private(st.st_uid, st.st_mode, &path) {
+            return Err(unsafe_file(why, fix));
+        }
+        // SAFETY: valid fd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(Error::last_os(format!(
+                "sizing {} to {len} bytes",
+                path.display()
+            )));
         }
         Self::map(fd, len, page, Source::Hugetlbfs(path))
     }
@@ -314,6 +502,74 @@ impl RegionMemory {
         Ok(())
     }
 
+    /// Frees every page of the file now (`fallocate(PUNCH_HOLE)`), even
+    /// while some other holder keeps the file open: the pages leave the
+    /// file, so nothing faulted through it later can be one of them. Pages
+    /// a holder pinned (io_uring fixed buffers, vmsplice'd pipe buffers,
+    /// O_DIRECT in flight) stay with that holder and go back to the kernel
+    /// when it lets go; the pool never sees them again.
+    pub fn punch(&self) -> Result<(), Error> {
+        // SAFETY: valid fd; the range is the whole file.
+        let r = unsafe {
+            libc::fallocate(
+                self.fd.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                self.len as libc::off_t,
+            )
+        };
+        if r != 0 {
+            return Err(Error::last_os(
+                "punching the pages out of a returned region",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Makes memory this daemon has just created ready to lease: populates
+    /// every page (`MADV_POPULATE_WRITE`; the kernel allocates and zeroes
+    /// each one, shmem and hugetlb alike) and, with `verify`, reads every
+    /// byte back. No zeroing pass of our own: the file is new, its fd is
+    /// this daemon's alone (close-on-exec, never sent), so its pages are
+    /// untouched since the kernel cleared them. `stall_half` (fault
+    /// injection) stops after populating half of it.
+    pub fn prepare_fresh(
+        &self,
+        verify: bool,
+        threads: usize,
+        stall_half: bool,
+    ) -> Result<ScrubStats, Error> {
+        let start = Instant::now();
+        if stall_half {
+            // SAFETY: our own mapping; populate does not change contents.
+            unsafe {
+                libc::madvise(
+                    self.ptr.as_ptr().cast(),
+                    self.len / 2,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+            stall("half way through preparing fresh memory")
+        }
+        self.populate()?;
+        // SAFETY: our mapping; nobody else has the file.
+        let buf = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
+        if verify {
+            if let Some(off) = first_nonzero(buf, threads) {
+                return Err(Error::ScrubVerify {
+                    offset: off as u64,
+                    value: buf[off],
+                });
+            }
+        }
+        Ok(ScrubStats {
+            bytes: self.len as u64,
+            elapsed: start.elapsed(),
+            verified: verify,
+            backend: FRESH_BACKEND,
+        })
+    }
+
     /// Writes zeros over the whole region (after populating it) and, with
     /// `verify`, reads every byte back. Returns an error, never a false
     /// "clean", if anything goes wrong.
@@ -360,6 +616,10 @@ impl RegionMemory {
         })
     }
 }
+
+/// What `status` reports as the zeroing backend once regions are made
+/// clean by replacing their pages (the kernel zeroes them).
+pub const FRESH_BACKEND: &str = "kernel (fresh pages)";
 
 /// Parks the calling thread forever (fault injection: the tests SIGKILL
 /// the daemon meanwhile).
@@ -472,6 +732,85 @@ mod tests {
             Fault::parse("stall-mid-scrub:2").unwrap(),
             Fault::StallMidScrub { after: 2 }
         );
+        assert_eq!(
+            Fault::parse("scrub-in-place:1").unwrap(),
+            Fault::ScrubInPlace { after: 1 }
+        );
         assert!(Fault::parse("stall:x").is_err());
+    }
+
+    /// Pages punched out of a file are gone from it even for a holder that
+    /// keeps the file: what it faults in afterwards is new and zero, while
+    /// a reference it took before (here a pipe) keeps the old page.
+    #[test]
+    fn punch_replaces_the_pages_behind_a_kept_fd() {
+        let m = RegionMemory::memfd("t", 1 << 20, PageSize::Size4K).unwrap();
+        // SAFETY: test owns the mapping.
+        let buf = unsafe { std::slice::from_raw_parts_mut(m.ptr.as_ptr(), m.len) };
+        buf.fill(0x5c);
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two fds.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: 4096,
+        };
+        // SAFETY: the iovec is in our mapping.
+        assert_eq!(unsafe { libc::vmsplice(fds[1], &iov, 1, 0) }, 4096);
+        m.punch().unwrap();
+        assert_eq!(first_nonzero(buf, 1), None, "punched pages read zero");
+        buf.fill(0x77);
+        let mut got = [0u8; 4096];
+        // SAFETY: reading into a local buffer.
+        assert_eq!(
+            unsafe { libc::read(fds[0], got.as_mut_ptr().cast(), 4096) },
+            4096
+        );
+        assert!(got.iter().all(|&b| b == 0x5c), "the pipe kept the old page");
+        // SAFETY: closing our fds.
+        unsafe { (libc::close(fds[0]), libc::close(fds[1])) };
+    }
+
+    /// A symlink (or any file) where a region file goes is never followed
+    /// or adopted: creation is exclusive, and the start-up clean-up
+    /// refuses what the pool did not make. (Here on the test's temp
+    /// directory: some kernels' hugetlbfs refuses symlinks altogether.)
+    #[test]
+    fn a_planted_symlink_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        std::os::unix::fs::symlink(&victim, region_path(dir.path(), 0)).unwrap();
+        let e = clear_leftover(dir.path(), 0).unwrap_err().to_string();
+        assert!(
+            e.contains("zerostart-pool-0 is a symlink, which the pool did not create")
+                && e.contains("rm "),
+            "{e}"
+        );
+        let e = RegionMemory::hugetlbfs(dir.path(), 0, 2 << 20, PageSize::Size2M)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exists already"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert!(region_path(dir.path(), 0).is_symlink());
+        // A file of ours, 0600: an earlier daemon's; removed.
+        let own = region_path(dir.path(), 1);
+        std::fs::write(&own, b"").unwrap();
+        std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        assert_eq!(
+            clear_leftover(dir.path(), 1).unwrap(),
+            Leftover::Removed { holders: vec![] }
+        );
+        assert!(!own.exists());
+        assert_eq!(clear_leftover(dir.path(), 1).unwrap(), Leftover::None);
+    }
+
+    #[test]
+    fn fresh_memory_is_ready_without_a_zeroing_pass() {
+        let m = RegionMemory::memfd("t", 4 << 20, PageSize::Size4K).unwrap();
+        let st = m.prepare_fresh(true, 0, false).unwrap();
+        assert!(st.verified);
+        assert_eq!(st.backend, FRESH_BACKEND);
     }
 }

@@ -5,181 +5,19 @@
 //! every later lease is scanned in full, all regions at once (so the
 //! region the pattern was written to is among them).
 //!
-//! `ZEROSTART_POOL_TEST_PAGE=2M` runs them on hugetlb memory (needs free 2M
-//! hugepages; `make test-pool` reserves them); the default is 4K shmem so
-//! `cargo test` runs anywhere. `ZEROSTART_POOL_TEST_HUGETLBFS=DIR` adds the
-//! hugetlbfs-file restart test.
+//! `ZEROSTART_POOL_TEST_PAGE=2M` runs them on hugetlb memory (see
+//! `common`); the `--hugetlbfs` tests are in `hugetlbfs.rs`.
+
+mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use common::*;
 use pool::client;
 use pool::memory::first_nonzero;
-use pool::proto::Status;
-use pool::PageSize;
-
-const BIN: &str = env!("CARGO_BIN_EXE_zerostart-pool");
-const REGIONS: u64 = 3;
-
-fn page() -> PageSize {
-    std::env::var("ZEROSTART_POOL_TEST_PAGE")
-        .ok()
-        .map(|p| p.parse().expect("ZEROSTART_POOL_TEST_PAGE is 4K or 2M"))
-        .unwrap_or(PageSize::Size4K)
-}
-
-fn region_bytes() -> u64 {
-    8 << 20
-}
-
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(socket: &Path, fault: Option<&str>, extra: &[&str]) -> Daemon {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["serve", "--socket"])
-            .arg(socket)
-            .args([
-                "--size",
-                &(REGIONS * region_bytes()).to_string(),
-                "--region-size",
-                &region_bytes().to_string(),
-                "--page",
-                page().name(),
-            ])
-            .args(extra)
-            .stdout(Stdio::null());
-        match fault {
-            Some(f) => cmd.env("ZEROSTART_POOL_FAULT", f),
-            None => cmd.env_remove("ZEROSTART_POOL_FAULT"),
-        };
-        let child = cmd.spawn().expect("start the daemon");
-        let d = Daemon {
-            child,
-            socket: socket.to_path_buf(),
-        };
-        d.wait_for("the socket to answer", |_| true);
-        d
-    }
-
-    fn status(&self) -> Option<Status> {
-        client::status(&self.socket).ok()
-    }
-
-    fn wait_for(&self, what: &str, pred: impl Fn(&Status) -> bool) -> Status {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(s) = self.status() {
-                if pred(&s) {
-                    return s;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}: {:?}",
-                self.status()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn all_clean(&self) -> Status {
-        self.wait_for("every region clean", |s| s.clean_bytes == s.size_bytes)
-    }
-
-    fn sigkill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A client process holding a lease filled with `fill`.
-struct Holder {
-    child: Child,
-    info: serde_json::Value,
-}
-
-fn hold(socket: &Path, fill: u8, extra: &[&str]) -> Holder {
-    let mut child = Command::new(BIN)
-        .args(["lease", "--hold", "--socket"])
-        .arg(socket)
-        .args([
-            "--bytes",
-            &region_bytes().to_string(),
-            "--page",
-            page().name(),
-            "--fill",
-            &fill.to_string(),
-        ])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let info: serde_json::Value =
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("lease output {line:?}: {e}"));
-    assert_eq!(info["filled"], fill);
-    Holder { child, info }
-}
-
-impl Holder {
-    fn sigkill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-/// Leases every region at once and scans each in full. Returns the
-/// (dev, inode) of the files handed out.
-fn every_region_is_zero(d: &Daemon) -> Vec<(u64, u64)> {
-    d.all_clean();
-    let mut leases = Vec::new();
-    for _ in 0..REGIONS {
-        leases.push(client::lease(&d.socket, region_bytes(), page()).expect("lease"));
-    }
-    let mut ids = Vec::new();
-    for l in &leases {
-        let m = l.map(false).unwrap();
-        assert_eq!(m.as_slice().len() as u64, region_bytes());
-        if let Some(off) = first_nonzero(m.as_slice(), 0) {
-            panic!(
-                "lease {} region {} has byte {:#x} at {off:#x}",
-                l.id(),
-                l.info().region,
-                m.as_slice()[off]
-            );
-        }
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&l.fd()), &mut st) };
-        ids.push((st.st_dev, st.st_ino));
-    }
-    // Every region is out: one more lease must be refused, not wait or
-    // hand out a region twice.
-    let e = client::lease(&d.socket, region_bytes(), page()).unwrap_err();
-    assert!(e.to_string().contains("no clean region"), "{e}");
-    ids
-}
-
-fn sock(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().join("pool.sock")
-}
 
 #[test]
 fn kill_client_while_leased() {
@@ -331,7 +169,7 @@ fn protocol_errors_are_one_line_and_the_daemon_survives() {
     let r = ask(r#"{"v":1,"op":"lease","bytes":0,"page":"4K"}"#);
     assert!(r.contains("error"), "{r}");
     // A second daemon on the same socket is refused.
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args([
             "serve",
             "--page",
@@ -348,31 +186,6 @@ fn protocol_errors_are_one_line_and_the_daemon_survives() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("already listens"));
     assert!(d.status().is_some());
-}
-
-#[test]
-fn hugetlbfs_files_are_scrubbed_after_a_restart() {
-    let Ok(dir) = std::env::var("ZEROSTART_POOL_TEST_HUGETLBFS") else {
-        eprintln!("skipped: set ZEROSTART_POOL_TEST_HUGETLBFS to a hugetlbfs mount");
-        return;
-    };
-    if page() == PageSize::Size4K {
-        eprintln!("skipped: hugetlbfs needs ZEROSTART_POOL_TEST_PAGE=2M");
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let d = Daemon::start(&sock(&tmp), None, &["--hugetlbfs", &dir]);
-    d.all_clean();
-    let h = hold(&d.socket, 0xee, &[]);
-    // Both die: the pattern stays in the file on hugetlbfs.
-    d.sigkill();
-    h.sigkill();
-    let d = Daemon::start(&sock(&tmp), None, &["--hugetlbfs", &dir]);
-    every_region_is_zero(&d);
-    drop(d);
-    for i in 0..REGIONS {
-        let _ = std::fs::remove_file(Path::new(&dir).join(format!("zerostart-pool-{i}")));
-    }
 }
 
 /// The scan these tests rely on can fail: with the zeroing skipped (a
@@ -422,7 +235,7 @@ fn a_lease_dropped_while_mapped_lasts_until_exit() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(&sock(&dir), None, &[]);
     d.all_clean();
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(bin())
         .args(["lease", "--test-drop-while-mapped", "--socket"])
         .arg(&d.socket)
         .args([
@@ -455,4 +268,54 @@ fn a_lease_dropped_while_mapped_lasts_until_exit() {
     let s = d.all_clean();
     assert_eq!(s.retired_total, 0);
     every_region_is_zero(&d);
+}
+
+/// A fault makes the pool lease memory that is not known zero, so the
+/// daemon refuses to start with one unless the test switches are unlocked;
+/// the same fault with the unlock starts (see every fault test above).
+#[test]
+fn fault_injection_is_refused_without_the_test_switch() {
+    for unlock in [None, Some("0"), Some("yes")] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = serve_cmd(&sock(&dir), 1, &[]);
+        cmd.env("ZEROSTART_POOL_FAULT", "skip-zero:0");
+        if let Some(v) = unlock {
+            cmd.env("ZEROSTART_TEST_SWITCHES", v);
+        }
+        let err = refused(cmd);
+        assert!(
+            err.contains("ZEROSTART_POOL_FAULT=skip-zero:0 is a test-only switch")
+                && err.contains("ZEROSTART_TEST_SWITCHES=1"),
+            "{err}"
+        );
+        assert!(!sock(&dir).exists(), "the daemon bound its socket");
+    }
+}
+
+/// Who may lease is who may connect: the socket is created 0600 by `bind`
+/// itself, so even a daemon started under umask 0 never has a moment in
+/// which another user could connect (it used to be chmod-ed after `bind`).
+#[test]
+fn the_socket_is_private_even_under_umask_0() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = serve_cmd(&sock(&dir), 1, &[]);
+    // SAFETY: umask is async-signal-safe; it runs in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        })
+    };
+    let mut child = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !sock(&dir).exists() {
+        assert!(std::time::Instant::now() < deadline, "no socket");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mode = std::fs::metadata(sock(&dir)).unwrap().permissions().mode() & 0o777;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
 }

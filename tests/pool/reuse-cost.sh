@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# make bench-pool-reuse: what making a returned region clean costs per GiB,
+# in-place NT zeroing (the old, unsafe way) vs punch + repopulate vs a new
+# file (what the pool does), 4K shmem and 2M hugetlb, interleaved in one
+# run. Reserves the 2M pages as root and gives them back on exit.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+gib="${1:-1}"
+reps="${2:-5}"
+cargo build --release --locked -p pool --example reuse_cost
+# shellcheck source=../lib/hugepages.sh
+source "$root/tests/lib/hugepages.sh"
+hugepages_reserve 2048 $((gib * 512)) || echo "reuse-cost: SKIP: 2M: cannot reserve $((gib * 512)) pages" >&2
+"${CARGO_TARGET_DIR:-$root/target}/release/examples/reuse_cost" "$gib" "$reps"
