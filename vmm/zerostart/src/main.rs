@@ -153,11 +153,20 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     if let Some(t) = vm.serial.lock().ok().and_then(|s| s.first_output()) {
         tl.mark_at("first_serial_output", t);
     }
+    if let VmEvent::Crash(what) = &event {
+        // Its own point in the timeline: a crash is not a reboot.
+        tl.mark_at(&what.replace(' ', "_"), exit_at);
+    }
     tl.mark_at("exit", exit_at);
 
     let hint = vm.hint.as_ref();
-    if let VmEvent::Error(reason) = &event {
-        eprintln!("zerostart: error: {reason}");
+    match &event {
+        VmEvent::Error(reason) => eprintln!("zerostart: error: {reason}"),
+        VmEvent::Crash(what) => eprintln!(
+            "zerostart: error: the guest crashed ({what}); exit code {}",
+            event.code()
+        ),
+        _ => {}
     }
     eprintln!(
         "zerostart: exit={} code={} memory={}MiB hint={} ranges/{} MiB {}",
@@ -193,7 +202,7 @@ fn write_timeline(
         "memory_bytes": plan.memory.size,
         "vcpus": plan.cpus.boot,
         "prezero": report,
-        "exit": {"reason": event.reason(), "code": event.code()},
+        "exit": {"reason": event.reason(), "kind": event.kind(), "code": event.code()},
     });
     let text = serde_json::to_string_pretty(&doc)?;
     std::fs::write(path, text + "\n")
