@@ -174,7 +174,7 @@ impl PioBus {
 /// The element size to split a `len`-byte port access into (see
 /// [`PioBus::read_string`]).
 fn element_size(size: usize, len: usize) -> usize {
-    if size == 0 || len % size != 0 {
+    if size == 0 || !len.is_multiple_of(size) {
         len.max(1)
     } else {
         size
