@@ -1,7 +1,8 @@
 //! Port-I/O dispatch.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
+use std::time::{Duration, Instant};
 
 use crate::{ExitRequest, PioDevice};
 
@@ -168,6 +169,34 @@ impl PioBus {
             }
         }
         Ok(None)
+    }
+}
+
+impl PioBus {
+    /// Stops every device's own work ([`PioDevice::stop`]: fw_cfg's DMA
+    /// worker) before the VMM unmaps guest memory. A device whose lock a
+    /// thread still holds (a vCPU that did not stop) is retried until
+    /// `timeout`, then left alone; returns how many were left.
+    pub fn stop_devices(&self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        let mut left = 0;
+        for e in self.devices.values() {
+            loop {
+                match e.dev.try_lock() {
+                    Ok(mut d) => d.stop(),
+                    // The device's state may be half-updated, but stopping
+                    // its worker is still what teardown needs.
+                    Err(TryLockError::Poisoned(p)) => p.into_inner().stop(),
+                    Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    }
+                    Err(TryLockError::WouldBlock) => left += 1,
+                }
+                break;
+            }
+        }
+        left
     }
 }
 

@@ -52,4 +52,9 @@ pub trait PioDevice: Send {
     fn read(&mut self, base: u16, offset: u16, data: &mut [u8]);
     /// Handles a guest `out`; may ask the VMM to stop the VM.
     fn write(&mut self, base: u16, offset: u16, data: &[u8]) -> Option<ExitRequest>;
+    /// The VM is ending: stop any work the device does on its own threads
+    /// (and that may touch guest memory) and wait for it, so guest memory
+    /// can be unmapped safely afterwards. Guest accesses after this may be
+    /// refused. Most devices have nothing to stop.
+    fn stop(&mut self) {}
 }

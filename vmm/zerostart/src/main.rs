@@ -140,6 +140,9 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     };
     let exit_at = Instant::now();
     let stuck = vcpu::stop_all(&vm.stop, threads, Duration::from_secs(2));
+    // Devices write guest memory from their own threads too (fw_cfg DMA):
+    // stop and join them before guest RAM can be unmapped or truncated.
+    let devices_left = vm.bus.stop_devices(Duration::from_millis(500));
     drop(raw_stdin);
 
     if let Some(t) = vm.first_run.get() {
@@ -180,13 +183,28 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     if vm.format == kernel::Format::Elf {
         eprintln!("zerostart: note: PVH boot carries no setup_data, so the guest got no zero hint");
     }
-    if stuck > 0 {
-        eprintln!("zerostart: warning: {stuck} vCPU thread(s) did not stop in time");
+    let written = match &args.timeline {
+        Some(path) => {
+            let report = ram::Report::new(&vm.ram, hint, vm.verified_bytes);
+            write_timeline(path, &tl, &plan, &report, &event)
+        }
+        None => Ok(()),
+    };
+    if stuck > 0 || devices_left > 0 {
+        // A thread we could not stop may still write guest RAM. Unmapping
+        // it would crash that thread's write (SIGSEGV), truncating a named
+        // hugetlbfs file under it would kill the VMM by SIGBUS, and a pool
+        // lease must not go back while written. So keep all of it until
+        // the process exits, which ends the threads before the mappings.
+        // A named file then keeps the guest's data until the next
+        // zerostart on it truncates it, as after a VMM that was killed.
+        eprintln!(
+            "zerostart: warning: {stuck} vCPU thread(s) and {devices_left} device(s) did not stop in time; \
+             guest RAM stays mapped (a named file is not truncated) until the process exits"
+        );
+        std::mem::forget(vm.ram);
     }
-    if let Some(path) = &args.timeline {
-        let report = ram::Report::new(&vm.ram, hint, vm.verified_bytes);
-        write_timeline(path, &tl, &plan, &report, &event)?;
-    }
+    written?;
     Ok(event.code())
 }
 
