@@ -148,12 +148,14 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     if let Some(t) = vm.first_run.get() {
         tl.mark_at("first_kvm_run", *t);
     }
-    if let Ok(timer) = vm.timer.lock() {
+    if let Ok(timer) = vm.timer.try_lock() {
         for m in timer.markers() {
             tl.mark_at(&m.name, m.at);
         }
     }
-    if let Some(t) = vm.serial.lock().ok().and_then(|s| s.first_output()) {
+    // try_lock: a vCPU thread that did not stop may hold COM1 forever (an
+    // output nobody reads); the summary must not wait for it.
+    if let Some(t) = vm.serial.try_lock().ok().and_then(|s| s.first_output()) {
         tl.mark_at("first_serial_output", t);
     }
     if let VmEvent::Crash(what) = &event {

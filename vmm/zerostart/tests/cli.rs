@@ -615,3 +615,76 @@ fn terminal_is_raw_during_the_run_and_restored_after() {
         );
     }
 }
+
+/// A vCPU blocked on console output: the guest prints to COM1 forever and
+/// the serial output is a FIFO whose reader never reads, so the vCPU
+/// thread blocks in `write` holding COM1. SIGTERM must still stop it in
+/// time (the kick interrupts the write) and the VMM exit with the signal's
+/// status and its timeline: no hang, no thread left behind. (Had it stayed
+/// stuck, teardown keeps guest RAM mapped and warns; the summary no longer
+/// waits on COM1's lock either way.)
+///
+/// `mov dx, 0x3f8 ; mov al, 'A' ; l: out dx, al ; jmp l`
+#[test]
+fn a_vcpu_blocked_on_serial_output_still_stops() {
+    use std::time::{Duration, Instant};
+    if !have_kvm() {
+        eprintln!("SKIP: /dev/kvm not available");
+        return;
+    }
+    let k = bzimage_64(&[0x66, 0xba, 0xf8, 0x03, 0xb0, 0x41, 0xee, 0xeb, 0xfd]);
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("serial.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: plain libc calls on a path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // The reader that never reads (opened first so the VMM's open does not
+    // block).
+    // SAFETY: as above; the descriptor is closed at the end.
+    let reader = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK) };
+    assert!(reader >= 0);
+    let tl = dir.path().join("t.json");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("zerostart"))
+        .arg("run")
+        .arg("--kernel")
+        .arg(k.path())
+        .args(["--memory", "size=64M"])
+        .arg("--serial")
+        .arg(format!("file={}", fifo.display()))
+        .arg("--timeline")
+        .arg(&tl)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Long enough for the guest to fill the pipe.
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    // SAFETY: our descriptor.
+    unsafe { libc::close(reader) };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let status = status.unwrap_or_else(|| panic!("zerostart hung after SIGTERM: {err}"));
+    assert_eq!(status.code(), Some(143), "{status:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("did not stop in time"), "{err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "stopping took {:?}: {err}",
+        t0.elapsed()
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&tl).unwrap()).unwrap();
+    assert_eq!(j["exit"]["code"], 143);
+}
