@@ -94,7 +94,18 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
             unmapped: vm.unmapped.clone(),
             watch: watch.clone(),
         };
-        threads.push(v.spawn().context("starting a vCPU thread")?);
+        match v.spawn() {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                // The vCPUs already running write guest RAM: stop them
+                // before it goes.
+                let stuck = vcpu::stop_all(&vm.stop, threads, Duration::from_secs(2));
+                if stuck > 0 {
+                    std::mem::forget(vm.ram);
+                }
+                return Err(e).context("starting a vCPU thread");
+            }
+        }
     }
     drop(tx);
     if let Some(stdin) = stdin_thread {
