@@ -50,11 +50,11 @@ fuzz-devices-long:
 	$(MAKE) --no-print-directory fuzz-devices FUZZ_SECONDS=$(FUZZ_LONG_SECONDS)
 
 # Adds to the tree corpus only the cached inputs that reach new coverage
-# (libFuzzer -merge=1), so it stays small.
+# (libFuzzer -set_cover_merge=1), so it stays small.
 fuzz-devices-corpus: abi-fuzz-tools
 	@set -e; for t in $(DEVICES_FUZZ_TARGETS); do \
 		mkdir -p $(DEVICES_FUZZ_SEEDS)/$$t; \
 		( cd $(DEVICES_FUZZ_DIR) && $(CARGO) +nightly fuzz run --target-dir $(DEVICES_FUZZ_CACHE)/target $$t \
-			$(DEVICES_FUZZ_SEEDS)/$$t $(DEVICES_FUZZ_CACHE)/corpus-$$t -- -merge=1 -max_len=$(DEVICES_FUZZ_MAX_LEN) ); \
+			$(DEVICES_FUZZ_SEEDS)/$$t $(DEVICES_FUZZ_CACHE)/corpus-$$t -- -set_cover_merge=1 -max_len=$(DEVICES_FUZZ_MAX_LEN) ); \
 	done
 	@du -sh $(DEVICES_FUZZ_SEEDS)/*
