@@ -19,6 +19,8 @@ use devices::{FwCfg, PioBus};
 use vm_memory::bitmap::AtomicBitmap;
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
+// Public here (private in the binary), hence lints the VMM does not get.
+#[allow(clippy::new_without_default)]
 #[path = "../../../zerostart/src/fw_platform.rs"]
 pub mod fw_platform;
 
