@@ -47,16 +47,19 @@ fn in_range(x: u64, start: u64, len: u64) -> bool {
     x.wrapping_sub(start) < len
 }
 
+/// All RAM, one buffer per region (see `snapshot_into`).
+type Snapshot = Vec<Vec<u8>>;
+
 thread_local! {
     /// RAM before and after a transfer, reused across inputs.
-    static SNAPSHOTS: RefCell<(Vec<Vec<u8>>, Vec<Vec<u8>>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static SNAPSHOTS: RefCell<(Snapshot, Snapshot)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 fuzz_target!(|data: &[u8]| {
     SNAPSHOTS.with_borrow_mut(|(before, after)| run(data, before, after));
 });
 
-fn run(data: &[u8], before: &mut Vec<Vec<u8>>, after: &mut Vec<Vec<u8>>) {
+fn run(data: &[u8], before: &mut Snapshot, after: &mut Snapshot) {
     let mut inp = Input(data);
     let sizes: Vec<u32> = (0..inp.u8() % 5)
         .map(|_| u32::from(inp.u16()) % 8192)
