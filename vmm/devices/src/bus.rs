@@ -439,4 +439,42 @@ mod tests {
             Err(Error::Unmapped { port: 0x2000 })
         );
     }
+
+    /// `stop_devices` calls every device's `stop` once per range, waits a
+    /// bounded time for a lock another thread holds, and reports that
+    /// device as left instead of blocking teardown.
+    #[test]
+    fn stop_devices_is_bounded_by_a_held_lock() {
+        #[derive(Default)]
+        struct Stoppable(u32);
+        impl PioDevice for Stoppable {
+            fn read(&mut self, _: u16, _: u16, data: &mut [u8]) {
+                data.fill(0);
+            }
+            fn write(&mut self, _: u16, _: u16, _: &[u8]) -> Option<ExitRequest> {
+                None
+            }
+            fn stop(&mut self) {
+                self.0 += 1;
+            }
+        }
+        let mut bus = PioBus::new();
+        let a = Arc::new(Mutex::new(Stoppable::default()));
+        let b = Arc::new(Mutex::new(Stoppable::default()));
+        bus.insert(0x10, 1, a.clone()).unwrap();
+        bus.insert(0x20, 1, a.clone()).unwrap();
+        bus.insert(0x30, 1, b.clone()).unwrap();
+        assert_eq!(bus.stop_devices(Duration::from_millis(100)), 0);
+        assert_eq!((a.lock().unwrap().0, b.lock().unwrap().0), (2, 1));
+        let held = b.lock().unwrap();
+        let t0 = Instant::now();
+        assert_eq!(bus.stop_devices(Duration::from_millis(100)), 1);
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_millis(100) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+        drop(held);
+        assert_eq!(a.lock().unwrap().0, 4);
+    }
 }
