@@ -41,19 +41,13 @@ abi-fuzz-tools:
 
 # Runs each target for FUZZ_SECONDS: `decode` (consumer side; its corpus,
 # kept in the cache, not the tree, is seeded with every golden vector) and
-# `builder` (producer side: never claims a byte it was not given).
+# `builder` (producer side: never claims a byte it was not given), with
+# mk/fuzz.mk's `fuzz_run` recipe.
 ABI_FUZZ_TARGETS := decode builder
 fuzz-abi: abi-fuzz-tools
-	@mkdir -p $(ABI_CACHE)/fuzz/artifacts $(addprefix $(ABI_CACHE)/fuzz/corpus-,$(ABI_FUZZ_TARGETS))
+	@mkdir -p $(ABI_CACHE)/fuzz/corpus-decode
 	cp tests/vectors/*.bin $(ABI_CACHE)/fuzz/corpus-decode/
-	@set -o pipefail; for t in $(ABI_FUZZ_TARGETS); do \
-		echo "fuzz-abi: $$t for $(FUZZ_SECONDS) s"; \
-		( cd $(ABI_FUZZ_DIR) && $(CARGO) +nightly fuzz run --target-dir $(ABI_CACHE)/fuzz/target $$t \
-			$(ABI_CACHE)/fuzz/corpus-$$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=$(ABI_FUZZ_MAX_LEN) \
-			-artifact_prefix=$(ABI_CACHE)/fuzz/artifacts/$$t- -print_final_stats=1 ) 2>&1 \
-			| { grep -v -e '^#[0-9]' -e '^"' -e 'ecommended dictionary' -e '^INFO: ' -e 'NEW_FUNC' -e '^ *Compiling' || true; } \
-		|| { echo "fuzz-abi: $$t failed; reproducer in $(ABI_CACHE)/fuzz/artifacts/ (replay: cd $(ABI_FUZZ_DIR) && cargo +nightly fuzz run $$t <file>)" >&2; exit 1; }; \
-	done
+	$(call fuzz_run,$(ABI_FUZZ_DIR),$(ABI_FUZZ_TARGETS),$(ABI_CACHE)/fuzz,$(FUZZ_SECONDS),$(ABI_FUZZ_MAX_LEN),)
 
 test-abi-fuzz:
 	$(MAKE) --no-print-directory fuzz-abi FUZZ_SECONDS=20

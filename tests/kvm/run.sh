@@ -71,7 +71,7 @@ for n in ["process_start", "memory_ready", "first_kvm_run", "kernel_started",
     assert n in names, f"phase {n} missing from {names}"
 t = [p["t_ms"] for p in j["phases"]]
 assert t == sorted(t) and t[0] == 0.0, f"phase times not ordered from 0: {t}"
-assert j["exit"] == {"reason": "i8042 reset", "code": 0}, j["exit"]
+assert j["exit"] == {"reason": "i8042 reset", "kind": "reset", "code": 0}, j["exit"]
 for k in ["mode", "method", "backing", "bytes", "ms", "gib_per_s", "hint_ranges", "hint_bytes"]:
     assert k in j["prezero"], f"prezero.{k} missing: {j['prezero']}"
 assert eval(sys.argv[2]), f"check failed: {sys.argv[2]} on {json.dumps(j)}"

@@ -17,7 +17,7 @@ impl PioDevice for AcpiPm {
     fn write(&mut self, _base: u16, _offset: u16, data: &[u8]) -> Option<ExitRequest> {
         match data.first().copied() {
             Some(POWEROFF_VALUE) => Some(ExitRequest::Poweroff),
-            Some(RESET_VALUE) => Some(ExitRequest::Reset),
+            Some(RESET_VALUE) => Some(ExitRequest::Reset("acpi reset")),
             // Other sleep states (S1..S4) are not supported and clearing
             // WAK_STS (0x80) needs nothing: ignore them.
             _ => None,
@@ -34,7 +34,10 @@ mod tests {
     fn s5_powers_off_and_reset_resets() {
         let mut d = AcpiPm;
         assert_eq!(d.write(0x600, 0, &[0x34]), Some(ExitRequest::Poweroff));
-        assert_eq!(d.write(0x600, 0, &[1]), Some(ExitRequest::Reset));
+        assert_eq!(
+            d.write(0x600, 0, &[1]),
+            Some(ExitRequest::Reset("acpi reset"))
+        );
         assert_eq!(d.write(0x600, 0, &[0x80]), None);
         assert_eq!(d.write(0x600, 0, &[(3 << 2) | SLP_EN]), None);
         let mut b = [0xff];

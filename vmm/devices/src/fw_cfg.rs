@@ -21,13 +21,32 @@
 //! reserved control bits and any access to guest memory that is not RAM.
 //! A guest can never make the device panic; DMA errors are counted.
 //!
+//! **Bounded time per exit.** A guest can ask for up to 4 GiB in one
+//! `outl` (a read past the end of an item is zero-filled, as on QEMU: one
+//! `length = 0xffffffff` descriptor zero-fills 4 GiB, 10.9 s on fresh
+//! memory). QEMU runs every transfer to the end inside the port write.
+//! zerostart does not: a transfer of at most [`DMA_INLINE_MAX`] bytes runs
+//! there (every transfer real firmware makes for its tables and the hint),
+//! a longer one goes to a worker thread that moves [`DMA_CHUNK`] bytes at a
+//! time and looks at a cancel flag between chunks, and the port write
+//! returns at once with `control` still non-zero. The fw_cfg spec allows
+//! exactly this ("otherwise: transfer still in progress"), and the guests
+//! that use DMA poll `control` until it is 0 or has the error bit: OVMF's
+//! `InternalQemuFwCfgDmaBytes`, SeaBIOS, Linux's `qemu_fw_cfg` driver. One
+//! transfer runs at a time; a DMA started while one is in flight fails
+//! with the error bit. [`PioDevice::stop`] cancels a transfer in flight
+//! (its `control` gets the error bit) and joins the worker, so no thread
+//! writes guest memory after the VMM tears it down.
+//!
 //! DMA transfers write guest memory on the guest's request, after the first
 //! instruction ran; they go through vm-memory (so its dirty bitmap records
 //! them) and are the guest's own writes as far as the zero hint is
 //! concerned: the hint describes memory at the first instruction.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use vm_memory::{Bytes, GuestAddress};
 
@@ -110,6 +129,15 @@ pub mod key {
     pub const FILE_FIRST: u16 = 0x20;
 }
 
+/// Longest transfer (bytes moved, copied or zero-filled) that runs inside
+/// the guest's port write; longer ones go to a worker thread. 256 KiB is
+/// well under a millisecond of copying, and larger than the directory,
+/// the hint and every table firmware reads.
+pub const DMA_INLINE_MAX: u64 = 256 << 10;
+/// Bytes a DMA worker moves between two looks at its cancel flag: about a
+/// millisecond on warm memory, a few on memory the host has never touched.
+pub const DMA_CHUNK: u64 = 1 << 20;
+
 /// ID bit: the port interface.
 pub const ID_TRADITIONAL: u32 = 1 << 0;
 /// ID bit: the DMA interface.
@@ -164,8 +192,81 @@ pub struct FwCfg<M> {
     selected: u16,
     offset: usize,
     dma_high: u32,
-    dma_errors: u64,
+    /// Shared with the worker, which counts the failures it sees.
+    dma_errors: Arc<AtomicU64>,
     dma_transfers: u64,
+    /// Set to stop the worker between two chunks; never cleared.
+    cancel: Arc<AtomicBool>,
+    /// The transfer in flight, if any.
+    worker: Option<JoinHandle<()>>,
+}
+
+/// One transfer, ready to run: everything it needs is its own, so it can
+/// run on a worker thread while the vCPU goes back to the guest.
+struct Transfer {
+    /// Guest address of the `FWCfgDmaAccess` structure (for the status).
+    access: u64,
+    /// The selected item and where the copy starts in it.
+    item: Arc<[u8]>,
+    from: usize,
+    /// How many of `length` bytes come from the item; the rest are zeros.
+    copy: u64,
+    length: u64,
+    address: u64,
+}
+
+impl Transfer {
+    /// Moves the data in [`DMA_CHUNK`]s, stopping early (with an error)
+    /// when `cancel` is set; returns false when the guest must see
+    /// [`DMA_CTL_ERROR`].
+    fn run<M: Bytes<GuestAddress>>(&self, mem: &M, cancel: &AtomicBool) -> bool {
+        static ZEROS: [u8; DMA_CHUNK as usize] = [0; DMA_CHUNK as usize];
+        let mut done = 0u64;
+        while done < self.length {
+            if cancel.load(Ordering::Acquire) {
+                return false;
+            }
+            let at = GuestAddress(self.address + done);
+            let ok = if done < self.copy {
+                let n = (self.copy - done).min(DMA_CHUNK);
+                let start = self.from + done as usize;
+                let r = mem.write_slice(&self.item[start..start + n as usize], at);
+                done += n;
+                r.is_ok()
+            } else {
+                // Past the end of the item the guest reads zeros (as on
+                // QEMU).
+                let n = (self.length - done).min(DMA_CHUNK);
+                done += n;
+                mem.write_slice(&ZEROS[..n as usize], at).is_ok()
+            };
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Runs the transfer and writes its status back to `control`, the
+    /// guest's completion signal.
+    fn complete<M: Bytes<GuestAddress>>(&self, mem: &M, cancel: &AtomicBool, errors: &AtomicU64) {
+        let ok = self.run(mem, cancel);
+        if !ok {
+            errors.fetch_add(1, Ordering::Relaxed);
+        }
+        write_status(mem, self.access, ok, errors);
+    }
+}
+
+/// Writes a transfer's status into the `control` field at `access`.
+fn write_status<M: Bytes<GuestAddress>>(mem: &M, access: u64, ok: bool, errors: &AtomicU64) {
+    let status = if ok { 0 } else { DMA_CTL_ERROR };
+    if mem
+        .write_slice(&status.to_be_bytes(), GuestAddress(access))
+        .is_err()
+    {
+        errors.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl<M> std::fmt::Debug for FwCfg<M> {
@@ -179,7 +280,18 @@ impl<M> std::fmt::Debug for FwCfg<M> {
     }
 }
 
-impl<M: Bytes<GuestAddress> + Send> FwCfg<M> {
+impl<M> Drop for FwCfg<M> {
+    /// A transfer in flight holds a clone of guest memory: stop and join it
+    /// (the VMM normally has, through [`PioDevice::stop`]).
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Release);
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl<M: Bytes<GuestAddress> + Clone + Send + Sync + 'static> FwCfg<M> {
     /// A device with the signature, the ID (port and DMA interfaces) and an
     /// empty file directory; DMA transfers go to `mem`.
     pub fn new(mem: M) -> Self {
@@ -190,8 +302,10 @@ impl<M: Bytes<GuestAddress> + Send> FwCfg<M> {
             selected: 0,
             offset: 0,
             dma_high: 0,
-            dma_errors: 0,
+            dma_errors: Arc::new(AtomicU64::new(0)),
             dma_transfers: 0,
+            cancel: Arc::new(AtomicBool::new(false)),
+            worker: None,
         };
         d.items.insert(key::SIGNATURE, Arc::from(&b"QEMU"[..]));
         d.items.insert(
@@ -259,9 +373,23 @@ impl<M: Bytes<GuestAddress> + Send> FwCfg<M> {
     }
 
     /// DMA transfers that ended with the error bit (bad control bits,
-    /// write requests, guest addresses outside RAM).
+    /// write requests, guest addresses outside RAM, a transfer already in
+    /// flight, cancelled by [`PioDevice::stop`]).
     pub fn dma_errors(&self) -> u64 {
-        self.dma_errors
+        self.dma_errors.load(Ordering::Relaxed)
+    }
+
+    /// True while a transfer runs on the worker thread.
+    pub fn dma_in_flight(&self) -> bool {
+        self.worker.as_ref().is_some_and(|w| !w.is_finished())
+    }
+
+    /// Waits for the transfer in flight, if any, to end (tests and the
+    /// fuzzer; the VMM never waits for the guest's DMA).
+    pub fn wait_dma(&mut self) {
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
     }
 
     /// DMA transfers started.
@@ -307,14 +435,15 @@ impl<M: Bytes<GuestAddress> + Send> FwCfg<M> {
         }
     }
 
-    /// Runs the transfer described at guest address `access`. If the
-    /// structure itself cannot be read, nothing can be reported back to the
-    /// guest; the error is only counted.
+    /// Starts the transfer described at guest address `access`: inline
+    /// when short, else on the worker thread (see the module doc). If the
+    /// structure itself cannot be read, nothing can be reported back to
+    /// the guest; the error is only counted.
     fn dma(&mut self, access: u64) {
         self.dma_transfers += 1;
         let mut raw = [0u8; DMA_ACCESS_SIZE as usize];
         if self.mem.read_slice(&mut raw, GuestAddress(access)).is_err() {
-            self.dma_errors += 1;
+            self.dma_errors.fetch_add(1, Ordering::Relaxed);
             return;
         }
         let control = u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]);
@@ -322,73 +451,85 @@ impl<M: Bytes<GuestAddress> + Send> FwCfg<M> {
         let address = u64::from_be_bytes([
             raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15],
         ]);
-        let ok = self.dma_transfer(control, length, address);
-        let status = if ok { 0 } else { DMA_CTL_ERROR };
-        if !ok {
-            self.dma_errors += 1;
+        if self.worker.as_ref().is_some_and(|w| w.is_finished()) {
+            self.wait_dma();
         }
-        // The write-back of `control` is the guest's completion signal.
-        if self
-            .mem
-            .write_slice(&status.to_be_bytes(), GuestAddress(access))
-            .is_err()
-        {
-            self.dma_errors += 1;
+        let transfer = if self.worker.is_some() {
+            // One transfer at a time: the guest started a second one
+            // without waiting for the first.
+            None
+        } else {
+            self.plan(access, control, length, address)
+        };
+        let Some(t) = transfer else {
+            self.dma_errors.fetch_add(1, Ordering::Relaxed);
+            write_status(&self.mem, access, false, &self.dma_errors);
+            return;
+        };
+        if t.length <= DMA_INLINE_MAX || self.cancel.load(Ordering::Acquire) {
+            t.complete(&self.mem, &self.cancel, &self.dma_errors);
+            return;
+        }
+        let (mem, cancel, errors) = (
+            self.mem.clone(),
+            self.cancel.clone(),
+            self.dma_errors.clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("fw_cfg-dma".into())
+            .spawn(move || t.complete(&mem, &cancel, &errors));
+        match spawned {
+            Ok(h) => self.worker = Some(h),
+            Err(_) => {
+                // No thread: fail the transfer rather than run it here.
+                self.dma_errors.fetch_add(1, Ordering::Relaxed);
+                write_status(&self.mem, access, false, &self.dma_errors);
+            }
         }
     }
 
-    /// Returns false when the transfer must report [`DMA_CTL_ERROR`].
-    fn dma_transfer(&mut self, control: u32, length: u32, address: u64) -> bool {
+    /// Applies the request's effect on the device (select, offset) and
+    /// returns the data movement it needs, or `None` when it must report
+    /// [`DMA_CTL_ERROR`]. Select and skip complete here; a read becomes a
+    /// [`Transfer`] (of 0 bytes for a select-only request).
+    fn plan(&mut self, access: u64, control: u32, length: u32, address: u64) -> Option<Transfer> {
         if control & 0xffff & !DMA_CTL_KNOWN != 0 {
-            return false;
+            return None;
         }
         if control & DMA_CTL_SELECT != 0 {
             self.select((control >> 16) as u16);
         }
         let len = u64::from(length);
+        let mut t = Transfer {
+            access,
+            item: self
+                .items
+                .get(&self.selected)
+                .cloned()
+                .unwrap_or_else(|| Arc::from(&[][..])),
+            from: self.offset,
+            copy: 0,
+            length: 0,
+            address,
+        };
         if control & DMA_CTL_READ != 0 {
-            if address.checked_add(len).is_none() {
-                return false;
-            }
+            address.checked_add(len)?;
             let avail = self.remaining().len().min(length as usize);
-            let ok = avail == 0 || {
-                let chunk = &self.remaining()[..avail];
-                self.mem.write_slice(chunk, GuestAddress(address)).is_ok()
-            };
-            if !ok {
-                return false;
-            }
             self.offset += avail;
-            // Past the end of the item the guest reads zeros (as QEMU does).
-            self.zero_fill(address + avail as u64, len - avail as u64)
+            t.copy = avail as u64;
+            t.length = len;
         } else if control & DMA_CTL_WRITE != 0 {
-            false
+            return None;
         } else if control & DMA_CTL_SKIP != 0 {
             let n = self.remaining().len().min(length as usize);
             self.offset += n;
-            true
-        } else {
-            // Select only (or nothing): done.
-            true
         }
-    }
-
-    fn zero_fill(&self, mut at: u64, mut len: u64) -> bool {
-        const CHUNK: usize = 64 << 10;
-        static ZEROS: [u8; CHUNK] = [0; CHUNK];
-        while len > 0 {
-            let n = len.min(CHUNK as u64) as usize;
-            if self.mem.write_slice(&ZEROS[..n], GuestAddress(at)).is_err() {
-                return false;
-            }
-            at += n as u64;
-            len -= n as u64;
-        }
-        true
+        // Otherwise select only (or nothing): done.
+        Some(t)
     }
 }
 
-impl<M: Bytes<GuestAddress> + Send> PioDevice for FwCfg<M> {
+impl<M: Bytes<GuestAddress> + Clone + Send + Sync + 'static> PioDevice for FwCfg<M> {
     fn read(&mut self, base: u16, offset: u16, data: &mut [u8]) {
         match base {
             FW_CFG_PORT_SEL if offset == 1 => self.read_data(data),
@@ -427,6 +568,14 @@ impl<M: Bytes<GuestAddress> + Send> PioDevice for FwCfg<M> {
             _ => {}
         }
         None
+    }
+
+    /// Cancels the transfer in flight and joins its worker (at most one
+    /// [`DMA_CHUNK`] later); any DMA started afterwards runs inline, where
+    /// the cancel flag makes it fail at once.
+    fn stop(&mut self) {
+        self.cancel.store(true, Ordering::Release);
+        self.wait_dma();
     }
 }
 
@@ -507,6 +656,7 @@ mod tests {
         d.mem.write_slice(&s, GuestAddress(at)).unwrap();
         d.write(FW_CFG_PORT_DMA, 0, &((at >> 32) as u32).to_be_bytes());
         d.write(FW_CFG_PORT_DMA, 4, &(at as u32).to_be_bytes());
+        d.wait_dma();
         let mut c = [0u8; 4];
         d.mem.read_slice(&mut c, GuestAddress(at)).unwrap();
         u32::from_be_bytes(c)
@@ -767,5 +917,93 @@ mod tests {
         let mut got = [0u8; 10];
         m.read_slice(&mut got, GuestAddress(0x5_0000)).unwrap();
         assert_eq!(got, [7; 10]);
+    }
+
+    /// A transfer longer than [`DMA_INLINE_MAX`] runs on the worker: the
+    /// port write returns with `control` untouched (in progress), then the
+    /// worker copies the item, zero-fills the rest and clears `control`.
+    #[test]
+    fn long_dma_completes_on_the_worker() {
+        let mut d = FwCfg::new(mem());
+        let item: Vec<u8> = (0..600u32 << 10).map(|i| (i % 251) as u8 + 1).collect();
+        d.add_file("big", item.clone()).unwrap();
+        d.mem
+            .write_slice(&vec![0xaa; 900 << 10], GuestAddress(0x1_0000))
+            .unwrap();
+        let ctl = (0x20u32 << 16) | DMA_CTL_SELECT | DMA_CTL_READ;
+        let mut s = Vec::new();
+        s.extend_from_slice(&ctl.to_be_bytes());
+        s.extend_from_slice(&(800u32 << 10).to_be_bytes());
+        s.extend_from_slice(&0x1_0000u64.to_be_bytes());
+        d.mem.write_slice(&s, GuestAddress(0x1000)).unwrap();
+        d.write(FW_CFG_PORT_DMA, 4, &0x1000u32.to_be_bytes());
+        d.wait_dma();
+        assert_eq!(guest(&d, 0x1000, 4), [0; 4], "control cleared when done");
+        let got = guest(&d, 0x1_0000, 900 << 10);
+        assert_eq!(&got[..600 << 10], &item[..]);
+        assert!(got[600 << 10..800 << 10].iter().all(|&b| b == 0));
+        assert!(got[800 << 10..].iter().all(|&b| b == 0xaa));
+        assert_eq!((d.dma_transfers(), d.dma_errors()), (1, 0));
+        // The port interface continues after the transfer.
+        assert_eq!(read_port(&mut d, 1), [0]);
+    }
+
+    /// One guest `outl` of a descriptor with length 0xffffffff over 4 GiB
+    /// of RAM: the port write must return within a bound (it used to
+    /// zero-fill 4 GiB first, 10.9 s on fresh memory, under the device
+    /// lock), a second DMA meanwhile fails, and `stop` cancels the
+    /// transfer (error bit) and joins the worker within a bound.
+    #[test]
+    fn dma_of_4gib_returns_at_once_and_stops_within_a_bound() {
+        use std::time::{Duration, Instant};
+        // Lazily allocated: only what the worker touches before the stop
+        // becomes resident.
+        let m: Mem =
+            GuestMemoryMmap::from_ranges(&[(GuestAddress(0), (4 << 30) + (4 << 20))]).unwrap();
+        let mut d = FwCfg::new(m);
+        let ctl = (0x7ffu32 << 16) | DMA_CTL_SELECT | DMA_CTL_READ;
+        let mut s = Vec::new();
+        s.extend_from_slice(&ctl.to_be_bytes());
+        s.extend_from_slice(&u32::MAX.to_be_bytes());
+        s.extend_from_slice(&0x10_0000u64.to_be_bytes());
+        d.mem.write_slice(&s, GuestAddress(0x1000)).unwrap();
+        let t0 = Instant::now();
+        d.write(FW_CFG_PORT_DMA, 4, &0x1000u32.to_be_bytes());
+        let exit = t0.elapsed();
+        assert!(
+            exit < Duration::from_millis(200),
+            "port write took {exit:?}"
+        );
+        assert!(d.dma_in_flight());
+        assert_eq!(
+            guest(&d, 0x1000, 4),
+            ctl.to_be_bytes(),
+            "in progress: control untouched"
+        );
+        // A second transfer while the first runs: error bit, no wait.
+        let mut s2 = Vec::new();
+        s2.extend_from_slice(&(DMA_CTL_READ).to_be_bytes());
+        s2.extend_from_slice(&4u32.to_be_bytes());
+        s2.extend_from_slice(&0x3000u64.to_be_bytes());
+        d.mem.write_slice(&s2, GuestAddress(0x2000)).unwrap();
+        d.write(FW_CFG_PORT_DMA, 4, &0x2000u32.to_be_bytes());
+        assert_eq!(guest(&d, 0x2000, 4), DMA_CTL_ERROR.to_be_bytes());
+        std::thread::sleep(Duration::from_millis(50));
+        let t1 = Instant::now();
+        d.stop();
+        let stop = t1.elapsed();
+        assert!(stop < Duration::from_millis(500), "stop took {stop:?}");
+        assert!(!d.dma_in_flight());
+        assert_eq!(
+            guest(&d, 0x1000, 4),
+            DMA_CTL_ERROR.to_be_bytes(),
+            "cancelled"
+        );
+        assert_eq!(d.dma_errors(), 2);
+        // After the stop, a DMA fails at once instead of starting work.
+        d.mem.write_slice(&s, GuestAddress(0x1000)).unwrap();
+        d.write(FW_CFG_PORT_DMA, 4, &0x1000u32.to_be_bytes());
+        assert_eq!(guest(&d, 0x1000, 4), DMA_CTL_ERROR.to_be_bytes());
+        assert!(!d.dma_in_flight());
     }
 }

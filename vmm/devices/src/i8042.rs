@@ -151,7 +151,7 @@ impl I8042Device {
             CMD_WRITE_OUTPORT => self.pending = Pending::OutPort,
             CMD_AUX_LOOP => self.pending = Pending::AuxLoop,
             CMD_AUX_SEND => self.pending = Pending::AuxSend,
-            CMD_RESET_CPU => return Some(ExitRequest::Reset),
+            CMD_RESET_CPU => return Some(ExitRequest::Reset("i8042 reset")),
             // Enable/disable ports (0xa7, 0xa8, 0xad, 0xae) and the rest
             // need no reply.
             _ => {}
@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn reset_command_requests_reset() {
         let mut d = I8042Device::new();
-        assert_eq!(cmd(&mut d, 0xfe), Some(ExitRequest::Reset));
+        assert_eq!(cmd(&mut d, 0xfe), Some(ExitRequest::Reset("i8042 reset")));
         // 0xfe on the data port is a keyboard byte, not a reset.
         assert_eq!(d.write(DATA_PORT, 0, &[0xfe]), None);
         // Reset needs the input buffer empty bit clear, which it always is.

@@ -34,10 +34,11 @@ pub use timer::{BootTimer, Marker, TIMER_MAGIC, TIMER_PORT};
 /// What a device asks the VMM to do to the whole VM after a guest access.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitRequest {
-    /// The guest asked for a CPU/system reset (e.g. i8042 command 0xFE).
+    /// The guest asked for a CPU/system reset; the string names the
+    /// mechanism for the timeline (`"i8042 reset"`, `"acpi reset"`).
     /// zerostart does not reboot a VM: the VMM treats this as the end of the
     /// run, like Firecracker does.
-    Reset,
+    Reset(&'static str),
     /// The guest asked to power off.
     Poweroff,
 }
@@ -51,4 +52,9 @@ pub trait PioDevice: Send {
     fn read(&mut self, base: u16, offset: u16, data: &mut [u8]);
     /// Handles a guest `out`; may ask the VMM to stop the VM.
     fn write(&mut self, base: u16, offset: u16, data: &[u8]) -> Option<ExitRequest>;
+    /// The VM is ending: stop any work the device does on its own threads
+    /// (and that may touch guest memory) and wait for it, so guest memory
+    /// can be unmapped safely afterwards. Guest accesses after this may be
+    /// refused. Most devices have nothing to stop.
+    fn stop(&mut self) {}
 }

@@ -94,7 +94,18 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
             unmapped: vm.unmapped.clone(),
             watch: watch.clone(),
         };
-        threads.push(v.spawn().context("starting a vCPU thread")?);
+        match v.spawn() {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                // The vCPUs already running write guest RAM: stop them
+                // before it goes.
+                let stuck = vcpu::stop_all(&vm.stop, threads, Duration::from_secs(2));
+                if stuck > 0 {
+                    std::mem::forget(vm.ram);
+                }
+                return Err(e).context("starting a vCPU thread");
+            }
+        }
     }
     drop(tx);
     if let Some(stdin) = stdin_thread {
@@ -140,24 +151,38 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     };
     let exit_at = Instant::now();
     let stuck = vcpu::stop_all(&vm.stop, threads, Duration::from_secs(2));
+    // Devices write guest memory from their own threads too (fw_cfg DMA):
+    // stop and join them before guest RAM can be unmapped or truncated.
+    let devices_left = vm.bus.stop_devices(Duration::from_millis(500));
     drop(raw_stdin);
 
     if let Some(t) = vm.first_run.get() {
         tl.mark_at("first_kvm_run", *t);
     }
-    if let Ok(timer) = vm.timer.lock() {
+    if let Ok(timer) = vm.timer.try_lock() {
         for m in timer.markers() {
             tl.mark_at(&m.name, m.at);
         }
     }
-    if let Some(t) = vm.serial.lock().ok().and_then(|s| s.first_output()) {
+    // try_lock: a vCPU thread that did not stop may hold COM1 forever (an
+    // output nobody reads); the summary must not wait for it.
+    if let Some(t) = vm.serial.try_lock().ok().and_then(|s| s.first_output()) {
         tl.mark_at("first_serial_output", t);
+    }
+    if let VmEvent::Crash(what) = &event {
+        // Its own point in the timeline: a crash is not a reboot.
+        tl.mark_at(&what.replace(' ', "_"), exit_at);
     }
     tl.mark_at("exit", exit_at);
 
     let hint = vm.hint.as_ref();
-    if let VmEvent::Error(reason) = &event {
-        eprintln!("zerostart: error: {reason}");
+    match &event {
+        VmEvent::Error(reason) => eprintln!("zerostart: error: {reason}"),
+        VmEvent::Crash(what) => eprintln!(
+            "zerostart: error: the guest crashed ({what}); exit code {}",
+            event.code()
+        ),
+        _ => {}
     }
     eprintln!(
         "zerostart: exit={} code={} memory={}MiB hint={} ranges/{} MiB {}",
@@ -171,13 +196,28 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     if vm.format == kernel::Format::Elf {
         eprintln!("zerostart: note: PVH boot carries no setup_data, so the guest got no zero hint");
     }
-    if stuck > 0 {
-        eprintln!("zerostart: warning: {stuck} vCPU thread(s) did not stop in time");
+    let written = match &args.timeline {
+        Some(path) => {
+            let report = ram::Report::new(&vm.ram, hint, vm.verified_bytes);
+            write_timeline(path, &tl, &plan, &report, &event)
+        }
+        None => Ok(()),
+    };
+    if stuck > 0 || devices_left > 0 {
+        // A thread we could not stop may still write guest RAM. Unmapping
+        // it would crash that thread's write (SIGSEGV), truncating a named
+        // hugetlbfs file under it would kill the VMM by SIGBUS, and a pool
+        // lease must not go back while written. So keep all of it until
+        // the process exits, which ends the threads before the mappings.
+        // A named file then keeps the guest's data until the next
+        // zerostart on it truncates it, as after a VMM that was killed.
+        eprintln!(
+            "zerostart: warning: {stuck} vCPU thread(s) and {devices_left} device(s) did not stop in time; \
+             guest RAM stays mapped (a named file is not truncated) until the process exits"
+        );
+        std::mem::forget(vm.ram);
     }
-    if let Some(path) = &args.timeline {
-        let report = ram::Report::new(&vm.ram, hint, vm.verified_bytes);
-        write_timeline(path, &tl, &plan, &report, &event)?;
-    }
+    written?;
     Ok(event.code())
 }
 
@@ -193,7 +233,7 @@ fn write_timeline(
         "memory_bytes": plan.memory.size,
         "vcpus": plan.cpus.boot,
         "prezero": report,
-        "exit": {"reason": event.reason(), "code": event.code()},
+        "exit": {"reason": event.reason(), "kind": event.kind(), "code": event.code()},
     });
     let text = serde_json::to_string_pretty(&doc)?;
     std::fs::write(path, text + "\n")

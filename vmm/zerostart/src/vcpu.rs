@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use devices::{ExitRequest, PioBus};
 use kvm_bindings::{
-    KVM_MP_STATE_HALTED, KVM_MP_STATE_INIT_RECEIVED, KVM_MP_STATE_UNINITIALIZED,
+    kvm_run, KVM_MP_STATE_HALTED, KVM_MP_STATE_INIT_RECEIVED, KVM_MP_STATE_UNINITIALIZED,
     KVM_SYSTEM_EVENT_CRASH, KVM_SYSTEM_EVENT_RESET, KVM_SYSTEM_EVENT_SHUTDOWN,
 };
 use kvm_ioctls::{VcpuExit, VcpuFd};
@@ -17,33 +17,55 @@ use kvm_ioctls::{VcpuExit, VcpuFd};
 /// Why the VM stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VmEvent {
-    /// Guest reset: i8042 0xFE, KVM reset event or triple fault. Ends the run
-    /// successfully (zerostart never reboots a VM).
+    /// A reset the guest asked for: i8042 0xFE, ACPI reset register, KVM
+    /// reset event. Ends the run successfully (zerostart never reboots a
+    /// VM).
     Reset(&'static str),
     /// Guest powered off.
     Poweroff(&'static str),
-    /// Something the guest cannot recover from, or a VMM failure.
+    /// The guest crashed: a triple fault (KVM_EXIT_SHUTDOWN) or a KVM crash
+    /// event. Not a clean end: a harness must not mistake a guest that
+    /// faulted its way out for one that rebooted.
+    Crash(&'static str),
+    /// A VMM failure, or something KVM cannot run.
     Error(String),
     /// The VMM was asked to stop (SIGINT, SIGTERM, SIGHUP).
     Signal(i32),
 }
 
+/// Exit code of a run whose guest crashed ([`VmEvent::Crash`]); 1 stays
+/// the VMM's own errors so a harness can tell the two apart.
+pub const EXIT_GUEST_CRASH: i32 = 2;
+
 impl VmEvent {
     /// Short reason for the timeline JSON.
     pub fn reason(&self) -> String {
         match self {
-            VmEvent::Reset(r) | VmEvent::Poweroff(r) => r.to_string(),
+            VmEvent::Reset(r) | VmEvent::Poweroff(r) | VmEvent::Crash(r) => r.to_string(),
             VmEvent::Error(e) => e.clone(),
             VmEvent::Signal(s) => format!("terminated by signal {s}"),
         }
     }
 
-    /// Process exit code: 0 for a guest-initiated end, 128 + signal when
-    /// stopped by a signal (the shell convention), 1 otherwise.
+    /// What kind of end this was, for the timeline JSON (`exit.kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            VmEvent::Reset(_) => "reset",
+            VmEvent::Poweroff(_) => "poweroff",
+            VmEvent::Crash(_) => "guest_crash",
+            VmEvent::Error(_) => "error",
+            VmEvent::Signal(_) => "signal",
+        }
+    }
+
+    /// Process exit code (documented in docs/vmm.md): 0 for a reset or
+    /// poweroff the guest asked for, 1 for a VMM error, 2 for a guest
+    /// crash, 128 + signal when stopped by a signal (the shell convention).
     pub fn code(&self) -> i32 {
         match self {
             VmEvent::Reset(_) | VmEvent::Poweroff(_) => 0,
             VmEvent::Error(_) => 1,
+            VmEvent::Crash(_) => EXIT_GUEST_CRASH,
             VmEvent::Signal(s) => 128 + s,
         }
     }
@@ -217,10 +239,27 @@ impl Vcpu {
             let fd = &self.fd;
             self.watch
                 .answer_with(self.index as usize, || vcpu_state(fd));
+            // The kvm_run page, to read the element size of a port-I/O exit
+            // (kvm-ioctls hands over only the port and size x count bytes).
+            let run_page: *const kvm_run = self.fd.get_kvm_run();
+            let io_size = || {
+                // SAFETY: `run_page` points at this vCPU's kvm_run mapping,
+                // which lives as long as `self.fd`; it is only read after
+                // KVM_RUN returned KVM_EXIT_IO, so `io` is the union member
+                // KVM filled, and nothing writes it until the next KVM_RUN.
+                usize::from(unsafe {
+                    std::ptr::read_volatile(std::ptr::addr_of!(
+                        (*run_page).__bindgen_anon_1.io.size
+                    ))
+                })
+            };
             let ev = match self.fd.run() {
                 Ok(exit) => match exit {
-                    VcpuExit::IoOut(port, data) => match self.bus.write(port, data) {
-                        Ok(Some(ExitRequest::Reset)) => Some(VmEvent::Reset("i8042 reset")),
+                    // String I/O (`rep insb`/`rep outsb`) exits once with
+                    // size x count bytes; the bus delivers each element as
+                    // its own access.
+                    VcpuExit::IoOut(port, data) => match self.bus.write_string(port, io_size(), data) {
+                        Ok(Some(ExitRequest::Reset(by))) => Some(VmEvent::Reset(by)),
                         Ok(Some(ExitRequest::Poweroff)) => Some(VmEvent::Poweroff("acpi poweroff")),
                         Ok(None) => None,
                         Err(devices::Error::Unmapped { .. }) => {
@@ -230,7 +269,7 @@ impl Vcpu {
                         Err(e) => Some(VmEvent::Error(format!("port I/O: {e}"))),
                     },
                     VcpuExit::IoIn(port, data) => {
-                        self.bus.read(port, data);
+                        self.bus.read_string(port, io_size(), data);
                         None
                     }
                     // No MMIO devices: reads see open bus, writes vanish.
@@ -240,13 +279,11 @@ impl Vcpu {
                     }
                     VcpuExit::MmioWrite(..) => None,
                     VcpuExit::Hlt => Some(VmEvent::Poweroff("hlt")),
-                    VcpuExit::Shutdown => Some(VmEvent::Reset("triple fault")),
+                    VcpuExit::Shutdown => Some(VmEvent::Crash("triple fault")),
                     VcpuExit::SystemEvent(kind, _) => Some(match kind {
                         KVM_SYSTEM_EVENT_SHUTDOWN => VmEvent::Poweroff("system event shutdown"),
                         KVM_SYSTEM_EVENT_RESET => VmEvent::Reset("system event reset"),
-                        KVM_SYSTEM_EVENT_CRASH => {
-                            VmEvent::Error("guest crashed (KVM_SYSTEM_EVENT_CRASH)".into())
-                        }
+                        KVM_SYSTEM_EVENT_CRASH => VmEvent::Crash("system event crash"),
                         k => VmEvent::Error(format!("unknown KVM system event {k}")),
                     }),
                     VcpuExit::FailEntry(reason, cpu) => Some(VmEvent::Error(format!(

@@ -277,7 +277,20 @@ fn acpi_poweroff_ends_the_vm() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("exit=i8042 reset"), "{err}");
+    // The ACPI reset register (`1` to port 0x600) is an ACPI reset, not
+    // an i8042 one.
+    let k = bzimage_64(&ACPI_RESET_GUEST);
+    let out = run_with(k.path(), &["--memory", "size=64M"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("exit=acpi reset code=0"), "{err}");
 }
+
+/// `mov dx, 0x600; mov al, 1; out dx, al` (ACPI reset), then an i8042
+/// reset if that did not end the VM.
+const ACPI_RESET_GUEST: [u8; 11] = [
+    0x66, 0xba, 0x00, 0x06, 0xb0, 0x01, 0xee, 0xb0, 0xfe, 0xe6, 0x64,
+];
 
 /// `cli; hlt`: the guest can never run again (how Linux powers off
 /// without ACPI). With the in-kernel irqchip no exit reaches the VMM, so
@@ -310,30 +323,111 @@ fn halt_with_interrupts_off_ends_the_vm() {
     }
 }
 
-/// `int3` with the boot IDT (one non-present entry): #GP, #DF, triple
-/// fault on hardware KVM; this development host's software KVM cannot
-/// emulate the delivery and reports an internal error instead. Either way
-/// the VMM must end cleanly with the reason on stderr.
+/// `lidt` of an empty IDT, then `ud2`: #UD cannot be delivered, nor the
+/// #GP and #DF that follow, so the CPU triple-faults (KVM_EXIT_SHUTDOWN,
+/// on hardware KVM and on this host's software KVM alike). A crashed guest
+/// is not a clean reboot: exit code 2, `exit=triple fault`, its own point
+/// in the timeline and `exit.kind` `guest_crash`. (Before, this ended with
+/// code 0 as `VmEvent::Reset`, and the test accepted that, or a KVM
+/// internal error, as a pass.)
+///
+/// ```text
+///     lidt [rel z]
+///     ud2
+/// z:  dw 0
+///     dq 0
+/// ```
+const TRIPLE_FAULT_GUEST: [u8; 19] = [
+    0x0f, 0x01, 0x1d, 0x02, 0x00, 0x00, 0x00, 0x0f, 0x0b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00,
+];
+
 #[test]
-fn guest_fault_ends_the_vm_cleanly() {
+fn triple_fault_is_a_crash_not_a_clean_exit() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
+        eprintln!("SKIP: /dev/kvm not available");
         return;
     }
-    let k = bzimage_64(&[0xcc]);
-    let out = run_with(k.path(), &["--memory", "size=64M"]);
+    let k = bzimage_64(&TRIPLE_FAULT_GUEST);
+    let dir = tempfile::tempdir().unwrap();
+    let tl = dir.path().join("t.json");
+    let out = run_with(
+        k.path(),
+        &["--memory", "size=64M", "--timeline", tl.to_str().unwrap()],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
-    match out.status.code() {
-        Some(0) => assert!(err.contains("exit=triple fault"), "{err}"),
-        Some(1) => {
-            assert!(
-                err.starts_with("zerostart: error: KVM internal error on vCPU 0 at rip 0x100200"),
-                "{err}"
-            )
-        }
-        c => panic!("exit {c:?}: {err}"),
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("zerostart: error: the guest crashed (triple fault)"),
+        "{err}"
+    );
+    assert!(err.contains("exit=triple fault code=2"), "{err}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&tl).unwrap()).unwrap();
+    assert_eq!(j["exit"]["kind"], "guest_crash");
+    assert_eq!(j["exit"]["code"], 2);
+    assert_eq!(j["exit"]["reason"], "triple fault");
+    let names: Vec<&str> = j["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"triple_fault"), "{names:?}");
+}
+
+/// String port I/O, 64-bit guest (nasm listing):
+/// ```text
+///     lea rsi, [rel msg] ; mov dx, 0x3f8 ; mov ecx, 10 ; rep outsb
+///     mov al, 0xf2 ; out 0x60, al        ; keyboard "get ID": fa ab 83
+///     mov al, 0xaa ; out 0x64, al ; out 0x64, al ; two self-tests: 55 55
+///     lea rdi, [rel buf] ; mov dx, 0x60 ; mov ecx, 5 ; rep insb
+///     lea rsi, [rel buf] ; mov dx, 0x3f8 ; mov ecx, 5 ; rep outsb
+///     mov al, 0xfe ; out 0x64, al ; hlt
+/// msg: db "rep outsb", 10
+/// buf: times 5 db 0
+/// ```
+/// Each `rep` exits once with its whole count; every byte must reach the
+/// device as its own access (before, COM1 got `r` and the i8042 read
+/// gave `fa 00 00 00 00`).
+const STRING_IO_GUEST: [u8; 84] = [
+    0x48, 0x8d, 0x35, 0x3e, 0x00, 0x00, 0x00, 0x66, 0xba, 0xf8, 0x03, 0xb9, 0x0a, 0x00, 0x00, 0x00,
+    0xf3, 0x6e, 0xb0, 0xf2, 0xe6, 0x60, 0xb0, 0xaa, 0xe6, 0x64, 0xe6, 0x64, 0x48, 0x8d, 0x3d, 0x2c,
+    0x00, 0x00, 0x00, 0x66, 0xba, 0x60, 0x00, 0xb9, 0x05, 0x00, 0x00, 0x00, 0xf3, 0x6c, 0x48, 0x8d,
+    0x35, 0x1a, 0x00, 0x00, 0x00, 0x66, 0xba, 0xf8, 0x03, 0xb9, 0x05, 0x00, 0x00, 0x00, 0xf3, 0x6e,
+    0xb0, 0xfe, 0xe6, 0x64, 0xf4, 0x72, 0x65, 0x70, 0x20, 0x6f, 0x75, 0x74, 0x73, 0x62, 0x0a, 0x00,
+    0x00, 0x00, 0x00, 0x00,
+];
+
+#[test]
+fn string_port_io_is_delivered_element_by_element() {
+    if !have_kvm() {
+        eprintln!("SKIP: /dev/kvm not available");
+        return;
     }
+    let k = bzimage_64(&STRING_IO_GUEST);
+    let dir = tempfile::tempdir().unwrap();
+    let serial = dir.path().join("serial.log");
+    let out = zerostart()
+        .arg("run")
+        .arg("--kernel")
+        .arg(k.path())
+        .args(["--memory", "size=64M"])
+        .arg("--serial")
+        .arg(format!("file={}", serial.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("exit=i8042 reset"), "{err}");
+    let log = std::fs::read(&serial).unwrap();
+    assert_eq!(
+        log,
+        b"rep outsb\n\xfa\xab\x83\x55\x55",
+        "serial: {:?}",
+        String::from_utf8_lossy(&log)
+    );
 }
 
 /// A guest spinning forever (`jmp $`) plus an AP waiting for SIPI: SIGTERM
@@ -520,4 +614,77 @@ fn terminal_is_raw_during_the_run_and_restored_after() {
             "{what}: terminal not restored; {err}"
         );
     }
+}
+
+/// A vCPU blocked on console output: the guest prints to COM1 forever and
+/// the serial output is a FIFO whose reader never reads, so the vCPU
+/// thread blocks in `write` holding COM1. SIGTERM must still stop it in
+/// time (the kick interrupts the write) and the VMM exit with the signal's
+/// status and its timeline: no hang, no thread left behind. (Had it stayed
+/// stuck, teardown keeps guest RAM mapped and warns; the summary no longer
+/// waits on COM1's lock either way.)
+///
+/// `mov dx, 0x3f8 ; mov al, 'A' ; l: out dx, al ; jmp l`
+#[test]
+fn a_vcpu_blocked_on_serial_output_still_stops() {
+    use std::time::{Duration, Instant};
+    if !have_kvm() {
+        eprintln!("SKIP: /dev/kvm not available");
+        return;
+    }
+    let k = bzimage_64(&[0x66, 0xba, 0xf8, 0x03, 0xb0, 0x41, 0xee, 0xeb, 0xfd]);
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("serial.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: plain libc calls on a path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // The reader that never reads (opened first so the VMM's open does not
+    // block).
+    // SAFETY: as above; the descriptor is closed at the end.
+    let reader = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK) };
+    assert!(reader >= 0);
+    let tl = dir.path().join("t.json");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("zerostart"))
+        .arg("run")
+        .arg("--kernel")
+        .arg(k.path())
+        .args(["--memory", "size=64M"])
+        .arg("--serial")
+        .arg(format!("file={}", fifo.display()))
+        .arg("--timeline")
+        .arg(&tl)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Long enough for the guest to fill the pipe.
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    // SAFETY: our descriptor.
+    unsafe { libc::close(reader) };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let status = status.unwrap_or_else(|| panic!("zerostart hung after SIGTERM: {err}"));
+    assert_eq!(status.code(), Some(143), "{status:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("did not stop in time"), "{err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "stopping took {:?}: {err}",
+        t0.elapsed()
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&tl).unwrap()).unwrap();
+    assert_eq!(j["exit"]["code"], 143);
 }
