@@ -9,6 +9,8 @@ mod cli;
 mod debugcon;
 mod firmware;
 mod fw_platform;
+mod guest;
+mod hint;
 mod kernel;
 mod ram;
 mod timeline;
