@@ -12,6 +12,7 @@ mod fw_platform;
 mod guest;
 mod hint;
 mod kernel;
+mod launch;
 mod ram;
 mod timeline;
 mod tty;
@@ -52,6 +53,13 @@ fn main() {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("zerostart pool: error: {e}");
+                1
+            }
+        },
+        Command::Launch(args) => match launch::run(&args, start) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("zerostart launch: error: {e}");
                 1
             }
         },
