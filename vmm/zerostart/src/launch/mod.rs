@@ -410,23 +410,24 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         }
         _ => None,
     };
+
+    // Argument checks and layout before any memory is taken: the fds are
+    // named as placeholders here (a dry run shows them so).
+    let hp = opts.page.map(HugePageSize::bytes);
+    let planned = build_args(
+        a,
+        &opts,
+        "/proc/self/fd/REGION_FD".into(),
+        0,
+        hp,
+        opts.hint.then(|| "/proc/self/fd/HINT_FD".into()),
+        fw_image.as_deref(),
+    )?;
     if a.vmm == VmmKind::CloudHypervisor && opts.hint && !a.dry_run {
         vmm::check_chv_binary(&binary)?;
     }
-
     if a.dry_run {
-        // Argument checks and layout without taking any memory: the fds
-        // are shown as the names the child will have them under.
-        let hp = opts.page.map(HugePageSize::bytes);
-        let built = build_args(
-            a,
-            &opts,
-            "/proc/self/fd/REGION_FD".into(),
-            0,
-            hp,
-            opts.hint.then(|| "/proc/self/fd/HINT_FD".into()),
-            fw_image.as_deref(),
-        )?;
+        let built = planned;
         let line: Vec<String> = std::iter::once(binary.display().to_string())
             .chain(built.args.iter().cloned())
             .map(|s| shell_quote(&s))
@@ -536,10 +537,16 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     let me = unsafe { libc::getpid() };
     let mut cmd = std::process::Command::new(&binary);
     cmd.args(&built.args);
-    // SAFETY: only async-signal-safe calls (fcntl, prctl, getppid) between
-    // fork and exec.
+    // Signals that arrive while the child is being started wait (blocked)
+    // and are forwarded once its pid is known.
+    let set = sigset(&FORWARDED);
+    // SAFETY: only async-signal-safe calls (sigprocmask, fcntl, prctl,
+    // getppid) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
+            // The VMM starts with the signal mask its own caller would
+            // give it, not the launcher's start-up block.
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
             for &fd in &inherit {
                 memory::inherit(fd)?;
             }
@@ -557,9 +564,6 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
             Ok(())
         });
     }
-    // Signals that arrive while the child is being started wait (blocked)
-    // and are forwarded once its pid is known; std resets the child's mask.
-    let set = sigset(&FORWARDED);
     // SAFETY: changes this thread's signal mask.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     let spawned = cmd.spawn();
