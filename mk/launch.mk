@@ -10,8 +10,10 @@ LAUNCH_ZEROSTART := $(LAUNCH_TARGET_DIR)/x86_64-unknown-linux-gnu/static/zerosta
 
 # Host part: argument building and hint layout (unit tests against the
 # shared layout facts), kill tests with the host's QEMU and a real pool,
-# and cloud-hypervisor's own --help when it is on PATH (SKIP otherwise).
+# cloud-hypervisor's own --help when it is on PATH (SKIP otherwise), and the
+# nested harness's judge on synthetic consoles.
 test-launch-units: deps
+	python3 tests/nested-host/test_launch.py
 	$(CARGO) test -p zerostart --bin zerostart launch
 	$(CARGO) test -p zerostart --bin zerostart hint
 	$(CARGO) test -p zerostart --test launch -- --nocapture 2>&1 | grep -E '^(SKIP|test |test result)' ; \

@@ -6,7 +6,7 @@
 #
 # /zs/launch.txt: first line "pool|size_mib|region_mib", then one scenario
 # per line:
-#   name|mem_mib|source|kernel|timeout_s|launcher extras|guest cmdline extras
+#   name|mem_mib|source|kernel|timeout_s|debugcon on/off|launcher extras|guest cmdline extras
 # Prints per scenario:
 #   ZSL-BEGIN name=.. t0_ms=..           (L2 uptime just before the launch)
 #   L3| <ms> <line>                      (guest serial, stamped with L2 uptime in ms as it arrives)
@@ -42,19 +42,21 @@ wait_clean() {
 t=$(ms)
 wait_clean || { sed 's/^/POOL| /' /tmp/pool.log; echo "ZSE2E-FATAL pool never became clean"; exit 1; }
 echo "ZSL-POOL ready ms=$(( $(ms) - t )) size_mib=$pool_mib region_mib=$region_mib"
-tail -n +2 "$list" | while IFS='|' read -r name mem source kernel tmo lx gx; do
+tail -n +2 "$list" | while IFS='|' read -r name mem source kernel tmo dc lx gx; do
   case "$name" in ''|'#'*) continue;; esac
   wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
   case "$source" in pool) src="pool:$sock";; *) src=$source;; esac
   fw=/tmp/$name.fw; err=/tmp/$name.err; tl=/tmp/$name.tl.json; rcf=/tmp/$name.rc
   rm -f "$fw" "$err" "$tl" "$rcf"
+  dcargs=
+  [ "$dc" = on ] && dcargs="-debugcon file:$fw -global isa-debugcon.iobase=0x402"
   t0=$(ms)
   echo "ZSL-BEGIN name=$name t0_ms=$t0"
   {
     timeout -s KILL "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary /qemu/bin/qemu-system-x86_64 \
       --memory "size=${mem}M,source=$src" --firmware /zs/fw/OVMF.fd --timeline "$tl" $lx -- \
       -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
-      -display none -no-reboot -serial stdio -debugcon "file:$fw" -global isa-debugcon.iobase=0x402 \
+      -display none -no-reboot -serial stdio $dcargs \
       -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
       -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx" 2> "$err" < /dev/null
     echo $? > "$rcf"

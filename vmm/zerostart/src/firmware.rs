@@ -211,7 +211,7 @@ impl FirmwareBoot {
             None => None,
         };
         let initramfs = match (initramfs, &kernel) {
-            (Some(_), None) => return Err(Error::InitramfsWithoutKernel.into()),
+            (Some(_), None) => return Err(Error::InitramfsWithoutKernel),
             (Some(p), Some(_)) => Some(read_input("initramfs", p)?),
             (None, _) => None,
         };

@@ -220,9 +220,7 @@ impl Region {
                         })
                     })
                     .collect();
-                hs.into_iter()
-                    .map(|h| h.join().unwrap_or_else(|_| Err(Error::Memory("populate thread panicked".into()))))
-                    .collect::<Result<(), Error>>()
+                hs.into_iter().try_for_each(|h| h.join().unwrap_or_else(|_| Err(Error::Memory("populate thread panicked".into()))))
             })
         })?
     }

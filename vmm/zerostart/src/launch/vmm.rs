@@ -168,7 +168,7 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
             _ => {}
         }
     }
-    if inp.size % (1 << 20) != 0 {
+    if !inp.size.is_multiple_of(1 << 20) {
         return Err(Error::BadMemory(format!(
             "size={} is not a whole number of MiB; QEMU's -m takes MiB",
             inp.size
