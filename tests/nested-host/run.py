@@ -11,6 +11,7 @@ its tail.
 
   run.py e2e   [--vmm zerostart|qemu] [--only NAME,...]
   run.py demo  (direct on a host with vmx/svm, else inside the nested host)
+  run.py launch [--only NAME,...]  (`zerostart launch` + QEMU + pool + OVMF in L2; launch.py)
 
 Python 3 standard library only.
 """
@@ -683,7 +684,8 @@ def demo_direct(zs: Path, kernels: dict, timeout_s: int | None) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cmd", choices=["e2e", "demo"])
+    ap.add_argument("cmd", choices=["e2e", "demo", "launch"])
+    ap.add_argument("--firmware", help="launch: OVMF.fd (default: firmware/build.sh --print-dir)")
     ap.add_argument("--zerostart", help="static zerostart binary (default target/x86_64-unknown-linux-gnu/static/zerostart)")
     ap.add_argument("--vmm", choices=["zerostart", "qemu"], help="run every e2e scenario with this VMM")
     ap.add_argument("--only", help="comma-separated scenario names")
@@ -699,6 +701,13 @@ def main() -> int:
     a = ap.parse_args()
     global CONSOLE_LOG
     # Runs with their own report keep their own console log: parallel runs must not clobber.
+    if a.cmd == "launch":
+        import launch  # noqa: E402  (imports this module)
+        try:
+            return launch.cmd_launch(a)
+        except build.BuildError as e:
+            print(f"launch: error: {e}", file=sys.stderr)
+            return 1
     if a.cmd == "demo":
         CONSOLE_LOG = OUT / "demo-console.log"
     elif Path(a.report).resolve() != (OUT / "report.json").resolve():

@@ -104,6 +104,15 @@ impl Lease {
         })
     }
 
+    /// The connection the lease lives on: the lease ends when the last
+    /// process holding it closes it. A launcher hands it to its VMM so the
+    /// lease outlives a killed launcher until the VMM, which maps the
+    /// memory, exits too (the kernel unmaps a dying process's memory
+    /// before it closes its files).
+    pub fn connection(&self) -> BorrowedFd<'_> {
+        self.conn.as_fd()
+    }
+
     /// Ends the lease now (same as dropping it).
     pub fn close(self) {}
 

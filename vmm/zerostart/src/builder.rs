@@ -16,14 +16,16 @@ use devices::{
     I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
 };
 use kvm_bindings::{
-    kvm_pit_config, kvm_regs, kvm_sregs, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES,
+    kvm_pit_config, kvm_sregs, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES,
     KVM_PIT_SPEAKER_DUMMY,
 };
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 use zerohint::Hint;
 
-use crate::cli::{CorruptHint, CpusConfig, RunArgs, SerialOpt};
+use crate::cli::{CpusConfig, RunArgs, SerialOpt};
+pub use crate::guest::{GuestInputs, PreparedGuest};
+use crate::hint;
 use crate::kernel::{self, Format, Kernel};
 use crate::ram::{self, GuestRam, MemoryConfig, Tracked};
 use crate::timeline::Timeline;
@@ -137,12 +139,9 @@ pub enum Error {
     /// `--firmware` boot.
     #[error(transparent)]
     Firmware(#[from] crate::firmware::Error),
-    /// The hint changed after the boot data was written: something wrote
-    /// into hinted memory. Never boot with such a hint.
-    #[error(
-        "internal error: the zero hint changed while writing boot data ({0}); refusing to boot"
-    )]
-    HintChanged(String),
+    /// Computing, publishing or freezing the hint (crate::hint).
+    #[error(transparent)]
+    Hint(#[from] crate::hint::Error),
     /// `--test-corrupt-hint` deliberately hands the guest a false or broken
     /// hint; an operator must never get that by a typo or a copied command.
     #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", TEST_SWITCH_ENV)]
@@ -488,36 +487,6 @@ pub fn build(
     })
 }
 
-/// What goes into guest memory besides the kernel.
-#[derive(Debug, Clone, Copy)]
-pub struct GuestInputs<'a> {
-    /// initramfs file.
-    pub initramfs: Option<&'a Path>,
-    /// Kernel command line.
-    pub cmdline: &'a str,
-    /// RAM size.
-    pub memory_size: u64,
-    /// vCPUs (for the MP table).
-    pub cpus: u8,
-    /// Test-only hint corruption.
-    pub corrupt: Option<CorruptHint>,
-    /// Write ACPI tables (poweroff support).
-    pub acpi: bool,
-}
-
-/// The boot vCPU's entry state and the hint, from [`prepare_guest`].
-#[derive(Debug)]
-pub struct PreparedGuest {
-    /// General registers at the entry point.
-    pub regs: kvm_regs,
-    /// How the kernel is entered (PVH carries no hint).
-    pub format: Format,
-    /// Special registers for long mode.
-    pub sregs: kvm_sregs,
-    /// The hint passed in setup_data (before test corruption), if any.
-    pub hint: Option<Hint>,
-}
-
 /// Writes everything the guest needs into `ram` — kernel, initramfs,
 /// command line, MP table, page tables and GDT, then the hint (computed
 /// from everything written so far, with the first MiB always excluded) as
@@ -589,49 +558,30 @@ pub fn prepare_guest(
     // (with the hint blob itself) and boot_params go there below.
     ram.mark_written(GuestAddress(0), LOW_MEMORY_END)?;
 
-    // The hint: everything not written so far.
-    let hint = ram.zero_hint()?;
-    let mut setup = Vec::new();
-    if let Some(h) = &hint {
-        let mut blob = h
-            .encode()
-            .map_err(|e| Error::HintChanged(format!("encoding: {e}")))?;
-        if inputs.corrupt == Some(CorruptHint::Checksum) {
-            blob[0x18] ^= 1;
-        }
-        setup.push(SetupData {
-            kind: zerohint::SETUP_TYPE,
-            data: blob,
-        });
-    }
-    let mut mem = Tracked(ram);
-    let setup_addr = boot::write_setup_data(&mut mem, &setup)?;
-    let params = boot::build_boot_params(&BootParamsConfig {
-        header: Some(k.header),
-        ram_size: inputs.memory_size,
-        cmdline_len,
-        initrd,
-        setup_data: setup_addr,
-        acpi_rsdp,
+    // The hint: everything not written so far, published as the first
+    // setup_data entry (transport a), then frozen.
+    let published = hint::publish(ram, hint::Mode::Zero, inputs.corrupt, |ram, blob| {
+        let setup: Vec<SetupData> = blob
+            .map(|b| SetupData {
+                kind: zerohint::SETUP_TYPE,
+                data: b.to_vec(),
+            })
+            .into_iter()
+            .collect();
+        let mut mem = Tracked(ram);
+        let setup_addr = boot::write_setup_data(&mut mem, &setup)?;
+        let params = boot::build_boot_params(&BootParamsConfig {
+            header: Some(k.header),
+            ram_size: inputs.memory_size,
+            cmdline_len,
+            initrd,
+            setup_data: setup_addr,
+            acpi_rsdp,
+        })?;
+        boot::write_boot_params(&mut mem, &params)?;
+        Ok::<(), Error>(())
     })?;
-    boot::write_boot_params(&mut mem, &params)?;
-    // Freeze: fails if anything wrote into the hint since it was built;
-    // later tracked writes into hinted pages are refused.
-    let fin = ram.finalize_hint()?;
-    if fin != hint {
-        return Err(Error::HintChanged(
-            "the finalized hint differs from the one passed to the guest".into(),
-        ));
-    }
-    if inputs.corrupt == Some(CorruptHint::Dirty) {
-        if let Some(e) = hint
-            .as_ref()
-            .and_then(|h| h.entries.iter().max_by_key(|e| e.length))
-        {
-            let mid = (e.start + e.length / 2) & !0xfff;
-            ram::write_untracked(ram, &[0xa5], GuestAddress(mid + 123))?;
-        }
-    }
+    let hint = published.zero;
 
     Ok(PreparedGuest {
         regs: arch::regs::boot_regs(k.entry),
@@ -644,6 +594,7 @@ pub fn prepare_guest(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::CorruptHint;
     use std::io::Write;
     use vm_memory::Bytes;
 

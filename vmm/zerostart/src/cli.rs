@@ -30,6 +30,9 @@ pub enum Command {
     Pool(pool::cli::PoolArgs),
     /// Boot scenarios repeatedly and check boot-time SLOs (docs/slo.md).
     Slo(slo::cli::SloArgs),
+    /// Start QEMU or cloud-hypervisor on pre-zeroed memory with the zero
+    /// hint (docs/launch.md).
+    Launch(Box<crate::launch::LaunchArgs>),
 }
 
 /// `zerostart bench ...`.
@@ -168,7 +171,7 @@ pub enum Error {
 }
 
 /// Splits `a=1,b=2` into pairs.
-fn pairs(
+pub(crate) fn pairs(
     opt: &'static str,
     s: &str,
     example: &'static str,

@@ -30,12 +30,12 @@ use linux_loader::loader::elf::start_info::hvm_start_info;
 use linux_loader::loader::elf::{Elf, PvhBootCapability};
 use linux_loader::loader::KernelLoader;
 use vm_memory::GuestAddress;
-use zerohint::Hint;
 
-use crate::builder::{Error as BuildError, GuestInputs, PreparedGuest};
-use crate::cli::{CorruptHint, FirmwareHint};
-use crate::kernel::{Format, Kernel};
-use crate::ram::{self, GuestRam, Tracked};
+use crate::cli::FirmwareHint;
+use crate::guest::{GuestInputs, PreparedGuest};
+use crate::hint;
+use crate::kernel::{self, Format, Kernel};
+use crate::ram::{GuestRam, Tracked};
 
 /// The fw_cfg device as the VMM builds it: DMA into the guest's RAM.
 pub type FwCfgDevice = FwCfg<guestmem::GuestMemory>;
@@ -113,6 +113,24 @@ pub enum Error {
     /// initramfs placement for the legacy address item.
     #[error(transparent)]
     Initrd(#[from] arch::boot::Error),
+    /// The kernel given with --kernel.
+    #[error(transparent)]
+    Kernel(#[from] kernel::Error),
+    /// Guest memory tracking.
+    #[error(transparent)]
+    Ram(#[from] guestmem::Error),
+    /// MP table.
+    #[error(transparent)]
+    Mptable(#[from] arch::mptable::Error),
+    /// PVH boot data.
+    #[error(transparent)]
+    Pvh(#[from] arch::pvh::Error),
+    /// ACPI tables.
+    #[error(transparent)]
+    Acpi(#[from] arch::acpi::Error),
+    /// Computing, publishing or freezing the hint (crate::hint).
+    #[error(transparent)]
+    Publish(#[from] hint::Error),
 }
 
 /// Everything `--firmware` needs, opened and checked before memory exists.
@@ -142,7 +160,7 @@ impl FirmwareBoot {
         mode: FirmwareHint,
         prezero_off: bool,
         verify: bool,
-    ) -> Result<FirmwareBoot, BuildError> {
+    ) -> Result<FirmwareBoot, Error> {
         let unreadable = |err| Error::Unreadable {
             path: firmware.to_path_buf(),
             err,
@@ -152,13 +170,12 @@ impl FirmwareBoot {
             return Err(Error::Unreadable {
                 path: firmware.to_path_buf(),
                 err: std::io::Error::other("it is a directory"),
-            }
-            .into());
+            });
         }
         let mut hdr = [0u8; 64];
         let n = read_up_to(&mut file, &mut hdr).map_err(unreadable)?;
         if n < 4 || &hdr[..4] != b"\x7fELF" {
-            return Err(Error::NotElf(firmware.to_path_buf()).into());
+            return Err(Error::NotElf(firmware.to_path_buf()));
         }
         let machine = u16::from_le_bytes([hdr[18], hdr[19]]);
         let why = if n < 64 {
@@ -174,28 +191,27 @@ impl FirmwareBoot {
             return Err(Error::BadElf {
                 path: firmware.to_path_buf(),
                 why,
-            }
-            .into());
+            });
         }
         if mode == FirmwareHint::Scrub && prezero_off {
-            return Err(Error::ScrubWithoutTracking.into());
+            return Err(Error::ScrubWithoutTracking);
         }
         if mode == FirmwareHint::Scrub && verify {
-            return Err(Error::VerifyScrub.into());
+            return Err(Error::VerifyScrub);
         }
         let kernel = match kernel {
             Some(p) => {
                 // Kernel::open gives the usual one-line errors for missing,
                 // non-kernel and 32-bit images.
                 if Kernel::open(p)?.format() != Format::BzImage {
-                    return Err(Error::KernelNotBzImage(p.to_path_buf()).into());
+                    return Err(Error::KernelNotBzImage(p.to_path_buf()));
                 }
                 Some((p.to_path_buf(), read_input("kernel", p)?))
             }
             None => None,
         };
         let initramfs = match (initramfs, &kernel) {
-            (Some(_), None) => return Err(Error::InitramfsWithoutKernel.into()),
+            (Some(_), None) => return Err(Error::InitramfsWithoutKernel),
             (Some(p), Some(_)) => Some(read_input("initramfs", p)?),
             (None, _) => None,
         };
@@ -236,7 +252,7 @@ pub fn prepare(
     fw: &mut FirmwareBoot,
     inputs: &GuestInputs<'_>,
     base_sregs: kvm_sregs,
-) -> Result<(PreparedGuest, FwCfgDevice), BuildError> {
+) -> Result<(PreparedGuest, FwCfgDevice), Error> {
     let load = Elf::load(
         ram.memory(),
         None,
@@ -248,7 +264,7 @@ pub fn prepare(
         err,
     })?;
     let PvhBootCapability::PvhEntryPresent(entry) = load.pvh_boot_cap else {
-        return Err(Error::NoPvhEntry(fw.path.clone()).into());
+        return Err(Error::NoPvhEntry(fw.path.clone()));
     };
     // The loader wrote through vm-memory (dirty bitmap); mark it as well so
     // the image is excluded even if a segment's bss was never written.
@@ -280,21 +296,21 @@ pub fn prepare(
     // Never hinted, written or not (as for direct boot).
     ram.mark_written(GuestAddress(0), LOW_MEMORY_END)?;
 
-    let zero = ram.zero_hint()?;
-    let sent = match (&zero, fw.mode) {
-        (Some(h), FirmwareHint::Scrub) => Some(scrub_request(h).map_err(Error::Hint)?),
-        (h, _) => h.clone(),
+    // The hint: everything not written so far, as the fw_cfg file
+    // (transport b; VMM memory, so the blob, kernel and initramfs take
+    // nothing out of guest RAM), then frozen.
+    let mode = match fw.mode {
+        FirmwareHint::Zero => hint::Mode::Zero,
+        FirmwareHint::Scrub => hint::Mode::Scrub,
     };
     let mut dev = FwCfg::new(ram.memory().clone());
-    if let Some(h) = &sent {
-        let mut blob = h.encode().map_err(Error::Hint)?;
-        if inputs.corrupt == Some(CorruptHint::Checksum) {
-            blob[0x18] ^= 1;
+    let published = hint::publish(ram, mode, inputs.corrupt, |_, blob| {
+        if let Some(blob) = blob {
+            dev.add_file(zerohint::FW_CFG_NAME, blob.to_vec())?;
         }
-        dev.add_file(zerohint::FW_CFG_NAME, blob)
-            .map_err(Error::FwCfg)?;
-    }
-    add_machine_items(&mut dev, inputs).map_err(Error::FwCfg)?;
+        Ok::<(), Error>(())
+    })?;
+    add_machine_items(&mut dev, inputs)?;
     if let Some((path, k)) = &fw.kernel {
         add_kernel_items(
             &mut dev,
@@ -305,22 +321,8 @@ pub fn prepare(
             inputs.memory_size,
         )?;
     }
-
-    let fin = ram.finalize_hint()?;
-    if fin != zero {
-        return Err(BuildError::HintChanged(
-            "the finalized hint differs from the one in fw_cfg".into(),
-        ));
-    }
-    if inputs.corrupt == Some(CorruptHint::Dirty) {
-        if let Some(e) = zero
-            .as_ref()
-            .and_then(|h| h.entries.iter().max_by_key(|e| e.length))
-        {
-            let mid = (e.start + e.length / 2) & !0xfff;
-            ram::write_untracked(ram, &[0xa5], GuestAddress(mid + 123))?;
-        }
-    }
+    let sent = published.sent.clone();
+    let zero = published.claimed_zero().cloned();
     if let Some(h) = sent.as_ref().filter(|h| h.is_scrub_request()) {
         eprintln!(
             "zerostart: note: firmware boot: scrub request of {} ranges/{} MiB sent over fw_cfg; the firmware zeroes them",
@@ -332,22 +334,11 @@ pub fn prepare(
         PreparedGuest {
             regs: arch::pvh::pvh_regs(entry, start),
             sregs,
-            hint: if fw.mode == FirmwareHint::Zero {
-                zero
-            } else {
-                None
-            },
+            hint: zero,
             format: Format::Firmware,
         },
         dev,
     ))
-}
-
-/// The same ranges as `zero`, as a scrub request (ranges not claimed zero).
-fn scrub_request(zero: &Hint) -> Result<Hint, zerohint::Error> {
-    let ranges: Vec<(u64, u64)> = zero.entries.iter().map(|e| (e.start, e.length)).collect();
-    let shift = zero.entries.first().map_or(12, |e| e.page_shift);
-    Hint::scrub_from_ranges(&ranges, shift)
 }
 
 /// RAM size, vCPU counts and `etc/e820`, which OVMF-derived firmware reads
@@ -418,6 +409,7 @@ fn add_kernel_items(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ram;
     use crate::ram::MemoryConfig;
     use std::io::Write;
     use vm_memory::Bytes;

@@ -9,7 +9,10 @@ mod cli;
 mod debugcon;
 mod firmware;
 mod fw_platform;
+mod guest;
+mod hint;
 mod kernel;
+mod launch;
 mod ram;
 mod timeline;
 mod tty;
@@ -50,6 +53,13 @@ fn main() {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("zerostart pool: error: {e}");
+                1
+            }
+        },
+        Command::Launch(args) => match launch::run(&args, start) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("zerostart launch: error: {e}");
                 1
             }
         },

@@ -1,0 +1,71 @@
+#!/bin/sh
+# L2 script (zse2e.script=launch.sh) for `zerostart launch` scenarios: QEMU
+# (the pinned 10.x in /qemu) started by the launcher on memory leased from a
+# `zerostart pool` running here, OVMF (ZeroStartPkg) at /zs/fw/OVMF.fd
+# reading the hint over fw_cfg, the L3 guest's /init is zsinit.
+#
+# /zs/launch.txt: first line "pool|size_mib|region_mib", then one scenario
+# per line:
+#   name|mem_mib|source|kernel|timeout_s|debugcon on/off|launcher extras|guest cmdline extras
+# Prints per scenario:
+#   ZSL-BEGIN name=.. t0_ms=..           (L2 uptime just before the launch)
+#   L3| <ms> <line>                      (guest serial, stamped with L2 uptime in ms as it arrives)
+#   FW| <line>                           (ZeroStart lines of the firmware's debugcon log)
+#   VMM| <line>                          (launcher + QEMU stderr)
+#   ZSL-TIMELINE name=.. <launcher timeline JSON>
+#   ZSL-END name=.. rc=.. wall_ms=..
+export ZEROSTART_TEST_SWITCHES=1
+ms() {
+  read -r up _ < /proc/uptime
+  s=${up%.*}; f=${up#*.}
+  echo $((s * 1000 + 1$f * 10 - 1000))
+}
+list=/zs/launch.txt
+sock=/tmp/pool.sock
+[ -f "$list" ] || { echo "ZSE2E-FATAL no $list"; exit 1; }
+IFS='|' read -r _ pool_mib region_mib < "$list"
+/zs/zerostart pool serve --page 2M --size "${pool_mib}M" --region-size "${region_mib}M" \
+  --socket "$sock" > /tmp/pool.log 2>&1 &
+pool_pid=$!
+want=$((pool_mib * 1024 * 1024))
+# Waits until every region is clean (the pool is idle), so that no
+# measurement shares the CPUs with a scrub.
+wait_clean() {
+  i=0
+  while [ $i -lt 600 ]; do
+    c=$(/zs/zerostart pool status --json --socket "$sock" 2>/dev/null | tr ',' '\n' | sed -n 's/.*"clean_bytes": *\([0-9]*\).*/\1/p')
+    [ "$c" = "$want" ] && return 0
+    sleep 0.2; i=$((i + 1))
+  done
+  return 1
+}
+t=$(ms)
+wait_clean || { sed 's/^/POOL| /' /tmp/pool.log; echo "ZSE2E-FATAL pool never became clean"; exit 1; }
+echo "ZSL-POOL ready ms=$(( $(ms) - t )) size_mib=$pool_mib region_mib=$region_mib"
+tail -n +2 "$list" | while IFS='|' read -r name mem source kernel tmo dc lx gx; do
+  case "$name" in ''|'#'*) continue;; esac
+  wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
+  case "$source" in pool) src="pool:$sock";; *) src=$source;; esac
+  fw=/tmp/$name.fw; err=/tmp/$name.err; tl=/tmp/$name.tl.json; rcf=/tmp/$name.rc
+  rm -f "$fw" "$err" "$tl" "$rcf"
+  dcargs=
+  [ "$dc" = on ] && dcargs="-debugcon file:$fw -global isa-debugcon.iobase=0x402"
+  t0=$(ms)
+  echo "ZSL-BEGIN name=$name t0_ms=$t0"
+  {
+    timeout -s KILL "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary /qemu/bin/qemu-system-x86_64 \
+      --memory "size=${mem}M,source=$src" --firmware /zs/fw/OVMF.fd --timeline "$tl" $lx -- \
+      -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
+      -display none -no-reboot -serial stdio $dcargs \
+      -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
+      -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx" 2> "$err" < /dev/null
+    echo $? > "$rcf"
+  } | while IFS= read -r line; do echo "L3| $(ms) $line"; done
+  t1=$(ms)
+  [ -f "$fw" ] && grep -a 'ZeroStart' "$fw" | tr -d '\r' | sed 's/^/FW| /'
+  [ -f "$err" ] && sed 's/^/VMM| /' "$err"
+  [ -s "$tl" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "$tl")"
+  echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
+done
+/zs/zerostart pool status --socket "$sock" | sed 's/^/POOL| /'
+kill "$pool_pid"

@@ -1,0 +1,376 @@
+"""`zerostart launch` scenarios in the nested test host (`run.py launch`, `make test-launch`).
+
+QEMU (the pinned 10.x in L2) is started by `zerostart launch` on real
+kvm-amd in L2, with guest RAM leased from a `zerostart pool` running in L2,
+the hint over fw_cfg through OVMF (firmware/build.sh, ZeroStartPkg) and the
+patched guest kernel with prezero.verify=1 (every clear it skips is checked).
+
+Reusable: `run_scenarios(scenarios, ...)` boots one L2, runs the scenarios in
+it and returns one report row per scenario (the report contract of issue 13:
+name, vmm, memory_bytes, memory_source, kernel, hint_seen,
+kernel_pages_skipped, kernel_verify_failures, nonzero_bytes, passed,
+phases_ms {memory_ready, init_started, app_ready}), so other harnesses (the
+demo) can add their own scenarios.
+
+Phases, ms from the launcher's start: memory_ready from the launcher's own
+timeline (memory leased or prefaulted and the hint published);
+init_started and app_ready from the guest's serial lines as L2 sees them
+(stamped with L2's uptime when they arrive): the zsinit start line and its
+verdict line (after its memory checks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import build
+import run as e2e
+
+REPO = build.REPO
+OUT = REPO / "target" / "launch"
+MIB = 1 << 20
+GRACE_S = 60
+
+
+@dataclass
+class LaunchScenario:
+    name: str
+    mem_mib: int
+    source: str = "pool"  # pool | prefault | none
+    kernel: str = "patched"  # name under /zs/kernels in L2
+    expect: str = "pass"  # pass | dirty (verify must catch it) | corrupt (hint ignored, reason logged)
+    launcher_args: str = ""
+    guest_args: str = ""
+    timeout_s: int = 180
+    note: str = ""
+    # The firmware's debug log (port 0x402). Every byte of it is an I/O exit
+    # of the nested L3 guest, which costs seconds of boot under TCG, so only
+    # scenarios that judge firmware lines turn it on.
+    debugcon: bool = False
+
+    def line(self) -> str:
+        return "|".join([self.name, str(self.mem_mib), self.source, self.kernel, str(self.timeout_s),
+                         "on" if self.debugcon else "off", self.launcher_args, self.guest_args])
+
+
+def guest_args(mem_mib: int, extra: str = "") -> str:
+    huge = 64
+    return (f"prezero.verify=1 hugepages={huge} zsinit.check_mib=64 zsinit.populate_mib={huge * 2} "
+            f"{extra} {os.environ.get('ZSE2E_GUEST_APPEND', '')}").strip()
+
+
+def test_scenarios(kernel: str, large_mib: int) -> list[LaunchScenario]:
+    """`make test-launch`: 1 GiB and a larger size (3 GiB: q35 puts 1 GiB of it above 4 GiB)."""
+    # The corrupt case runs first: the first launch of an L2 boot pays
+    # one-time process start-up costs, which must not land in the 1 GiB vs
+    # larger memory_ready comparison of the two pool scenarios.
+    return [
+        LaunchScenario("launch-qemu-corrupt-1g", 1024, kernel=kernel, expect="corrupt", debugcon=True,
+                       launcher_args="--test-corrupt-hint checksum", guest_args=guest_args(1024),
+                       note="a hint with a bad checksum is ignored with its one-line reason"),
+        LaunchScenario("launch-qemu-pool-1g", 1024, kernel=kernel, launcher_args="--test-poison-unhinted",
+                       guest_args=guest_args(1024),
+                       note="pool memory, hint over fw_cfg via OVMF; every byte the hint leaves out is "
+                            "poisoned first, the kernel verifies every skipped clear"),
+        LaunchScenario(f"launch-qemu-pool-{large_mib // 1024}g", large_mib, kernel=kernel,
+                       launcher_args="--test-poison-unhinted", guest_args=guest_args(large_mib),
+                       note="as 1g, larger (q35: RAM above 4 GiB too); memory_ready must not grow"),
+        LaunchScenario("launch-qemu-dirty-1g", 1024, kernel=kernel, expect="dirty",
+                       launcher_args="--test-corrupt-hint dirty", guest_args=guest_args(1024, "zsinit.check_pct=85"),
+                       note="negative control: a byte planted inside the hint must be caught by verify "
+                            "or the guest's sweep"),
+    ]
+
+
+@dataclass
+class LaunchResult:
+    sc: LaunchScenario
+    t0_ms: int | None = None
+    rc: int | None = None
+    wall_ms: int | None = None
+    l3: list[tuple[int, str]] = field(default_factory=list)
+    fw: list[str] = field(default_factory=list)
+    vmm: list[str] = field(default_factory=list)
+    timeline: dict | None = None
+    failures: list[str] = field(default_factory=list)
+
+    def verdict(self) -> dict:
+        for _, ln in self.l3:
+            if "ZSINIT: PASS" in ln or "ZSINIT: FAIL" in ln:
+                return e2e.parse_verdict(ln)
+        return {}
+
+    def line_ms(self, needle: str) -> int | None:
+        for t, ln in self.l3:
+            if needle in ln and self.t0_ms is not None:
+                return t - self.t0_ms
+        return None
+
+    def kernel_counter(self, name: str) -> int:
+        for _, ln in self.l3:
+            if f"kernel-zerostart start {name}=" in ln:
+                try:
+                    return int(ln.split(f"{name}=", 1)[1].split()[0])
+                except ValueError:
+                    return -1
+        return -1
+
+
+def row(r: LaunchResult) -> dict:
+    v = r.verdict()
+    tl = {p["name"]: p["t_ms"] for p in (r.timeline or {}).get("phases", [])}
+    pristine = r.kernel_counter("pristine_pages_at_boot")
+    skipped = int(v.get("kernel_pages_skipped", -1))
+    return {
+        "name": r.sc.name,
+        "vmm": "qemu",
+        "memory_bytes": r.sc.mem_mib * MIB,
+        "memory_source": r.sc.source,
+        "kernel": "stock" if r.sc.kernel.startswith("debian") else "patched",
+        "hint_seen": pristine > 0 or skipped > 0,
+        "kernel_pages_skipped": skipped,
+        "kernel_verify_failures": int(v.get("kernel_verify_failures", -1)),
+        "nonzero_bytes": int(v.get("nonzero_bytes", -1)),
+        "passed": not r.failures,
+        "phases_ms": {
+            "memory_ready": tl.get("memory_ready"),
+            "init_started": r.line_ms("ZSINIT: START"),
+            "app_ready": r.line_ms("ZSINIT: PASS") or r.line_ms("ZSINIT: FAIL"),
+        },
+        # additions
+        "launcher_args": r.sc.launcher_args,
+        "guest_args": r.sc.guest_args,
+        "kernel_bytes_verified": int(v.get("kernel_bytes_verified", -1)),
+        "pristine_pages_at_boot": pristine,
+        "firmware": [ln for ln in r.fw if "ZeroStart:" in ln][:6],
+        "launcher_timeline": r.timeline,
+        "vmm_rc": r.rc,
+        "wall_ms_in_l2": r.wall_ms,
+        "failures": r.failures,
+        "note": r.sc.note,
+    }
+
+
+def judge(r: LaunchResult) -> None:
+    sc, v, f = r.sc, r.verdict(), r.failures
+    fw = "\n".join(r.fw)
+    if r.rc is None:
+        f.append("no ZSL-END line (scenario did not finish)")
+    elif r.rc != 0:
+        f.append(f"zerostart launch exited {r.rc}")
+    if not v:
+        f.append("no ZSINIT verdict from the guest")
+        return
+    skipped = int(v.get("kernel_pages_skipped", -1))
+    fails = int(v.get("kernel_verify_failures", -1))
+    nonzero = int(v.get("nonzero_bytes", -1))
+    if r.timeline is None:
+        f.append("no launcher timeline")
+    if sc.expect == "pass":
+        if v["status"] != "PASS":
+            f.append(f"guest verdict FAIL: {v.get('reason', '?')}")
+        if nonzero != 0:
+            f.append(f"guest saw {nonzero} non-zero bytes")
+        if fails != 0:
+            f.append(f"prezero.verify found {fails} skipped clears non-zero: the hint is wrong")
+        if not sc.kernel.startswith("debian"):
+            if skipped <= 0:
+                f.append("the patched kernel skipped no clears (hint not used)")
+            if int(v.get("kernel_bytes_verified", "0")) <= 0:
+                f.append("prezero.verify=1 but the kernel verified no bytes")
+        if sc.debugcon and "ZeroStart: published" not in fw:
+            f.append("the firmware published no EFI table")
+    elif sc.expect == "dirty":
+        if fails <= 0 and nonzero <= 0:
+            f.append("the planted byte inside the hint was not caught (verify_failures 0, nonzero 0)")
+    elif sc.expect == "corrupt":
+        if "hint rejected: BadChecksum" not in fw:
+            f.append("the firmware did not log 'hint rejected: BadChecksum'")
+        if "ZeroStart: published" in fw:
+            f.append("the firmware published a table for a corrupt hint")
+        if skipped > 0:
+            f.append(f"the kernel skipped {skipped} clears without a valid hint")
+        if v["status"] != "PASS" or nonzero != 0:
+            f.append(f"guest verdict {v['status']} nonzero={nonzero}")
+
+
+def firmware_dir() -> Path:
+    r = subprocess.run(["bash", str(REPO / "firmware" / "build.sh"), "--print-dir"], capture_output=True, text=True)
+    if r.returncode != 0 or not r.stdout.strip():
+        raise build.BuildError(f"firmware/build.sh --print-dir failed: {r.stderr.strip()}")
+    return Path(r.stdout.strip())
+
+
+def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, pool_mib: int, region_mib: int,
+                  echo: bool = False, smp: int = 2, console_log: Path = OUT / "console.log",
+                  extra_files: dict[str, tuple[bytes, int]] | None = None) -> tuple[list[LaunchResult], str | None]:
+    """Boots L2 once with a pool of `pool_mib` in regions of `region_mib`, runs `scenarios`, returns results."""
+    manifest = build.build_l2(build.default_l3_kernels(), None, with_qemu=True)
+    extra = build.Cpio()
+    extra.file("zs/zerostart", zerostart.read_bytes(), 0o755)
+    extra.file("zs/fw/OVMF.fd", ovmf.read_bytes())
+    extra.file("zs/launch.sh", (Path(__file__).parent / "l2-launch.sh").read_bytes(), 0o755)
+    _, (data, _) = build.pinned_qemu()
+    for rom in ("kvmvapic.bin", "linuxboot_dma.bin"):
+        if (data / rom).exists():
+            extra.file(f"qemu/share/{rom}", (data / rom).read_bytes())
+    for path, (blob, mode) in (extra_files or {}).items():
+        extra.file(path, blob, mode)
+    extra.file("zs/launch.txt", ("\n".join([f"pool|{pool_mib}|{region_mib}"] + [s.line() for s in scenarios])
+                                 + "\n").encode())
+    init_size = Path(manifest["initramfs"]).stat().st_size // MIB
+    l2_mem = pool_mib + 32 + 1536 + 2 * init_size
+    hugepages = pool_mib // 2 + 16
+    tmp = Path(tempfile.mkdtemp(prefix="zslaunch-"))
+    console_log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        initrd = tmp / "initrd.cpio"
+        shutil.copyfile(manifest["initramfs"], initrd)
+        with open(initrd, "ab") as fh:
+            extra.write(fh)
+        cmd = e2e.l2_command(manifest, initrd, l2_mem, hugepages, smp, append="zse2e.script=launch.sh")
+        print(f"launch: booting L2 ({l2_mem} MiB, pool {pool_mib} MiB in {region_mib} MiB regions) "
+              f"for {len(scenarios)} scenario(s)", flush=True)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        con = None
+        try:
+            con = e2e.Console(proc, console_log, echo)
+            return _drive(con, scenarios)
+        finally:
+            e2e.kill(proc)
+            if con:
+                con.log.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _drive(con, scenarios: list[LaunchScenario]) -> tuple[list[LaunchResult], str | None]:
+    by = {s.name: s for s in scenarios}
+    results: list[LaunchResult] = []
+    t_start = time.monotonic()
+    overall = t_start + e2e.L2_BOOT_TIMEOUT_S + 300 + sum(s.timeout_s + GRACE_S for s in scenarios)
+    deadline = t_start + e2e.L2_BOOT_TIMEOUT_S + 300  # L2 boot + the pool's first fill
+    cur: LaunchResult | None = None
+    try:
+        while True:
+            line = con.next(min(deadline, overall))
+            if line is None:
+                return results, (f"L2 exited during {cur.sc.name}" if cur else
+                                 None if len(results) == len(scenarios) else "L2 exited early")
+            if line.startswith("ZSE2E-FATAL"):
+                return results, line
+            if line.startswith("ZSL-POOL"):
+                print(f"launch: pool in L2 {line.split(' ', 2)[2]}", flush=True)
+            elif line.startswith("ZSL-BEGIN"):
+                d = e2e.kv(line)
+                cur = LaunchResult(by[d["name"]], t0_ms=int(d["t0_ms"]))
+                deadline = time.monotonic() + cur.sc.timeout_s + GRACE_S
+                print(f"launch: [{cur.sc.name}] running ({cur.sc.mem_mib} MiB, source={cur.sc.source}, "
+                      f"kernel {cur.sc.kernel})", flush=True)
+            elif cur and line.startswith("L3| "):
+                rest = line[4:]
+                t, _, text = rest.partition(" ")
+                try:
+                    cur.l3.append((int(t), text))
+                except ValueError:
+                    cur.l3.append((0, rest))
+            elif cur and line.startswith("FW| "):
+                cur.fw.append(line[4:])
+            elif cur and line.startswith("VMM| "):
+                cur.vmm.append(line[5:])
+            elif cur and line.startswith("ZSL-TIMELINE"):
+                try:
+                    cur.timeline = json.loads(line.split(" ", 2)[2])
+                except (IndexError, json.JSONDecodeError) as ex:
+                    cur.failures.append(f"launcher timeline unparsable: {ex}")
+            elif cur and line.startswith("ZSL-END"):
+                d = e2e.kv(line)
+                cur.rc, cur.wall_ms = int(d.get("rc", "-1")), int(d.get("wall_ms", "0"))
+                judge(cur)
+                results.append(cur)
+                rr = row(cur)
+                print(f"launch: [{cur.sc.name}] {'PASS' if not cur.failures else 'FAIL: ' + '; '.join(cur.failures)} "
+                      f"(memory_ready {rr['phases_ms']['memory_ready']} ms, init_started "
+                      f"{rr['phases_ms']['init_started']} ms, app_ready {rr['phases_ms']['app_ready']} ms)", flush=True)
+                cur = None
+                deadline = overall
+            elif line.startswith("ZSE2E-DONE"):
+                deadline = min(overall, time.monotonic() + 30)
+    except TimeoutError:
+        if cur:
+            cur.failures.append("harness timeout")
+            results.append(cur)
+        return results, f"timeout after {time.monotonic() - t_start:.0f} s"
+
+
+def summary(rows: list[dict]) -> str:
+    head = ("scenario", "ok", "mem", "source", "kernel", "hint", "skipped", "verify_fail", "nonzero",
+            "memory_ready", "init_started", "app_ready")
+    out = [head]
+    for s in rows:
+        p = s["phases_ms"]
+        out.append((s["name"], "PASS" if s["passed"] else "FAIL", f"{s['memory_bytes'] // MIB}M", s["memory_source"],
+                    s["kernel"], "seen" if s["hint_seen"] else "-", str(s["kernel_pages_skipped"]),
+                    str(s["kernel_verify_failures"]), str(s["nonzero_bytes"]),
+                    *(e2e.fmt_ms(p[k]) for k in ("memory_ready", "init_started", "app_ready"))))
+    w = [max(len(r[i]) for r in out) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in out]
+    lines.insert(1, "  ".join("-" * x for x in w))
+    for s in rows:
+        for fl in s["failures"]:
+            lines.append(f"  {s['name']}: {fl}")
+    return "\n".join(lines)
+
+
+def cmd_launch(a) -> int:
+    t0 = time.monotonic()
+    zs = e2e.zerostart_path(a.zerostart)
+    if zs is None:
+        print("launch: no static zerostart binary (make e2e-zerostart)", flush=True)
+        return 1
+    ovmf = Path(a.firmware) if getattr(a, "firmware", None) else firmware_dir() / "OVMF.fd"
+    if not ovmf.exists():
+        print(f"launch: {ovmf} missing; run `make firmware`", flush=True)
+        return 1
+    kernels = build.default_l3_kernels()
+    kernel = "patched" if "patched" in kernels else "debian-6.12"
+    if kernel != "patched":
+        print("launch: WARNING: no patched guest kernel (guest-kernel-patches/build.sh); the verify checks need it",
+              flush=True)
+    large = int(os.environ.get("ZSLAUNCH_LARGE_MIB", "3072"))
+    scs = test_scenarios(kernel, large)
+    if a.only:
+        want = set(a.only.split(","))
+        scs = [s for s in scs if s.name in want]
+    # One region of the largest size: each lease takes it, the pool re-scrubs it between scenarios.
+    results, fatal = run_scenarios(scs, zs, ovmf, pool_mib=large, region_mib=large, echo=a.verbose, smp=a.smp)
+    rows = [row(r) for r in results]
+    OUT.mkdir(parents=True, exist_ok=True)
+    rep = {"scenarios": rows, "fatal": fatal, "firmware": str(ovmf), "kernel": kernel}
+    # run.py's --report default is the e2e report; anything else was asked for.
+    given = a.report and Path(a.report).resolve() != (e2e.OUT / "report.json").resolve()
+    path = Path(a.report) if given else OUT / "report.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rep, indent=2) + "\n")
+    print("\n" + summary(rows))
+    mr = {s["memory_bytes"] // MIB: s["phases_ms"]["memory_ready"] for s in rows
+          if s["passed"] and s["name"].startswith("launch-qemu-pool-")}
+    if 1024 in mr and large in mr and mr[1024]:
+        print(f"\nlaunch: memory_ready through the launcher (pool): 1 GiB {mr[1024]} ms, "
+              f"{large // 1024} GiB {mr[large]} ms, {mr[large] / mr[1024]:.2f}x (same L2 boot)")
+    print(f"launch: report {path}; console log {OUT / 'console.log'}; {time.monotonic() - t0:.0f} s total")
+    ok = fatal is None and len(results) == len(scs) and all(s["passed"] for s in rows)
+    if not ok:
+        e2e.CONSOLE_LOG = OUT / "console.log"
+        e2e.fail_loudly(fatal)
+        return 1
+    print("launch: all scenarios passed")
+    return 0

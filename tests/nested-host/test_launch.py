@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Unit tests of the launch harness's judging and report rows (no QEMU).
+
+Why: `make test-launch` decides whether the launcher's hint is honest; a
+judge that passed a verify failure, a missed planted byte or a trusted
+corrupt hint would make the suite unable to fail. Synthetic L2 consoles.
+Run: python3 tests/nested-host/test_launch.py
+"""
+
+import sys
+import unittest
+from pathlib import Path
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import launch  # noqa: E402
+from fakes import FakeConsole  # noqa: E402
+
+launch.print = lambda *a, **k: None
+
+V = ("ZSINIT: PASS hint=absent ranges=0 hinted_bytes=0 zero_checked_bytes=201326592 nonzero_bytes=0 "
+     "hinted_checked_bytes=0 populate_ms=236 uptime_ms=8540 kernel_pages_skipped={sk} "
+     "kernel_bytes_verified=325771264 kernel_verify_failures={vf} kernel=6.12.107")
+TL = '{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_ms":21.7}]}'
+
+
+def drive(sc, verdict, fw=(), rc=0):
+    lines = ["ZSL-POOL ready ms=1", f"ZSL-BEGIN name={sc.name} t0_ms=1000",
+             "L3| 5000 ZSINIT: START kernel=6.12 uptime_ms=300",
+             "L3| 5100 ZSINIT: kernel-zerostart start pristine_pages_at_boot=155506",
+             f"L3| 9000 {verdict}", *[f"FW| {x}" for x in fw],
+             f"ZSL-TIMELINE name={sc.name} {TL}", f"ZSL-END name={sc.name} rc={rc} wall_ms=9000", "ZSE2E-DONE rc=0"]
+    results, fatal = launch._drive(FakeConsole(lines), [sc])
+    assert fatal is None, fatal
+    return results[0]
+
+
+class Judge(unittest.TestCase):
+    def test_pass_and_row(self):
+        sc = launch.LaunchScenario("a", 1024, debugcon=True)
+        r = drive(sc, V.format(sk=46766, vf=0), fw=["ZeroStart: published 1 bytes in 1 ranges"])
+        self.assertEqual(r.failures, [])
+        row = launch.row(r)
+        for k in ("name", "vmm", "memory_bytes", "memory_source", "kernel", "hint_seen", "kernel_pages_skipped",
+                  "kernel_verify_failures", "nonzero_bytes", "passed", "phases_ms"):
+            self.assertIn(k, row)
+        self.assertEqual(row["phases_ms"], {"memory_ready": 21.7, "init_started": 4000, "app_ready": 8000})
+        self.assertTrue(row["hint_seen"])
+        self.assertEqual(row["kernel"], "patched")
+
+    def test_verify_failure_fails(self):
+        r = drive(launch.LaunchScenario("a", 1024), V.format(sk=46766, vf=1))
+        self.assertTrue(any("verify found 1" in f for f in r.failures), r.failures)
+
+    def test_unused_hint_fails(self):
+        r = drive(launch.LaunchScenario("a", 1024), V.format(sk=0, vf=0))
+        self.assertTrue(any("skipped no clears" in f for f in r.failures), r.failures)
+
+    def test_dirty_must_be_caught(self):
+        sc = launch.LaunchScenario("d", 1024, expect="dirty")
+        self.assertTrue(drive(sc, V.format(sk=5, vf=0)).failures)
+        self.assertEqual(drive(sc, V.format(sk=5, vf=1)).failures, [])
+
+    def test_corrupt_needs_the_reason_and_no_skips(self):
+        sc = launch.LaunchScenario("c", 1024, expect="corrupt", debugcon=True)
+        ok = ["ZeroStart: hint rejected: BadChecksum (fw_cfg opt/org.zerostart/prezeroed, 56 bytes); nothing published"]
+        self.assertEqual(drive(sc, V.format(sk=0, vf=0), fw=ok).failures, [])
+        self.assertTrue(drive(sc, V.format(sk=0, vf=0)).failures)
+        self.assertTrue(drive(sc, V.format(sk=3, vf=0), fw=ok).failures)
+
+    def test_vmm_exit_code_fails(self):
+        r = drive(launch.LaunchScenario("a", 1024), V.format(sk=46766, vf=0), rc=1)
+        self.assertTrue(any("exited 1" in f for f in r.failures), r.failures)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,252 @@
+//! The one hint publisher: every boot path — zerostart's direct boot
+//! (setup_data), its firmware boot (fw_cfg) and `zerostart launch` for an
+//! external VMM (a fw_cfg file handed to QEMU or cloud-hypervisor) —
+//! computes, encodes, publishes and freezes the pre-zeroed hint through
+//! [`publish`].
+//!
+//! Why one function: the order of the steps is the security argument.
+//! The hint is computed only after every byte the VMM writes before the
+//! guest's first instruction has been written or accounted for; it is
+//! encoded once; the transport puts the blob where the guest finds it;
+//! then the hint is computed *again* and the boot is refused if the two
+//! differ (something wrote into hinted memory in between), and the source
+//! freezes it so later VMM writes into hinted memory fail. The test-only
+//! corruptions (a flipped checksum bit, a byte planted inside a hinted
+//! range behind the tracker's back) happen here too, so every path's
+//! negative controls exercise the same code.
+
+use zerohint::Hint;
+
+use crate::cli::CorruptHint;
+
+/// Hint publishing errors.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The hint changed after the boot data was written: something wrote
+    /// into hinted memory. Never boot with such a hint.
+    #[error(
+        "internal error: the zero hint changed while writing boot data ({0}); refusing to boot"
+    )]
+    Changed(String),
+    /// Encoding failed (too many ranges, bad page shift).
+    #[error("encoding the zero hint: {0}")]
+    Encode(#[from] zerohint::Error),
+    /// The memory behind the hint (tracking, freezing, the test plant).
+    #[error(transparent)]
+    Ram(#[from] guestmem::Error),
+    /// An external VMM's memory (the launcher's region) failed.
+    #[error("{0}")]
+    External(String),
+}
+
+/// Where the hint's ranges come from and who enforces them afterwards.
+pub trait HintSource {
+    /// The zero hint for the memory as it is now (`None`: no hint, e.g.
+    /// `prezero=off`).
+    fn zero_hint(&mut self) -> Result<Option<Hint>, Error>;
+    /// Computes the hint once more after the transport wrote its data and
+    /// freezes it: from now on nothing may write into hinted memory.
+    fn freeze(&mut self) -> Result<Option<Hint>, Error>;
+    /// Test only (`--test-corrupt-hint dirty`): writes `byte` at guest
+    /// physical `addr` without telling any tracker, as a buggy VMM would.
+    fn plant(&mut self, addr: u64, byte: u8) -> Result<(), Error>;
+}
+
+/// What the guest is told about the ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A zero hint: the ranges read zero at the first instruction.
+    Zero,
+    /// The same ranges as a scrub request: the firmware zeroes them itself.
+    Scrub,
+}
+
+/// The result of [`publish`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    /// The zero hint (what the VMM claims zero); `None` without one.
+    pub zero: Option<Hint>,
+    /// What was sent: the zero hint or the scrub request.
+    pub sent: Option<Hint>,
+    /// The blob handed to the transport (after a test corruption).
+    pub blob: Option<Vec<u8>>,
+}
+
+impl Published {
+    /// The zero hint the guest may rely on: `None` for a scrub request.
+    pub fn claimed_zero(&self) -> Option<&Hint> {
+        self.sent
+            .as_ref()
+            .filter(|h| !h.is_scrub_request())
+            .and(self.zero.as_ref())
+    }
+}
+
+/// Byte of the encoded hint flipped by `--test-corrupt-hint checksum` (in
+/// the header's CRC-32 field, so every consumer reports `BadChecksum`).
+pub const CORRUPT_BYTE: usize = 0x18;
+
+/// Computes the hint from `src`, encodes it (as a scrub request with
+/// [`Mode::Scrub`]), hands the blob to `transport` (which may write boot
+/// data into memory the hint does not cover), then freezes the hint and
+/// refuses if it changed. `corrupt` applies the test-only corruptions.
+pub fn publish<S, E>(
+    src: &mut S,
+    mode: Mode,
+    corrupt: Option<CorruptHint>,
+    transport: impl FnOnce(&mut S, Option<&[u8]>) -> Result<(), E>,
+) -> Result<Published, E>
+where
+    S: HintSource,
+    E: From<Error>,
+{
+    let zero = src.zero_hint()?;
+    let sent = match (&zero, mode) {
+        (Some(h), Mode::Scrub) => Some(scrub_request(h).map_err(Error::Encode)?),
+        (h, _) => h.clone(),
+    };
+    let blob = match &sent {
+        Some(h) => {
+            let mut blob = h.encode().map_err(Error::Encode)?;
+            if corrupt == Some(CorruptHint::Checksum) {
+                blob[CORRUPT_BYTE] ^= 1;
+            }
+            Some(blob)
+        }
+        None => None,
+    };
+    transport(src, blob.as_deref())?;
+    let fin = src.freeze()?;
+    if fin != zero {
+        return Err(Error::Changed(
+            "the finalized hint differs from the one passed to the guest".into(),
+        )
+        .into());
+    }
+    if corrupt == Some(CorruptHint::Dirty) {
+        if let Some(addr) = zero.as_ref().and_then(dirty_address) {
+            src.plant(addr, 0xa5)?;
+        }
+    }
+    Ok(Published { zero, sent, blob })
+}
+
+/// Where `--test-corrupt-hint dirty` plants its byte: the middle of the
+/// largest hinted range (plus 123, so it is not page aligned).
+pub fn dirty_address(h: &Hint) -> Option<u64> {
+    h.entries
+        .iter()
+        .max_by_key(|e| e.length)
+        .map(|e| ((e.start + e.length / 2) & !0xfff) + 123)
+}
+
+/// The same ranges as `zero`, as a scrub request (ranges not claimed zero).
+pub fn scrub_request(zero: &Hint) -> Result<Hint, zerohint::Error> {
+    let ranges: Vec<(u64, u64)> = zero.entries.iter().map(|e| (e.start, e.length)).collect();
+    let shift = zero.entries.first().map_or(12, |e| e.page_shift);
+    Hint::scrub_from_ranges(&ranges, shift)
+}
+
+/// zerostart's own guest RAM: guestmem's write tracker and vm-memory's
+/// dirty bitmap decide what is hinted; freezing makes later tracked
+/// writes into hinted pages fail.
+impl HintSource for crate::ram::GuestRam {
+    fn zero_hint(&mut self) -> Result<Option<Hint>, Error> {
+        Ok(guestmem::GuestRam::zero_hint(self)?)
+    }
+
+    fn freeze(&mut self) -> Result<Option<Hint>, Error> {
+        Ok(self.finalize_hint()?)
+    }
+
+    fn plant(&mut self, addr: u64, byte: u8) -> Result<(), Error> {
+        Ok(crate::ram::write_untracked(
+            self,
+            &[byte],
+            vm_memory::GuestAddress(addr),
+        )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixed set of ranges; `drift` makes the second computation differ.
+    struct Fixed {
+        ranges: Vec<(u64, u64)>,
+        drift: bool,
+        planted: Vec<u64>,
+    }
+
+    impl HintSource for Fixed {
+        fn zero_hint(&mut self) -> Result<Option<Hint>, Error> {
+            Ok(Some(Hint::zeroed_from_ranges(&self.ranges, 12)?))
+        }
+        fn freeze(&mut self) -> Result<Option<Hint>, Error> {
+            if self.drift {
+                self.ranges[0].1 -= 0x1000;
+            }
+            self.zero_hint()
+        }
+        fn plant(&mut self, addr: u64, _: u8) -> Result<(), Error> {
+            self.planted.push(addr);
+            Ok(())
+        }
+    }
+
+    fn fixed(drift: bool) -> Fixed {
+        Fixed {
+            ranges: vec![(0x200_0000, 0x100_0000), (0x1_0000_0000, 0x400_0000)],
+            drift,
+            planted: vec![],
+        }
+    }
+
+    #[test]
+    fn blob_is_the_encoded_hint_and_decodes() {
+        let mut s = fixed(false);
+        let mut seen = None;
+        let p = publish::<_, Error>(&mut s, Mode::Zero, None, |_, b| {
+            seen = b.map(<[u8]>::to_vec);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, p.blob);
+        let v = zerohint::decode_exact(p.blob.as_ref().unwrap()).unwrap();
+        assert_eq!(v.total_bytes(), 0x500_0000);
+        assert!(p.claimed_zero().is_some());
+    }
+
+    #[test]
+    fn a_hint_that_changes_is_refused() {
+        let e = publish::<_, Error>(&mut fixed(true), Mode::Zero, None, |_, _| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("refusing to boot"), "{e}");
+    }
+
+    #[test]
+    fn corruptions() {
+        let p = publish::<_, Error>(
+            &mut fixed(false),
+            Mode::Zero,
+            Some(CorruptHint::Checksum),
+            |_, _| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(
+            zerohint::decode(p.blob.as_ref().unwrap()).unwrap_err(),
+            zerohint::Error::BadChecksum
+        );
+        let mut s = fixed(false);
+        publish::<_, Error>(&mut s, Mode::Zero, Some(CorruptHint::Dirty), |_, _| Ok(())).unwrap();
+        // Inside the largest range, not page aligned.
+        assert_eq!(s.planted, vec![0x1_0000_0000 + 0x200_0000 + 123]);
+    }
+
+    #[test]
+    fn scrub_mode_claims_nothing_zero() {
+        let p = publish::<_, Error>(&mut fixed(false), Mode::Scrub, None, |_, _| Ok(())).unwrap();
+        assert!(p.sent.as_ref().unwrap().is_scrub_request());
+        assert!(p.claimed_zero().is_none());
+    }
+}

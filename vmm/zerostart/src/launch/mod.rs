@@ -1,0 +1,801 @@
+//! `zerostart launch`: starts QEMU or cloud-hypervisor, unpatched, on
+//! pre-zeroed memory with the zero hint (docs/launch.md).
+//!
+//! The launcher leases guest RAM from `zerostart pool` (or prefaults a
+//! memfd), adds the VMM's memory and fw_cfg arguments, publishes the hint
+//! as a sealed memfd the VMM serves over fw_cfg (through
+//! [`crate::hint::publish`], like zerostart's own boot paths), runs the VMM
+//! as its child with stdio untouched and signals forwarded, passes its exit
+//! status through, and returns the region when the VMM exits.
+//!
+//! Lifetime of the lease (why it is safe when the launcher is SIGKILLed):
+//! the lease lives as long as its pool connection is open anywhere. The
+//! VMM inherits that connection (and the region's fd), so the lease ends
+//! only when both the launcher and the VMM are gone; the kernel tears down
+//! a dying process's mappings before it closes its files, so by then no
+//! mapping of the region is left and the pool may scrub and re-lease it.
+//! A killed launcher must not leave the VMM running unsupervised (nor the
+//! lease held by it forever): the VMM gets `PR_SET_PDEATHSIG(SIGKILL)`.
+//! That alone would not be enough (it is cleared by a set-uid exec and
+//! races with the pool seeing the connection close), which is why the
+//! connection's lifetime, not the signal, decides. Last net: the pool's
+//! holder scan retires a region some process still maps or holds.
+
+pub mod layout;
+pub mod memory;
+pub mod vmm;
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Instant;
+
+use clap::Args;
+use guestmem::HugePageSize;
+use serde_json::json;
+use zerohint::Hint;
+
+use crate::cli::CorruptHint;
+use crate::hint::{self, HintSource};
+use memory::{Region, Source};
+use vmm::VmmKind;
+
+/// `zerostart launch` options.
+#[derive(Debug, Args)]
+pub struct LaunchArgs {
+    /// The VMM to start.
+    #[arg(long, value_enum)]
+    pub vmm: VmmKind,
+    /// Guest memory: size=S,source=pool[:SOCKET]|prefault|none[,hugepages=on|off]
+    /// [,hugepage_size=2M|1G][,hint=on|off][,threads=N].
+    #[arg(long, value_name = "size=S,source=...")]
+    pub memory: String,
+    /// Firmware: OVMF.fd (QEMU) or CLOUDHV.fd (cloud-hypervisor) built by
+    /// firmware/build.sh with ZeroStartPkg, which turns the hint into the
+    /// EFI table the guest kernel reads.
+    #[arg(long, value_name = "PATH")]
+    pub firmware: Option<PathBuf>,
+    /// The VMM binary (default: qemu-system-x86_64 or cloud-hypervisor on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub vmm_binary: Option<PathBuf>,
+    /// Print the exact command line and the hint ranges; start nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write the launcher's phases (memory_ready, vmm_spawned, exit) as JSON.
+    #[arg(long, value_name = "PATH.json")]
+    pub timeline: Option<PathBuf>,
+    /// Test only: break the hint (checksum) or plant a byte inside it
+    /// (dirty). Refused unless ZEROSTART_TEST_SWITCHES=1.
+    #[arg(long, hide = true, value_enum)]
+    pub test_corrupt_hint: Option<CorruptHint>,
+    /// Test only: fill every byte of guest RAM the hint leaves out with a
+    /// pattern before the VMM starts, so a consumer that trusted more than
+    /// the hint would see it. Refused unless ZEROSTART_TEST_SWITCHES=1.
+    #[arg(long, hide = true)]
+    pub test_poison_unhinted: bool,
+    /// Test only: no PR_SET_PDEATHSIG, so the VMM outlives a killed
+    /// launcher (as a set-uid VMM would). Refused unless
+    /// ZEROSTART_TEST_SWITCHES=1.
+    #[arg(long, hide = true)]
+    pub test_no_pdeathsig: bool,
+    /// The VMM's own arguments, after `--`.
+    #[arg(last = true, value_name = "VMM ARGS")]
+    pub vmm_args: Vec<String>,
+}
+
+/// Launcher errors; each names the problem and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad `--memory`.
+    #[error("--memory: {0}")]
+    BadMemory(String),
+    /// A user argument that conflicts with what the launcher adds.
+    #[error("{vmm} argument '{arg}' conflicts with zerostart launch: {why}; remove it")]
+    Conflict {
+        /// VMM.
+        vmm: &'static str,
+        /// The argument.
+        arg: String,
+        /// Why.
+        why: String,
+    },
+    /// cloud-hypervisor without `--firmware`.
+    #[error("cloud-hypervisor's direct kernel boot writes no setup_data, so it cannot carry the hint; pass --firmware CLOUDHV.fd (make firmware) and the kernel goes over fw_cfg")]
+    ChvNeedsFirmware,
+    /// QEMU without `--firmware`.
+    #[error("QEMU needs --firmware OVMF.fd built with ZeroStartPkg (make firmware) to turn the fw_cfg hint into the EFI table the guest reads; pass it, or hint=off in --memory")]
+    QemuNeedsFirmware,
+    /// The firmware is not an ELF.
+    #[error("{0} is not an ELF image; cloud-hypervisor takes CLOUDHV.fd (a PVH ELF), not OVMF.fd")]
+    ChvFirmwareNotElf(PathBuf),
+    /// A cloud-hypervisor without fw_cfg.
+    #[error("{0} has no fw_cfg device (--fw-cfg-config is not in its --help); use cloud-hypervisor v48 or later built with --features fw_cfg")]
+    ChvNoFwCfg(PathBuf),
+    /// The VMM binary cannot be run.
+    #[error("cannot run {path}: {err}; install it or pass --vmm-binary PATH")]
+    VmmBinary {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: String,
+    },
+    /// Firmware file.
+    #[error("cannot read --firmware {path}: {err}; pass the path of OVMF.fd or CLOUDHV.fd (make firmware)")]
+    Firmware {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: std::io::Error,
+    },
+    /// The pool refused or is unreachable.
+    #[error("pool at {socket}: {err}")]
+    Pool {
+        /// Socket.
+        socket: PathBuf,
+        /// Cause.
+        err: String,
+    },
+    /// The leased region is smaller than the guest.
+    #[error("the pool's region has {region} bytes, less than size={size}; start the pool with --region-size of at least the guest's size")]
+    RegionTooSmall {
+        /// Region bytes.
+        region: u64,
+        /// Asked.
+        size: u64,
+    },
+    /// Creating or populating the memory.
+    #[error("guest memory: {0}")]
+    Memory(String),
+    /// Publishing the hint.
+    #[error(transparent)]
+    Hint(#[from] hint::Error),
+    /// Test switch without the environment unlock.
+    #[error("--test-* switches give the guest a false hint or an unsupervised VMM; set {}=1 in the environment of a test run to allow them", crate::builder::TEST_SWITCH_ENV)]
+    TestSwitchLocked,
+    /// Starting the VMM.
+    #[error("starting {path}: {err}; check --vmm-binary")]
+    Spawn {
+        /// Binary.
+        path: PathBuf,
+        /// Cause.
+        err: std::io::Error,
+    },
+    /// Writing the timeline.
+    #[error("writing --timeline {path}: {err}; check the path")]
+    Timeline {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: std::io::Error,
+    },
+}
+
+/// `--memory` parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryOpts {
+    /// Guest RAM bytes.
+    pub size: u64,
+    /// Where it comes from.
+    pub source: Source,
+    /// Hugepage size; `None`: 4 KiB shmem.
+    pub page: Option<HugePageSize>,
+    /// Whether to publish a hint.
+    pub hint: bool,
+    /// Prefault threads (0 = all CPUs).
+    pub threads: usize,
+}
+
+const MEMORY_KEYS: &str = "size, source, hugepages, hugepage_size, hint, threads";
+
+impl MemoryOpts {
+    /// Parses `size=4G,source=pool[:SOCKET]|prefault|none,...` with the
+    /// same key=value splitter and size parser as `zerostart run`.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        let bad = |m: String| Error::BadMemory(m);
+        let mut size = None;
+        let mut source = None;
+        let mut huge = true;
+        let mut page = HugePageSize::Size2M;
+        let mut hint = true;
+        let mut threads = 0;
+        let on_off = |k: &str, v: &str| match v {
+            "on" => Ok(true),
+            "off" => Ok(false),
+            _ => Err(bad(format!("{k}='{v}' is invalid; use on or off"))),
+        };
+        for (k, v) in
+            crate::cli::pairs("memory", s, "size=4G,source=pool").map_err(|e| bad(e.to_string()))?
+        {
+            match k.as_str() {
+                "size" => {
+                    size = Some(guestmem::parse_size(&k, &v).map_err(|e| bad(e.to_string()))?)
+                }
+                "source" => {
+                    source = Some(match v.as_str() {
+                        "prefault" => Source::Prefault,
+                        "none" => Source::None,
+                        "pool" => Source::Pool(pool::cli::DEFAULT_SOCKET.into()),
+                        p if p.starts_with("pool:") && p.len() > 5 => Source::Pool(p[5..].into()),
+                        _ => {
+                            return Err(bad(format!(
+                                "source='{v}' is invalid; use pool, pool:SOCKET, prefault or none"
+                            )))
+                        }
+                    })
+                }
+                "hugepages" => huge = on_off(&k, &v)?,
+                "hugepage_size" => {
+                    page = match v.to_ascii_uppercase().as_str() {
+                        "2M" => HugePageSize::Size2M,
+                        "1G" => HugePageSize::Size1G,
+                        _ => {
+                            return Err(bad(format!(
+                                "hugepage_size='{v}' is invalid; use 2M or 1G"
+                            )))
+                        }
+                    }
+                }
+                "hint" => hint = on_off(&k, &v)?,
+                "threads" => {
+                    threads = v.parse().map_err(|_| {
+                        bad(format!(
+                            "threads='{v}' is invalid; a thread count, 0 = all CPUs"
+                        ))
+                    })?
+                }
+                _ => return Err(bad(format!("unknown key '{k}'; valid keys: {MEMORY_KEYS}"))),
+            }
+        }
+        let size = size.ok_or_else(|| bad("size= is required, e.g. size=4G,source=pool".into()))?;
+        let source = source
+            .ok_or_else(|| bad("source= is required: pool[:SOCKET], prefault or none".into()))?;
+        let page = huge.then_some(page);
+        let unit = page.map_or(4096, HugePageSize::bytes);
+        if size % unit != 0 {
+            return Err(bad(format!(
+                "size={size} is not a multiple of the {} page size; round it",
+                page.map_or("4K", HugePageSize::name)
+            )));
+        }
+        Ok(MemoryOpts {
+            size,
+            source,
+            page,
+            hint,
+            threads,
+        })
+    }
+}
+
+/// The hint of an external VMM: ranges derived from its layout, frozen by
+/// sealing the memfd it is served from; the test plant goes through a
+/// mapping of the region.
+struct External<'a> {
+    ranges: Vec<(u64, u64)>,
+    recompute: &'a dyn Fn() -> Result<Vec<(u64, u64)>, Error>,
+    ram: &'a [layout::RamRange],
+    region: Option<&'a Region>,
+    file: Option<File>,
+}
+
+impl HintSource for External<'_> {
+    fn zero_hint(&mut self) -> Result<Option<Hint>, hint::Error> {
+        if self.ranges.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Hint::zeroed_from_ranges(&self.ranges, 12)?))
+    }
+
+    fn freeze(&mut self) -> Result<Option<Hint>, hint::Error> {
+        if let Some(f) = &self.file {
+            memory::seal(f).map_err(|e| hint::Error::External(e.to_string()))?;
+        }
+        self.ranges = (self.recompute)().map_err(|e| hint::Error::External(e.to_string()))?;
+        self.zero_hint()
+    }
+
+    fn plant(&mut self, addr: u64, byte: u8) -> Result<(), hint::Error> {
+        let (Some(region), Some(off)) = (self.region, layout::file_offset(self.ram, addr)) else {
+            return Err(hint::Error::External(format!(
+                "cannot plant at {addr:#x}: not in the region"
+            )));
+        };
+        region
+            .with_map(|m| m[off as usize] = byte)
+            .map_err(|e| hint::Error::External(e.to_string()))
+    }
+}
+
+fn build_args(
+    a: &LaunchArgs,
+    opts: &MemoryOpts,
+    mem_path: String,
+    mem_offset: u64,
+    hugepage_bytes: Option<u64>,
+    hint_path: Option<String>,
+    fw_image: Option<&[u8]>,
+) -> Result<vmm::Built, Error> {
+    let inp = vmm::Inputs {
+        size: opts.size,
+        mem_path,
+        mem_offset,
+        hugepage_bytes,
+        hint_path,
+        firmware: a.firmware.clone(),
+    };
+    match a.vmm {
+        VmmKind::Qemu => {
+            if a.firmware.is_none() && opts.hint {
+                return Err(Error::QemuNeedsFirmware);
+            }
+            vmm::qemu(&a.vmm_args, &inp)
+        }
+        VmmKind::CloudHypervisor => {
+            vmm::cloud_hypervisor(&a.vmm_args, &inp, fw_image.unwrap_or(&[]))
+        }
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_=,./:[]+@%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Child pid for the signal forwarder (0 before the VMM exists).
+static CHILD: AtomicI32 = AtomicI32::new(0);
+/// Signals forwarded to the VMM.
+const FORWARDED: [libc::c_int; 7] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGCONT,
+];
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+fn sigset(sigs: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: sigset manipulation on a local.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in sigs {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Runs `zerostart launch`; returns the exit code to pass on.
+pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
+    let test_switch =
+        a.test_corrupt_hint.is_some() || a.test_poison_unhinted || a.test_no_pdeathsig;
+    if test_switch && std::env::var_os(crate::builder::TEST_SWITCH_ENV).is_none_or(|v| v != "1") {
+        return Err(Error::TestSwitchLocked);
+    }
+    let opts = MemoryOpts::parse(&a.memory)?;
+    let binary = a
+        .vmm_binary
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(a.vmm.default_binary()));
+    let fw_image = match (&a.firmware, a.vmm) {
+        (Some(p), VmmKind::CloudHypervisor) => {
+            Some(std::fs::read(p).map_err(|err| Error::Firmware {
+                path: p.clone(),
+                err,
+            })?)
+        }
+        (Some(p), VmmKind::Qemu) => {
+            File::open(p).map_err(|err| Error::Firmware {
+                path: p.clone(),
+                err,
+            })?;
+            None
+        }
+        _ => None,
+    };
+
+    // Argument checks and layout before any memory is taken: the fds are
+    // named as placeholders here (a dry run shows them so).
+    let hp = opts.page.map(HugePageSize::bytes);
+    let planned = build_args(
+        a,
+        &opts,
+        "/proc/self/fd/REGION_FD".into(),
+        0,
+        hp,
+        opts.hint.then(|| "/proc/self/fd/HINT_FD".into()),
+        fw_image.as_deref(),
+    )?;
+    if a.vmm == VmmKind::CloudHypervisor && opts.hint && !a.dry_run {
+        vmm::check_chv_binary(&binary)?;
+    }
+    if a.dry_run {
+        let built = planned;
+        let line: Vec<String> = std::iter::once(binary.display().to_string())
+            .chain(built.args.iter().cloned())
+            .map(|s| shell_quote(&s))
+            .collect();
+        println!("{}", line.join(" "));
+        println!(
+            "# memory: {} bytes, source={}{}; REGION_FD and HINT_FD are descriptors the launcher opens and the VMM inherits",
+            opts.size,
+            opts.source.name(),
+            match &opts.source {
+                Source::Pool(s) => format!(" ({})", s.display()),
+                _ => String::new(),
+            }
+        );
+        if opts.hint {
+            let total: u64 = built.hint_ranges.iter().map(|r| r.1).sum();
+            println!(
+                "# hint over fw_cfg {}: {} ranges, {} bytes",
+                zerohint::FW_CFG_NAME,
+                built.hint_ranges.len(),
+                total
+            );
+            for (s, l) in &built.hint_ranges {
+                println!("#   [{s:#x}, {:#x}) {} MiB", s + l, l >> 20);
+            }
+        } else {
+            println!("# hint: off");
+        }
+        return Ok(0);
+    }
+
+    // Memory.
+    let region = Region::acquire(&opts.source, opts.size, opts.page, opts.threads)?;
+    let memory_ready = start.elapsed();
+    let region_fd = region.fd().as_raw_fd();
+    let mem_path = format!("/proc/self/fd/{region_fd}");
+
+    // The layout is a pure function of the arguments: computed once for
+    // the hint and once more when it is frozen.
+    let hp = region.hugepage_bytes();
+    let layout_of = || {
+        build_args(
+            a,
+            &opts,
+            mem_path.clone(),
+            region.offset(),
+            hp,
+            opts.hint.then(|| "/proc/self/fd/HINT".into()),
+            fw_image.as_deref(),
+        )
+    };
+    let first = layout_of()?;
+    let recompute = || layout_of().map(|b| b.hint_ranges);
+    if a.test_poison_unhinted {
+        poison_unhinted(&region, &first.ram, &first.hint_ranges)?;
+    }
+    let mut src = External {
+        ranges: if opts.hint {
+            first.hint_ranges.clone()
+        } else {
+            vec![]
+        },
+        recompute: &recompute,
+        ram: &first.ram,
+        region: Some(&region),
+        file: None,
+    };
+    let published = if opts.hint {
+        Some(hint::publish(
+            &mut src,
+            hint::Mode::Zero,
+            a.test_corrupt_hint,
+            |s: &mut External<'_>, blob| {
+                if let Some(b) = blob {
+                    s.file = Some(memory::hint_memfd(b)?);
+                }
+                Ok::<(), Error>(())
+            },
+        )?)
+    } else {
+        None
+    };
+    let hint_file = src.file.take();
+    let hint_fd = hint_file.as_ref().map(|f| f.as_raw_fd());
+    let built = build_args(
+        a,
+        &opts,
+        mem_path.clone(),
+        region.offset(),
+        hp,
+        hint_fd.map(|fd| format!("/proc/self/fd/{fd}")),
+        fw_image.as_deref(),
+    )?;
+    let hint_ready = start.elapsed();
+
+    // The VMM.
+    let inherit: Vec<RawFd> = [
+        Some(region_fd),
+        hint_fd,
+        region.connection().map(|c| c.as_raw_fd()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let pdeathsig = !a.test_no_pdeathsig;
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let mut cmd = std::process::Command::new(&binary);
+    cmd.args(&built.args);
+    // Signals that arrive while the child is being started wait (blocked)
+    // and are forwarded once its pid is known.
+    let set = sigset(&FORWARDED);
+    // SAFETY: only async-signal-safe calls (sigprocmask, fcntl, prctl,
+    // getppid) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The VMM starts with the signal mask its own caller would
+            // give it, not the launcher's start-up block.
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            for &fd in &inherit {
+                memory::inherit(fd)?;
+            }
+            if pdeathsig {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The launcher died before the prctl: do not run orphaned.
+                if libc::getppid() != me {
+                    return Err(std::io::Error::other(
+                        "the launcher exited before the VMM started",
+                    ));
+                }
+            }
+            Ok(())
+        });
+    }
+    // SAFETY: changes this thread's signal mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    let spawned = cmd.spawn();
+    let child = match spawned {
+        Ok(c) => c,
+        Err(err) => {
+            // SAFETY: restores the mask.
+            unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+            return Err(Error::Spawn { path: binary, err });
+        }
+    };
+    let vmm_spawned = start.elapsed();
+    CHILD.store(child.id() as i32, Ordering::SeqCst);
+    for &s in &FORWARDED {
+        // SAFETY: installs an async-signal-safe handler.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(s, &sa, std::ptr::null_mut());
+        }
+    }
+    // SAFETY: restores the mask; pending signals now reach the forwarder.
+    unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+
+    let status = wait(child.id() as i32);
+    let exit = start.elapsed();
+    CHILD.store(0, Ordering::SeqCst);
+    // The VMM is gone: the region goes back (lease closed; memfd freed).
+    let lease_id = region.lease_id();
+    drop(hint_file);
+    drop(region);
+
+    let (code, signal) = match status {
+        Status::Exited(c) => (c, None),
+        Status::Signaled(s) => (128 + s, Some(s)),
+    };
+    let hint_json = published.as_ref().and_then(|p| p.zero.as_ref()).map(|h| {
+        json!({"ranges": h.entries.iter().map(|e| [e.start, e.length]).collect::<Vec<_>>(),
+               "bytes": h.total_bytes(), "corrupt": a.test_corrupt_hint.map(|c| format!("{c:?}").to_lowercase())})
+    });
+    let ms = |d: std::time::Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+    eprintln!(
+        "zerostart launch: vmm={} exit={} memory={}MiB source={}{} hint={} memory_ready={:.1}ms vmm_spawned={:.1}ms exit_at={:.1}ms",
+        a.vmm.name(),
+        match signal {
+            Some(s) => format!("signal {s}"),
+            None => format!("code {code}"),
+        },
+        opts.size >> 20,
+        opts.source.name(),
+        lease_id.map(|i| format!(" lease={i}")).unwrap_or_default(),
+        published
+            .as_ref()
+            .and_then(|p| p.zero.as_ref())
+            .map(|h| format!("{} ranges/{} MiB", h.entries.len(), h.total_bytes() >> 20))
+            .unwrap_or_else(|| "off".into()),
+        ms(memory_ready),
+        ms(vmm_spawned),
+        ms(exit),
+    );
+    if let Some(path) = &a.timeline {
+        let doc = json!({
+            "phases": [
+                {"name": "process_start", "t_ms": 0.0},
+                {"name": "memory_ready", "t_ms": ms(memory_ready)},
+                {"name": "hint_ready", "t_ms": ms(hint_ready)},
+                {"name": "vmm_spawned", "t_ms": ms(vmm_spawned)},
+                {"name": "exit", "t_ms": ms(exit)},
+            ],
+            "vmm": a.vmm.name(),
+            "argv": std::iter::once(binary.display().to_string()).chain(built.args.iter().cloned()).collect::<Vec<_>>(),
+            "memory_bytes": opts.size,
+            "memory_source": opts.source.name(),
+            "lease": lease_id,
+            "hint": hint_json,
+            "exit": {"code": code, "signal": signal},
+        });
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
+        )
+        .map_err(|err| Error::Timeline {
+            path: path.clone(),
+            err,
+        })?;
+    }
+    if let Some(s) = signal {
+        reraise(s);
+    }
+    Ok(code)
+}
+
+/// Test only: fills all guest RAM outside the hint with a pattern.
+fn poison_unhinted(
+    region: &Region,
+    ram: &[layout::RamRange],
+    hinted: &[(u64, u64)],
+) -> Result<(), Error> {
+    region.with_map(|m| {
+        for r in ram {
+            let mut at = r.gpa;
+            let end = r.gpa + r.len;
+            while at < end {
+                // Next hinted range starting at or after `at`.
+                let next = hinted
+                    .iter()
+                    .filter(|(s, l)| s + l > at)
+                    .map(|&(s, l)| (s.max(at), s + l))
+                    .min();
+                let (stop, resume) = match next {
+                    Some((s, e)) if s < end => (s, e),
+                    _ => (end, end),
+                };
+                let (o0, o1) = (
+                    (r.file_offset + (at - r.gpa)) as usize,
+                    (r.file_offset + (stop - r.gpa)) as usize,
+                );
+                m[o0..o1].fill(0x5a);
+                at = resume;
+            }
+        }
+    })
+}
+
+enum Status {
+    Exited(i32),
+    Signaled(i32),
+}
+
+fn wait(pid: i32) -> Status {
+    loop {
+        let mut st = 0;
+        // SAFETY: waiting for our own child.
+        let r = unsafe { libc::waitpid(pid, &mut st, 0) };
+        if r == pid {
+            if libc::WIFEXITED(st) {
+                return Status::Exited(libc::WEXITSTATUS(st));
+            }
+            if libc::WIFSIGNALED(st) {
+                return Status::Signaled(libc::WTERMSIG(st));
+            }
+        } else if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Status::Exited(1);
+        }
+    }
+}
+
+/// Dies of the VMM's signal, so a caller sees the same status as if it had
+/// run the VMM itself (falls back to exit 128 + signal).
+fn reraise(sig: i32) {
+    // SAFETY: default disposition, unblocked, then the signal to ourselves.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let set = sigset(&[sig]);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::kill(libc::getpid(), sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_options() {
+        let m = MemoryOpts::parse("size=4G,source=pool").unwrap();
+        assert_eq!(m.size, 4 << 30);
+        assert_eq!(m.source, Source::Pool(pool::cli::DEFAULT_SOCKET.into()));
+        assert_eq!(m.page, Some(HugePageSize::Size2M));
+        assert!(m.hint);
+        let m =
+            MemoryOpts::parse("size=1G,source=pool:/tmp/p.sock,hugepages=off,hint=off").unwrap();
+        assert_eq!(m.source, Source::Pool("/tmp/p.sock".into()));
+        assert_eq!(m.page, None);
+        assert!(!m.hint);
+        assert_eq!(
+            MemoryOpts::parse("size=2G,source=prefault,hugepage_size=1G")
+                .unwrap()
+                .page,
+            Some(HugePageSize::Size1G)
+        );
+        for (bad, want) in [
+            ("source=pool", "size= is required"),
+            ("size=1G", "source= is required"),
+            ("size=1G,source=disk", "source='disk'"),
+            ("size=1G,source=pool:", "source='pool:'"),
+            ("size=1G,source=none,color=red", "unknown key 'color'"),
+            ("size=3M,source=none", "not a multiple of the 2M"),
+            ("size=1X,source=none", "size"),
+            ("size=1G,source=none,hint=maybe", "on or off"),
+            ("size", "key=value"),
+        ] {
+            let e = MemoryOpts::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn poison_skips_exactly_the_hint() {
+        let size = 64u64 << 20;
+        let region = Region::acquire(&Source::None, size, None, 1).unwrap();
+        let ram = layout::qemu_q35(size);
+        let hinted = layout::hint_ranges(&ram, &[(40 << 20, 4096)]);
+        poison_unhinted(&region, &ram, &hinted).unwrap();
+        region
+            .with_map(|m| {
+                let pat = |o: usize| m[o] == 0x5a;
+                assert!(pat(0) && pat((32 << 20) - 1));
+                assert!(!pat(32 << 20) && !pat((40 << 20) - 1));
+                assert!(pat(40 << 20) && pat((40 << 20) + 4095));
+                assert!(!pat((40 << 20) + 4096) && !pat(size as usize - 1));
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn the_hint_memfd_is_frozen() {
+        use std::io::Write;
+        let f = memory::hint_memfd(b"hint").unwrap();
+        memory::seal(&f).unwrap();
+        let mut w = std::fs::OpenOptions::new()
+            .write(true)
+            .open(format!("/proc/self/fd/{}", f.as_raw_fd()))
+            .unwrap();
+        assert!(w.write_all(b"x").is_err());
+        assert!(f.set_len(1).is_err());
+        assert_eq!(
+            std::fs::read(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap(),
+            b"hint"
+        );
+    }
+}

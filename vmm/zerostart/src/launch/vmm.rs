@@ -1,0 +1,548 @@
+//! What the launcher adds to each VMM's command line, which of the user's
+//! own arguments it refuses, and the hint ranges each VMM allows.
+
+use std::path::{Path, PathBuf};
+
+use super::layout::{self, RamRange};
+use super::Error;
+
+/// Id of the memory object/zone the launcher adds.
+pub const MEMORY_ID: &str = "zerostart-ram";
+
+/// The external VMMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VmmKind {
+    /// QEMU (`qemu-system-x86_64`), machine q35, firmware OVMF with ZeroStartPkg.
+    Qemu,
+    /// cloud-hypervisor (≥ v48, built with its `fw_cfg` feature), firmware CLOUDHV.fd.
+    CloudHypervisor,
+}
+
+impl VmmKind {
+    /// The binary looked up on PATH.
+    pub fn default_binary(self) -> &'static str {
+        match self {
+            VmmKind::Qemu => "qemu-system-x86_64",
+            VmmKind::CloudHypervisor => "cloud-hypervisor",
+        }
+    }
+
+    /// Name in messages and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            VmmKind::Qemu => "qemu",
+            VmmKind::CloudHypervisor => "cloud-hypervisor",
+        }
+    }
+}
+
+/// What the launcher hands the VMM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inputs {
+    /// Guest RAM bytes.
+    pub size: u64,
+    /// Path the VMM opens for guest RAM (`/proc/self/fd/N` of the region).
+    pub mem_path: String,
+    /// Offset of guest RAM in that file.
+    pub mem_offset: u64,
+    /// Whether the file is on hugetlbfs (and its page size).
+    pub hugepage_bytes: Option<u64>,
+    /// Path of the hint blob the VMM serves over fw_cfg; `None`: no hint.
+    pub hint_path: Option<String>,
+    /// Firmware image given with `--firmware`.
+    pub firmware: Option<PathBuf>,
+}
+
+/// The VMM arguments with the launcher's additions, and the guest layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Built {
+    /// Full argument list (without the binary).
+    pub args: Vec<String>,
+    /// Guest RAM and where each piece is in the memory file.
+    pub ram: Vec<RamRange>,
+    /// Guest-physical ranges the VMM and firmware never write before the
+    /// first instruction: the hint.
+    pub hint_ranges: Vec<(u64, u64)>,
+}
+
+fn conflict(vmm: VmmKind, arg: &str, why: &str) -> Error {
+    Error::Conflict {
+        vmm: vmm.name(),
+        arg: arg.to_string(),
+        why: why.to_string(),
+    }
+}
+
+/// QEMU option name of `a` (`-m`, `--m` and `-m=...` style alike).
+fn qemu_opt(a: &str) -> Option<&str> {
+    let s = a.strip_prefix("--").or_else(|| a.strip_prefix('-'))?;
+    Some(s.split('=').next().unwrap_or(s))
+}
+
+/// QEMU: adds `-machine q35` (when no machine is named), `-machine
+/// memory-backend=`, `-m`, `-object memory-backend-file,...,share=on`,
+/// `-fw_cfg name=opt/org.zerostart/prezeroed,file=` and `-bios`.
+pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
+    let k = VmmKind::Qemu;
+    let mut machine_named = false;
+    let mut it = user.iter().peekable();
+    while let Some(a) = it.next() {
+        let Some(opt) = qemu_opt(a) else { continue };
+        let val = match a.split_once('=') {
+            Some((_, v)) => v.to_string(),
+            None => it.peek().map(|v| v.to_string()).unwrap_or_default(),
+        };
+        match opt {
+            "m" => return Err(conflict(k, a, "the launcher sets -m to --memory size=")),
+            "mem-path" | "mem-prealloc" => {
+                return Err(conflict(k, a, "guest RAM comes from the launcher's region"))
+            }
+            "numa" => {
+                return Err(conflict(
+                    k,
+                    a,
+                    "NUMA nodes would need their own memory backends; the launcher provides one",
+                ))
+            }
+            "object" if val.starts_with("memory-backend") => {
+                return Err(conflict(
+                    k,
+                    &format!("{a} {val}"),
+                    "the launcher adds the memory backend",
+                ))
+            }
+            "incoming" | "loadvm" => return Err(conflict(
+                k,
+                a,
+                "restoring a VM writes guest RAM before its first instruction, so no hint can hold",
+            )),
+            "device" if val.starts_with("loader") => {
+                return Err(conflict(
+                    k,
+                    &format!("{a} {val}"),
+                    "the generic loader writes guest RAM before the first instruction",
+                ))
+            }
+            "fw_cfg" if val.contains("opt/org.zerostart/") => {
+                return Err(conflict(
+                    k,
+                    &format!("{a} {val}"),
+                    "the launcher serves the hint itself",
+                ))
+            }
+            "bios" | "pflash" if inp.firmware.is_some() => {
+                return Err(conflict(k, a, "--firmware already sets the firmware"))
+            }
+            "drive" if inp.firmware.is_some() && val.contains("if=pflash") => {
+                return Err(conflict(
+                    k,
+                    &format!("{a} {val}"),
+                    "--firmware already sets the firmware",
+                ))
+            }
+            "machine" | "M" => {
+                for item in val.split(',') {
+                    let (key, v) = item.split_once('=').unwrap_or(("type", item));
+                    match key {
+                        "type" => {
+                            if !(v == "q35" || v.starts_with("pc-q35-")) {
+                                return Err(conflict(
+                                    k,
+                                    &format!("{a} {val}"),
+                                    "the hint layout is derived for q35 only; use -machine q35",
+                                ));
+                            }
+                            machine_named = true;
+                        }
+                        "memory-backend" => {
+                            return Err(conflict(
+                                k,
+                                &format!("{a} {val}"),
+                                "the launcher sets the machine's memory backend",
+                            ))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if !inp.size.is_multiple_of(1 << 20) {
+        return Err(Error::BadMemory(format!(
+            "size={} is not a whole number of MiB; QEMU's -m takes MiB",
+            inp.size
+        )));
+    }
+    let mut args: Vec<String> = user.to_vec();
+    if !machine_named {
+        args.extend(["-machine".into(), "q35".into()]);
+    }
+    args.extend([
+        "-machine".into(),
+        format!("memory-backend={MEMORY_ID}"),
+        "-m".into(),
+        format!("{}M", inp.size >> 20),
+        "-object".into(),
+        format!(
+            "memory-backend-file,id={MEMORY_ID},size={},mem-path={},share=on,prealloc=off{}",
+            inp.size,
+            inp.mem_path,
+            if inp.mem_offset != 0 {
+                format!(",offset={}", inp.mem_offset)
+            } else {
+                String::new()
+            }
+        ),
+    ]);
+    if let Some(h) = &inp.hint_path {
+        args.extend([
+            "-fw_cfg".into(),
+            format!("name={},file={h}", zerohint::FW_CFG_NAME),
+        ]);
+    }
+    if let Some(fw) = &inp.firmware {
+        args.extend(["-bios".into(), fw.display().to_string()]);
+    }
+    let ram = layout::qemu_q35(inp.size);
+    // QEMU itself writes no guest RAM on a q35 + OVMF boot: the firmware
+    // is a ROM above RAM, ACPI, SMBIOS, e820 and the -kernel/-initrd/
+    // -append data are fw_cfg items in QEMU's memory that the firmware
+    // copies into memory it allocates (never claimed by ZeroStartPei).
+    // What the launcher refuses above (-device loader, -incoming, -loadvm)
+    // is what would write it. The floor covers the rest.
+    let hint_ranges = layout::hint_ranges(&ram, &[]);
+    Ok(Built {
+        args,
+        ram,
+        hint_ranges,
+    })
+}
+
+/// cloud-hypervisor's option name of `a` (`--memory` and `--memory=...`).
+fn chv_opt(a: &str) -> Option<&str> {
+    let s = a.strip_prefix("--")?;
+    Some(s.split('=').next().unwrap_or(s))
+}
+
+/// cloud-hypervisor: adds `--memory size=0`, `--memory-zone
+/// id=,size=,file=,shared=on[,hugepages=on,hugepage_size=]`, `--firmware`
+/// and `--fw-cfg-config` with the hint item (and `kernel=`, `cmdline=`,
+/// `initramfs=` on or off as the user passed them: on, they go over
+/// fw_cfg to the firmware).
+///
+/// `firmware_image` is the firmware's bytes: its PT_LOAD segments are
+/// written into guest RAM before the first instruction.
+pub fn cloud_hypervisor(
+    user: &[String],
+    inp: &Inputs,
+    firmware_image: &[u8],
+) -> Result<Built, Error> {
+    let k = VmmKind::CloudHypervisor;
+    let Some(fw) = &inp.firmware else {
+        return Err(Error::ChvNeedsFirmware);
+    };
+    let (mut kernel, mut cmdline, mut initramfs) = (false, false, false);
+    for a in user {
+        let Some(opt) = chv_opt(a) else { continue };
+        match opt {
+            "memory" | "memory-zone" => {
+                return Err(conflict(k, a, "the launcher adds the memory zone"))
+            }
+            "fw-cfg-config" => {
+                return Err(conflict(
+                    k,
+                    a,
+                    "the launcher adds --fw-cfg-config with the hint item",
+                ))
+            }
+            "firmware" => {
+                return Err(conflict(
+                    k,
+                    a,
+                    "pass the firmware as the launcher's --firmware",
+                ))
+            }
+            "restore" => return Err(conflict(
+                k,
+                a,
+                "restoring a VM writes guest RAM before its first instruction, so no hint can hold",
+            )),
+            "numa" => {
+                return Err(conflict(
+                    k,
+                    a,
+                    "NUMA nodes would name memory zones the launcher does not create",
+                ))
+            }
+            "kernel" => kernel = true,
+            "cmdline" => cmdline = true,
+            "initramfs" => initramfs = true,
+            _ => {}
+        }
+    }
+    let segs = layout::elf_load_segments(firmware_image)
+        .ok_or_else(|| Error::ChvFirmwareNotElf(fw.clone()))?;
+    let on = |b: bool| if b { "on" } else { "off" };
+    let mut zone = format!(
+        "id={MEMORY_ID},size={},file={},shared=on",
+        inp.size, inp.mem_path
+    );
+    if inp.mem_offset != 0 {
+        return Err(Error::BadMemory(format!(
+            "the region starts at offset {} of its file, but cloud-hypervisor's --memory-zone file= maps from offset 0; use a pool with one file per region",
+            inp.mem_offset
+        )));
+    }
+    match inp.hugepage_bytes {
+        Some(p) => zone.push_str(&format!(",hugepages=on,hugepage_size={}M", p >> 20)),
+        None => zone.push_str(",hugepages=off"),
+    }
+    let mut args: Vec<String> = user.to_vec();
+    args.extend([
+        "--memory".into(),
+        "size=0".into(),
+        "--memory-zone".into(),
+        zone,
+        "--firmware".into(),
+        fw.display().to_string(),
+    ]);
+    let mut fwcfg = format!(
+        "kernel={},cmdline={},initramfs={}",
+        on(kernel),
+        on(cmdline),
+        on(initramfs)
+    );
+    if let Some(h) = &inp.hint_path {
+        fwcfg.push_str(&format!(",items=[name={},file={h}]", zerohint::FW_CFG_NAME));
+    }
+    args.extend(["--fw-cfg-config".into(), fwcfg]);
+    let ram = layout::cloud_hypervisor(inp.size);
+    let exclude: Vec<(u64, u64)> = segs.iter().map(|&(s, e)| (s, e - s)).collect();
+    let hint_ranges = layout::hint_ranges(&ram, &exclude);
+    Ok(Built {
+        args,
+        ram,
+        hint_ranges,
+    })
+}
+
+/// Whether a cloud-hypervisor binary has the fw_cfg device: builds without
+/// the `fw_cfg` Cargo feature do not list `--fw-cfg-config` in `--help`.
+pub fn chv_has_fw_cfg(help: &str) -> bool {
+    help.contains("--fw-cfg-config")
+}
+
+/// Runs `binary --help` and checks it for fw_cfg support.
+pub fn check_chv_binary(binary: &Path) -> Result<(), Error> {
+    let out = std::process::Command::new(binary)
+        .arg("--help")
+        .output()
+        .map_err(|e| Error::VmmBinary {
+            path: binary.to_path_buf(),
+            err: e.to_string(),
+        })?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if chv_has_fw_cfg(&text) {
+        Ok(())
+    } else {
+        Err(Error::ChvNoFwCfg(binary.to_path_buf()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    fn inputs(size: u64) -> Inputs {
+        Inputs {
+            size,
+            mem_path: "/proc/self/fd/7".into(),
+            mem_offset: 0,
+            hugepage_bytes: Some(2 * MIB),
+            hint_path: Some("/proc/self/fd/8".into()),
+            firmware: Some("/fw/CLOUDHV.fd".into()),
+        }
+    }
+
+    /// A PVH-style ELF64 with one PT_LOAD at 1 MiB..5 MiB, like CloudHv.
+    fn cloudhv_like() -> Vec<u8> {
+        let mut b = vec![0u8; 64 + 56];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[5] = 1;
+        b[18..20].copy_from_slice(&3u16.to_le_bytes());
+        b[32..40].copy_from_slice(&64u64.to_le_bytes());
+        b[54..56].copy_from_slice(&56u16.to_le_bytes());
+        b[56..58].copy_from_slice(&1u16.to_le_bytes());
+        b[64..68].copy_from_slice(&1u32.to_le_bytes());
+        b[64 + 24..64 + 32].copy_from_slice(&MIB.to_le_bytes());
+        b[64 + 32..64 + 40].copy_from_slice(&(4 * MIB).to_le_bytes());
+        b[64 + 40..64 + 48].copy_from_slice(&(4 * MIB).to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn chv_arguments_match_the_reference() {
+        let user = s(&[
+            "--cpus",
+            "boot=2",
+            "--kernel",
+            "/k/bzImage",
+            "--cmdline",
+            "console=ttyS0",
+            "--serial",
+            "tty",
+            "--console",
+            "off",
+        ]);
+        let b = cloud_hypervisor(&user, &inputs(GIB), &cloudhv_like()).unwrap();
+        let tail = &b.args[user.len()..];
+        assert_eq!(
+            tail,
+            s(&[
+                "--memory",
+                "size=0",
+                "--memory-zone",
+                "id=zerostart-ram,size=1073741824,file=/proc/self/fd/7,shared=on,hugepages=on,hugepage_size=2M",
+                "--firmware",
+                "/fw/CLOUDHV.fd",
+                "--fw-cfg-config",
+                "kernel=on,cmdline=on,initramfs=off,items=[name=opt/org.zerostart/prezeroed,file=/proc/self/fd/8]",
+            ])
+        );
+        // Item names are at most 56 bytes (the reference).
+        assert!(zerohint::FW_CFG_NAME.len() <= 56);
+        // shared=on always: without it the zone is MAP_PRIVATE and guest
+        // writes would never reach the pool's file.
+        assert!(b.args.iter().any(|a| a.contains("shared=on")));
+        assert_eq!(b.hint_ranges, vec![(32 * MIB, GIB - 32 * MIB)]);
+        let mut i = inputs(GIB);
+        i.hugepage_bytes = None;
+        i.hint_path = None;
+        let b = cloud_hypervisor(&[], &i, &cloudhv_like()).unwrap();
+        assert!(b.args.contains(
+            &"id=zerostart-ram,size=1073741824,file=/proc/self/fd/7,shared=on,hugepages=off"
+                .to_string()
+        ));
+        assert!(b
+            .args
+            .contains(&"kernel=off,cmdline=off,initramfs=off".to_string()));
+    }
+
+    #[test]
+    fn chv_refusals() {
+        let fw = cloudhv_like();
+        for bad in [
+            "--memory",
+            "--memory=size=1G",
+            "--memory-zone",
+            "--fw-cfg-config",
+            "--firmware",
+            "--restore",
+        ] {
+            let e = cloud_hypervisor(&s(&[bad, "x"]), &inputs(GIB), &fw).unwrap_err();
+            assert!(
+                e.to_string().contains(bad.split('=').next().unwrap()),
+                "{e}"
+            );
+        }
+        let mut i = inputs(GIB);
+        i.firmware = None;
+        let e = cloud_hypervisor(&[], &i, &fw).unwrap_err().to_string();
+        assert!(e.contains("direct kernel boot"), "{e}");
+        let e = cloud_hypervisor(&[], &inputs(GIB), b"MZ")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an ELF"), "{e}");
+        let mut i = inputs(GIB);
+        i.mem_offset = 4096;
+        assert!(cloud_hypervisor(&[], &i, &fw).is_err());
+    }
+
+    #[test]
+    fn chv_fw_cfg_detection() {
+        assert!(chv_has_fw_cfg(
+            "  --fw-cfg-config <fw_cfg_config>  QEMU fw_cfg ..."
+        ));
+        assert!(!chv_has_fw_cfg("  --firmware <firmware>  Path to firmware"));
+    }
+
+    #[test]
+    fn chv_hint_skips_the_hole_and_the_firmware() {
+        let b = cloud_hypervisor(&[], &inputs(5 * GIB), &cloudhv_like()).unwrap();
+        assert_eq!(
+            b.hint_ranges,
+            vec![(32 * MIB, 3 * GIB - 32 * MIB), (4 * GIB, 2 * GIB)]
+        );
+    }
+
+    #[test]
+    fn qemu_arguments() {
+        let mut i = inputs(GIB);
+        i.firmware = Some("/fw/OVMF.fd".into());
+        let user = s(&["-accel", "kvm", "-kernel", "/k/bzImage"]);
+        let b = qemu(&user, &i).unwrap();
+        assert_eq!(
+            &b.args[user.len()..],
+            s(&[
+                "-machine",
+                "q35",
+                "-machine",
+                "memory-backend=zerostart-ram",
+                "-m",
+                "1024M",
+                "-object",
+                "memory-backend-file,id=zerostart-ram,size=1073741824,mem-path=/proc/self/fd/7,share=on,prealloc=off",
+                "-fw_cfg",
+                "name=opt/org.zerostart/prezeroed,file=/proc/self/fd/8",
+                "-bios",
+                "/fw/OVMF.fd",
+            ])
+        );
+        assert_eq!(b.hint_ranges, vec![(32 * MIB, GIB - 32 * MIB)]);
+        // An explicit q35 is kept, not doubled.
+        let b = qemu(&s(&["-machine", "q35,accel=kvm"]), &i).unwrap();
+        assert_eq!(b.args.iter().filter(|a| *a == "q35").count(), 0);
+        // 3 GiB: low RAM ends at 2 GiB, 1 GiB from 4 GiB.
+        let b = qemu(&[], &inputs(3 * GIB)).unwrap();
+        assert_eq!(
+            b.hint_ranges,
+            vec![(32 * MIB, 2 * GIB - 32 * MIB), (4 * GIB, GIB)]
+        );
+    }
+
+    #[test]
+    fn qemu_refusals() {
+        let i = inputs(GIB);
+        for bad in [
+            vec!["-m", "2G"],
+            vec!["--m", "2G"],
+            vec!["-object", "memory-backend-ram,id=x,size=1G"],
+            vec!["-machine", "pc"],
+            vec!["-M", "q35,memory-backend=x"],
+            vec!["-mem-path", "/dev/hugepages"],
+            vec!["-mem-prealloc"],
+            vec!["-numa", "node"],
+            vec!["-bios", "x.fd"],
+            vec!["-drive", "if=pflash,file=x.fd"],
+            vec!["-device", "loader,file=x,addr=0x1000000"],
+            vec!["-incoming", "tcp:0:4444"],
+            vec!["-fw_cfg", "name=opt/org.zerostart/prezeroed,file=x"],
+        ] {
+            let e = qemu(&s(&bad), &i).unwrap_err().to_string();
+            assert!(e.contains("conflicts"), "{bad:?}: {e}");
+        }
+        let mut i = inputs(GIB + 4096);
+        i.firmware = None;
+        assert!(qemu(&[], &i).is_err());
+    }
+}

@@ -1,0 +1,468 @@
+//! `zerostart launch` with a real QEMU on the host and a real `zerostart
+//! pool` (4K shmem regions): the lease's lifetime when the launcher is
+//! SIGKILLed, signal forwarding and exit status. QEMU runs paused (`-S`),
+//! so no guest code is needed; the guest's writes are simulated by writing
+//! through the VMM's own descriptor of the region (`/proc/PID/fd/N`), so
+//! they land exactly where the guest's would.
+//!
+//! SKIPs (printed) without `qemu-system-x86_64` on PATH.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_zerostart");
+const REGION: u64 = 64 << 20;
+
+fn qemu() -> Option<PathBuf> {
+    let p = std::env::var_os("PATH")?;
+    std::env::split_paths(&p)
+        .map(|d| d.join("qemu-system-x86_64"))
+        .find(|p| p.exists())
+}
+
+macro_rules! need_qemu {
+    () => {
+        match qemu() {
+            Some(q) => q,
+            None => {
+                println!(
+                    "SKIP: qemu-system-x86_64 is not on PATH (apt-get install qemu-system-x86)"
+                );
+                return;
+            }
+        }
+    };
+}
+
+struct Pool {
+    child: Child,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Pool {
+    /// Two 64 MiB regions of 4K shmem.
+    fn start() -> Pool {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("pool.sock");
+        let child = Command::new(BIN)
+            .args([
+                "pool",
+                "serve",
+                "--page",
+                "4K",
+                "--size",
+                "128M",
+                "--region-size",
+                "64M",
+            ])
+            .arg("--socket")
+            .arg(&socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let p = Pool {
+            child,
+            socket,
+            _dir: dir,
+        };
+        p.wait_until("all clean", |s| s.clean_bytes == 2 * REGION);
+        p
+    }
+
+    fn status(&self) -> Option<pool::proto::Status> {
+        pool::client::status(&self.socket).ok()
+    }
+
+    fn wait_until(
+        &self,
+        what: &str,
+        f: impl Fn(&pool::proto::Status) -> bool,
+    ) -> pool::proto::Status {
+        let t = Instant::now();
+        loop {
+            if let Some(s) = self.status().filter(|s| f(s)) {
+                return s;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "pool never reached '{what}': {:?}",
+                self.status()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Leases both regions at once and scans every byte.
+    fn every_region_zero(&self) {
+        let a = pool::client::lease(&self.socket, REGION, pool::PageSize::Size4K).unwrap();
+        let b = pool::client::lease(&self.socket, REGION, pool::PageSize::Size4K).unwrap();
+        for l in [&a, &b] {
+            let m = l.map(false).unwrap();
+            let nz = m.as_slice().iter().filter(|&&x| x != 0).count();
+            assert_eq!(nz, 0, "lease {} has {nz} non-zero bytes", l.id());
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn launch(pool: &Pool, qemu: &Path, extra: &[&str]) -> (Child, tempfile::NamedTempFile) {
+    // A 64 KiB "firmware": QEMU maps it as the BIOS ROM; with -S no vCPU
+    // ever runs it.
+    let mut fw = tempfile::NamedTempFile::new().unwrap();
+    fw.write_all(&[0xf4; 65536]).unwrap();
+    let child = Command::new(BIN)
+        .env("ZEROSTART_TEST_SWITCHES", "1")
+        .arg("launch")
+        .args(["--vmm", "qemu", "--vmm-binary"])
+        .arg(qemu)
+        .arg("--memory")
+        .arg(format!(
+            "size=64M,source=pool:{},hugepages=off",
+            pool.socket.display()
+        ))
+        .arg("--firmware")
+        .arg(fw.path())
+        .args(extra)
+        .args([
+            "--",
+            "-accel",
+            "tcg",
+            "-nodefaults",
+            "-display",
+            "none",
+            "-S",
+            "-monitor",
+            "none",
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, fw)
+}
+
+/// A failed assertion must not leave a QEMU behind (it would hold the
+/// test harness's output pipe open).
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: signalling a VMM this test started.
+        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    // Zombies count as gone.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+/// The VMM (child of the launcher) once it maps the pool's region;
+/// returns its pid and the path of its descriptor of the region.
+fn vmm_of(launcher: u32) -> (u32, PathBuf) {
+    let t = Instant::now();
+    loop {
+        let kids = std::fs::read_to_string(format!("/proc/{launcher}/task/{launcher}/children"))
+            .unwrap_or_default();
+        if let Some(pid) = kids
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+        {
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            if maps.contains("zerostart-pool") {
+                for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))
+                    .unwrap()
+                    .flatten()
+                {
+                    if let Ok(t) = std::fs::read_link(fd.path()) {
+                        if t.to_string_lossy().contains("zerostart-pool") {
+                            return (pid, fd.path());
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the VMM never mapped the region"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What a guest would do: fill its RAM with a non-zero pattern.
+fn dirty_through(fd_path: &Path) {
+    let f = OpenOptions::new().write(true).open(fd_path).unwrap();
+    let buf = vec![0xa5u8; 1 << 20];
+    for i in 0..(REGION >> 20) {
+        f.write_all_at(&buf, i << 20).unwrap();
+    }
+}
+
+fn wait_gone(pid: u32, within: Duration) -> bool {
+    let t = Instant::now();
+    while alive(pid) {
+        if t.elapsed() > within {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// Launcher SIGKILLed: the VMM dies with it (PR_SET_PDEATHSIG), the lease
+/// ends only after the VMM is gone (it held the connection), so the pool
+/// finds no holder, scrubs the region and hands it out again zeroed:
+/// neither retired nor leased forever.
+#[test]
+fn killed_launcher_takes_the_vmm_and_the_lease_with_it() {
+    let qemu = need_qemu!();
+    let pool = Pool::start();
+    let (mut launcher, _fw) = launch(&pool, &qemu, &[]);
+    let (vmm, fd) = vmm_of(launcher.id());
+    let _guard = KillOnDrop(vmm);
+    pool.wait_until("one region leased", |s| s.leased_bytes == REGION);
+    dirty_through(&fd);
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    assert!(
+        wait_gone(vmm, Duration::from_secs(5)),
+        "the VMM outlived its killed launcher"
+    );
+    let s = pool.wait_until("all clean again", |s| s.clean_bytes == 2 * REGION);
+    assert_eq!(s.retired_total, 0, "the pool saw a holder: {s:?}");
+    pool.every_region_zero();
+}
+
+/// A VMM that survives its SIGKILLed launcher (PR_SET_PDEATHSIG does not
+/// fire, e.g. after a set-uid exec; simulated by a test switch) keeps the
+/// lease: the region is not scrubbed or re-leased while it maps it and
+/// its guest keeps writing; when the VMM ends, the lease ends and the
+/// region comes back zeroed.
+#[test]
+fn a_vmm_that_outlives_its_launcher_keeps_the_lease_until_it_exits() {
+    let qemu = need_qemu!();
+    let pool = Pool::start();
+    let (mut launcher, _fw) = launch(&pool, &qemu, &["--test-no-pdeathsig"]);
+    let (vmm, fd) = vmm_of(launcher.id());
+    let _guard = KillOnDrop(vmm);
+    pool.wait_until("one region leased", |s| s.leased_bytes == REGION);
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    // Longer than the pool's grace for dying holders (2 s): a lease that
+    // had ended with the launcher would be judged (and retired) by now.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(alive(vmm), "the VMM should survive without PDEATHSIG");
+    // The guest still writes its RAM after the launcher is gone.
+    dirty_through(&fd);
+    let s = pool.status().unwrap();
+    assert_eq!(
+        s.leased_bytes, REGION,
+        "lease ended under a live VMM: {s:?}"
+    );
+    assert_eq!(s.clean_bytes, REGION, "{s:?}");
+    // Only the other region can be leased.
+    let other = pool::client::lease(&pool.socket, REGION, pool::PageSize::Size4K).unwrap();
+    assert!(pool::client::lease(&pool.socket, REGION, pool::PageSize::Size4K).is_err());
+    drop(other);
+    // The VMM ends (here: killed) -> the lease ends -> scrubbed, not retired.
+    // SAFETY: signalling the VMM this test started.
+    unsafe { libc::kill(vmm as i32, libc::SIGKILL) };
+    assert!(wait_gone(vmm, Duration::from_secs(5)));
+    let s = pool.wait_until("all clean again", |s| s.clean_bytes == 2 * REGION);
+    assert_eq!(s.retired_total, 0, "{s:?}");
+    pool.every_region_zero();
+}
+
+/// SIGTERM to the launcher reaches the VMM (QEMU ends on it), the
+/// launcher exits with the VMM's status, and the region comes back.
+#[test]
+fn signals_are_forwarded_and_the_status_passed_through() {
+    let qemu = need_qemu!();
+    let pool = Pool::start();
+    let (mut launcher, _fw) = launch(&pool, &qemu, &[]);
+    let (vmm, _) = vmm_of(launcher.id());
+    let _guard = KillOnDrop(vmm);
+    // Let QEMU finish starting (and install its own SIGTERM handler).
+    std::thread::sleep(Duration::from_secs(1));
+    // SAFETY: signalling the launcher this test started.
+    unsafe { libc::kill(launcher.id() as i32, libc::SIGTERM) };
+    let st = launcher.wait().unwrap();
+    assert!(!alive(vmm));
+    // QEMU exits 0 after "terminating on signal 15", and so does the launcher.
+    assert_eq!(st.code(), Some(0), "{st:?}");
+    pool.wait_until("all clean again", |s| s.clean_bytes == 2 * REGION);
+
+    // A VMM that fails: its exit code comes through.
+    let out = Command::new(BIN)
+        .arg("launch")
+        .args(["--vmm", "qemu", "--vmm-binary"])
+        .arg(&qemu)
+        .arg("--memory")
+        .arg(format!(
+            "size=64M,source=pool:{},hugepages=off,hint=off",
+            pool.socket.display()
+        ))
+        .args(["--", "-accel", "tcg", "-no-such-option"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    pool.wait_until("all clean again", |s| s.clean_bytes == 2 * REGION);
+}
+
+/// One-line errors naming the fix.
+#[test]
+fn bad_input_is_one_line() {
+    let pool = Pool::start();
+    let sock = pool.socket.display().to_string();
+    for (args, want) in [
+        (
+            vec![
+                "--vmm",
+                "qemu",
+                "--memory",
+                &format!("size=128M,source=pool:{sock},hugepages=off,hint=off") as &str,
+                "--",
+                "-accel",
+                "tcg",
+            ],
+            "region",
+        ),
+        (
+            vec![
+                "--vmm",
+                "qemu",
+                "--memory",
+                "size=64M,source=none,hint=off",
+                "--",
+                "-m",
+                "1G",
+            ],
+            "conflicts",
+        ),
+        (
+            vec![
+                "--vmm",
+                "qemu",
+                "--memory",
+                "size=64M,source=none,hugepages=off",
+            ],
+            "--firmware",
+        ),
+        (
+            vec!["--vmm", "qemu", "--memory", "size=64M", "--dry-run"],
+            "source= is required",
+        ),
+        (
+            vec![
+                "--vmm",
+                "cloud-hypervisor",
+                "--memory",
+                "size=64M,source=none",
+                "--",
+                "--kernel",
+                "k",
+            ],
+            "cannot carry the hint",
+        ),
+        (
+            vec![
+                "--vmm",
+                "qemu",
+                "--memory",
+                "size=64M,source=pool:/nonexistent.sock,hint=off",
+            ],
+            "zerostart pool serve",
+        ),
+        (
+            vec![
+                "--vmm",
+                "qemu",
+                "--memory",
+                "size=64M,source=none,hint=off",
+                "--test-no-pdeathsig",
+            ],
+            "ZEROSTART_TEST_SWITCHES",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .arg("launch")
+            .args(&args)
+            .env_remove("ZEROSTART_TEST_SWITCHES")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+/// cloud-hypervisor itself when it is on PATH: the launcher's fw_cfg
+/// detection against the real binary's --help.
+#[test]
+fn cloud_hypervisor_when_present() {
+    let Some(p) = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("cloud-hypervisor"))
+            .find(|p| p.exists())
+    }) else {
+        println!(
+            "SKIP: cloud-hypervisor is not on PATH (it is in no package registry; docs/launch.md)"
+        );
+        return;
+    };
+    let help = Command::new(&p).arg("--help").output().unwrap();
+    let has = String::from_utf8_lossy(&help.stdout).contains("--fw-cfg-config");
+    // An ELF64 with one PT_LOAD at 1 MiB (CloudHv-like).
+    let mut elf = vec![0u8; 120];
+    elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+    elf[32] = 64;
+    elf[54] = 56;
+    elf[56] = 1;
+    elf[64] = 1;
+    elf[64 + 26] = 0x10;
+    elf[64 + 40] = 0x10;
+    let mut fw = tempfile::NamedTempFile::new().unwrap();
+    fw.write_all(&elf).unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "launch",
+            "--vmm",
+            "cloud-hypervisor",
+            "--memory",
+            "size=64M,source=none,hugepages=off",
+            "--firmware",
+        ])
+        .arg(fw.path())
+        .arg("--vmm-binary")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !has {
+        assert!(err.contains("no fw_cfg device"), "{err}");
+    } else {
+        // With fw_cfg it gets as far as booting the fake firmware.
+        assert!(!err.contains("no fw_cfg device"), "{err}");
+    }
+}
