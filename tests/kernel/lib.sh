@@ -43,6 +43,20 @@ echo "ZSINIT uptime_s=$up"
 # Clears the boot skipped, before any probe adds its own.
 f=/sys/kernel/debug/zerostart/pages_skipped
 [ -f $f ] && echo "ZSBOOT pages_skipped=$(/bin/busybox cat $f)"
+# zshib=1 (run.sh "hibernate"): swap on /dev/vda, hibernate to it and power
+# off; the kernel that resumes the image continues right here. zshib=2: the
+# boot that should have resumed it came this far, so it did not.
+zs=/sys/kernel/debug/zerostart
+case " $(/bin/busybox cat /proc/cmdline) " in
+*" zshib=1 "*)
+	/bin/busybox mkswap /dev/vda >/dev/null && /bin/busybox swapon /dev/vda || echo "ZSHIB FAIL swap on /dev/vda"
+	echo "ZSHIB before pages_skipped=$(/bin/busybox cat $zs/pages_skipped) pristine_pages=$(/bin/busybox cat $zs/pristine_pages)"
+	echo shutdown >/sys/power/disk
+	echo disk >/sys/power/state || echo "ZSHIB FAIL hibernate"
+	echo "ZSHIB resumed pages_skipped=$(/bin/busybox cat $zs/pages_skipped) pristine_pages=$(/bin/busybox cat $zs/pristine_pages)" ;;
+*" zshib=2 "*)
+	echo "ZSHIB FAIL no image was resumed"; /bin/busybox poweroff -f ;;
+esac
 probe=""
 for a in $(/bin/busybox cat /proc/cmdline); do
 	case "$a" in

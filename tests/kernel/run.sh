@@ -33,7 +33,7 @@ export ZS_TCG_THREAD="${ZS_TCG_THREAD:-single}"
 
 TMO="${ZEROSTART_KERNEL_TEST_TIMEOUT:-600}"
 # ZS_TEST_ONLY="kunit good ..." runs a subset (names as in the boot cases).
-ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint memblock scanctl batch leak pool nt efi} "
+ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint memblock scanctl hibernate hibernatectl hugedirty batch leak pool nt efi} "
 MEM_MIB=2048
 # ZS_TEST_WORK=dir: logs and scratch (default $ZEROSTART_CACHE/kernel/test-run).
 WORK="${ZS_TEST_WORK:-$ZS_CACHE/kernel/test-run}"
@@ -253,6 +253,77 @@ if want memblock; then
 		pass "memblock: $(grep -aE 'memblock: reserved is doubled to' "$WORK/boot-memblock.log" | head -1 | sed 's/^\[[^]]*\] //' | tr -d '\r')"
 	else
 		fail "memblock: memblock.reserved was not doubled: the case did not exercise the path"
+	fi
+fi
+
+# Hibernation (series file "forget every pristine mark before hibernation"):
+# a hibernation image restores the pristine bitmap but not the free pages,
+# which the kernel that loaded the image has written meanwhile. Boot 1 (the
+# honest hint, verify mode) puts swap on a virtio disk and hibernates to it;
+# boot 2, with resume=, loads the image, and boot 1's /init continues: it
+# first-touches 1200 MiB of anonymous memory. With the fix every mark was
+# dropped before the image was made: no clear is skipped after the resume,
+# and nothing is found dirty. hibernatectl keeps the marks
+# (prezero.test_hibernate_keep, test builds only): verify mode must then
+# catch pages the loading kernel wrote, or the case cannot fail.
+# hibernate_case NAME EXTRA-APPEND clean|caught
+hibernate_case() {
+	local name="$1" extra="$2" expect="$3" swap="$WORK/$1.swap"
+	local l1="$WORK/boot-$1.log" l2="$WORK/boot-$1-resume.log" n b r f d w
+	local args="hugepages=0 prezero.verify=1 init_on_alloc=1 nokaslr zsprobe=0,1200 $extra"
+	rm -f "$swap" && truncate -s 1G "$swap"
+	if ! qemu_boot "$l1" "$TMO" "$MEM_MIB" "$WORK/good.bzImage" "$args zshib=1" -initrd "$WORK/initrd.cpio.gz" \
+		$(hint_loader_args "$WORK/good.blob") -drive "file=$swap,if=virtio,format=raw"; then
+		fail "$name: the hibernating boot timed out"; return
+	fi
+	b="$(kv "$l1" ZSHIB pristine_pages)"
+	if ! grep -aq "PM: hibernation: hibernation exit\|PM: Image saving done\|PM: hibernation: Image saving done\|Image saving done" "$l1"; then
+		fail "$name: no hibernation image was written: $(grep -aE 'ZSHIB FAIL|PM: ' "$l1" | tail -3 | tr -d '\r' | tr '\n' ';')"; return
+	fi
+	if ! qemu_boot "$l2" "$TMO" "$MEM_MIB" "$WORK/good.bzImage" "$args zshib=2 resume=/dev/vda" -initrd "$WORK/initrd.cpio.gz" \
+		$(hint_loader_args "$WORK/good.blob") -drive "file=$swap,if=virtio,format=raw"; then
+		fail "$name: the resuming boot timed out"; return
+	fi
+	if ! grep -aq "^ZSHIB resumed" "$l2" || ! grep -aq "^ZSDONE" "$l2"; then
+		fail "$name: the image was not resumed to the end: $(grep -aE 'ZSHIB|PM: ' "$l2" | tail -3 | tr -d '\r' | tr '\n' ';')"; return
+	fi
+	r="$(kv "$l2" ZSHIB pages_skipped)" f="$(kv "$l2" ZSDEBUGFS verify_failures)"
+	d="$(kv "$l2" ZSPROBE anon_dirty_pages)" n="$(kv "$l2" ZSDEBUGFS pages_skipped)"
+	w="$(grep -acE 'WARNING:|BUG:|Oops' "$l2" || true)"
+	case "$expect" in
+	clean)
+		if grep -aqE "zerostart: hibernation: dropped all [0-9]+ pristine marks" "$l1" && [ "${b:-0}" -gt 0 ] &&
+			[ "$(kv "$l2" ZSHIB pristine_pages)" = 0 ] && [ "${n:-x}" = "${r:-y}" ] && [ "${f:-x}" = 0 ] &&
+			[ "${d:-x}" = 0 ] && [ "$w" = 0 ]; then
+			pass "$name: $b pristine marks dropped before the image was made; after the resume 0 marks, no clear skipped, 1200 MiB touched, 0 verify failures"
+		else
+			fail "$name: marks before=${b:-missing} after=$(kv "$l2" ZSHIB pristine_pages) skipped resumed=${r:-?} final=${n:-?} verify_failures=${f:-?} anon_dirty_pages=${d:-?} warnings=$w"
+		fi ;;
+	caught)
+		if [ "${f:-0}" -gt 0 ]; then
+			pass "$name: marks kept across the hibernation: verify caught ${f} pages the loading kernel had written"
+		else
+			fail "$name: marks kept across the hibernation but verify_failures=${f:-missing}: the hibernate case could not fail"
+		fi ;;
+	esac
+}
+want hibernate && hibernate_case hibernate "" clean
+want hibernatectl && hibernate_case hibernatectl "prezero.test_hibernate_keep=1" caught
+
+# A hugetlb pool folio that was used and freed must be cleared when it is
+# faulted again, hint or not: the probe populates the whole 256 MiB pool
+# (fresh folios the allocator cleared or found pristine: their clear is
+# elided, 65536 pages), fills it with a pattern, unmaps it, and populates it
+# again, which must clear every folio (free_huge_folio() drops HPG_zeroed)
+# and read back zero. Verify mode off (scan only), so only the kernel's own
+# logic stands between the pattern and user space.
+if want hugedirty; then
+	boot_case hugedirty any "prezero.verify=scan zsprobe=256,0,dirty" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
+	e="$(kv "$WORK/boot-hugedirty.log" ZSDEBUGFS pages_elided)"
+	if [ "${e:-x}" = 65536 ]; then
+		pass "hugedirty: only the first populate of the pool was elided (65536 pages); the dirtied folios were cleared on the second"
+	else
+		fail "hugedirty: pages_elided=${e:-missing}, want 65536: a freed, dirtied pool folio was faulted without its clear"
 	fi
 fi
 
