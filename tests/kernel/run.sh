@@ -135,7 +135,7 @@ boot_case() {
 	shift 4
 	local logf="$WORK/boot-$name.log" skipped failed
 	if ! qemu_boot "$logf" "$TMO" "${CASE_MEM_MIB:-$MEM_MIB}" "$image" "$COMMON $extra" -initrd "$WORK/initrd.cpio.gz" "$@"; then
-		fail "$name: boot timed out"
+		fail "$name: QEMU did not complete the boot (timeout or exit status; see above)"
 		return
 	fi
 	grep -aq "^ZSDONE" "$logf" || { fail "$name: init did not finish: $logf"; return; }
@@ -273,7 +273,7 @@ if want scanctl; then
 			fail "scanctl: planted=$w verify_failures=${f:-missing} scan_failures=${s:-missing}: the checks do not see planted bytes"
 		fi
 	else
-		fail "scanctl: boot timed out"
+		fail "scanctl: QEMU did not complete the boot (timeout or exit status; see above)"
 	fi
 fi
 
