@@ -35,7 +35,9 @@ fn memfd_hugetlb_is_zero_and_hinted_with_2m_pages() {
 fn memfd_hugetlb_1g() {
     let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
     if let Err(e) = check_hugepages(HugePageSize::Size1G, 1 << 30) {
-        eprintln!("SKIP (no free 1G hugepage): {e}");
+        common::skip(&format!(
+            "no free 1G hugepage (the host cannot always find a contiguous GiB): {e}"
+        ));
         return;
     }
     let mut r = create("hugepages=on,hugepage_size=1G,prefault=on", 1 << 30).unwrap();

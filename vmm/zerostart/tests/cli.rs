@@ -130,7 +130,7 @@ fn not_permitted() {
             .output()
             .is_err()
     {
-        eprintln!("skipped: needs root and setpriv to drop privileges");
+        common::skip("needs root and setpriv to drop privileges");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -176,7 +176,6 @@ fn hugepages_without_reservation() {
 #[test]
 fn boots_a_tiny_guest() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&OK_GUEST);
@@ -227,7 +226,6 @@ fn boots_a_tiny_guest() {
 #[test]
 fn boots_a_pvh_elf() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = elf_kernel(&PVH_GUEST, 0x3e, PHYS32_ENTRY);
@@ -264,7 +262,6 @@ const POWEROFF_GUEST: [u8; 11] = [
 #[test]
 fn acpi_poweroff_ends_the_vm() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&POWEROFF_GUEST);
@@ -287,7 +284,6 @@ fn acpi_poweroff_ends_the_vm() {
 #[test]
 fn halt_with_interrupts_off_ends_the_vm() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&[0xfa, 0xf4, 0xeb, 0xfc]); // cli; hlt; jmp hlt
@@ -317,7 +313,6 @@ fn halt_with_interrupts_off_ends_the_vm() {
 #[test]
 fn guest_fault_ends_the_vm_cleanly() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&[0xcc]);
@@ -342,7 +337,6 @@ fn guest_fault_ends_the_vm_cleanly() {
 #[test]
 fn sigterm_stops_a_spinning_guest() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&[0xeb, 0xfe]);
@@ -417,7 +411,6 @@ fn terminal_is_raw_during_the_run_and_restored_after() {
     use std::os::fd::{FromRawFd, OwnedFd};
     use std::process::Stdio;
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let (mut master, mut slave) = (0, 0);
