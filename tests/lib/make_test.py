@@ -38,8 +38,8 @@ from dataclasses import dataclass
 CARGO = re.compile(r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored")
 UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ")
 UNITTEST_END = re.compile(r"^(OK|FAILED)(?: \((.*)\))?\s*$")
-E2E = re.compile(r"^e2e: (\d+) passed, (\d+) failed, (\d+) skipped")
-PASS = re.compile(r"^(PASS\b|ok: )")
+E2E = re.compile(r"^(?:e2e|fwboot): (\d+) passed, (\d+) failed, (\d+) skipped")
+PASS = re.compile(r"^(PASS|ok)\b[: ]")
 FAIL = re.compile(r"^FAIL\b")
 SKIP = re.compile(r"^SKIP\b")
 

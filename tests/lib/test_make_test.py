@@ -37,6 +37,8 @@ class Count(unittest.TestCase):
     def test_e2e_line(self):
         c = self.c("e2e: 8 passed, 1 failed, 2 skipped; 0 L2 retries\n", rc=1)
         self.assertEqual((c.passed, c.failed, c.skipped), (8, 1, 2))
+        c = self.c("fwboot: 5 passed, 0 failed, 0 skipped; 0 L2 retries\n")
+        self.assertEqual((c.passed, c.failed, c.skipped), (5, 0, 0))
 
     def test_failed_exit_without_fail_line_is_a_failure(self):
         c = self.c("ok: a\n", rc=2)
