@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{create, dirty_file, have_pages, pool_2m, Mount, M, POOL};
+use common::{create, dirty_file, have_pages, pool_2m, read_file, Mount, M, POOL};
 use guestmem::{check_hugepages, Error, GuestRam, HugePageSize, MemoryConfig};
 use vm_memory::GuestAddress;
 
@@ -66,6 +66,12 @@ fn hugetlbfs_file_with_old_tenant_data_never_leaks() {
         ",prefault=on,prefault_method=nt",
     ] {
         dirty_file(&path, 32 * M);
+        // The control: the file really holds the secret the VM must not see.
+        assert!(
+            read_file(&path).iter().all(|&b| b == 0xa5),
+            "the earlier tenant's secret did not read back from {}",
+            path.display()
+        );
         let r = create(&format!("file={}{opts}", path.display()), 32 * M).unwrap();
         let h = r.zero_hint().unwrap().unwrap();
         assert_eq!(h.total_bytes(), 32 * M);
