@@ -95,6 +95,6 @@ if "$ZEROSTART_BIN" pool --help >/dev/null 2>&1; then
   "${SLO[@]}" --config tests/slo/pool.toml --out "$out-pool"
   check "$out-pool" pass
 else
-  echo "test-slo: NOTE: zerostart has no 'pool' subcommand; skipping tests/slo/pool.toml" >&2
+  echo "SKIP test-slo: tests/slo/pool.toml: zerostart has no 'pool' subcommand" >&2
 fi
 echo "test-slo: passed"
