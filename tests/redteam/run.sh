@@ -176,9 +176,11 @@ for c in "${cases[@]}"; do
       # --verify-hint reads every hinted byte back before the guest runs.
       reserve_2m 256
       step hugetlb-fill python3 "$DIRTY" hugetlb all || continue
+      cat "$work/hugetlb-fill.step"  # how many pool pages now hold the secret
       boot hugetlb-freed-dirty 0 "$pass" -- \
         --memory size=512M,hugepages=on,prefault=on --cmdline "$cmd" --verify-hint
       step hugetlb-fill2 python3 "$DIRTY" hugetlb all || continue
+      cat "$work/hugetlb-fill2.step"  # how many pool pages now hold the secret
       boot hugetlb-freed-dirty-lazy 0 "$pass" -- \
         --memory size=512M,hugepages=on --cmdline "$cmd" --verify-hint ;;
     hugetlb-1g-freed-dirty)
@@ -196,6 +198,7 @@ for c in "${cases[@]}"; do
         continue
       fi
       step hugetlb-1g-fill python3 "$DIRTY" hugetlb1g all || continue
+      cat "$work/hugetlb-1g-fill.step"  # how many pool pages now hold the secret
       boot hugetlb-1g-freed-dirty 0 "$pass" -- \
         --memory size=1G,hugepages=on,hugepage_size=1G --cmdline "$cmd" --verify-hint ;;
     hugetlbfs-reused)
