@@ -11,6 +11,7 @@ kernel:
 	@bash guest-kernel-patches/build.sh
 
 test-kernel:
+	@bash tests/kernel/test_lib.sh
 	@bash tests/kernel/run.sh
 	@bash tests/kernel/memmap-test.sh
 

@@ -28,7 +28,7 @@ while IFS='|' read -r name kernel mode mem tmo extra; do
   : > "$fw"
   timeout -s KILL "$tmo" /zs/zerostart run --firmware /zs/fw/CLOUDHV.fd \
     --kernel "/zs/kernels/$kernel" --initramfs /zs/l3-initramfs.cpio.gz \
-    --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic $quiet" \
+    --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic $quiet zsinit.check_pct=85" \
     --firmware-hint "$mode" --memory "size=${mem}M,hugepages=on" \
     --serial "file=$ser" --debugcon "$fw" $extra > "$out" 2>&1 < /dev/null &
   zpid=$!

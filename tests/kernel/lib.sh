@@ -118,6 +118,14 @@ qemu_boot() {
 		log "QEMU timed out after ${tmo}s: $logf"
 		return 1
 	fi
+	# Any other non-zero status is QEMU failing (bad option, missing image,
+	# a TCG abort, a signal): the log holds no boot to judge. A guest panic
+	# still exits 0 here (panic=-1 with -no-reboot), which is why callers
+	# also require the init's last line.
+	if [ "$rc" != 0 ]; then
+		log "QEMU exited with status $rc: $(grep -av '^\s*$' "$logf" | tail -1 | tr -d '\r') ($logf)"
+		return 1
+	fi
 	echo "$((SECONDS - t0))" >"$logf.wall"
 	return 0
 }

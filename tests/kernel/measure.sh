@@ -59,14 +59,27 @@ fi
 build_initramfs "$WORK"
 
 # run NAME KERNEL(bzImage|bzImage-noprezero) MEM_MIB APPEND
+# A boot that did not reach the init's last line, or whose kernel printed a
+# crash, is recorded in $WORK/NAME.log.crashed: its row says CRASHED, it is
+# listed at the end and the script exits non-zero. A crashed boot of the
+# series is a result, never a row quietly left out of a table or median.
+boots=0
+crashed=()
 run() {
-	local name="$1" kern="$2" mem="$3" append="$4" logf
+	local name="$1" kern="$2" mem="$3" append="$4" logf why
 	[ "$kern" = bzImage ] && append="$append ${ZS_MEASURE_ON_ARGS:-}"
 	make_hinted_image "$WORK" "$name" "$OUT/$kern" "$(honest_hint_ranges "$mem")"
 	logf="$WORK/$name.log"
+	boots=$((boots + 1))
 	qemu_boot "$logf" "$TMO" "$mem" "$WORK/$name.bzImage" "$append" \
 		-initrd "$WORK/initrd.cpio.gz" $(hint_loader_args "$WORK/$name.blob") "${ICOUNT[@]}" || true
-	grep -aq "^ZSDONE" "$logf" || log "$name: did not finish, see $logf"
+	why="$({ grep -aE -m1 'Kernel panic|Oops|BUG:|Bad page state|general protection fault' "$logf" || true; } | tr -d '\r')"
+	[ -n "$why" ] || grep -aq "^ZSDONE" "$logf" || why="init did not finish"
+	if [ -n "$why" ]; then
+		echo "$why" >"$logf.crashed"
+		crashed+=("$name ($kern): $why")
+		log "$name: CRASHED: $why; see $logf"
+	fi
 }
 
 field() { kv "$WORK/$1.log" "$2" "$3"; }
@@ -82,6 +95,10 @@ printf "| case | init_on_alloc | series | boot to init (%s) | Run /init (printk)
 printf "|---|---|---|---|---|---|---|---|---|---|---|\n"
 row() {
 	local name="$1" label="$2" ioa="$3" series="$4"
+	if [ -f "$WORK/$name.log.crashed" ]; then
+		printf "| %s | %s | %s | CRASHED: %s | | | | | | | |\n" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.crashed")"
+		return
+	fi
 	printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$label" "$ioa" "$series" \
 		"$(field "$name" ZSINIT uptime_s)" "$(ptime "$name" "Run /init as init")" "$(ptime "$name" "zsinit: mark")" "$(deferred_ms "$name")" \
 		"$(field "$name" ZSPROBE hugetlb_ms)" "$(field "$name" ZSPROBE anon_mib_per_s)" \
@@ -157,6 +174,8 @@ if want nt; then
 	chunks="off,4,64,256,1024,2048,0"
 	run nt bzImage 4096 "prezero=off init_on_alloc=0 hugepagesz=1G hugepages=1 hugepagesz=2M hugepages=512 zsnt=1024,2m,$REPS,$chunks zsnt=1024,1g,$REPS,$chunks"
 	printf "\n| page size | chunk (KiB) | clear ms/GiB (each round) | median | longest chunk (us, median) |\n|---|---|---|---|---|\n"
+	[ ! -f "$WORK/nt.log.crashed" ] ||
+		printf "| CRASHED: %s | | only the rounds before the crash are below | | |\n" "$(cat "$WORK/nt.log.crashed")"
 	for sz in 2m 1g; do
 		for c in $(echo "$chunks" | tr ',' ' '); do
 			grep -a "^ZSNT size=$sz chunk=$c " "$WORK/nt.log" | tr -d '\r' | awk -v sz="$sz" -v c="$c" 'BEGIN { n = 0 }
@@ -177,3 +196,9 @@ if want hvo; then
 	done
 fi
 log "logs in $WORK; took $((SECONDS - T0)) s"
+if [ "${#crashed[@]}" -gt 0 ]; then
+	log "${#crashed[@]} of $boots boots CRASHED (their rows say so):"
+	for c in "${crashed[@]}"; do log "  $c"; done
+	exit 1
+fi
+log "$boots boots, none crashed"

@@ -40,7 +40,7 @@ boot() {
 	local name="$1" image="$2" extra="$3" logf="$WORK/$1.log"
 	shift 3
 	if ! qemu_boot "$logf" "$TMO" "$MEM_MIB" "$image" "$APPEND $extra" -initrd "$WORK/initrd.cpio.gz" "$@"; then
-		fail "$name: boot timed out"; return 1
+		fail "$name: QEMU did not complete the boot (timeout or exit status; see above)"; return 1
 	fi
 	grep -aq "^ZSDONE" "$logf" || { fail "$name: init did not finish: $logf"; return 1; }
 	for k in hugetlb_dirty_pages anon_dirty_pages; do

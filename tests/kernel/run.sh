@@ -135,7 +135,7 @@ boot_case() {
 	shift 4
 	local logf="$WORK/boot-$name.log" skipped failed
 	if ! qemu_boot "$logf" "$TMO" "${CASE_MEM_MIB:-$MEM_MIB}" "$image" "$COMMON $extra" -initrd "$WORK/initrd.cpio.gz" "$@"; then
-		fail "$name: boot timed out"
+		fail "$name: QEMU did not complete the boot (timeout or exit status; see above)"
 		return
 	fi
 	grep -aq "^ZSDONE" "$logf" || { fail "$name: init did not finish: $logf"; return; }
@@ -154,6 +154,9 @@ boot_case() {
 		[ "$k" = hugetlb_dirty_pages ] && ! grep -aq "^ZSPROBE hugetlb_" "$logf" && continue
 		v="$(kv "$logf" ZSPROBE "$k")"
 		[ "${v:-x}" = 0 ] || fail "$name: $k=${v:-missing} (memory handed to user space was not zero)"
+		# The count's negative control (zsprobe.c): bytes planted into the
+		# memory just counted must all be counted.
+		planted_check "$name" "$logf" ZSPROBE "${k%_dirty_pages}"
 	done
 	case "$expect" in
 	skip)
@@ -172,6 +175,19 @@ boot_case() {
 			fail "$name: skipped=$skipped but no good hint was in effect"
 		fi ;;
 	esac
+}
+
+# planted_check NAME LOG PREFIX KEY: on the last PREFIX line, KEY_planted_found
+# equals KEY_planted (> 0): the counter behind KEY's zero claim sees planted bytes.
+planted_check() {
+	local p f
+	p="$(kv "$2" "$3" "$4_planted")"
+	f="$(kv "$2" "$3" "$4_planted_found")"
+	if [ -n "$p" ] && [ "$p" -gt 0 ] && [ "${f:-x}" = "$p" ]; then
+		log "$1: negative control: $f of $p bytes planted after the $4 check were found"
+	else
+		fail "$1: negative control of the $4 check: planted=${p:-missing} found=${f:-missing} (the check cannot see a non-zero byte)"
+	fi
 }
 
 # scan_check NAME EXPECT EXTRA: in any boot, no line reports a marked page
@@ -344,7 +360,7 @@ if want scanctl; then
 			fail "scanctl: planted=$w verify_failures=${f:-missing} scan_failures=${s:-missing}: the checks do not see planted bytes"
 		fi
 	else
-		fail "scanctl: boot timed out"
+		fail "scanctl: QEMU did not complete the boot (timeout or exit status; see above)"
 	fi
 fi
 
@@ -409,6 +425,9 @@ if want leak; then
 	else
 		fail "leak: leak_secret_pages=${v:-missing}"
 	fi
+	# Its negative control: the secret planted into 16 of those pages
+	# afterwards must be seen by the same scan.
+	planted_check leak "$WORK/boot-leak.log" ZSPROBE leak
 fi
 
 # The boot-time hugetlb pool must come from pristine memory (patch "mm:
@@ -445,11 +464,15 @@ if want nt; then
 	# 4 GiB: a 1 GiB-aligned free gigantic page (RAM above 4 GiB).
 	CASE_MEM_MIB=4096 boot_case nt noskip "prezero=off init_on_alloc=0 hugepagesz=1G hugepages=1 zsntdirty=1 zsnt=256,2m,1,64,0 zsnt=1024,1g,1,2048" "$IMG"
 	logf="$WORK/boot-nt.log"
-	n="$(grep -ac '^ZSNT .*hugetlb_dirty_pages=0' "$logf" || true)"
+	n="$(grep -ac '^ZSNT .*hugetlb_dirty_pages=0 ' "$logf" || true)"
+	# Negative control: each populate's count then saw the 16 bytes planted
+	# into the pages it had just read back zero.
+	c="$(grep -acE '^ZSNT .*hugetlb_planted_found=16([^0-9]|$)' "$logf" || true)"
 	pages="$(kv "$logf" ZSNTSTAT pages)"
 	want_pages=$(( (256 * 2 + 1024) * 256 ))
+	[ "$c" = 3 ] || fail "nt: negative control: $c of 3 populates counted all 16 planted bytes: $(grep -a '^ZSNT ' "$logf" | tr -d '\r' | tr '\n' ';')"
 	if [ "$n" = 3 ] && [ "${pages:-0}" -ge "$want_pages" ]; then
-		pass "nt: 3 populates of dirtied pool pages (2 MiB x2 chunk sizes, 1 GiB) read back zero; $pages pages cleared with NT stores"
+		pass "nt: 3 populates of dirtied pool pages (2 MiB x2 chunk sizes, 1 GiB) read back zero, and each count saw 16 planted bytes; $pages pages cleared with NT stores"
 	else
 		fail "nt: $n of 3 populates clean, NT pages ${pages:-missing} (want >= $want_pages): $(grep -a '^ZSNT ' "$logf" | tr -d '\r' | tr '\n' ';')"
 	fi

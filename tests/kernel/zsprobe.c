@@ -24,6 +24,13 @@
  *   batches (debugfs zerostart/fault_batches) each caused: batching must
  *   respect both
  * prints: "ZSPROBE key=value ..." lines parsed by the scripts in tests/kernel
+ *
+ * Negative controls: a count of 0 from dirty_pages() or secret_pages() only
+ * means something if those counters see a byte that is there. After each
+ * real count the probe plants PLANTED bytes (one per page, at a different
+ * offset in each, spread over the whole area) into the very memory it just
+ * checked and counts again with the same function: *_planted_found must
+ * equal *_planted, or the scripts fail the case.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -86,6 +93,17 @@ static long rss_pages(void)
 }
 
 #define SECRET 0x5a
+#define PLANTED 16
+
+/* Writes `byte` into PLANTED pages spread over [p, p + len), at a different
+ * offset in each page (first byte, last byte and places in between). */
+static void plant(unsigned char *p, size_t len, unsigned char byte)
+{
+	size_t pages = len / 4096, k;
+
+	for (k = 0; k < PLANTED; k++)
+		p[(k * pages / PLANTED) * 4096 + (k * 4095) / (PLANTED - 1)] = byte;
+}
 
 /* debugfs zerostart/fault_batches, or -1. */
 static long fault_batches(void)
@@ -176,8 +194,11 @@ int main(int argc, char **argv)
 		if (p == MAP_FAILED) {
 			printf("ZSPROBE hugetlb_error=mmap_failed mib=%zu\n", huge_mib);
 		} else {
-			printf("ZSPROBE hugetlb_mib=%zu hugetlb_ms=%.1f hugetlb_dirty_pages=%lu\n",
-			       huge_mib, (t1 - t0) * 1e3, dirty_pages(p, len));
+			unsigned long bad = dirty_pages(p, len);
+
+			plant(p, len, SECRET);
+			printf("ZSPROBE hugetlb_mib=%zu hugetlb_ms=%.1f hugetlb_dirty_pages=%lu hugetlb_planted=%d hugetlb_planted_found=%lu\n",
+			       huge_mib, (t1 - t0) * 1e3, bad, PLANTED, dirty_pages(p, len));
 			munmap(p, len);
 		}
 	}
@@ -215,10 +236,17 @@ int main(int argc, char **argv)
 			if (dirty_pages(p + i, 4096))
 				bad++;
 		}
-		if (leak)
-			printf("ZSPROBE leak_secret_pages=%lu\n", secret_pages(p, len));
-		printf("ZSPROBE anon_mib=%zu anon_ms=%.1f anon_mib_per_s=%.0f anon_dirty_pages=%lu\n",
-		       anon_mib, (t1 - t0) * 1e3, anon_mib / (t1 - t0), bad);
+		if (leak) {
+			unsigned long seen = secret_pages(p, len);
+
+			plant(p, len, SECRET);
+			printf("ZSPROBE leak_secret_pages=%lu leak_planted=%d leak_planted_found=%lu\n",
+			       seen, PLANTED, secret_pages(p, len));
+		} else {
+			plant(p, len, SECRET);
+		}
+		printf("ZSPROBE anon_mib=%zu anon_ms=%.1f anon_mib_per_s=%.0f anon_dirty_pages=%lu anon_planted=%d anon_planted_found=%lu\n",
+		       anon_mib, (t1 - t0) * 1e3, anon_mib / (t1 - t0), bad, PLANTED, dirty_pages(p, len));
 		if (sparse) {
 			unsigned char *q = mmap(NULL, len, PROT_READ | PROT_WRITE,
 						MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -5,6 +5,8 @@
                              (the pages go back to the host allocator dirty)
   dirty.py hugetlb MIB       same with 2M hugetlb pool pages (memfd)
   dirty.py hugetlb1g MIB     same with 1G hugetlb pool pages
+           (MIB "all": every free page of the pool, so that any page a VM
+           takes from the pool next held the secret; prints the count)
   dirty.py file MIB PATH     leave PATH (on hugetlbfs) holding the secret and
                              check it reads back from a second mapping
   dirty.py random MIB PATH   write MIB of random bytes to PATH
@@ -37,7 +39,17 @@ def check(m, size):
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    mode, size = sys.argv[1], int(sys.argv[2]) << 20
+    mode = sys.argv[1]
+    if sys.argv[2] == "all" and mode in ("hugetlb", "hugetlb1g"):
+        kb = 1048576 if mode == "hugetlb1g" else 2048
+        d = f"/sys/kernel/mm/hugepages/hugepages-{kb}kB"
+        free = int(open(f"{d}/free_hugepages").read()) - int(open(f"{d}/resv_hugepages").read())
+        if free <= 0:
+            sys.exit(f"dirty.py: no free {kb}kB hugepages to dirty")
+        size = free * kb << 10
+        print(f"dirty.py: {free} free {kb}kB pages: every one filled with the secret and read back")
+    else:
+        size = int(sys.argv[2]) << 20
     if mode == "anon":
         m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         fill(m, size)

@@ -84,13 +84,17 @@ if "$ZEROSTART_BIN" pool --help >/dev/null 2>&1; then
   "$ZEROSTART_BIN" pool serve --socket "$ZEROSTART_POOL_SOCKET" --size 512M --region-size 256M 2>"$pool_dir/pool.log" &
   pool_pid=$!
   trap 'kill $pool_pid 2>/dev/null; wait $pool_pid 2>/dev/null; rm -rf "$pool_dir"; restore' EXIT
-  until "$ZEROSTART_BIN" pool status --socket "$ZEROSTART_POOL_SOCKET" --json 2>/dev/null |
-    python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(s["clean_bytes"] != s["size_bytes"])' 2>/dev/null; do
-    sleep 0.1
-  done
+  pool_clean() {
+    "$ZEROSTART_BIN" pool status --socket "$ZEROSTART_POOL_SOCKET" --json 2>/dev/null |
+      python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(s["clean_bytes"] != s["size_bytes"])'
+  }
+  # shellcheck source=../lib/wait.sh
+  source tests/lib/wait.sh
+  wait_who=test-slo
+  wait_until 120 "the SLO pool to be clean before the pool run ($pool_dir/pool.log)" pool_clean
   "${SLO[@]}" --config tests/slo/pool.toml --out "$out-pool"
   check "$out-pool" pass
 else
-  echo "test-slo: NOTE: zerostart has no 'pool' subcommand; skipping tests/slo/pool.toml" >&2
+  echo "SKIP test-slo: tests/slo/pool.toml: zerostart has no 'pool' subcommand" >&2
 fi
 echo "test-slo: passed"

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{create, dirty_file, have_pages, pool_2m, Mount, M, POOL};
+use common::{create, dirty_file, have_pages, pool_2m, read_file, Mount, M, POOL};
 use guestmem::{check_hugepages, Error, GuestRam, HugePageSize, MemoryConfig};
 use vm_memory::GuestAddress;
 
@@ -35,7 +35,9 @@ fn memfd_hugetlb_is_zero_and_hinted_with_2m_pages() {
 fn memfd_hugetlb_1g() {
     let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
     if let Err(e) = check_hugepages(HugePageSize::Size1G, 1 << 30) {
-        eprintln!("SKIP (no free 1G hugepage): {e}");
+        common::skip(&format!(
+            "no free 1G hugepage (the host cannot always find a contiguous GiB): {e}"
+        ));
         return;
     }
     let mut r = create("hugepages=on,hugepage_size=1G,prefault=on", 1 << 30).unwrap();
@@ -64,6 +66,12 @@ fn hugetlbfs_file_with_old_tenant_data_never_leaks() {
         ",prefault=on,prefault_method=nt",
     ] {
         dirty_file(&path, 32 * M);
+        // The control: the file really holds the secret the VM must not see.
+        assert!(
+            read_file(&path).iter().all(|&b| b == 0xa5),
+            "the earlier tenant's secret did not read back from {}",
+            path.display()
+        );
         let r = create(&format!("file={}{opts}", path.display()), 32 * M).unwrap();
         let h = r.zero_hint().unwrap().unwrap();
         assert_eq!(h.total_bytes(), 32 * M);

@@ -130,7 +130,7 @@ fn not_permitted() {
             .output()
             .is_err()
     {
-        eprintln!("skipped: needs root and setpriv to drop privileges");
+        common::skip("needs root and setpriv to drop privileges");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -176,7 +176,6 @@ fn hugepages_without_reservation() {
 #[test]
 fn boots_a_tiny_guest() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&OK_GUEST);
@@ -227,7 +226,6 @@ fn boots_a_tiny_guest() {
 #[test]
 fn boots_a_pvh_elf() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = elf_kernel(&PVH_GUEST, 0x3e, PHYS32_ENTRY);
@@ -264,7 +262,6 @@ const POWEROFF_GUEST: [u8; 11] = [
 #[test]
 fn acpi_poweroff_ends_the_vm() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&POWEROFF_GUEST);
@@ -300,7 +297,6 @@ const ACPI_RESET_GUEST: [u8; 11] = [
 #[test]
 fn halt_with_interrupts_off_ends_the_vm() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&[0xfa, 0xf4, 0xeb, 0xfc]); // cli; hlt; jmp hlt
@@ -345,7 +341,6 @@ const TRIPLE_FAULT_GUEST: [u8; 19] = [
 #[test]
 fn triple_fault_is_a_crash_not_a_clean_exit() {
     if !have_kvm() {
-        eprintln!("SKIP: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&TRIPLE_FAULT_GUEST);
@@ -403,7 +398,6 @@ const STRING_IO_GUEST: [u8; 84] = [
 #[test]
 fn string_port_io_is_delivered_element_by_element() {
     if !have_kvm() {
-        eprintln!("SKIP: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&STRING_IO_GUEST);
@@ -436,7 +430,6 @@ fn string_port_io_is_delivered_element_by_element() {
 #[test]
 fn sigterm_stops_a_spinning_guest() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&[0xeb, 0xfe]);
@@ -511,7 +504,6 @@ fn terminal_is_raw_during_the_run_and_restored_after() {
     use std::os::fd::{FromRawFd, OwnedFd};
     use std::process::Stdio;
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let (mut master, mut slave) = (0, 0);
@@ -629,7 +621,6 @@ fn terminal_is_raw_during_the_run_and_restored_after() {
 fn a_vcpu_blocked_on_serial_output_still_stops() {
     use std::time::{Duration, Instant};
     if !have_kvm() {
-        eprintln!("SKIP: /dev/kvm not available");
         return;
     }
     let k = bzimage_64(&[0x66, 0xba, 0xf8, 0x03, 0xb0, 0x41, 0xee, 0xeb, 0xfd]);

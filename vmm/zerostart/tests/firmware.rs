@@ -273,7 +273,6 @@ fn printed_hint(log: &str) -> Vec<u8> {
 #[test]
 fn firmware_reads_the_hint_over_fw_cfg() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     const MIB: u64 = 1 << 20;
@@ -308,7 +307,6 @@ fn firmware_reads_the_hint_over_fw_cfg() {
 #[test]
 fn scrub_request_and_corrupt_checksum_reach_the_firmware() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let fw = pvh_elf(&FW_GUEST, 0x3e);
@@ -371,7 +369,6 @@ fn bad_firmware_options_are_one_line_errors() {
 #[test]
 fn verify_hint_guards_the_fw_cfg_hint() {
     if !have_kvm() {
-        eprintln!("skipped: /dev/kvm not available");
         return;
     }
     let fw = pvh_elf(&FW_GUEST, 3);

@@ -152,7 +152,6 @@ fn overlaps(ranges: &[(u64, u64)], s: u64, e: u64) -> Option<(u64, u64)> {
 #[test]
 fn relocated_kernel_working_area_is_not_hinted() {
     if !have_kvm() {
-        eprintln!("SKIP: no /dev/kvm");
         return;
     }
     for (h, run) in [
@@ -204,7 +203,6 @@ fn relocated_kernel_working_area_is_not_hinted() {
 #[test]
 fn vmm_placed_data_is_never_hinted() {
     if !have_kvm() {
-        eprintln!("SKIP: no /dev/kvm");
         return;
     }
     let k = bzimage(DISTRO_LIKE);

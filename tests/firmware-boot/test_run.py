@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Unit tests of tests/firmware-boot/run.py's judge (no QEMU): the dirty-hint
+control must fail when the planted byte goes unseen, and a guest kernel bug
+line fails a run whose verdict passed. Run: python3 tests/firmware-boot/test_run.py
+"""
+
+import sys
+import unittest
+from pathlib import Path
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run  # noqa: E402
+
+FW = ["QemuFwCfgProbe: Supported 1, DMA 1",
+      "ZeroStart: PEI: zero hint, 1 entries, 1000 bytes, claimed 1000 bytes",
+      "ZeroStart: published 1000 bytes"]
+EFI = "zerostart: hint from EFI table: 1 ranges, 900 MiB; 900 MiB in RAM"
+
+
+def verdict(status, nonzero, vf):
+    return (f"ZSINIT: {status} hint=absent ranges=0 hinted_bytes=0 zero_checked_bytes=1 nonzero_bytes={nonzero} "
+            f"hinted_checked_bytes=0 populate_ms=1 uptime_ms=1 kernel_pages_skipped=5 kernel_bytes_verified=1 "
+            f"kernel_verify_failures={vf} kernel=6.12")
+
+
+class Judge(unittest.TestCase):
+    def test_dirty_control_must_see_the_byte(self):
+        name = "fw-dirty-patched-1g"
+        self.assertEqual(run.judge(name, FW, [EFI, verdict("FAIL", 1, 0)], [], 0), [])
+        self.assertEqual(run.judge(name, FW, [EFI, verdict("FAIL", 0, 1)], [], 0), [])
+        fails = run.judge(name, FW, [EFI, verdict("PASS", 0, 0)], [], 0)
+        self.assertTrue(any("planted byte was not found" in f for f in fails), fails)
+        fails = run.judge(name, FW, [verdict("FAIL", 1, 0)], [], 0)
+        self.assertTrue(any("did not take the EFI-table hint" in f for f in fails), fails)
+
+    def test_kernel_bug_line_fails_a_passing_run(self):
+        good = run.judge("fw-zero-1g", FW, [verdict("PASS", 0, -1)], [], 0)
+        self.assertEqual(good, [])
+        bad = run.judge("fw-zero-1g", FW, ["BUG: Bad page state in process init", verdict("PASS", 0, -1)], [], 0)
+        self.assertTrue(any("bug" in f for f in bad), bad)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""`make test`: runs every area's test target and counts the checks inside.
+
+Why: a summary that counts targets says "14 passed" when a target skipped
+every check it has, or when half its checks were skipped for want of
+hugepages. This runs each target (all of them, also after a failure, so one
+run shows every failure), reads what its checks printed, and ends with the
+one line CI parses:
+
+    make-test: N passed, N failed, N skipped
+
+What counts as a check, from a target's output:
+  - cargo's `test result: ok. N passed; M failed; K ignored` (ignored = skipped);
+  - Rust tests that skip at run time append `SKIP <test>: <reason>` to
+    $ZEROSTART_SKIP_LOG (set here); each moves one of cargo's passes to skipped;
+  - Python unittest's `Ran N tests` with `OK` / `FAILED (failures=F, errors=E)`
+    (and `skipped=S`);
+  - the harness scripts' own lines: `PASS ...` / `ok: ...`, `FAIL...`, `SKIP ...`;
+  - the e2e harness's `e2e: N passed, N failed, N skipped; ...`.
+A target that exits non-zero with no failed check counts one failure; one
+that prints no check at all counts as one check (passed or failed by its exit
+status); one whose every check skipped fails (a test bed that can run nothing
+proves nothing).
+
+  make_test.py TARGET...   (MAKE from the environment; default `make`)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+CARGO = re.compile(r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored")
+UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ")
+UNITTEST_END = re.compile(r"^(OK|FAILED)(?: \((.*)\))?\s*$")
+E2E = re.compile(r"^(?:e2e|fwboot): (\d+) passed, (\d+) failed, (\d+) skipped")
+PASS = re.compile(r"^(PASS|ok)\b[: ]")
+FAIL = re.compile(r"^FAIL\b")
+SKIP = re.compile(r"^SKIP\b")
+
+
+@dataclass
+class Counts:
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    def add(self, o: "Counts") -> None:
+        self.passed += o.passed
+        self.failed += o.failed
+        self.skipped += o.skipped
+
+
+def count(lines: list[str], runtime_skips: int, rc: int) -> tuple[Counts, list[str]]:
+    """Counts of one target from its output; notes say why a target failed."""
+    c, notes, ran = Counts(), [], None
+    for ln in lines:
+        ln = ln.rstrip("\r\n")
+        if m := CARGO.match(ln):
+            c.passed += int(m[1])
+            c.failed += int(m[2])
+            c.skipped += int(m[3])
+        elif m := UNITTEST_RAN.match(ln):
+            ran = int(m[1])
+        elif ran is not None and (m := UNITTEST_END.match(ln)):
+            d = dict(kv.split("=") for kv in (m[2] or "").split(", ") if "=" in kv)
+            bad = int(d.get("failures", 0)) + int(d.get("errors", 0))
+            sk = int(d.get("skipped", 0))
+            c.failed += bad
+            c.skipped += sk
+            c.passed += max(ran - bad - sk, 0)
+            ran = None
+        elif m := E2E.match(ln):
+            c.passed += int(m[1])
+            c.failed += int(m[2])
+            c.skipped += int(m[3])
+        elif PASS.match(ln):
+            c.passed += 1
+        elif FAIL.match(ln):
+            c.failed += 1
+        elif SKIP.match(ln):
+            c.skipped += 1
+    # A Rust test that skipped at run time was counted passed by cargo.
+    moved = min(runtime_skips, c.passed)
+    c.passed -= moved
+    c.skipped += moved
+    if c.passed + c.failed + c.skipped == 0:
+        c.passed, c.failed = (1, 0) if rc == 0 else (0, 1)
+        notes.append("no check lines: counted as one check")
+    elif rc != 0 and c.failed == 0:
+        c.failed = 1
+        notes.append(f"exited with status {rc} without a failed check line: counted as one failure")
+    if c.passed == 0 and c.failed == 0 and c.skipped > 0:
+        c.failed = 1
+        notes.append(f"every one of its {c.skipped} checks skipped: the target fails")
+    return c, notes
+
+
+def run_target(make: list[str], target: str) -> tuple[Counts, list[str], int]:
+    with tempfile.NamedTemporaryFile("w+", prefix=f"zerostart-skips-{target}-", delete=False) as f:
+        skip_log = f.name
+    env = dict(os.environ, ZEROSTART_SKIP_LOG=skip_log)
+    lines = []
+    proc = subprocess.Popen([*make, "--no-print-directory", target], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env, text=True, errors="replace")
+    for ln in proc.stdout:
+        sys.stdout.write(ln)
+        sys.stdout.flush()
+        lines.append(ln)
+    rc = proc.wait()
+    try:
+        with open(skip_log) as f:
+            skips = [s.rstrip("\n") for s in f if s.strip()]
+    finally:
+        os.unlink(skip_log)
+    for s in skips:
+        print(f"make-test: {target}: {s}")
+    c, notes = count(lines, len(skips), rc)
+    return c, notes, rc
+
+
+def main(argv: list[str]) -> int:
+    make = shlex.split(os.environ.get("MAKE", "make"))
+    total, bad = Counts(), []
+    for t in argv:
+        print(f"make-test: === {t}", flush=True)
+        c, notes, rc = run_target(make, t)
+        total.add(c)
+        for n in notes:
+            print(f"make-test: {t}: {n}")
+        print(f"make-test: {t}: {c.passed} passed, {c.failed} failed, {c.skipped} skipped (exit {rc})", flush=True)
+        if c.failed:
+            bad.append(t)
+    if bad:
+        print(f"make test: FAILED: {' '.join(bad)}")
+    else:
+        print(f"make test: every area passed: {' '.join(argv)}")
+    print(f"make-test: {total.passed} passed, {total.failed} failed, {total.skipped} skipped")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Unit tests of tests/lib/make_test.py, the counter behind `make test`'s
+closing line, with real make on a scratch Makefile.
+
+Why: that line is what CI reads; a counter that calls a skipped check a pass,
+or a failed target a success, hides exactly what the summary is for.
+Run: python3 tests/lib/test_make_test.py
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.dont_write_bytecode = True
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import make_test  # noqa: E402
+
+
+class Count(unittest.TestCase):
+    def c(self, text, skips=0, rc=0):
+        return make_test.count(text.splitlines(True), skips, rc)[0]
+
+    def test_cargo_lines_and_runtime_skips(self):
+        c = self.c("test result: ok. 10 passed; 0 failed; 1 ignored; 0 measured\n"
+                   "test result: ok. 5 passed; 0 failed; 0 ignored\n", skips=2)
+        self.assertEqual((c.passed, c.failed, c.skipped), (13, 0, 3))
+
+    def test_unittest_and_script_lines(self):
+        c = self.c("Ran 7 tests in 0.1s\n\nFAILED (failures=1, errors=1, skipped=1)\n"
+                   "ok: a\nPASS: b\nFAIL: c\nSKIP d: no kvm\n", rc=1)
+        self.assertEqual((c.passed, c.failed, c.skipped), (6, 3, 2))
+
+    def test_e2e_line(self):
+        c = self.c("e2e: 8 passed, 1 failed, 2 skipped; 0 L2 retries\n", rc=1)
+        self.assertEqual((c.passed, c.failed, c.skipped), (8, 1, 2))
+        c = self.c("fwboot: 5 passed, 0 failed, 0 skipped; 0 L2 retries\n")
+        self.assertEqual((c.passed, c.failed, c.skipped), (5, 0, 0))
+
+    def test_failed_exit_without_fail_line_is_a_failure(self):
+        c = self.c("ok: a\n", rc=2)
+        self.assertEqual((c.passed, c.failed), (1, 1))
+
+    def test_all_skipped_fails(self):
+        c = self.c("SKIP a: x\nSKIP b: y\n")
+        self.assertEqual((c.passed, c.failed, c.skipped), (0, 1, 2))
+
+    def test_no_check_lines_is_one_check(self):
+        self.assertEqual(self.c("building\n").passed, 1)
+        self.assertEqual(self.c("building\n", rc=1).failed, 1)
+
+
+class WithMake(unittest.TestCase):
+    def test_runs_every_target_and_prints_the_closing_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            Path(d, "Makefile").write_text(
+                "good:\n\t@echo 'test result: ok. 3 passed; 0 failed; 1 ignored'\n"
+                "\t@echo 'SKIP x: no 1G page' >>$$ZEROSTART_SKIP_LOG\n"
+                "bad:\n\t@echo 'FAIL: planted byte not found'; exit 1\n"
+                "empty:\n\t@echo 'SKIP y: nothing here'\n")
+            r = subprocess.run([sys.executable, str(HERE / "make_test.py"), "good", "bad", "empty"],
+                               cwd=d, env=dict(os.environ, MAKE="make"), capture_output=True, text=True)
+        lines = r.stdout.splitlines()
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertEqual(lines[-1], "make-test: 2 passed, 2 failed, 3 skipped")
+        self.assertIn("make-test: empty: every one of its 1 checks skipped: the target fails", lines)
+        self.assertIn("make test: FAILED: bad empty", lines)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
