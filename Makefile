@@ -17,7 +17,7 @@ TEST_TARGETS := test-fast
 
 .PHONY: help deps rust-deps test test-fast bench demo
 help:
-	@echo "make demo   - boot a 4 GiB pre-zeroed VM with zerostart and print its boot timeline"
+	@echo "make demo   - the same VM at 1, 4, 8 GiB: stock QEMU, QEMU through zerostart launch, zerostart's VMM"
 	@echo "make test   - everything: $(TEST_TARGETS)"
 	@echo "make test-fast | bench | $(filter-out test-fast,$(TEST_TARGETS))"
 	@echo "other targets (see the comment at the top of each mk/*.mk):"
@@ -39,7 +39,8 @@ test-fast: deps
 
 include $(sort $(wildcard mk/*.mk))
 
-# `test` runs every area's target, in the order areas were added, each to
+# `test` runs every area's target, test-fast first, then in the order of the
+# mk/*.mk files (alphabetical, as they are included), each to
 # its end even after another failed, and counts the checks inside them
 # (tests/lib/make_test.py): its last line is
 # `make-test: N passed, N failed, N skipped`.

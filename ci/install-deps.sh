@@ -12,6 +12,8 @@ PKGS=(
   nasm acpica-tools uuid-dev python3 python-is-python3
   # static linking, misc
   libc6-dev build-essential jq file
+  # charts (plotters needs a TrueType font): make demo, zerostart slo
+  fonts-dejavu-core
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -51,5 +51,9 @@ e2e-image: deps e2e-zerostart
 test-e2e: deps test-e2e-units e2e-zerostart e2e-kernel
 	$(E2E_PY) e2e $(E2E_ARGS)
 
-demo: deps e2e-zerostart e2e-kernel
+# The side-by-side of tests/nested-host/demo.py: stock QEMU, QEMU through
+# `zerostart launch`, zerostart's own VMM; OVMF from `make firmware`, the
+# chart from vmm/slo's demo_chart example.
+demo: deps e2e-zerostart e2e-kernel firmware
+	$(CARGO) build -q --release -p slo --example demo_chart
 	@$(E2E_PY) demo $(DEMO_ARGS)

@@ -13,7 +13,9 @@
  *           hinted_checked_bytes=N populate_ms=N ...
  *
  * then writes the TEST_DONE boot-timer marker and reboots (the VMM exits on
- * guest reset). Knobs on the kernel command line: zsinit.check_mib=N (4 KiB
+ * guest reset). Before the checks read the memory back, it prints
+ * "ZSINIT: APP_READY ..." once both areas are write-faulted (the demo's
+ * app_ready: the workload a VM was started for is ready). Knobs on the kernel command line: zsinit.check_mib=N (4 KiB
  * anonymous memory checked, default 64), zsinit.check_pct=P (instead: P% of
  * MemAvailable, to sweep most free pages, e.g. for a planted non-zero byte),
  * zsinit.huge_check_mib=N (hugetlb
@@ -387,7 +389,13 @@ int main(void)
 	find_hint(hint, sizeof(hint), &hinted);
 	show_kernel_counters("start");
 
-	/* 4 KiB anonymous memory, write-faulted by MAP_POPULATE (never the shared zero page). */
+	/*
+	 * The workload: first-touch 4 KiB anonymous memory and populate
+	 * hugetlb memory, both write-faulted by MAP_POPULATE (never the shared
+	 * zero page), as a database buffer pool or a JVM with AlwaysPreTouch
+	 * would. Then "APP_READY" (the demo's app_ready phase); only after it
+	 * is every byte read back (zero, and on hinted frames or not).
+	 */
 	uint64_t check_mib = param_u64("zsinit.check_mib", 64);
 	uint64_t pct = param_u64("zsinit.check_pct", 0);
 	if (pct) {
@@ -396,20 +404,6 @@ int main(void)
 		if (read_file("/proc/meminfo", mi, sizeof(mi) - 1) > 0 && (p = strstr(mi, "MemAvailable:")))
 			check_mib = strtoull(p + 13, NULL, 10) / 1024 * (pct > 95 ? 95 : pct) / 100;
 	}
-	if (check_mib) {
-		size_t len = check_mib * MIB;
-		uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_NORESERVE, -1, 0);
-		if (p == MAP_FAILED) {
-			fail("mmap %" PRIu64 " MiB anon: %s", check_mib, strerror(errno));
-		} else {
-			madvise(p, len, MADV_NOHUGEPAGE);
-			check_zero(p, len, 4096, &c);
-			munmap(p, len);
-		}
-	}
-
-	/* hugetlb: optionally timed populate, then the same pages are checked. */
 	uint64_t free_huge = free_hugepages();
 	uint64_t populate_mib = param_u64("zsinit.populate_mib", 0);
 	/* A dry run on a host leaves its hugetlb pool alone (it belongs to others). */
@@ -419,18 +413,28 @@ int main(void)
 		huge_mib = populate_mib;
 	huge_mib &= ~1ull;
 	printf("ZSINIT: hugetlb free_2m=%" PRIu64 " checking_mib=%" PRIu64 "\n", free_huge, huge_mib);
+
+	uint8_t *anon = MAP_FAILED, *huge = MAP_FAILED;
+	size_t anon_len = check_mib * MIB, huge_len = huge_mib * MIB;
+	if (check_mib) {
+		anon = mmap(NULL, anon_len, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_NORESERVE, -1, 0);
+		if (anon == MAP_FAILED)
+			fail("mmap %" PRIu64 " MiB anon: %s", check_mib, strerror(errno));
+		else
+			madvise(anon, anon_len, MADV_NOHUGEPAGE);
+	}
 	if (huge_mib) {
 		if (huge_mib / 2 > free_huge) {
 			fail("need %" PRIu64 " free 2 MiB pages, have %" PRIu64
 			     " (raise hugepages= on the guest command line)",
 			     huge_mib / 2, free_huge);
 		} else {
-			size_t len = huge_mib * MIB;
 			uint64_t t0 = now_ns();
-			uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
+			huge = mmap(NULL, huge_len, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
 			uint64_t t1 = now_ns();
-			if (p == MAP_FAILED) {
+			if (huge == MAP_FAILED) {
 				fail("mmap %" PRIu64 " MiB hugetlb: %s", huge_mib, strerror(errno));
 			} else {
 				populate_ms = (t1 - t0) / 1000000;
@@ -438,10 +442,19 @@ int main(void)
 				       " MiB_per_s=%" PRIu64 "\n",
 				       huge_mib, populate_ms,
 				       (uint64_t)((t1 - t0) ? huge_mib * 1000000000ull / (t1 - t0) : 0));
-				check_zero(p, len, HUGE_2M, &c);
-				munmap(p, len);
 			}
 		}
+	}
+	printf("ZSINIT: APP_READY anon_mib=%" PRIu64 " hugetlb_mib=%" PRIu64 " uptime_ms=%" PRIu64 "\n",
+	       anon == MAP_FAILED ? 0 : check_mib, huge == MAP_FAILED ? 0 : huge_mib, uptime_ms());
+	fflush(stdout);
+	if (anon != MAP_FAILED) {
+		check_zero(anon, anon_len, 4096, &c);
+		munmap(anon, anon_len);
+	}
+	if (huge != MAP_FAILED) {
+		check_zero(huge, huge_len, HUGE_2M, &c);
+		munmap(huge, huge_len);
 	}
 	if (c.nonzero)
 		fail("%" PRIu64 " non-zero bytes in freshly allocated memory", c.nonzero);

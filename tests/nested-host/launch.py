@@ -142,7 +142,8 @@ def row(r: LaunchResult) -> dict:
         "phases_ms": {
             "memory_ready": tl.get("memory_ready"),
             "init_started": r.line_ms("ZSINIT: START"),
-            "app_ready": r.line_ms("ZSINIT: PASS") or r.line_ms("ZSINIT: FAIL"),
+            # The workload is write-faulted (zsinit's APP_READY line); the read-back check comes after.
+            "app_ready": r.line_ms("ZSINIT: APP_READY") or r.line_ms("ZSINIT: PASS") or r.line_ms("ZSINIT: FAIL"),
         },
         # additions
         "launcher_args": r.sc.launcher_args,
@@ -210,13 +211,18 @@ def firmware_dir() -> Path:
 
 def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, pool_mib: int, region_mib: int,
                   echo: bool = False, smp: int = 2, console_log: Path = OUT / "console.log",
-                  extra_files: dict[str, tuple[bytes, int]] | None = None) -> tuple[list[LaunchResult], str | None]:
-    """Boots L2 once with a pool of `pool_mib` in regions of `region_mib`, runs `scenarios`, returns results."""
+                  extra_files: dict[str, tuple[bytes, int]] | None = None,
+                  script: Path = Path(__file__).parent / "l2-launch.sh",
+                  judge_fn=None) -> tuple[list[LaunchResult], str | None]:
+    """Boots L2 once with a pool of `pool_mib` in regions of `region_mib`, runs `scenarios`, returns results.
+
+    `script` is the L2 script (l2-launch.sh; the demo's l2-demo.sh speaks the
+    same protocol), `judge_fn` judges each result (default: `judge`)."""
     manifest = build.build_l2(build.default_l3_kernels(), None, with_qemu=True)
     extra = build.Cpio()
     extra.file("zs/zerostart", zerostart.read_bytes(), 0o755)
     extra.file("zs/fw/OVMF.fd", ovmf.read_bytes())
-    extra.file("zs/launch.sh", (Path(__file__).parent / "l2-launch.sh").read_bytes(), 0o755)
+    extra.file("zs/launch.sh", script.read_bytes(), 0o755)
     _, (data, _) = build.pinned_qemu()
     for rom in ("kvmvapic.bin", "linuxboot_dma.bin"):
         if (data / rom).exists():
@@ -243,7 +249,7 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
         con = None
         try:
             con = e2e.Console(proc, console_log, echo)
-            return _drive(con, scenarios)
+            return _drive(con, scenarios, judge_fn or judge)
         finally:
             e2e.kill(proc)
             if con:
@@ -252,7 +258,7 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _drive(con, scenarios: list[LaunchScenario]) -> tuple[list[LaunchResult], str | None]:
+def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[LaunchResult], str | None]:
     by = {s.name: s for s in scenarios}
     results: list[LaunchResult] = []
     t_start = time.monotonic()
@@ -294,7 +300,7 @@ def _drive(con, scenarios: list[LaunchScenario]) -> tuple[list[LaunchResult], st
             elif cur and line.startswith("ZSL-END"):
                 d = e2e.kv(line)
                 cur.rc, cur.wall_ms = int(d.get("rc", "-1")), int(d.get("wall_ms", "0"))
-                judge(cur)
+                judge_fn(cur)
                 results.append(cur)
                 rr = row(cur)
                 print(f"launch: [{cur.sc.name}] {'PASS' if not cur.failures else 'FAIL: ' + '; '.join(cur.failures)} "

@@ -175,3 +175,127 @@ pub fn draw(report: &Report, path: &Path) -> Result<(), ChartError> {
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }
+
+/// One panel of [`draw_grouped`]: a phase, and per x label (a guest size)
+/// one value per series (a configuration), `None` where it is missing.
+#[derive(Debug, Clone)]
+pub struct Panel {
+    /// Panel title (the phase).
+    pub title: String,
+    /// `values[x][series]`, in seconds.
+    pub values: Vec<Vec<Option<f64>>>,
+}
+
+/// Draws side-by-side bars (one panel per phase, one group per x label,
+/// one bar per series, each labelled with its value) to `path` (PNG): the
+/// `make demo` chart, where the same guest is started several ways.
+pub fn draw_grouped(
+    caption: &str,
+    x_labels: &[String],
+    series: &[String],
+    panels: &[Panel],
+    path: &Path,
+) -> Result<(), ChartError> {
+    register_font()?;
+    let err = |e: &dyn std::fmt::Display| ChartError::Draw {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    };
+    let width = (360 * panels.len() as u32).clamp(640, 2400);
+    let root = BitMapBackend::new(path, (width, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let root = root
+        .titled(caption, ("sans-serif", 20))
+        .map_err(|e| err(&e))?;
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    let slots = series.len() + 1;
+    for (panel, area) in panels.iter().zip(areas.iter()) {
+        let n = (x_labels.len() * slots).max(1) as i32;
+        let hi = panel
+            .values
+            .iter()
+            .flatten()
+            .flatten()
+            .fold(0.0f64, |a, &b| a.max(b))
+            .max(0.001)
+            * 1.2;
+        let labels = x_labels.to_vec();
+        let mid = series.len() as i32 / 2;
+        let label = move |v: &SegmentValue<i32>| match v {
+            SegmentValue::CenterOf(k) if k % slots as i32 == mid => labels
+                .get((k / slots as i32) as usize)
+                .cloned()
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d((0..n).into_segmented(), 0.0..hi)
+            .map_err(|e| err(&e))?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n as usize)
+            .x_label_formatter(&label)
+            .y_desc("s from launch")
+            .label_style(("sans-serif", 13))
+            .draw()
+            .map_err(|e| err(&e))?;
+        for (si, name) in series.iter().enumerate() {
+            let color = COLORS[si % COLORS.len()];
+            let bars: Vec<_> = panel
+                .values
+                .iter()
+                .enumerate()
+                .filter_map(|(xi, v)| {
+                    let y = (*v.get(si)?)?;
+                    let k = (xi * slots + si) as i32;
+                    let mut r = Rectangle::new(
+                        [
+                            (SegmentValue::Exact(k), 0.0),
+                            (SegmentValue::Exact(k + 1), y),
+                        ],
+                        color.filled(),
+                    );
+                    r.set_margin(0, 0, 1, 1);
+                    Some(r)
+                })
+                .collect();
+            chart
+                .draw_series(bars)
+                .map_err(|e| err(&e))?
+                .label(name.as_str())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+            let texts: Vec<_> = panel
+                .values
+                .iter()
+                .enumerate()
+                .filter_map(|(xi, v)| {
+                    let y = (*v.get(si)?)?;
+                    let k = (xi * slots + si) as i32;
+                    Some(Text::new(
+                        format!("{y:.1}"),
+                        (SegmentValue::CenterOf(k), y),
+                        ("sans-serif", 11),
+                    ))
+                })
+                .collect();
+            chart.draw_series(texts).map_err(|e| err(&e))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 12))
+            .draw()
+            .map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}

@@ -1,0 +1,206 @@
+"""`make demo`: what zerostart is for, side by side with what users run today.
+
+The same guest and workload, at 1, 4 and 8 GiB, three ways, in one boot of
+the nested test host (real kvm-amd in L2, see docs/e2e.md):
+
+  stock      QEMU 10, guest RAM on hugetlbfs with prealloc=on, OVMF, Debian's
+             stock 6.12 kernel (init_on_alloc=1, its default);
+  launch     the same QEMU through `zerostart launch`: RAM leased from
+             `zerostart pool` (zeroed before the launch), the hint over fw_cfg
+             through the same OVMF (ZeroStartPkg), the patched kernel;
+  zerostart  zerostart's own VMM on the same pool, the patched kernel.
+
+The workload (tests/guest-init/zsinit, the guest's /init) touches 75 % of
+RAM as a database buffer pool or a JVM with AlwaysPreTouch would: half as a
+boot-time pool of 2 MiB hugetlb pages it populates, half as 4 KiB
+anonymous memory it first-touches (MAP_POPULATE write faults), then reads
+every byte back (it must be zero). Phases, ms from the VMM's (or launcher's) start, as L2 sees them:
+memory_ready (guest RAM ready: the launcher's and zerostart's own
+timelines; for stock QEMU the same command with -S up to its monitor,
+measured right before its boot), init_started (zsinit's first line),
+app_ready (its APP_READY line: both areas write-faulted; the read-back of
+every byte, which must be zero, comes after and is not timed).
+
+Writes target/demo/report.json (the launch report's row shape) and
+target/demo/chart.png, and prints the table and the ratio lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import build
+import launch
+import run as e2e
+
+OUT = build.REPO / "target" / "demo"
+MIB = 1 << 20
+KINDS = ("stock", "launch", "zerostart")
+LABEL = {"stock": "stock QEMU prealloc", "launch": "QEMU + zerostart launch", "zerostart": "zerostart VMM"}
+
+
+@dataclass
+class DemoScenario(launch.LaunchScenario):
+    kind: str = "launch"  # stock | launch | zerostart
+
+    def line(self) -> str:
+        return "|".join([self.name, self.kind, str(self.mem_mib), self.kernel, str(self.timeout_s), self.guest_args])
+
+
+def workload_args(mem_mib: int) -> str:
+    """75 % of RAM: 37.5 % as boot-time 2 MiB hugetlb pages populated, 37.5 % as 4 KiB anonymous memory."""
+    huge = mem_mib * 3 // 16
+    return (f"hugepages={huge} zsinit.populate_mib={huge * 2} zsinit.huge_check_mib={huge * 2} "
+            f"zsinit.check_mib={mem_mib * 3 // 8} {os.environ.get('ZSE2E_GUEST_APPEND', '')}").strip()
+
+
+def scenarios(sizes_mib: list[int], patched: str, stock: str) -> list[DemoScenario]:
+    out = []
+    for kind in KINDS:
+        for m in sizes_mib:
+            out.append(DemoScenario(f"{kind}-{m // 1024}g", m, source="prealloc" if kind == "stock" else "pool",
+                                    kernel=stock if kind == "stock" else patched, kind=kind,
+                                    guest_args=workload_args(m), timeout_s=150 + 45 * m // 1024,
+                                    note=LABEL[kind]))
+    return out
+
+
+def judge(r: launch.LaunchResult) -> None:
+    """The demo's checks: the VMM ended cleanly, the workload finished and read only zeros, and the
+    patched kernel used the hint (stock must not have one)."""
+    f, v = r.failures, r.verdict()
+    if r.rc is None:
+        f.append("no ZSL-END line (scenario did not finish)")
+    elif r.rc != 0:
+        f.append(f"the VMM exited {r.rc}")
+    if not v:
+        f.append("no ZSINIT verdict from the guest")
+        return
+    if v["status"] != "PASS":
+        f.append(f"guest verdict FAIL: {v.get('reason', '?')}")
+    if int(v.get("nonzero_bytes", -1)) != 0:
+        f.append(f"the workload read {v.get('nonzero_bytes')} non-zero bytes")
+    skipped = int(v.get("kernel_pages_skipped", -1))
+    if r.sc.kind == "stock" and skipped > 0:
+        f.append("the stock kernel reports skipped clears")
+    if r.sc.kind != "stock" and skipped <= 0:
+        f.append("the patched kernel skipped no clears (hint not used)")
+    if (r.timeline or {}).get("phases") is None:
+        f.append("no memory_ready measurement")
+
+
+def row(r: launch.LaunchResult) -> dict:
+    out = launch.row(r)
+    out["vmm"] = "zerostart" if r.sc.kind == "zerostart" else "qemu"
+    out["config"] = r.sc.kind
+    out["memory_source"] = r.sc.source
+    return out
+
+
+def chart(report: Path, png: Path) -> str:
+    """Draws the PNG with plotters (vmm/slo's demo_chart example); returns a note."""
+    cmd = [os.environ.get("CARGO", "cargo"), "run", "-q", "--release", "-p", "slo", "--example", "demo_chart", "--",
+           str(report), str(png)]
+    r = subprocess.run(cmd, cwd=build.REPO, capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"chart not drawn: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
+    return f"chart {png}"
+
+
+def table(rows: list[dict], sizes: list[int]) -> str:
+    by = {(r["config"], r["memory_bytes"] // MIB): r for r in rows}
+    head = ("size", "config", "kernel", "memory_ready", "init_started", "app_ready", "skipped clears", "ok")
+    lines = [head]
+    for m in sizes:
+        for k in KINDS:
+            r = by.get((k, m))
+            if r is None:
+                lines.append((f"{m // 1024} GiB", LABEL[k], "-", "-", "-", "-", "-", "MISSING"))
+                continue
+            p = r["phases_ms"]
+            sk = r["kernel_pages_skipped"]
+            lines.append((f"{m // 1024} GiB", LABEL[k], r["kernel"], *(e2e.fmt_ms(p[x]) for x in
+                          ("memory_ready", "init_started", "app_ready")), str(sk) if sk >= 0 else "-",
+                          "PASS" if r["passed"] else "FAIL"))
+    w = [max(len(x[i]) for x in lines) for i in range(len(head))]
+    out = ["  ".join(c.ljust(w[i]) for i, c in enumerate(x)) for x in lines]
+    out.insert(1, "  ".join("-" * x for x in w))
+    return "\n".join(out)
+
+
+def ratios(rows: list[dict], sizes: list[int]) -> list[str]:
+    by = {(r["config"], r["memory_bytes"] // MIB): r["phases_ms"] for r in rows if r["passed"]}
+
+    def get(k, m, ph):
+        return (by.get((k, m)) or {}).get(ph)
+    out = []
+    for m in sizes:
+        s = get("stock", m, "app_ready")
+        parts = [f"app_ready {m // 1024} GiB: stock {e2e.fmt_ms(s)} ms"]
+        for k in ("launch", "zerostart"):
+            x = get(k, m, "app_ready")
+            parts.append(f"{LABEL[k]} {e2e.fmt_ms(x)} ms" + (f", {s / x:.2f}x" if s and x else ""))
+        out.append("; ".join(parts))
+    lo, hi = min(sizes), max(sizes)
+    parts = []
+    for k in KINDS:
+        a, b = get(k, lo, "memory_ready"), get(k, hi, "memory_ready")
+        parts.append(f"{LABEL[k]} {b / a:.2f}x" if a and b else f"{LABEL[k]} -")
+    out.append(f"memory_ready {hi // 1024} GiB / {lo // 1024} GiB: " + ", ".join(parts))
+    return out
+
+
+def cmd_demo(a) -> int:
+    t0 = time.monotonic()
+    zs = e2e.zerostart_path(a.zerostart)
+    if zs is None:
+        print("demo: no static zerostart binary; run `make demo` (it builds one)", flush=True)
+        return 1
+    ovmf = Path(a.firmware) if getattr(a, "firmware", None) else launch.firmware_dir() / "OVMF.fd"
+    if not ovmf.exists():
+        print(f"demo: {ovmf} missing; run `make firmware`", flush=True)
+        return 1
+    kernels = build.default_l3_kernels()
+    if "patched" not in kernels:
+        print("demo: no patched guest kernel; build it with guest-kernel-patches/build.sh (make demo does)",
+              flush=True)
+        return 1
+    sizes = [int(x) * 1024 for x in os.environ.get("ZSDEMO_SIZES_GIB", "1,4,8").split(",")]
+    scs = scenarios(sizes, "patched", "debian-6.12")
+    if a.only:
+        want = set(a.only.split(","))
+        scs = [s for s in scs if s.name in want]
+    print("demo: the same guest and workload (75 % of RAM touched: half 2M hugetlb, half 4K anonymous) at "
+          f"{', '.join(f'{m // 1024} GiB' for m in sizes)}, three ways, in the nested KVM test host "
+          "(QEMU TCG, -cpu EPYC,+svm, real kvm-amd):", flush=True)
+    for k in KINDS:
+        print(f"  {LABEL[k]}", flush=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    big = max(sizes)
+    results, fatal = launch.run_scenarios(scs, zs, ovmf, pool_mib=big, region_mib=big, echo=a.verbose, smp=a.smp,
+                                          console_log=OUT / "console.log",
+                                          script=Path(__file__).parent / "l2-demo.sh", judge_fn=judge)
+    rows = [row(r) for r in results]
+    path = OUT / "report.json"
+    path.write_text(json.dumps({"scenarios": rows, "fatal": fatal, "firmware": str(ovmf),
+                                "sizes_mib": sizes}, indent=2) + "\n")
+    print("\n" + table(rows, sizes) + "\n")
+    for ln in ratios(rows, sizes):
+        print(ln)
+    print(f"\ndemo: report {path}; {chart(path, OUT / 'chart.png')}; console log {OUT / 'console.log'}; "
+          f"{time.monotonic() - t0:.0f} s in all")
+    for r in rows:
+        for fl in r["failures"]:
+            print(f"demo: {r['name']}: {fl}")
+    ok = fatal is None and len(results) == len(scs) and all(r["passed"] for r in rows)
+    if not ok:
+        e2e.CONSOLE_LOG = OUT / "console.log"
+        e2e.fail_loudly(fatal)
+        return 1
+    print("demo: PASS")
+    return 0

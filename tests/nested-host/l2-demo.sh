@@ -1,0 +1,110 @@
+#!/bin/sh
+# L2 script (zse2e.script=demo.sh) of `make demo`: the same guest, the same
+# workload, three ways, on real kvm-amd in the nested host:
+#   stock      QEMU 10 with what operators run today: guest RAM on hugetlbfs
+#              with prealloc=on (the host kernel zeroes every page before the
+#              guest starts), OVMF without a hint, Debian's stock kernel
+#              (init_on_alloc=1, its default);
+#   launch     the same QEMU started by `zerostart launch` on memory leased
+#              from `zerostart pool` (zeroed off the launch path), the hint
+#              over fw_cfg through the same OVMF, the patched kernel;
+#   zerostart  zerostart's own VMM on the same pool, direct kernel boot,
+#              the patched kernel.
+#
+# /zs/launch.txt: first line "pool|pool_mib|region_mib", then one scenario
+# per line:  name|kind|mem_mib|kernel|timeout_s|guest cmdline extras
+# Stock scenarios run first, before the pool takes the hugepages they use;
+# the pool then fills (off the launch path: no measurement runs meanwhile)
+# and the launch and zerostart scenarios follow. Output: the protocol of
+# l2-launch.sh (ZSL-BEGIN / L3| <ms> <line> / VMM| / ZSL-TIMELINE / ZSL-END),
+# so tests/nested-host/launch.py parses both. For stock QEMU, which has no
+# timeline, memory_ready is measured right before its boot: the same QEMU
+# command with -S, quit from the monitor once it is up (prealloc done).
+ms() {
+  read -r up _ < /proc/uptime
+  s=${up%.*}; f=${up#*.}
+  echo $((s * 1000 + 1$f * 10 - 1000))
+}
+list=/zs/launch.txt
+sock=/tmp/pool.sock
+[ -f "$list" ] || { echo "ZSE2E-FATAL no $list"; exit 1; }
+IFS='|' read -r _ pool_mib region_mib < "$list"
+q=/qemu/bin/qemu-system-x86_64
+
+# run NAME TIMEOUT CMD...: the scenario protocol around one VMM run.
+run() {
+  name=$1 tmo=$2; shift 2
+  err=/tmp/$name.err; rcf=/tmp/$name.rc
+  rm -f "$err" "$rcf"
+  t0=$(ms)
+  echo "ZSL-BEGIN name=$name t0_ms=$t0"
+  {
+    timeout -s KILL "$tmo" "$@" 2> "$err" < /dev/null
+    echo $? > "$rcf"
+  } | while IFS= read -r line; do echo "L3| $(ms) $line"; done
+  t1=$(ms)
+  [ -f "$err" ] && sed 's/^/VMM| /' "$err"
+  [ -s "/tmp/$name.tl.json" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "/tmp/$name.tl.json")"
+  echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
+}
+
+# QEMU's memory arguments as an operator writes them for a hugepage VM.
+stock_mem() {
+  echo "-machine q35,accel=kvm,memory-backend=ram -m ${1}M -object memory-backend-file,id=ram,size=${1}M,mem-path=/dev/hugepages,share=on,prealloc=on,prealloc-threads=2"
+}
+
+tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
+  [ "$kind" = stock ] || continue
+  # memory_ready: QEMU up to its monitor with guest RAM preallocated.
+  t=$(ms)
+  # shellcheck disable=SC2046
+  echo quit | $q -L /qemu/share $(stock_mem "$mem") -S -nodefaults -no-user-config -display none \
+    -monitor stdio > /tmp/$name.mr 2>&1
+  mr=$(( $(ms) - t ))
+  echo "{\"phases\":[{\"name\":\"process_start\",\"t_ms\":0},{\"name\":\"memory_ready\",\"t_ms\":$mr}]}" > /tmp/$name.tl.json
+  # shellcheck disable=SC2046
+  run "$name" "$tmo" $q -L /qemu/share $(stock_mem "$mem") -cpu host -smp 1 -bios /zs/fw/OVMF.fd \
+    -nodefaults -no-user-config -display none -no-reboot -serial stdio \
+    -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
+    -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx"
+done
+
+/zs/zerostart pool serve --page 2M --size "${pool_mib}M" --region-size "${region_mib}M" \
+  --socket "$sock" > /tmp/pool.log 2>&1 &
+pool_pid=$!
+want=$((pool_mib * 1024 * 1024))
+# Waits (bounded) until every region is clean: no measurement shares the
+# CPUs with the pool's fill or with retiring a returned region.
+wait_clean() {
+  i=0
+  while [ $i -lt 1500 ]; do
+    c=$(/zs/zerostart pool status --json --socket "$sock" 2>/dev/null | tr ',' '\n' | sed -n 's/.*"clean_bytes": *\([0-9]*\).*/\1/p')
+    [ "$c" = "$want" ] && return 0
+    sleep 0.2; i=$((i + 1))
+  done
+  return 1
+}
+t=$(ms)
+wait_clean || { sed 's/^/POOL| /' /tmp/pool.log; echo "ZSE2E-FATAL pool never became clean (waited 300 s)"; exit 1; }
+echo "ZSL-POOL ready ms=$(( $(ms) - t )) size_mib=$pool_mib region_mib=$region_mib"
+
+tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
+  case "$kind" in
+  launch)
+    wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
+    run "$name" "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary $q \
+      --memory "size=${mem}M,source=pool:$sock" --firmware /zs/fw/OVMF.fd --timeline "/tmp/$name.tl.json" -- \
+      -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
+      -display none -no-reboot -serial stdio \
+      -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
+      -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx" ;;
+  zerostart)
+    wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
+    run "$name" "$tmo" /zs/zerostart run --kernel "/zs/kernels/$kernel" --initramfs /zs/l3-initramfs.cpio.gz \
+      --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic quiet $gx" --cpus boot=1 \
+      --memory "size=${mem}M,hugepages=on,hugepage_size=2M,prezero=pool:$sock" \
+      --serial tty --timeline "/tmp/$name.tl.json" ;;
+  esac
+done
+/zs/zerostart pool status --socket "$sock" | sed 's/^/POOL| /'
+kill "$pool_pid"
