@@ -1,7 +1,7 @@
 //! COM1: a 16550 UART from vm-superio, interrupting through an eventfd.
 
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -51,10 +51,17 @@ impl Trigger for EventFdTrigger {
 }
 
 /// Wraps the output to remember when the guest printed its first byte, the
-/// "first console output" point of the boot timeline.
+/// "first console output" point of the boot timeline, and to give up on an
+/// output nobody reads once the VM is stopping.
 struct TimedWriter {
     inner: Box<dyn Write + Send>,
     first: Arc<OnceLock<Instant>>,
+    /// The VM's stop flag. A write to a pipe whose reader stopped reading
+    /// blocks the vCPU thread in the kernel; the VMM's kick signal interrupts
+    /// it (EINTR), but vm-superio's `write_all` would retry forever, and the
+    /// vCPU would never see the stop. So an interrupted write fails once the
+    /// VM is stopping, and that output is dropped.
+    stop: Arc<AtomicBool>,
 }
 
 impl Write for TimedWriter {
@@ -62,7 +69,17 @@ impl Write for TimedWriter {
         if !buf.is_empty() {
             self.first.get_or_init(Instant::now);
         }
-        self.inner.write(buf)
+        match self.inner.write(buf) {
+            Err(e)
+                if e.kind() == io::ErrorKind::Interrupted && self.stop.load(Ordering::Acquire) =>
+            {
+                Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the VM is stopping; serial output dropped",
+                ))
+            }
+            r => r,
+        }
     }
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
@@ -91,11 +108,18 @@ impl SerialDevice {
     /// A UART writing guest output to `out`. Its interrupt eventfd is
     /// created here; register it with `KVM_IRQFD` on [`COM1_GSI`].
     pub fn new(out: SerialOutput) -> io::Result<Self> {
+        Self::with_stop(out, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// As [`SerialDevice::new`], giving up on a blocked output write once
+    /// `stop` (the VM's stop flag, set before the vCPUs are kicked) is set.
+    pub fn with_stop(out: SerialOutput, stop: Arc<AtomicBool>) -> io::Result<Self> {
         let evt = EventFd::new(libc::EFD_NONBLOCK)?;
         let first = Arc::new(OnceLock::new());
         let w = TimedWriter {
             inner: out.into_writer(),
             first: first.clone(),
+            stop,
         };
         Ok(SerialDevice {
             uart: Serial::new(EventFdTrigger(evt), w),

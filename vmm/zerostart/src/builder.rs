@@ -359,8 +359,10 @@ pub fn build(
             .map_err(kvm_err("KVM_SET_USER_MEMORY_REGION"))?;
     }
 
-    // Devices.
-    let serial = SerialDevice::new(serial_output(&plan.serial)?)
+    // Devices. The stop flag is the VM's: COM1 gives up on an output
+    // nobody reads once it is set (see SerialDevice::with_stop).
+    let stop = Arc::new(AtomicBool::new(false));
+    let serial = SerialDevice::with_stop(serial_output(&plan.serial)?, stop.clone())
         .map_err(|e| Error::Devices(format!("serial: {e}")))?;
     vm_fd
         .register_irqfd(serial.interrupt_evt(), COM1_GSI)
@@ -481,7 +483,7 @@ pub fn build(
         hint,
         verified_bytes,
         format: boot.format,
-        stop: Arc::new(AtomicBool::new(false)),
+        stop,
         first_run: Arc::new(OnceLock::new()),
         unmapped: Arc::new(AtomicU64::new(0)),
     })

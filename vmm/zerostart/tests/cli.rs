@@ -647,8 +647,24 @@ fn a_vcpu_blocked_on_serial_output_still_stops() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Long enough for the guest to fill the pipe.
-    std::thread::sleep(Duration::from_millis(700));
+    // Until the guest has filled the pipe (64 KiB, Linux's default), so the
+    // vCPU thread is blocked in its write when the stop comes.
+    let filled = Instant::now();
+    loop {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: FIONREAD on our own descriptor into a c_int.
+        unsafe { libc::ioctl(reader, libc::FIONREAD, &mut queued) };
+        if queued >= 65536 {
+            break;
+        }
+        assert!(
+            filled.elapsed() < Duration::from_secs(20),
+            "the guest did not fill the pipe in 20 s ({queued} bytes)"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A moment for the next write to block.
+    std::thread::sleep(Duration::from_millis(50));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let t0 = Instant::now();
