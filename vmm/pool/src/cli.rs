@@ -62,6 +62,26 @@ pub struct ServeArgs {
     /// Zeroing backend (auto or a prezero backend name).
     #[arg(long, default_value = "auto")]
     pub backend: String,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics (region and
+    /// byte counts by state, leases, lease latency, scrub bytes, seconds
+    /// and CPU seconds, retired regions, failed scrubs). Port 0 picks a
+    /// free one (printed at start).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics: Option<String>,
+}
+
+/// Resolves `--metrics HOST:PORT` to one address.
+fn metrics_addr(v: &str) -> Result<std::net::SocketAddr, Error> {
+    use std::net::ToSocketAddrs;
+    let bad = |why: String| Error::BadValue {
+        key: "metrics",
+        value: v.to_string(),
+        fix: format!("{why}; write HOST:PORT, e.g. 127.0.0.1:9464"),
+    };
+    v.to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .next()
+        .ok_or_else(|| bad("the host has no address".into()))
 }
 
 /// `zerostart pool status`.
@@ -149,7 +169,13 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
     sigs.add(Signal::SIGINT);
     sigs.thread_block()
         .map_err(|e| Error::io("blocking SIGTERM/SIGINT", e.into()))?;
-    let d = Daemon::start(config.clone())?;
+    let ops = crate::daemon::Ops {
+        metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
+    };
+    let d = Daemon::start_with(config.clone(), ops)?;
+    if let Some(addr) = d.metrics_addr() {
+        eprintln!("zerostart pool: metrics at http://{addr}/metrics");
+    }
     eprintln!(
         "zerostart pool: serving {} regions of {} bytes ({} pages) on {}{}",
         config.size / config.region_bytes,

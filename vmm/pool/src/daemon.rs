@@ -86,6 +86,15 @@ impl Config {
     }
 }
 
+/// Operations options: how the daemon is watched and what its background
+/// work may cost others. Separate from [`Config`] so that callers that
+/// build a `Config` (the VMM's tests, the benchmarks) keep compiling.
+#[derive(Debug, Clone, Default)]
+pub struct Ops {
+    /// Serve Prometheus metrics at `http://ADDR/metrics`.
+    pub metrics: Option<std::net::SocketAddr>,
+}
+
 struct Slot {
     region: Region,
     /// `None` only while the scrubber replaces it (the region is
@@ -121,6 +130,7 @@ struct Shared {
     state: Mutex<PoolState>,
     changed: Condvar,
     stop: AtomicBool,
+    metrics: crate::metrics::Metrics,
 }
 
 impl Shared {
@@ -143,13 +153,22 @@ impl Shared {
 pub struct Daemon {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl Daemon {
     /// Creates the regions (all dirty), binds the socket (mode 0600) and
     /// starts the scrubber and acceptor threads.
     pub fn start(config: Config) -> Result<Daemon, Error> {
+        Self::start_with(config, Ops::default())
+    }
+
+    /// [`Daemon::start`] with operations options (metrics endpoint).
+    pub fn start_with(config: Config, ops: Ops) -> Result<Daemon, Error> {
         config.validate()?;
+        // Bound before anything else is created: a taken port is a
+        // one-line refusal that leaves nothing behind.
+        let metrics_server = ops.metrics.map(crate::metrics::Server::bind).transpose()?;
         if !config.page.is_huge() {
             eprintln!(
                 "zerostart pool: NOTE: --page 4K is a test/fallback mode: shmem pages, far slower to populate and zero than hugetlb; use --page 2M for VMs"
@@ -211,6 +230,7 @@ impl Daemon {
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
+            metrics: crate::metrics::Metrics::new(),
         });
         {
             let mut st = shared.lock();
@@ -233,10 +253,36 @@ impl Daemon {
             .name("pool-accept".into())
             .spawn(move || accept_loop(&s2, listener))
             .map_err(|e| Error::io("starting the acceptor thread", e))?;
+        let mut threads = vec![scrubber, acceptor];
+        let mut metrics_addr = None;
+        if let Some(server) = metrics_server {
+            metrics_addr = Some(server.addr());
+            let s3 = shared.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("pool-metrics".into())
+                    .spawn(move || {
+                        server.run(
+                            || {
+                                refresh_gauges(&s3);
+                                s3.metrics.encode()
+                            },
+                            || s3.stop.load(Ordering::SeqCst),
+                        )
+                    })
+                    .map_err(|e| Error::io("starting the metrics thread", e))?,
+            );
+        }
         Ok(Daemon {
             shared,
-            threads: vec![scrubber, acceptor],
+            threads,
+            metrics_addr,
         })
+    }
+
+    /// Where the metrics endpoint listens (the kernel's port for `:0`).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_addr
     }
 
     /// Current counters.
@@ -405,6 +451,12 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
             }
         };
         let stall_half = matches!(c.fault, Some(Fault::StallMidScrub { after }) if done >= after);
+        let kind = match remedy {
+            Remedy::Fresh => "fill",
+            Remedy::Replace => "replace",
+            Remedy::InPlace(_) => "in_place",
+        };
+        let cpu0 = crate::metrics::thread_cpu();
         let res = match remedy {
             Remedy::InPlace(fault) => {
                 let mem = old.expect("in-place scrubs keep their memory");
@@ -444,12 +496,22 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
                 st.counters.scrub_secs += secs;
                 st.counters.backend = stats.backend;
                 st.counters.last_gib_s = if secs > 0.0 { gib / secs } else { 0.0 };
+                let cpu = crate::metrics::thread_cpu().saturating_sub(cpu0) + stats.helper_cpu;
+                shared
+                    .metrics
+                    .scrubbed(kind, stats.bytes, stats.elapsed, cpu);
             }
             Err(e) => {
                 eprintln!(
                     "zerostart pool: region {index}: preparing it failed: {e}; replacing its memory"
                 );
                 st.counters.scrub_failures += 1;
+                shared.metrics.scrub_failures.inc();
+                shared.metrics.scrub_cpu_seconds.inc_by(
+                    crate::metrics::thread_cpu()
+                        .saturating_sub(cpu0)
+                        .as_secs_f64(),
+                );
                 let slot = &mut st.slots[index];
                 slot.fresh = false;
                 slot.region
@@ -539,6 +601,7 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
                 }
             }
             RequestBody::Lease { bytes, page } => {
+                let asked = Instant::now();
                 if held.is_some() {
                     refuse(
                         &mut conn,
@@ -563,6 +626,10 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
                             // The client may or may not have the fd: dirty.
                             break;
                         }
+                        shared
+                            .metrics
+                            .lease_latency
+                            .observe(asked.elapsed().as_secs_f64());
                     }
                 }
             }
@@ -620,6 +687,7 @@ fn grant(
         .expect("clean regions can be leased");
     st.slots[i].fresh = false;
     st.counters.leases_total += 1;
+    shared.metrics.leases.inc();
     shared.changed.notify_all();
     Ok((
         LeaseInfo {
@@ -664,6 +732,7 @@ fn end_lease(shared: &Shared, index: usize, lease: u64) {
             "zerostart pool: region {index}: lease {lease} ended but pid(s) {holders:?} still hold its memory; it is retired like every returned region (never leased again)"
         );
         st.counters.retired_total += 1;
+        shared.metrics.retired.inc();
     }
     st.slots[index].fresh = false;
     st.slots[index].region.distrust();
@@ -722,4 +791,20 @@ fn status(shared: &Shared) -> Status {
         retired_total: k.retired_total,
         scrub_failures: k.scrub_failures,
     }
+}
+
+/// Sets the metrics' per-state gauges from the pool state (at each scrape).
+fn refresh_gauges(shared: &Shared) {
+    let st = shared.lock();
+    let mut counts = [0u64; 4];
+    for slot in &st.slots {
+        let name = slot.region.state().name();
+        if let Some(i) = crate::metrics::STATES.iter().position(|&s| s == name) {
+            counts[i] += 1;
+        }
+    }
+    drop(st);
+    shared
+        .metrics
+        .set_states(counts, shared.config.region_bytes);
 }

@@ -32,6 +32,7 @@
 //! * [`region`]: the per-region state machine (pure, unit-tested).
 //! * [`memory`]: one region's memory: memfd/hugetlbfs, scrub, verify.
 //! * [`cli`]: `zerostart pool serve|status|lease`.
+//! * [`metrics`]: the Prometheus endpoint (`serve --metrics HOST:PORT`).
 
 #![deny(missing_docs)]
 
@@ -41,6 +42,7 @@ pub mod daemon;
 mod holders;
 pub mod hugetlbfs;
 pub mod memory;
+pub mod metrics;
 pub mod proto;
 pub mod region;
 

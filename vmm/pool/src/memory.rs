@@ -49,6 +49,9 @@ pub struct ScrubStats {
     pub verified: bool,
     /// Zeroing backend that ran.
     pub backend: &'static str,
+    /// CPU time of helper threads (the parallel verify), on top of the
+    /// calling thread's own.
+    pub helper_cpu: Duration,
 }
 
 /// Test hook: what the scrubber does on the scrub after `after` completed
@@ -554,8 +557,11 @@ impl RegionMemory {
         self.populate()?;
         // SAFETY: our mapping; nobody else has the file.
         let buf = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
+        let mut helper_cpu = Duration::ZERO;
         if verify {
-            if let Some(off) = first_nonzero(buf, threads) {
+            let (bad, cpu) = first_nonzero_timed(buf, threads);
+            helper_cpu = cpu;
+            if let Some(off) = bad {
                 return Err(Error::ScrubVerify {
                     offset: off as u64,
                     value: buf[off],
@@ -567,6 +573,7 @@ impl RegionMemory {
             elapsed: start.elapsed(),
             verified: verify,
             backend: FRESH_BACKEND,
+            helper_cpu,
         })
     }
 
@@ -600,8 +607,11 @@ impl RegionMemory {
         } else {
             zeroer.zero_slice(buf)
         };
+        let mut helper_cpu = Duration::ZERO;
         if verify {
-            if let Some(off) = first_nonzero(buf, threads) {
+            let (bad, cpu) = first_nonzero_timed(buf, threads);
+            helper_cpu = cpu;
+            if let Some(off) = bad {
                 return Err(Error::ScrubVerify {
                     offset: off as u64,
                     value: buf[off],
@@ -613,6 +623,7 @@ impl RegionMemory {
             elapsed: start.elapsed(),
             verified: verify,
             backend: z.backend.name(),
+            helper_cpu,
         })
     }
 }
@@ -646,6 +657,13 @@ impl Drop for RegionMemory {
 /// Offset of the first non-zero byte of `buf`, scanning with `threads`
 /// threads (0 = all CPUs).
 pub fn first_nonzero(buf: &[u8], threads: usize) -> Option<usize> {
+    first_nonzero_timed(buf, threads).0
+}
+
+/// [`first_nonzero`], and the CPU time its threads spent (for the
+/// daemon's `scrub_cpu_seconds`: verification is part of what preparing
+/// memory costs).
+pub fn first_nonzero_timed(buf: &[u8], threads: usize) -> (Option<usize>, Duration) {
     let threads = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -654,18 +672,32 @@ pub fn first_nonzero(buf: &[u8], threads: usize) -> Option<usize> {
     const MIN_CHUNK: usize = 64 << 20;
     let chunk = buf.len().div_ceil(threads).max(MIN_CHUNK);
     if buf.len() <= chunk {
-        return scan(buf);
+        let cpu0 = crate::metrics::thread_cpu();
+        let r = scan(buf);
+        return (r, crate::metrics::thread_cpu().saturating_sub(cpu0));
     }
     std::thread::scope(|s| {
         let handles: Vec<_> = buf
             .chunks(chunk)
             .enumerate()
-            .map(|(i, c)| s.spawn(move || scan(c).map(|o| i * chunk + o)))
+            .map(|(i, c)| {
+                s.spawn(move || {
+                    // A new thread: its whole CPU time is this scan's.
+                    let r = scan(c).map(|o| i * chunk + o);
+                    (r, crate::metrics::thread_cpu())
+                })
+            })
             .collect();
-        handles
-            .into_iter()
-            .filter_map(|h| h.join().expect("scan threads do not panic"))
-            .min()
+        let mut first = None::<usize>;
+        let mut cpu = Duration::ZERO;
+        for h in handles {
+            let (r, c) = h.join().expect("scan threads do not panic");
+            cpu += c;
+            if let Some(o) = r {
+                first = Some(first.map_or(o, |f| f.min(o)));
+            }
+        }
+        (first, cpu)
     })
 }
 
