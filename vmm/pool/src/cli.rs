@@ -68,6 +68,15 @@ pub struct ServeArgs {
     /// free one (printed at start).
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics: Option<String>,
+    /// Cap the background fill/scrub at this many bytes per second (K/M/G
+    /// suffixes: 2G = 2 GiB/s). Memory bandwidth is not governed by CPU
+    /// priority, so this is what protects memory-bound neighbours.
+    #[arg(long, value_name = "BYTES_PER_S")]
+    pub scrub_bandwidth: Option<String>,
+    /// Priority of the background fill/scrub: idle (SCHED_IDLE, else nice
+    /// 19) or normal.
+    #[arg(long, default_value = "idle")]
+    pub scrub_priority: String,
 }
 
 /// Resolves `--metrics HOST:PORT` to one address.
@@ -171,6 +180,13 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
         .map_err(|e| Error::io("blocking SIGTERM/SIGINT", e.into()))?;
     let ops = crate::daemon::Ops {
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
+        scrub_bandwidth: a
+            .scrub_bandwidth
+            .as_deref()
+            .map(|v| parse_size("scrub-bandwidth", v))
+            .transpose()?,
+        scrub_priority: a.scrub_priority.parse()?,
+        fill_progress: true,
     };
     let d = Daemon::start_with(config.clone(), ops)?;
     if let Some(addr) = d.metrics_addr() {

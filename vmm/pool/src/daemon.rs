@@ -93,6 +93,14 @@ impl Config {
 pub struct Ops {
     /// Serve Prometheus metrics at `http://ADDR/metrics`.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Cap on the bytes per second the background work prepares
+    /// (`None` = uncapped).
+    pub scrub_bandwidth: Option<u64>,
+    /// Priority of the background work (default: idle).
+    pub scrub_priority: crate::pace::Priority,
+    /// Draw a progress bar of the first fill on stderr when it is a
+    /// terminal (`serve` sets it; a fill of many GiB takes seconds).
+    pub fill_progress: bool,
 }
 
 struct Slot {
@@ -131,6 +139,9 @@ struct Shared {
     changed: Condvar,
     stop: AtomicBool,
     metrics: crate::metrics::Metrics,
+    ops: Ops,
+    /// The first fill's progress bar (hidden unless stderr is a terminal).
+    fill_bar: Option<indicatif::ProgressBar>,
 }
 
 impl Shared {
@@ -219,6 +230,7 @@ impl Daemon {
             }
         };
         let listener = bind(&config.socket)?;
+        let config_size = config.size;
         let n = (config.size / config.region_bytes) as usize;
         let shared = Arc::new(Shared {
             config,
@@ -231,6 +243,8 @@ impl Daemon {
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
             metrics: crate::metrics::Metrics::new(),
+            fill_bar: ops.fill_progress.then(|| fill_bar(config_size)),
+            ops,
         });
         {
             let mut st = shared.lock();
@@ -246,7 +260,17 @@ impl Daemon {
         let s1 = shared.clone();
         let scrubber = std::thread::Builder::new()
             .name("pool-scrub".into())
-            .spawn(move || scrub_loop(&s1, &zeroer))
+            .spawn(move || {
+                // Everything the scrubber does (and the verify threads it
+                // starts, which inherit this) runs at idle priority.
+                let applied = crate::pace::apply(s1.ops.scrub_priority);
+                if s1.ops.scrub_priority == crate::pace::Priority::Idle
+                    && applied == crate::pace::Applied::Unchanged
+                {
+                    eprintln!("zerostart pool: neither SCHED_IDLE nor nice 19 could be set for the scrub; it runs at the daemon's priority");
+                }
+                scrub_loop(&s1, &zeroer)
+            })
             .map_err(|e| Error::io("starting the scrubber thread", e))?;
         let s2 = shared.clone();
         let acceptor = std::thread::Builder::new()
@@ -283,6 +307,11 @@ impl Daemon {
     /// Where the metrics endpoint listens (the kernel's port for `:0`).
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.metrics_addr
+    }
+
+    /// The daemon's metrics (what `--metrics` serves).
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.shared.metrics
     }
 
     /// Current counters.
@@ -457,6 +486,20 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
             Remedy::InPlace(_) => "in_place",
         };
         let cpu0 = crate::metrics::thread_cpu();
+        let bar = shared
+            .fill_bar
+            .as_ref()
+            .filter(|b| remedy == Remedy::Fresh && !b.is_finished());
+        let base = bar.map_or(0, |b| b.position());
+        let show = |done: u64| {
+            if let Some(b) = bar {
+                b.set_position(base + done);
+            }
+        };
+        let mut pacer = crate::pace::Pacer::new(
+            shared.ops.scrub_bandwidth,
+            bar.map(|_| &show as &(dyn Fn(u64) + Sync)),
+        );
         let res = match remedy {
             Remedy::InPlace(fault) => {
                 let mem = old.expect("in-place scrubs keep their memory");
@@ -466,7 +509,7 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
             }
             Remedy::Fresh => {
                 let mem = old.expect("fresh regions have memory");
-                mem.prepare_fresh(c.verify, c.threads, stall_half)
+                mem.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)
                     .map(|s| (s, None))
             }
             Remedy::Replace => {
@@ -474,7 +517,7 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
                     retire(index, old);
                 }
                 shared.new_memory(index).and_then(|m| {
-                    let s = m.prepare_fresh(c.verify, c.threads, stall_half)?;
+                    let s = m.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)?;
                     Ok((s, Some(Arc::new(m))))
                 })
             }
@@ -497,6 +540,12 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
                 st.counters.backend = stats.backend;
                 st.counters.last_gib_s = if secs > 0.0 { gib / secs } else { 0.0 };
                 let cpu = crate::metrics::thread_cpu().saturating_sub(cpu0) + stats.helper_cpu;
+                if let Some(b) = bar.filter(|b| b.position() >= c.size) {
+                    b.finish_with_message(format!(
+                        "first fill done: the kernel zeroed each page once, {:.1} GiB/s",
+                        b.position() as f64 / (1u64 << 30) as f64 / b.elapsed().as_secs_f64()
+                    ));
+                }
                 shared
                     .metrics
                     .scrubbed(kind, stats.bytes, stats.elapsed, cpu);
@@ -807,4 +856,20 @@ fn refresh_gauges(shared: &Shared) {
     shared
         .metrics
         .set_states(counts, shared.config.region_bytes);
+}
+
+/// The first fill's progress bar on stderr (indicatif draws nothing when
+/// stderr is not a terminal, so logs stay clean).
+fn fill_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "zerostart pool: first fill {bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta} {msg}",
+        )
+        .expect("a valid template"),
+    );
+    bar
 }

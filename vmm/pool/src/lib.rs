@@ -43,6 +43,7 @@ mod holders;
 pub mod hugetlbfs;
 pub mod memory;
 pub mod metrics;
+pub mod pace;
 pub mod proto;
 pub mod region;
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
+use crate::pace::Pacer;
 use crate::{Error, PageSize};
 
 /// What backs a region.
@@ -28,6 +29,7 @@ pub struct RegionMemory {
     dev: u64,
     ino: u64,
     source: Source,
+    page: PageSize,
 }
 
 // SAFETY: the mapping is plain shared memory; who may touch it when is
@@ -450,7 +452,13 @@ impl RegionMemory {
             dev: st.st_dev,
             ino: st.st_ino,
             source,
+            page,
         })
+    }
+
+    /// Bytes per page of the region's memory.
+    pub fn page_bytes(&self) -> u64 {
+        self.page.bytes()
     }
 
     /// The region's file.
@@ -482,17 +490,30 @@ impl RegionMemory {
     /// a page a client punched out, or a hugetlb shortage, is an error here
     /// instead of a SIGBUS in the zeroing loop.
     fn populate(&self) -> Result<(), Error> {
-        // SAFETY: our own mapping; populate does not change contents.
+        self.populate_range(0, self.len)?;
+        self.check_size()
+    }
+
+    /// `MADV_POPULATE_WRITE` of `[off, off + len)`: the kernel allocates
+    /// (and zeroes) every missing page; a shortage is an error, not a
+    /// SIGBUS later.
+    fn populate_range(&self, off: usize, len: usize) -> Result<(), Error> {
+        debug_assert!(off + len <= self.len);
+        // SAFETY: inside our own mapping; populate does not change contents.
         let r = unsafe {
             libc::madvise(
-                self.ptr.as_ptr().cast(),
-                self.len,
+                self.ptr.as_ptr().add(off).cast(),
+                len,
                 libc::MADV_POPULATE_WRITE,
             )
         };
         if r != 0 {
             return Err(Error::last_os("populating a region before its scrub"));
         }
+        Ok(())
+    }
+
+    fn check_size(&self) -> Result<(), Error> {
         // A hugetlbfs file somebody resized would make the mapping run past
         // its end; memfds are sealed.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -542,6 +563,20 @@ impl RegionMemory {
         threads: usize,
         stall_half: bool,
     ) -> Result<ScrubStats, Error> {
+        self.prepare_fresh_paced(verify, threads, stall_half, &mut Pacer::none())
+    }
+
+    /// [`RegionMemory::prepare_fresh`], populating (and verifying) in
+    /// chunks paced by `pacer` (bandwidth cap, progress). The kernel's
+    /// zeroing of each new page is the only zeroing: nothing writes the
+    /// memory a second time.
+    pub fn prepare_fresh_paced(
+        &self,
+        verify: bool,
+        threads: usize,
+        stall_half: bool,
+        pacer: &mut Pacer<'_>,
+    ) -> Result<ScrubStats, Error> {
         let start = Instant::now();
         if stall_half {
             // SAFETY: our own mapping; populate does not change contents.
@@ -554,18 +589,39 @@ impl RegionMemory {
             };
             stall("half way through preparing fresh memory")
         }
-        self.populate()?;
+        let chunk = pacer.chunk(self.page_bytes()) as usize;
+        let mut off = 0;
+        while off < self.len {
+            let n = chunk.min(self.len - off);
+            self.populate_range(off, n)?;
+            pacer.account(n as u64);
+            off += n;
+        }
+        self.check_size()?;
         // SAFETY: our mapping; nobody else has the file.
         let buf = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
         let mut helper_cpu = Duration::ZERO;
         if verify {
-            let (bad, cpu) = first_nonzero_timed(buf, threads);
-            helper_cpu = cpu;
-            if let Some(off) = bad {
-                return Err(Error::ScrubVerify {
-                    offset: off as u64,
-                    value: buf[off],
-                });
+            // Reads are paced like the writes (same cap, no progress).
+            let mut vp = Pacer::new(pacer.bandwidth(), None);
+            let vchunk = if pacer.bandwidth().is_some() {
+                vp.chunk(self.page_bytes()) as usize
+            } else {
+                // Uncapped: large chunks so the parallel scan uses every
+                // thread.
+                vp.chunk(self.page_bytes()).max(1 << 30) as usize
+            };
+            for (i, c) in buf.chunks(vchunk).enumerate() {
+                let (bad, cpu) = first_nonzero_timed(c, threads);
+                helper_cpu += cpu;
+                if let Some(o) = bad {
+                    let off = i * vchunk + o;
+                    return Err(Error::ScrubVerify {
+                        offset: off as u64,
+                        value: buf[off],
+                    });
+                }
+                vp.account(c.len() as u64);
             }
         }
         Ok(ScrubStats {
@@ -844,5 +900,21 @@ mod tests {
         let st = m.prepare_fresh(true, 0, false).unwrap();
         assert!(st.verified);
         assert_eq!(st.backend, FRESH_BACKEND);
+    }
+
+    #[test]
+    fn a_paced_fill_reports_progress_up_to_the_whole_region() {
+        let m = RegionMemory::memfd("t", 8 << 20, PageSize::Size4K).unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let cb = |done: u64| seen.lock().unwrap().push(done);
+        // A 20 MiB/s cap: 2 MiB chunks, so several reports.
+        let mut pacer = Pacer::new(Some(20 << 20), Some(&cb));
+        let st = m.prepare_fresh_paced(true, 0, false, &mut pacer).unwrap();
+        assert_eq!(st.backend, FRESH_BACKEND);
+        let seen = seen.into_inner().unwrap();
+        assert!(seen.len() >= 4, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+        assert_eq!(*seen.last().unwrap(), 8 << 20);
+        assert!(st.elapsed >= Duration::from_millis(350), "{:?}", st.elapsed);
     }
 }
