@@ -260,17 +260,7 @@ impl Daemon {
         let s1 = shared.clone();
         let scrubber = std::thread::Builder::new()
             .name("pool-scrub".into())
-            .spawn(move || {
-                // Everything the scrubber does (and the verify threads it
-                // starts, which inherit this) runs at idle priority.
-                let applied = crate::pace::apply(s1.ops.scrub_priority);
-                if s1.ops.scrub_priority == crate::pace::Priority::Idle
-                    && applied == crate::pace::Applied::Unchanged
-                {
-                    eprintln!("zerostart pool: neither SCHED_IDLE nor nice 19 could be set for the scrub; it runs at the daemon's priority");
-                }
-                scrub_loop(&s1, &zeroer)
-            })
+            .spawn(move || scrub_loop(&s1, &zeroer))
             .map_err(|e| Error::io("starting the scrubber thread", e))?;
         let s2 = shared.clone();
         let acceptor = std::thread::Builder::new()
@@ -499,7 +489,8 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
         let mut pacer = crate::pace::Pacer::new(
             shared.ops.scrub_bandwidth,
             bar.map(|_| &show as &(dyn Fn(u64) + Sync)),
-        );
+        )
+        .stop_on(&shared.stop);
         let res = match remedy {
             Remedy::InPlace(fault) => {
                 let mem = old.expect("in-place scrubs keep their memory");
@@ -509,19 +500,31 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
             }
             Remedy::Fresh => {
                 let mem = old.expect("fresh regions have memory");
-                mem.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)
-                    .map(|s| (s, None))
+                on_idle(shared, || {
+                    mem.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)
+                })
+                .map(|s| (s, None))
             }
             Remedy::Replace => {
+                // Retiring and creating the new file (mmap: the mm's lock
+                // for writing) stay on this normal-priority thread; only
+                // the allocation and zeroing of its pages run at idle.
                 if let Some(old) = old {
                     retire(index, old);
                 }
                 shared.new_memory(index).and_then(|m| {
-                    let s = m.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)?;
+                    let s = on_idle(shared, || {
+                        m.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)
+                    })?;
                     Ok((s, Some(Arc::new(m))))
                 })
             }
         };
+        if shared.stop.load(Ordering::SeqCst) {
+            // Stopping: whatever was half prepared is never leased (the
+            // region stays `scrubbing` and the daemon exits).
+            return;
+        }
         let mut st = shared.lock();
         match res {
             Ok((stats, new)) => {
@@ -582,6 +585,50 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
         }
         shared.changed.notify_all();
     }
+}
+
+/// Runs the bulk of a preparation (allocating and zeroing pages, the
+/// verify reads) on a thread of its own at the scrub priority (idle by
+/// default), and adds that thread's CPU time to the stats.
+///
+/// Why a separate thread: a `SCHED_IDLE` thread on a busy host can be off
+/// the CPU for seconds. If it held the pool mutex or the mm's lock then,
+/// every lease would wait for it (seen: a 5 s wait took 46 s with two
+/// CPU-bound threads on two cores). The worker takes neither: it never
+/// touches the pool state, and it allocates pages with `fallocate` on the
+/// region's file, not by faulting them into the daemon's mm. The
+/// coordinating thread, which does take the mutex, stays at normal
+/// priority.
+fn on_idle(
+    shared: &Shared,
+    work: impl FnOnce() -> Result<crate::memory::ScrubStats, Error> + Send,
+) -> Result<crate::memory::ScrubStats, Error> {
+    let prio = shared.ops.scrub_priority;
+    std::thread::scope(|s| {
+        let h = std::thread::Builder::new()
+            .name("pool-scrub-idle".into())
+            .spawn_scoped(s, move || {
+                let applied = crate::pace::apply(prio);
+                if prio == crate::pace::Priority::Idle
+                    && applied == crate::pace::Applied::Unchanged
+                {
+                    eprintln!("zerostart pool: neither SCHED_IDLE nor nice 19 could be set for the scrub; it runs at the daemon's priority");
+                }
+                let r = work();
+                // A new thread: its whole CPU time is this preparation's.
+                let cpu = crate::metrics::thread_cpu();
+                r.map(|mut st| {
+                    st.helper_cpu += cpu;
+                    st
+                })
+            });
+        match h {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(Error::Protocol("the scrub worker panicked".into()))),
+            Err(e) => Err(Error::io("starting the scrub worker thread", e)),
+        }
+    })
 }
 
 /// Takes a returned region's memory out of the pool for good: its pages are

@@ -227,6 +227,10 @@ pub enum Error {
         /// What to do.
         fix: String,
     },
+    /// The daemon is stopping; a preparation was abandoned (its region is
+    /// never leased).
+    #[error("the pool daemon is stopping")]
+    Stopped,
     /// The zeroing engine could not be set up.
     #[error("zeroing engine: {0}")]
     Engine(#[from] prezero::Error),

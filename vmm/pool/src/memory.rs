@@ -513,6 +513,37 @@ impl RegionMemory {
         Ok(())
     }
 
+    /// `fallocate` of `[off, off + len)` of the region's file: the kernel
+    /// allocates every missing page (hugetlb pages are zeroed here; shmem
+    /// pages are zeroed by the kernel before anyone can read them), and a
+    /// shortage is an error (`ENOSPC`), not a SIGBUS later. Unlike
+    /// `MADV_POPULATE_WRITE` through the daemon's mapping it takes no lock
+    /// of the daemon's mm, so an idle-priority thread that is preempted
+    /// half way holds up nobody else in the daemon.
+    fn allocate_range(&self, off: usize, len: usize) -> Result<(), Error> {
+        debug_assert!(off + len <= self.len);
+        // SAFETY: plain syscall on our fd, inside the file's size (the
+        // seals forbid growing it).
+        let r = unsafe { libc::fallocate(self.fd.as_raw_fd(), 0, off as i64, len as i64) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            if self.page.is_huge() && e.raw_os_error() == Some(libc::ENOSPC) {
+                let free = free_hugepages(self.page);
+                return Err(Error::Hugepages {
+                    bytes: len as u64,
+                    page: self.page,
+                    free,
+                    suggest: total_hugepages(self.page)
+                        + (len as u64 / self.page.bytes()).saturating_sub(free),
+                    kb: self.page.bytes() >> 10,
+                    source: e,
+                });
+            }
+            return Err(Error::io("allocating a region's pages (fallocate)", e));
+        }
+        Ok(())
+    }
+
     fn check_size(&self) -> Result<(), Error> {
         // A hugetlbfs file somebody resized would make the mapping run past
         // its end; memfds are sealed.
@@ -592,8 +623,11 @@ impl RegionMemory {
         let chunk = pacer.chunk(self.page_bytes()) as usize;
         let mut off = 0;
         while off < self.len {
+            if pacer.stopped() {
+                return Err(Error::Stopped);
+            }
             let n = chunk.min(self.len - off);
-            self.populate_range(off, n)?;
+            self.allocate_range(off, n)?;
             pacer.account(n as u64);
             off += n;
         }

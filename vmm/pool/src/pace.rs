@@ -103,6 +103,7 @@ pub struct Pacer<'a> {
     done: u64,
     bandwidth: Option<u64>,
     progress: Option<&'a (dyn Fn(u64) + Sync)>,
+    stop: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 impl<'a> Pacer<'a> {
@@ -113,6 +114,7 @@ impl<'a> Pacer<'a> {
             done: 0,
             bandwidth: None,
             progress: None,
+            stop: None,
         }
     }
 
@@ -124,7 +126,21 @@ impl<'a> Pacer<'a> {
             done: 0,
             bandwidth,
             progress,
+            stop: None,
         }
+    }
+
+    /// Stop between chunks once `flag` is set (a daemon shutting down must
+    /// not wait for a whole region's fill at idle priority).
+    pub fn stop_on(mut self, flag: &'a std::sync::atomic::AtomicBool) -> Self {
+        self.stop = Some(flag);
+        self
+    }
+
+    /// Whether the preparation should stop now.
+    pub fn stopped(&self) -> bool {
+        self.stop
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// `bytes` more were done; sleeps until the cap allows the next chunk.

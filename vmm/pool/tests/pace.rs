@@ -10,40 +10,65 @@ use std::time::Duration;
 
 use common::*;
 
-/// Scheduling policy (field 41 of `stat`) of the daemon's `pool-scrub`
-/// thread.
-fn scrub_thread_policy(pid: u32) -> u32 {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+/// Scheduling policy (field 41 of `stat`) of the daemon's thread named
+/// `name`, if it has one now.
+fn thread_policy(pid: u32, name: &str) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     for t in tasks {
-        let t = t.unwrap().path();
+        let t = t.ok()?.path();
         let comm = std::fs::read_to_string(t.join("comm")).unwrap_or_default();
-        if comm.trim() != "pool-scrub" {
+        if comm.trim() != name {
             continue;
         }
-        let stat = std::fs::read_to_string(t.join("stat")).unwrap();
+        let stat = std::fs::read_to_string(t.join("stat")).ok()?;
         // Fields after the parenthesised comm start at field 3.
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let rest = &stat[stat.rfind(')')? + 2..];
         let f: Vec<&str> = rest.split_whitespace().collect();
-        return f[41 - 3].parse().unwrap();
+        return f[41 - 3].parse().ok();
     }
-    panic!("no pool-scrub thread in /proc/{pid}/task");
+    None
+}
+
+/// The policies of the scrub worker (while it works: a slow, capped fill)
+/// and of the coordinating scrub thread.
+fn policies(extra: &[&str]) -> (u32, u32) {
+    let dir = tempfile::tempdir().unwrap();
+    // 3 x 8 MiB at 4 MiB/s: about 6 s of work to catch the worker in.
+    let mut args = vec!["--scrub-bandwidth", "4M"];
+    args.extend_from_slice(extra);
+    let d = Daemon::start(&sock(&dir), None, &args);
+    let pid = d.child.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if let (Some(w), Some(c)) = (
+            thread_policy(pid, "pool-scrub-idle"),
+            thread_policy(pid, "pool-scrub"),
+        ) {
+            return (w, c);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pool-scrub-idle worker seen during a 6 s fill"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[test]
-fn the_scrub_thread_runs_at_sched_idle() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(&sock(&dir), None, &[]);
-    d.all_clean();
+fn the_scrub_work_runs_at_sched_idle_and_its_coordinator_does_not() {
+    let (worker, coordinator) = policies(&[]);
     assert_eq!(
-        scrub_thread_policy(d.child.id()),
+        worker,
         libc::SCHED_IDLE as u32,
-        "the scrub must not compete with the host's normal work"
+        "the fill must not compete with the host's normal work"
     );
-    drop(d);
-    // Negative control: asked for normal priority, it is SCHED_OTHER.
-    let d = Daemon::start(&sock(&dir), None, &["--scrub-priority", "normal"]);
-    d.all_clean();
-    assert_eq!(scrub_thread_policy(d.child.id()), libc::SCHED_OTHER as u32);
+    // The thread that takes the pool mutex must not be starved while
+    // holding it (leases would wait for it).
+    assert_eq!(coordinator, libc::SCHED_OTHER as u32);
+    // Negative control: asked for normal priority, the worker is
+    // SCHED_OTHER too.
+    let (worker, _) = policies(&["--scrub-priority", "normal"]);
+    assert_eq!(worker, libc::SCHED_OTHER as u32);
 }
 
 #[test]
