@@ -10,7 +10,8 @@
 //! * `fill/idle-prio`: the workload while an in-process pool of `--gib`
 //!   fills (the default: SCHED_IDLE scrub, no cap);
 //! * `fill/normal-prio`: the same with `--scrub-priority normal`;
-//! * `fill/idle-prio+cap`: idle priority and a `--cap` bytes/s cap.
+//! * `fill/idle-prio+cap`: idle priority and a CAP_MIB_S cap;
+//! * `fill/normal-prio+cap`: normal priority and the cap.
 //!
 //! Output: one JSON line per sample, then a table of medians (workload
 //! GiB/s, its ratio to `idle`, the pool's fill rate within the window and
@@ -85,13 +86,17 @@ fn main() {
     std::thread::sleep(Duration::from_secs(1));
     let gibs = |bytes: u64, d: Duration| bytes as f64 / (1u64 << 30) as f64 / d.as_secs_f64();
 
-    let phases: [(&str, Option<Fill>); 4] = [
+    let phases: [(&str, Option<Fill>); 5] = [
         ("idle", None),
         ("fill/idle-prio", Some((Priority::Idle, None))),
         ("fill/normal-prio", Some((Priority::Normal, None))),
         (
             "fill/idle-prio+cap",
             Some((Priority::Idle, Some(cap_mib << 20))),
+        ),
+        (
+            "fill/normal-prio+cap",
+            Some((Priority::Normal, Some(cap_mib << 20))),
         ),
     ];
     let mut rows: Vec<Row> = phases

@@ -489,6 +489,14 @@ impl RegionMemory {
     /// Faults every page in through the kernel (`MADV_POPULATE_WRITE`), so
     /// a page a client punched out, or a hugetlb shortage, is an error here
     /// instead of a SIGBUS in the zeroing loop.
+    /// `MADV_POPULATE_WRITE` of the whole region through the daemon's
+    /// mapping: how fresh memory was allocated before the idle-priority
+    /// worker switched to `fallocate` (kept for `examples/first_fill.rs`,
+    /// which compares the two).
+    pub fn populate_mapped(&self) -> Result<(), Error> {
+        self.populate()
+    }
+
     fn populate(&self) -> Result<(), Error> {
         self.populate_range(0, self.len)?;
         self.check_size()
