@@ -116,6 +116,9 @@ pub struct LeaseArgs {
     /// Page size to ask for.
     #[arg(long, default_value = "2M")]
     pub page: String,
+    /// NUMA node the memory must be on (default: any).
+    #[arg(long)]
+    pub node: Option<usize>,
     /// After the check, fill the lease with this byte (tests: a pattern a
     /// later lease must never see).
     #[arg(long, value_parser = parse_byte)]
@@ -261,7 +264,7 @@ fn lease(a: &LeaseArgs) -> Result<(), Error> {
     let bytes = parse_size("bytes", &a.bytes)?;
     let page: PageSize = a.page.parse()?;
     let t0 = Instant::now();
-    let l = crate::client::lease(&a.socket, bytes, page)?;
+    let l = crate::client::lease_on_node(&a.socket, bytes, page, a.node)?;
     let mut m = l.map(false)?;
     let leased_ms = t0.elapsed().as_secs_f64() * 1e3;
     if let Some(off) = first_nonzero(m.as_slice(), 0) {
@@ -302,6 +305,7 @@ fn lease(a: &LeaseArgs) -> Result<(), Error> {
         serde_json::json!({
             "lease": l.id(),
             "region": l.info().region,
+            "node": l.info().node,
             "bytes": l.len(),
             "page": l.page(),
             "verified_by_pool": l.info().verified,

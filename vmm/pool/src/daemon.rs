@@ -111,6 +111,8 @@ struct Slot {
     /// The memory was created by this daemon and never handed out, so the
     /// kernel's zeroing of its new pages is the only write it has seen.
     fresh: bool,
+    /// NUMA node of the region's memory.
+    node: usize,
 }
 
 #[derive(Default)]
@@ -142,6 +144,8 @@ struct Shared {
     ops: Ops,
     /// The first fill's progress bar (hidden unless stderr is a terminal).
     fill_bar: Option<indicatif::ProgressBar>,
+    /// NUMA nodes with CPUs; regions are dealt round-robin over them.
+    nodes: Vec<crate::numa::Node>,
 }
 
 impl Shared {
@@ -177,6 +181,21 @@ impl Daemon {
     /// [`Daemon::start`] with operations options (metrics endpoint).
     pub fn start_with(config: Config, ops: Ops) -> Result<Daemon, Error> {
         config.validate()?;
+        let nodes = match std::env::var_os(crate::numa::FAKE_SYSFS_ENV) {
+            Some(root) => {
+                if !crate::memory::test_switches_unlocked() {
+                    return Err(Error::FakeTopologyLocked(
+                        root.to_string_lossy().into_owned(),
+                    ));
+                }
+                eprintln!(
+                    "zerostart pool: WARNING: fake NUMA topology from {}",
+                    root.to_string_lossy()
+                );
+                crate::numa::read_nodes(Path::new(&root))
+            }
+            None => crate::numa::read_nodes(Path::new("/sys/devices/system/node")),
+        };
         // Bound before anything else is created: a taken port is a
         // one-line refusal that leaves nothing behind.
         let metrics_server = ops.metrics.map(crate::metrics::Server::bind).transpose()?;
@@ -244,6 +263,7 @@ impl Daemon {
             stop: AtomicBool::new(false),
             metrics: crate::metrics::Metrics::new(),
             fill_bar: ops.fill_progress.then(|| fill_bar(config_size)),
+            nodes,
             ops,
         });
         {
@@ -254,6 +274,7 @@ impl Daemon {
                     region: Region::new(i),
                     mem: Some(Arc::new(mem)),
                     fresh: true,
+                    node: crate::numa::node_of_region(&shared.nodes, i).id,
                 });
             }
         }
@@ -500,7 +521,8 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
             }
             Remedy::Fresh => {
                 let mem = old.expect("fresh regions have memory");
-                on_idle(shared, || {
+                on_idle(shared, index, || {
+                    place(shared, index, &mem)?;
                     mem.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)
                 })
                 .map(|s| (s, None))
@@ -513,7 +535,8 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
                     retire(index, old);
                 }
                 shared.new_memory(index).and_then(|m| {
-                    let s = on_idle(shared, || {
+                    let s = on_idle(shared, index, || {
+                        place(shared, index, &m)?;
                         m.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)
                     })?;
                     Ok((s, Some(Arc::new(m))))
@@ -601,13 +624,21 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
 /// priority.
 fn on_idle(
     shared: &Shared,
+    index: usize,
     work: impl FnOnce() -> Result<crate::memory::ScrubStats, Error> + Send,
 ) -> Result<crate::memory::ScrubStats, Error> {
     let prio = shared.ops.scrub_priority;
+    // On the region's node's CPUs (the verify threads inherit it).
+    let cpus = crate::numa::node_of_region(&shared.nodes, index)
+        .cpus
+        .clone();
     std::thread::scope(|s| {
         let h = std::thread::Builder::new()
             .name("pool-scrub-idle".into())
             .spawn_scoped(s, move || {
+                if shared.nodes.len() > 1 {
+                    crate::numa::pin_current_thread(&cpus);
+                }
                 let applied = crate::pace::apply(prio);
                 if prio == crate::pace::Priority::Idle
                     && applied == crate::pace::Applied::Unchanged
@@ -629,6 +660,17 @@ fn on_idle(
             Err(e) => Err(Error::io("starting the scrub worker thread", e)),
         }
     })
+}
+
+/// Binds a region's new memory to its node before its pages are allocated
+/// (only on a multi-node pool, and only to nodes this machine has: a fake
+/// test topology names nodes that may not exist).
+fn place(shared: &Shared, index: usize, mem: &RegionMemory) -> Result<(), Error> {
+    let node = crate::numa::node_of_region(&shared.nodes, index).id;
+    if shared.nodes.len() > 1 && crate::numa::node_exists(node) {
+        mem.bind_node(node)?;
+    }
+    Ok(())
 }
 
 /// Takes a returned region's memory out of the pool for good: its pages are
@@ -696,7 +738,7 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
                     break;
                 }
             }
-            RequestBody::Lease { bytes, page } => {
+            RequestBody::Lease { bytes, page, node } => {
                 let asked = Instant::now();
                 if held.is_some() {
                     refuse(
@@ -706,7 +748,7 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
                     );
                     continue;
                 }
-                match grant(shared, bytes, page) {
+                match grant(shared, bytes, page, node) {
                     Err(message) => refuse(&mut conn, message),
                     Ok((info, mem)) => {
                         held = Some((info.region, info.id));
@@ -740,6 +782,7 @@ fn grant(
     shared: &Shared,
     bytes: u64,
     page: PageSize,
+    node: Option<usize>,
 ) -> Result<(LeaseInfo, Arc<RegionMemory>), String> {
     let c = &shared.config;
     if page != c.page {
@@ -754,13 +797,30 @@ fn grant(
             c.region_bytes
         ));
     }
+    if let Some(n) = node {
+        if !shared.nodes.iter().any(|x| x.id == n) {
+            let ids: Vec<String> = shared.nodes.iter().map(|x| x.id.to_string()).collect();
+            return Err(format!(
+                "this pool has no regions on NUMA node {n} (its nodes: {}); ask one of those or no node",
+                ids.join(", ")
+            ));
+        }
+    }
     let len = bytes.div_ceil(page.bytes()) * page.bytes();
     let mut st = shared.lock();
     let Some(i) = st
         .slots
         .iter()
-        .position(|s| s.region.state() == State::Clean)
+        .position(|s| s.region.state() == State::Clean && node.is_none_or(|n| s.node == n))
     else {
+        if let Some(n) = node {
+            let on: Vec<&Slot> = st.slots.iter().filter(|s| s.node == n).collect();
+            return Err(format!(
+                "no clean region on NUMA node {n} now ({} of its {} regions leased); retry shortly, ask another node, or grow the pool with --size",
+                on.iter().filter(|s| s.region.state().name() == "leased").count(),
+                on.len()
+            ));
+        }
         let count = |name: &str| {
             st.slots
                 .iter()
@@ -793,6 +853,7 @@ fn grant(
             len,
             page,
             verified: c.verify,
+            node: Some(st.slots[i].node),
         },
         st.slots[i].mem.clone().expect("clean regions have memory"),
     ))

@@ -43,6 +43,7 @@ mod holders;
 pub mod hugetlbfs;
 pub mod memory;
 pub mod metrics;
+pub mod numa;
 pub mod pace;
 pub mod proto;
 pub mod region;
@@ -217,6 +218,9 @@ pub enum Error {
     /// `ZEROSTART_POOL_FAULT` without the test-switch unlock.
     #[error("ZEROSTART_POOL_FAULT={0} is a test-only switch that makes the pool hand out memory that is not known zero; unset it, or set ZEROSTART_TEST_SWITCHES=1 in the environment of a test run")]
     TestSwitchLocked(String),
+    /// `ZEROSTART_POOL_NODES_SYSFS` without the test-switch unlock.
+    #[error("ZEROSTART_POOL_NODES_SYSFS={0} is a test-only fake NUMA topology (regions would be placed by it); unset it, or set ZEROSTART_TEST_SWITCHES=1 in the environment of a test run")]
+    FakeTopologyLocked(String),
     /// A `--hugetlbfs` directory or region file the pool must not use.
     #[error("--hugetlbfs: {path} {why}; {fix}")]
     UnsafeHugetlbfs {

@@ -461,6 +461,14 @@ impl RegionMemory {
         self.page.bytes()
     }
 
+    /// Binds the region's file to NUMA `node` (its pages are allocated
+    /// there from now on); call before preparing it.
+    pub fn bind_node(&self, node: usize) -> Result<(), Error> {
+        // SAFETY: our own mapping, whole length.
+        unsafe { crate::numa::bind(self.ptr.as_ptr(), self.len, node) }
+            .map_err(|e| Error::io(format!("binding a region to NUMA node {node} (mbind)"), e))
+    }
+
     /// The region's file.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
