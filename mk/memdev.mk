@@ -2,13 +2,19 @@
 #   make test-memdev     crate tests, incl. hugetlb memfd/hugetlbfs tests with
 #                        2 MiB hugepages reserved for the run and given back
 #   make bench-prefault  NT engine vs MADV_POPULATE_WRITE prefault per backing
-#                        (PREFAULT_SIZE, PREFAULT_REPS), hugepages reserved likewise
+#                        (PREFAULT_SIZE, PREFAULT_REPS), hugepages reserved likewise;
+#                        then prefault=on vs cloud-hypervisor's parallel
+#                        MADV_POPULATE_WRITE rule at PREFAULT_CH_SIZES GiB
+#                        (THP and 2M hugetlb; reserves the largest size)
 
 TEST_TARGETS += test-memdev
 
 MEMDEV_HUGEPAGES := vmm/guestmem/scripts/with-hugepages.sh
 PREFAULT_SIZE ?= 2G
 PREFAULT_REPS ?= 5
+PREFAULT_CH_SIZES ?= 1,4,8
+PREFAULT_CH_REPS ?= 3
+PREFAULT_CH_2M_PAGES = $(shell python3 -c "print(max(int(x) for x in '$(PREFAULT_CH_SIZES)'.split(','))*512)")
 # 2 MiB pages covering PREFAULT_SIZE (binary units), and 1 GiB pages.
 PREFAULT_2M_PAGES = $(shell python3 -c "import sys;s='$(PREFAULT_SIZE)';u={'K':10,'M':20,'G':30,'T':40};n=int(s[:-1])<<u[s[-1].upper()] if s[-1].isalpha() else int(s);print((n+(2<<20)-1)//(2<<20))")
 PREFAULT_1G_PAGES = $(shell python3 -c "print(($(PREFAULT_2M_PAGES)+511)//512)")
@@ -28,3 +34,6 @@ bench-prefault: deps
 	bash $(MEMDEV_HUGEPAGES) 2048 $(PREFAULT_2M_PAGES) -- \
 	  bash $(MEMDEV_HUGEPAGES) 1048576 $(PREFAULT_1G_PAGES) -- \
 	  target/release/examples/prefault_bench $(PREFAULT_SIZE) $(PREFAULT_REPS)
+	$(CARGO) build --release -p guestmem --example prefault_vs_ch
+	bash $(MEMDEV_HUGEPAGES) 2048 $(PREFAULT_CH_2M_PAGES) -- \
+	  $${CARGO_TARGET_DIR:-target}/release/examples/prefault_vs_ch $(PREFAULT_CH_SIZES) $(PREFAULT_CH_REPS)

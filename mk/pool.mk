@@ -29,13 +29,27 @@
 #                     then 2 rounds booting L3 Linux + zsinit at 4 GiB;
 #                     every guest must find its memory all zero.
 #                     Table + target/pool-nested/report.json (~6-9 min)
+#   make bench-pool-interference
+#                     who pays for zeroing: a memory-bound workload's GiB/s
+#                     while a 4 GiB pool fills (idle priority, normal
+#                     priority, idle + 1 GiB/s cap) vs idle, interleaved,
+#                     1 and 2 workload threads (reserves 2048 2M pages,
+#                     puts them back)
+#   make bench-pool-first-fill
+#                     a new 1 GiB region made clean with one zeroing (the
+#                     kernel's, at populate) vs two (populate + engine),
+#                     and daemon start to all clean, interleaved
 
 TEST_TARGETS += test-pool
 POOL_BENCH_SIZES ?= 1,4,8
 POOL_NESTED_REPS ?= 3
 POOL_NESTED_ARGS ?= --linux 4 --linux-reps 2
 
-.PHONY: test-pool bench-pool bench-pool-reuse bench-pool-nested
+POOL_INTERF_ARGS ?= 4 3
+POOL_INTERF_CAP_MIB ?= 1024
+
+.PHONY: test-pool bench-pool bench-pool-reuse bench-pool-nested \
+	bench-pool-interference bench-pool-first-fill
 
 test-pool: deps e2e-zerostart probe
 	bash tests/pool/run.sh
@@ -51,3 +65,10 @@ bench-pool-reuse: deps
 
 bench-pool-nested: deps e2e-zerostart probe
 	python3 tests/pool/nested-bench.py --sizes $(POOL_BENCH_SIZES) --reps $(POOL_NESTED_REPS) $(POOL_NESTED_ARGS)
+
+bench-pool-interference: deps
+	bash tests/pool/interference.sh $(POOL_INTERF_ARGS) 1 $(POOL_INTERF_CAP_MIB) 5
+	bash tests/pool/interference.sh $(POOL_INTERF_ARGS) 2 $(POOL_INTERF_CAP_MIB) 5
+
+bench-pool-first-fill: deps
+	bash tests/pool/first-fill.sh 1 5

@@ -62,6 +62,35 @@ pub struct ServeArgs {
     /// Zeroing backend (auto or a prezero backend name).
     #[arg(long, default_value = "auto")]
     pub backend: String,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics (region and
+    /// byte counts by state, leases, lease latency, scrub bytes, seconds
+    /// and CPU seconds, retired regions, failed scrubs). Port 0 picks a
+    /// free one (printed at start).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics: Option<String>,
+    /// Cap the background fill/scrub at this many bytes per second (K/M/G
+    /// suffixes: 2G = 2 GiB/s). Memory bandwidth is not governed by CPU
+    /// priority, so this is what protects memory-bound neighbours.
+    #[arg(long, value_name = "BYTES_PER_S")]
+    pub scrub_bandwidth: Option<String>,
+    /// Priority of the background fill/scrub: idle (SCHED_IDLE, else nice
+    /// 19) or normal.
+    #[arg(long, default_value = "idle")]
+    pub scrub_priority: String,
+}
+
+/// Resolves `--metrics HOST:PORT` to one address.
+fn metrics_addr(v: &str) -> Result<std::net::SocketAddr, Error> {
+    use std::net::ToSocketAddrs;
+    let bad = |why: String| Error::BadValue {
+        key: "metrics",
+        value: v.to_string(),
+        fix: format!("{why}; write HOST:PORT, e.g. 127.0.0.1:9464"),
+    };
+    v.to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .next()
+        .ok_or_else(|| bad("the host has no address".into()))
 }
 
 /// `zerostart pool status`.
@@ -87,6 +116,9 @@ pub struct LeaseArgs {
     /// Page size to ask for.
     #[arg(long, default_value = "2M")]
     pub page: String,
+    /// NUMA node the memory must be on (default: any).
+    #[arg(long)]
+    pub node: Option<usize>,
     /// After the check, fill the lease with this byte (tests: a pattern a
     /// later lease must never see).
     #[arg(long, value_parser = parse_byte)]
@@ -149,7 +181,20 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
     sigs.add(Signal::SIGINT);
     sigs.thread_block()
         .map_err(|e| Error::io("blocking SIGTERM/SIGINT", e.into()))?;
-    let d = Daemon::start(config.clone())?;
+    let ops = crate::daemon::Ops {
+        metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
+        scrub_bandwidth: a
+            .scrub_bandwidth
+            .as_deref()
+            .map(|v| parse_size("scrub-bandwidth", v))
+            .transpose()?,
+        scrub_priority: a.scrub_priority.parse()?,
+        fill_progress: true,
+    };
+    let d = Daemon::start_with(config.clone(), ops)?;
+    if let Some(addr) = d.metrics_addr() {
+        eprintln!("zerostart pool: metrics at http://{addr}/metrics");
+    }
     eprintln!(
         "zerostart pool: serving {} regions of {} bytes ({} pages) on {}{}",
         config.size / config.region_bytes,
@@ -219,7 +264,7 @@ fn lease(a: &LeaseArgs) -> Result<(), Error> {
     let bytes = parse_size("bytes", &a.bytes)?;
     let page: PageSize = a.page.parse()?;
     let t0 = Instant::now();
-    let l = crate::client::lease(&a.socket, bytes, page)?;
+    let l = crate::client::lease_on_node(&a.socket, bytes, page, a.node)?;
     let mut m = l.map(false)?;
     let leased_ms = t0.elapsed().as_secs_f64() * 1e3;
     if let Some(off) = first_nonzero(m.as_slice(), 0) {
@@ -260,6 +305,7 @@ fn lease(a: &LeaseArgs) -> Result<(), Error> {
         serde_json::json!({
             "lease": l.id(),
             "region": l.info().region,
+            "node": l.info().node,
             "bytes": l.len(),
             "page": l.page(),
             "verified_by_pool": l.info().verified,

@@ -197,8 +197,20 @@ fn ask(conn: &mut UnixStream, body: RequestBody) -> Result<(ResponseBody, Option
 /// Leases at least `bytes` of known-zero memory with pages of `page` from
 /// the pool serving `socket`.
 pub fn lease(socket: &Path, bytes: u64, page: PageSize) -> Result<Lease, Error> {
+    lease_on_node(socket, bytes, page, None)
+}
+
+/// [`lease`], of a region on NUMA `node` (`None`: any). A pool with no
+/// clean region on that node refuses (one line naming the node and what
+/// it has), it does not hand out far memory.
+pub fn lease_on_node(
+    socket: &Path,
+    bytes: u64,
+    page: PageSize,
+    node: Option<usize>,
+) -> Result<Lease, Error> {
     let mut conn = connect(socket)?;
-    match ask(&mut conn, RequestBody::Lease { bytes, page })? {
+    match ask(&mut conn, RequestBody::Lease { bytes, page, node })? {
         (ResponseBody::Lease(info), Some(fd)) => {
             // The file must be large enough for what we will map.
             let mut st: libc::stat = unsafe { std::mem::zeroed() };

@@ -86,6 +86,23 @@ impl Config {
     }
 }
 
+/// Operations options: how the daemon is watched and what its background
+/// work may cost others. Separate from [`Config`] so that callers that
+/// build a `Config` (the VMM's tests, the benchmarks) keep compiling.
+#[derive(Debug, Clone, Default)]
+pub struct Ops {
+    /// Serve Prometheus metrics at `http://ADDR/metrics`.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Cap on the bytes per second the background work prepares
+    /// (`None` = uncapped).
+    pub scrub_bandwidth: Option<u64>,
+    /// Priority of the background work (default: idle).
+    pub scrub_priority: crate::pace::Priority,
+    /// Draw a progress bar of the first fill on stderr when it is a
+    /// terminal (`serve` sets it; a fill of many GiB takes seconds).
+    pub fill_progress: bool,
+}
+
 struct Slot {
     region: Region,
     /// `None` only while the scrubber replaces it (the region is
@@ -94,6 +111,8 @@ struct Slot {
     /// The memory was created by this daemon and never handed out, so the
     /// kernel's zeroing of its new pages is the only write it has seen.
     fresh: bool,
+    /// NUMA node of the region's memory.
+    node: usize,
 }
 
 #[derive(Default)]
@@ -121,6 +140,12 @@ struct Shared {
     state: Mutex<PoolState>,
     changed: Condvar,
     stop: AtomicBool,
+    metrics: crate::metrics::Metrics,
+    ops: Ops,
+    /// The first fill's progress bar (hidden unless stderr is a terminal).
+    fill_bar: Option<indicatif::ProgressBar>,
+    /// NUMA nodes with CPUs; regions are dealt round-robin over them.
+    nodes: Vec<crate::numa::Node>,
 }
 
 impl Shared {
@@ -143,13 +168,37 @@ impl Shared {
 pub struct Daemon {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl Daemon {
     /// Creates the regions (all dirty), binds the socket (mode 0600) and
     /// starts the scrubber and acceptor threads.
     pub fn start(config: Config) -> Result<Daemon, Error> {
+        Self::start_with(config, Ops::default())
+    }
+
+    /// [`Daemon::start`] with operations options (metrics endpoint).
+    pub fn start_with(config: Config, ops: Ops) -> Result<Daemon, Error> {
         config.validate()?;
+        let nodes = match std::env::var_os(crate::numa::FAKE_SYSFS_ENV) {
+            Some(root) => {
+                if !crate::memory::test_switches_unlocked() {
+                    return Err(Error::FakeTopologyLocked(
+                        root.to_string_lossy().into_owned(),
+                    ));
+                }
+                eprintln!(
+                    "zerostart pool: WARNING: fake NUMA topology from {}",
+                    root.to_string_lossy()
+                );
+                crate::numa::read_nodes(Path::new(&root))
+            }
+            None => crate::numa::read_nodes(Path::new("/sys/devices/system/node")),
+        };
+        // Bound before anything else is created: a taken port is a
+        // one-line refusal that leaves nothing behind.
+        let metrics_server = ops.metrics.map(crate::metrics::Server::bind).transpose()?;
         if !config.page.is_huge() {
             eprintln!(
                 "zerostart pool: NOTE: --page 4K is a test/fallback mode: shmem pages, far slower to populate and zero than hugetlb; use --page 2M for VMs"
@@ -200,6 +249,7 @@ impl Daemon {
             }
         };
         let listener = bind(&config.socket)?;
+        let config_size = config.size;
         let n = (config.size / config.region_bytes) as usize;
         let shared = Arc::new(Shared {
             config,
@@ -211,6 +261,10 @@ impl Daemon {
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
+            metrics: crate::metrics::Metrics::new(),
+            fill_bar: ops.fill_progress.then(|| fill_bar(config_size)),
+            nodes,
+            ops,
         });
         {
             let mut st = shared.lock();
@@ -220,6 +274,7 @@ impl Daemon {
                     region: Region::new(i),
                     mem: Some(Arc::new(mem)),
                     fresh: true,
+                    node: crate::numa::node_of_region(&shared.nodes, i).id,
                 });
             }
         }
@@ -233,10 +288,41 @@ impl Daemon {
             .name("pool-accept".into())
             .spawn(move || accept_loop(&s2, listener))
             .map_err(|e| Error::io("starting the acceptor thread", e))?;
+        let mut threads = vec![scrubber, acceptor];
+        let mut metrics_addr = None;
+        if let Some(server) = metrics_server {
+            metrics_addr = Some(server.addr());
+            let s3 = shared.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("pool-metrics".into())
+                    .spawn(move || {
+                        server.run(
+                            || {
+                                refresh_gauges(&s3);
+                                s3.metrics.encode()
+                            },
+                            || s3.stop.load(Ordering::SeqCst),
+                        )
+                    })
+                    .map_err(|e| Error::io("starting the metrics thread", e))?,
+            );
+        }
         Ok(Daemon {
             shared,
-            threads: vec![scrubber, acceptor],
+            threads,
+            metrics_addr,
         })
+    }
+
+    /// Where the metrics endpoint listens (the kernel's port for `:0`).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The daemon's metrics (what `--metrics` serves).
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.shared.metrics
     }
 
     /// Current counters.
@@ -405,6 +491,27 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
             }
         };
         let stall_half = matches!(c.fault, Some(Fault::StallMidScrub { after }) if done >= after);
+        let kind = match remedy {
+            Remedy::Fresh => "fill",
+            Remedy::Replace => "replace",
+            Remedy::InPlace(_) => "in_place",
+        };
+        let cpu0 = crate::metrics::thread_cpu();
+        let bar = shared
+            .fill_bar
+            .as_ref()
+            .filter(|b| remedy == Remedy::Fresh && !b.is_finished());
+        let base = bar.map_or(0, |b| b.position());
+        let show = |done: u64| {
+            if let Some(b) = bar {
+                b.set_position(base + done);
+            }
+        };
+        let mut pacer = crate::pace::Pacer::new(
+            shared.ops.scrub_bandwidth,
+            bar.map(|_| &show as &(dyn Fn(u64) + Sync)),
+        )
+        .stop_on(&shared.stop);
         let res = match remedy {
             Remedy::InPlace(fault) => {
                 let mem = old.expect("in-place scrubs keep their memory");
@@ -414,19 +521,33 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
             }
             Remedy::Fresh => {
                 let mem = old.expect("fresh regions have memory");
-                mem.prepare_fresh(c.verify, c.threads, stall_half)
-                    .map(|s| (s, None))
+                on_idle(shared, index, || {
+                    place(shared, index, &mem)?;
+                    mem.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)
+                })
+                .map(|s| (s, None))
             }
             Remedy::Replace => {
+                // Retiring and creating the new file (mmap: the mm's lock
+                // for writing) stay on this normal-priority thread; only
+                // the allocation and zeroing of its pages run at idle.
                 if let Some(old) = old {
                     retire(index, old);
                 }
                 shared.new_memory(index).and_then(|m| {
-                    let s = m.prepare_fresh(c.verify, c.threads, stall_half)?;
+                    let s = on_idle(shared, index, || {
+                        place(shared, index, &m)?;
+                        m.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)
+                    })?;
                     Ok((s, Some(Arc::new(m))))
                 })
             }
         };
+        if shared.stop.load(Ordering::SeqCst) {
+            // Stopping: whatever was half prepared is never leased (the
+            // region stays `scrubbing` and the daemon exits).
+            return;
+        }
         let mut st = shared.lock();
         match res {
             Ok((stats, new)) => {
@@ -444,12 +565,28 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
                 st.counters.scrub_secs += secs;
                 st.counters.backend = stats.backend;
                 st.counters.last_gib_s = if secs > 0.0 { gib / secs } else { 0.0 };
+                let cpu = crate::metrics::thread_cpu().saturating_sub(cpu0) + stats.helper_cpu;
+                if let Some(b) = bar.filter(|b| b.position() >= c.size) {
+                    b.finish_with_message(format!(
+                        "first fill done: the kernel zeroed each page once, {:.1} GiB/s",
+                        b.position() as f64 / (1u64 << 30) as f64 / b.elapsed().as_secs_f64()
+                    ));
+                }
+                shared
+                    .metrics
+                    .scrubbed(kind, stats.bytes, stats.elapsed, cpu);
             }
             Err(e) => {
                 eprintln!(
                     "zerostart pool: region {index}: preparing it failed: {e}; replacing its memory"
                 );
                 st.counters.scrub_failures += 1;
+                shared.metrics.scrub_failures.inc();
+                shared.metrics.scrub_cpu_seconds.inc_by(
+                    crate::metrics::thread_cpu()
+                        .saturating_sub(cpu0)
+                        .as_secs_f64(),
+                );
                 let slot = &mut st.slots[index];
                 slot.fresh = false;
                 slot.region
@@ -471,6 +608,69 @@ fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
         }
         shared.changed.notify_all();
     }
+}
+
+/// Runs the bulk of a preparation (allocating and zeroing pages, the
+/// verify reads) on a thread of its own at the scrub priority (idle by
+/// default), and adds that thread's CPU time to the stats.
+///
+/// Why a separate thread: a `SCHED_IDLE` thread on a busy host can be off
+/// the CPU for seconds. If it held the pool mutex or the mm's lock then,
+/// every lease would wait for it (seen: a 5 s wait took 46 s with two
+/// CPU-bound threads on two cores). The worker takes neither: it never
+/// touches the pool state, and it allocates pages with `fallocate` on the
+/// region's file, not by faulting them into the daemon's mm. The
+/// coordinating thread, which does take the mutex, stays at normal
+/// priority.
+fn on_idle(
+    shared: &Shared,
+    index: usize,
+    work: impl FnOnce() -> Result<crate::memory::ScrubStats, Error> + Send,
+) -> Result<crate::memory::ScrubStats, Error> {
+    let prio = shared.ops.scrub_priority;
+    // On the region's node's CPUs (the verify threads inherit it).
+    let cpus = crate::numa::node_of_region(&shared.nodes, index)
+        .cpus
+        .clone();
+    std::thread::scope(|s| {
+        let h = std::thread::Builder::new()
+            .name("pool-scrub-idle".into())
+            .spawn_scoped(s, move || {
+                if shared.nodes.len() > 1 {
+                    crate::numa::pin_current_thread(&cpus);
+                }
+                let applied = crate::pace::apply(prio);
+                if prio == crate::pace::Priority::Idle
+                    && applied == crate::pace::Applied::Unchanged
+                {
+                    eprintln!("zerostart pool: neither SCHED_IDLE nor nice 19 could be set for the scrub; it runs at the daemon's priority");
+                }
+                let r = work();
+                // A new thread: its whole CPU time is this preparation's.
+                let cpu = crate::metrics::thread_cpu();
+                r.map(|mut st| {
+                    st.helper_cpu += cpu;
+                    st
+                })
+            });
+        match h {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(Error::Protocol("the scrub worker panicked".into()))),
+            Err(e) => Err(Error::io("starting the scrub worker thread", e)),
+        }
+    })
+}
+
+/// Binds a region's new memory to its node before its pages are allocated
+/// (only on a multi-node pool, and only to nodes this machine has: a fake
+/// test topology names nodes that may not exist).
+fn place(shared: &Shared, index: usize, mem: &RegionMemory) -> Result<(), Error> {
+    let node = crate::numa::node_of_region(&shared.nodes, index).id;
+    if shared.nodes.len() > 1 && crate::numa::node_exists(node) {
+        mem.bind_node(node)?;
+    }
+    Ok(())
 }
 
 /// Takes a returned region's memory out of the pool for good: its pages are
@@ -538,7 +738,8 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
                     break;
                 }
             }
-            RequestBody::Lease { bytes, page } => {
+            RequestBody::Lease { bytes, page, node } => {
+                let asked = Instant::now();
                 if held.is_some() {
                     refuse(
                         &mut conn,
@@ -547,7 +748,7 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
                     );
                     continue;
                 }
-                match grant(shared, bytes, page) {
+                match grant(shared, bytes, page, node) {
                     Err(message) => refuse(&mut conn, message),
                     Ok((info, mem)) => {
                         held = Some((info.region, info.id));
@@ -563,6 +764,10 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
                             // The client may or may not have the fd: dirty.
                             break;
                         }
+                        shared
+                            .metrics
+                            .lease_latency
+                            .observe(asked.elapsed().as_secs_f64());
                     }
                 }
             }
@@ -577,6 +782,7 @@ fn grant(
     shared: &Shared,
     bytes: u64,
     page: PageSize,
+    node: Option<usize>,
 ) -> Result<(LeaseInfo, Arc<RegionMemory>), String> {
     let c = &shared.config;
     if page != c.page {
@@ -591,13 +797,30 @@ fn grant(
             c.region_bytes
         ));
     }
+    if let Some(n) = node {
+        if !shared.nodes.iter().any(|x| x.id == n) {
+            let ids: Vec<String> = shared.nodes.iter().map(|x| x.id.to_string()).collect();
+            return Err(format!(
+                "this pool has no regions on NUMA node {n} (its nodes: {}); ask one of those or no node",
+                ids.join(", ")
+            ));
+        }
+    }
     let len = bytes.div_ceil(page.bytes()) * page.bytes();
     let mut st = shared.lock();
     let Some(i) = st
         .slots
         .iter()
-        .position(|s| s.region.state() == State::Clean)
+        .position(|s| s.region.state() == State::Clean && node.is_none_or(|n| s.node == n))
     else {
+        if let Some(n) = node {
+            let on: Vec<&Slot> = st.slots.iter().filter(|s| s.node == n).collect();
+            return Err(format!(
+                "no clean region on NUMA node {n} now ({} of its {} regions leased); retry shortly, ask another node, or grow the pool with --size",
+                on.iter().filter(|s| s.region.state().name() == "leased").count(),
+                on.len()
+            ));
+        }
         let count = |name: &str| {
             st.slots
                 .iter()
@@ -620,6 +843,7 @@ fn grant(
         .expect("clean regions can be leased");
     st.slots[i].fresh = false;
     st.counters.leases_total += 1;
+    shared.metrics.leases.inc();
     shared.changed.notify_all();
     Ok((
         LeaseInfo {
@@ -629,6 +853,7 @@ fn grant(
             len,
             page,
             verified: c.verify,
+            node: Some(st.slots[i].node),
         },
         st.slots[i].mem.clone().expect("clean regions have memory"),
     ))
@@ -664,6 +889,7 @@ fn end_lease(shared: &Shared, index: usize, lease: u64) {
             "zerostart pool: region {index}: lease {lease} ended but pid(s) {holders:?} still hold its memory; it is retired like every returned region (never leased again)"
         );
         st.counters.retired_total += 1;
+        shared.metrics.retired.inc();
     }
     st.slots[index].fresh = false;
     st.slots[index].region.distrust();
@@ -722,4 +948,36 @@ fn status(shared: &Shared) -> Status {
         retired_total: k.retired_total,
         scrub_failures: k.scrub_failures,
     }
+}
+
+/// Sets the metrics' per-state gauges from the pool state (at each scrape).
+fn refresh_gauges(shared: &Shared) {
+    let st = shared.lock();
+    let mut counts = [0u64; 4];
+    for slot in &st.slots {
+        let name = slot.region.state().name();
+        if let Some(i) = crate::metrics::STATES.iter().position(|&s| s == name) {
+            counts[i] += 1;
+        }
+    }
+    drop(st);
+    shared
+        .metrics
+        .set_states(counts, shared.config.region_bytes);
+}
+
+/// The first fill's progress bar on stderr (indicatif draws nothing when
+/// stderr is not a terminal, so logs stay clean).
+fn fill_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "zerostart pool: first fill {bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta} {msg}",
+        )
+        .expect("a valid template"),
+    );
+    bar
 }

@@ -32,6 +32,7 @@
 //! * [`region`]: the per-region state machine (pure, unit-tested).
 //! * [`memory`]: one region's memory: memfd/hugetlbfs, scrub, verify.
 //! * [`cli`]: `zerostart pool serve|status|lease`.
+//! * [`metrics`]: the Prometheus endpoint (`serve --metrics HOST:PORT`).
 
 #![deny(missing_docs)]
 
@@ -41,6 +42,9 @@ pub mod daemon;
 mod holders;
 pub mod hugetlbfs;
 pub mod memory;
+pub mod metrics;
+pub mod numa;
+pub mod pace;
 pub mod proto;
 pub mod region;
 
@@ -214,6 +218,9 @@ pub enum Error {
     /// `ZEROSTART_POOL_FAULT` without the test-switch unlock.
     #[error("ZEROSTART_POOL_FAULT={0} is a test-only switch that makes the pool hand out memory that is not known zero; unset it, or set ZEROSTART_TEST_SWITCHES=1 in the environment of a test run")]
     TestSwitchLocked(String),
+    /// `ZEROSTART_POOL_NODES_SYSFS` without the test-switch unlock.
+    #[error("ZEROSTART_POOL_NODES_SYSFS={0} is a test-only fake NUMA topology (regions would be placed by it); unset it, or set ZEROSTART_TEST_SWITCHES=1 in the environment of a test run")]
+    FakeTopologyLocked(String),
     /// A `--hugetlbfs` directory or region file the pool must not use.
     #[error("--hugetlbfs: {path} {why}; {fix}")]
     UnsafeHugetlbfs {
@@ -224,6 +231,10 @@ pub enum Error {
         /// What to do.
         fix: String,
     },
+    /// The daemon is stopping; a preparation was abandoned (its region is
+    /// never leased).
+    #[error("the pool daemon is stopping")]
+    Stopped,
     /// The zeroing engine could not be set up.
     #[error("zeroing engine: {0}")]
     Engine(#[from] prezero::Error),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
+use crate::pace::Pacer;
 use crate::{Error, PageSize};
 
 /// What backs a region.
@@ -28,6 +29,7 @@ pub struct RegionMemory {
     dev: u64,
     ino: u64,
     source: Source,
+    page: PageSize,
 }
 
 // SAFETY: the mapping is plain shared memory; who may touch it when is
@@ -49,6 +51,9 @@ pub struct ScrubStats {
     pub verified: bool,
     /// Zeroing backend that ran.
     pub backend: &'static str,
+    /// CPU time of helper threads (the parallel verify), on top of the
+    /// calling thread's own.
+    pub helper_cpu: Duration,
 }
 
 /// Test hook: what the scrubber does on the scrub after `after` completed
@@ -447,7 +452,21 @@ impl RegionMemory {
             dev: st.st_dev,
             ino: st.st_ino,
             source,
+            page,
         })
+    }
+
+    /// Bytes per page of the region's memory.
+    pub fn page_bytes(&self) -> u64 {
+        self.page.bytes()
+    }
+
+    /// Binds the region's file to NUMA `node` (its pages are allocated
+    /// there from now on); call before preparing it.
+    pub fn bind_node(&self, node: usize) -> Result<(), Error> {
+        // SAFETY: our own mapping, whole length.
+        unsafe { crate::numa::bind(self.ptr.as_ptr(), self.len, node) }
+            .map_err(|e| Error::io(format!("binding a region to NUMA node {node} (mbind)"), e))
     }
 
     /// The region's file.
@@ -478,18 +497,70 @@ impl RegionMemory {
     /// Faults every page in through the kernel (`MADV_POPULATE_WRITE`), so
     /// a page a client punched out, or a hugetlb shortage, is an error here
     /// instead of a SIGBUS in the zeroing loop.
+    /// `MADV_POPULATE_WRITE` of the whole region through the daemon's
+    /// mapping: how fresh memory was allocated before the idle-priority
+    /// worker switched to `fallocate` (kept for `examples/first_fill.rs`,
+    /// which compares the two).
+    pub fn populate_mapped(&self) -> Result<(), Error> {
+        self.populate()
+    }
+
     fn populate(&self) -> Result<(), Error> {
-        // SAFETY: our own mapping; populate does not change contents.
+        self.populate_range(0, self.len)?;
+        self.check_size()
+    }
+
+    /// `MADV_POPULATE_WRITE` of `[off, off + len)`: the kernel allocates
+    /// (and zeroes) every missing page; a shortage is an error, not a
+    /// SIGBUS later.
+    fn populate_range(&self, off: usize, len: usize) -> Result<(), Error> {
+        debug_assert!(off + len <= self.len);
+        // SAFETY: inside our own mapping; populate does not change contents.
         let r = unsafe {
             libc::madvise(
-                self.ptr.as_ptr().cast(),
-                self.len,
+                self.ptr.as_ptr().add(off).cast(),
+                len,
                 libc::MADV_POPULATE_WRITE,
             )
         };
         if r != 0 {
             return Err(Error::last_os("populating a region before its scrub"));
         }
+        Ok(())
+    }
+
+    /// `fallocate` of `[off, off + len)` of the region's file: the kernel
+    /// allocates every missing page (hugetlb pages are zeroed here; shmem
+    /// pages are zeroed by the kernel before anyone can read them), and a
+    /// shortage is an error (`ENOSPC`), not a SIGBUS later. Unlike
+    /// `MADV_POPULATE_WRITE` through the daemon's mapping it takes no lock
+    /// of the daemon's mm, so an idle-priority thread that is preempted
+    /// half way holds up nobody else in the daemon.
+    fn allocate_range(&self, off: usize, len: usize) -> Result<(), Error> {
+        debug_assert!(off + len <= self.len);
+        // SAFETY: plain syscall on our fd, inside the file's size (the
+        // seals forbid growing it).
+        let r = unsafe { libc::fallocate(self.fd.as_raw_fd(), 0, off as i64, len as i64) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            if self.page.is_huge() && e.raw_os_error() == Some(libc::ENOSPC) {
+                let free = free_hugepages(self.page);
+                return Err(Error::Hugepages {
+                    bytes: len as u64,
+                    page: self.page,
+                    free,
+                    suggest: total_hugepages(self.page)
+                        + (len as u64 / self.page.bytes()).saturating_sub(free),
+                    kb: self.page.bytes() >> 10,
+                    source: e,
+                });
+            }
+            return Err(Error::io("allocating a region's pages (fallocate)", e));
+        }
+        Ok(())
+    }
+
+    fn check_size(&self) -> Result<(), Error> {
         // A hugetlbfs file somebody resized would make the mapping run past
         // its end; memfds are sealed.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -539,6 +610,20 @@ impl RegionMemory {
         threads: usize,
         stall_half: bool,
     ) -> Result<ScrubStats, Error> {
+        self.prepare_fresh_paced(verify, threads, stall_half, &mut Pacer::none())
+    }
+
+    /// [`RegionMemory::prepare_fresh`], populating (and verifying) in
+    /// chunks paced by `pacer` (bandwidth cap, progress). The kernel's
+    /// zeroing of each new page is the only zeroing: nothing writes the
+    /// memory a second time.
+    pub fn prepare_fresh_paced(
+        &self,
+        verify: bool,
+        threads: usize,
+        stall_half: bool,
+        pacer: &mut Pacer<'_>,
+    ) -> Result<ScrubStats, Error> {
         let start = Instant::now();
         if stall_half {
             // SAFETY: our own mapping; populate does not change contents.
@@ -551,15 +636,42 @@ impl RegionMemory {
             };
             stall("half way through preparing fresh memory")
         }
-        self.populate()?;
+        let chunk = pacer.chunk(self.page_bytes()) as usize;
+        let mut off = 0;
+        while off < self.len {
+            if pacer.stopped() {
+                return Err(Error::Stopped);
+            }
+            let n = chunk.min(self.len - off);
+            self.allocate_range(off, n)?;
+            pacer.account(n as u64);
+            off += n;
+        }
+        self.check_size()?;
         // SAFETY: our mapping; nobody else has the file.
         let buf = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
+        let mut helper_cpu = Duration::ZERO;
         if verify {
-            if let Some(off) = first_nonzero(buf, threads) {
-                return Err(Error::ScrubVerify {
-                    offset: off as u64,
-                    value: buf[off],
-                });
+            // Reads are paced like the writes (same cap, no progress).
+            let mut vp = Pacer::new(pacer.bandwidth(), None);
+            let vchunk = if pacer.bandwidth().is_some() {
+                vp.chunk(self.page_bytes()) as usize
+            } else {
+                // Uncapped: large chunks so the parallel scan uses every
+                // thread.
+                vp.chunk(self.page_bytes()).max(1 << 30) as usize
+            };
+            for (i, c) in buf.chunks(vchunk).enumerate() {
+                let (bad, cpu) = first_nonzero_timed(c, threads);
+                helper_cpu += cpu;
+                if let Some(o) = bad {
+                    let off = i * vchunk + o;
+                    return Err(Error::ScrubVerify {
+                        offset: off as u64,
+                        value: buf[off],
+                    });
+                }
+                vp.account(c.len() as u64);
             }
         }
         Ok(ScrubStats {
@@ -567,6 +679,7 @@ impl RegionMemory {
             elapsed: start.elapsed(),
             verified: verify,
             backend: FRESH_BACKEND,
+            helper_cpu,
         })
     }
 
@@ -600,8 +713,11 @@ impl RegionMemory {
         } else {
             zeroer.zero_slice(buf)
         };
+        let mut helper_cpu = Duration::ZERO;
         if verify {
-            if let Some(off) = first_nonzero(buf, threads) {
+            let (bad, cpu) = first_nonzero_timed(buf, threads);
+            helper_cpu = cpu;
+            if let Some(off) = bad {
                 return Err(Error::ScrubVerify {
                     offset: off as u64,
                     value: buf[off],
@@ -613,6 +729,7 @@ impl RegionMemory {
             elapsed: start.elapsed(),
             verified: verify,
             backend: z.backend.name(),
+            helper_cpu,
         })
     }
 }
@@ -646,6 +763,13 @@ impl Drop for RegionMemory {
 /// Offset of the first non-zero byte of `buf`, scanning with `threads`
 /// threads (0 = all CPUs).
 pub fn first_nonzero(buf: &[u8], threads: usize) -> Option<usize> {
+    first_nonzero_timed(buf, threads).0
+}
+
+/// [`first_nonzero`], and the CPU time its threads spent (for the
+/// daemon's `scrub_cpu_seconds`: verification is part of what preparing
+/// memory costs).
+pub fn first_nonzero_timed(buf: &[u8], threads: usize) -> (Option<usize>, Duration) {
     let threads = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -654,18 +778,32 @@ pub fn first_nonzero(buf: &[u8], threads: usize) -> Option<usize> {
     const MIN_CHUNK: usize = 64 << 20;
     let chunk = buf.len().div_ceil(threads).max(MIN_CHUNK);
     if buf.len() <= chunk {
-        return scan(buf);
+        let cpu0 = crate::metrics::thread_cpu();
+        let r = scan(buf);
+        return (r, crate::metrics::thread_cpu().saturating_sub(cpu0));
     }
     std::thread::scope(|s| {
         let handles: Vec<_> = buf
             .chunks(chunk)
             .enumerate()
-            .map(|(i, c)| s.spawn(move || scan(c).map(|o| i * chunk + o)))
+            .map(|(i, c)| {
+                s.spawn(move || {
+                    // A new thread: its whole CPU time is this scan's.
+                    let r = scan(c).map(|o| i * chunk + o);
+                    (r, crate::metrics::thread_cpu())
+                })
+            })
             .collect();
-        handles
-            .into_iter()
-            .filter_map(|h| h.join().expect("scan threads do not panic"))
-            .min()
+        let mut first = None::<usize>;
+        let mut cpu = Duration::ZERO;
+        for h in handles {
+            let (r, c) = h.join().expect("scan threads do not panic");
+            cpu += c;
+            if let Some(o) = r {
+                first = Some(first.map_or(o, |f| f.min(o)));
+            }
+        }
+        (first, cpu)
     })
 }
 
@@ -812,5 +950,21 @@ mod tests {
         let st = m.prepare_fresh(true, 0, false).unwrap();
         assert!(st.verified);
         assert_eq!(st.backend, FRESH_BACKEND);
+    }
+
+    #[test]
+    fn a_paced_fill_reports_progress_up_to_the_whole_region() {
+        let m = RegionMemory::memfd("t", 8 << 20, PageSize::Size4K).unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let cb = |done: u64| seen.lock().unwrap().push(done);
+        // A 20 MiB/s cap: 2 MiB chunks, so several reports.
+        let mut pacer = Pacer::new(Some(20 << 20), Some(&cb));
+        let st = m.prepare_fresh_paced(true, 0, false, &mut pacer).unwrap();
+        assert_eq!(st.backend, FRESH_BACKEND);
+        let seen = seen.into_inner().unwrap();
+        assert!(seen.len() >= 4, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+        assert_eq!(*seen.last().unwrap(), 8 << 20);
+        assert!(st.elapsed >= Duration::from_millis(350), "{:?}", st.elapsed);
     }
 }

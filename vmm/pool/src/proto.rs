@@ -41,6 +41,10 @@ pub enum RequestBody {
         bytes: u64,
         /// Page size the client will map with.
         page: PageSize,
+        /// NUMA node the memory must be on (`None`: any). Omitted from the
+        /// JSON when `None`, so older daemons read the same request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<usize>,
     },
     /// Pool counters.
     Status,
@@ -87,6 +91,9 @@ pub struct LeaseInfo {
     pub page: PageSize,
     /// Whether the scrub was verified by reading every byte back.
     pub verified: bool,
+    /// NUMA node of the region (absent from older daemons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<usize>,
 }
 
 /// Pool counters (`zerostart pool status`).
@@ -243,11 +250,27 @@ mod tests {
             body: RequestBody::Lease {
                 bytes: 4096,
                 page: PageSize::Size2M,
+                node: None,
             },
         };
         let s = serde_json::to_string(&r).unwrap();
         assert_eq!(s, r#"{"v":1,"op":"lease","bytes":4096,"page":"2M"}"#);
         assert_eq!(serde_json::from_str::<Request>(&s).unwrap(), r);
+        // A node is sent only when asked for.
+        let n = Request {
+            v: VERSION,
+            body: RequestBody::Lease {
+                bytes: 4096,
+                page: PageSize::Size2M,
+                node: Some(1),
+            },
+        };
+        let ns = serde_json::to_string(&n).unwrap();
+        assert_eq!(
+            ns,
+            r#"{"v":1,"op":"lease","bytes":4096,"page":"2M","node":1}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&ns).unwrap(), n);
         let st: Request = serde_json::from_str(r#"{"v":1,"op":"status"}"#).unwrap();
         assert_eq!(st.body, RequestBody::Status);
     }

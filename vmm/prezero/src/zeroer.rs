@@ -131,7 +131,7 @@ impl Zeroer {
     /// runs the calibration on first use).
     pub fn backend(&self) -> Backend {
         match self.choice {
-            Choice::Auto => auto::auto_backend(),
+            Choice::Auto => auto::auto_backend_threads(self.max_threads()),
             Choice::Backend(b) => b,
         }
     }
@@ -139,6 +139,11 @@ impl Zeroer {
     /// The backend a job of `len` bytes uses.
     pub fn backend_for(&self, len: usize) -> Backend {
         match self.choice {
+            // Large jobs: the backend calibrated for the workers this job
+            // will run on.
+            Choice::Auto if len >= auto::small_threshold() => {
+                auto::auto_backend_threads(crate::plan::worker_count(len, self.max_threads()))
+            }
             Choice::Auto => auto::auto_backend_for(len),
             Choice::Backend(b) => b,
         }
@@ -441,7 +446,8 @@ mod tests {
         assert_eq!(*seen.last().unwrap(), len as u64);
         assert_eq!(st.bytes, len as u64);
         assert_eq!(st.threads, 2);
-        assert_eq!(st.backend, crate::auto_backend());
+        // Calibrated for the 2 workers the job ran on.
+        assert_eq!(st.backend, crate::auto_backend_threads(2));
         assert!(st.gib_per_s() > 0.0);
     }
 

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# make bench-pool-first-fill: a new region made clean with one zeroing (the
+# kernel's, at populate: what the pool does) vs two (populate + engine
+# zeroing), and daemon start to all clean, interleaved. Args: GIB REPS.
+# Reserves GIB of 2M pages as root and gives them back on exit.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+gib="${1:-1}"
+reps="${2:-5}"
+cargo build --release --locked -p pool --example first_fill
+# shellcheck source=../lib/hugepages.sh
+source "$root/tests/lib/hugepages.sh"
+hugepages_reserve 2048 $((gib * 512)) || echo "first-fill: SKIP 2M: cannot reserve $((gib * 512)) pages; 4K shmem instead" >&2
+"${CARGO_TARGET_DIR:-$root/target}/release/examples/first_fill" "$gib" "$reps"

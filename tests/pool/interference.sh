@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# make bench-pool-interference: a memory-bandwidth-bound host workload's
+# throughput while the pool fills (idle priority; normal priority; idle
+# priority + bandwidth cap) vs while it is idle, interleaved in one run.
+# Args: GIB REPS WORKLOAD_THREADS CAP_MIB_S WINDOW_S. Reserves GIB of 2M pages as
+# root and gives them back on exit.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+gib="${1:-4}"
+reps="${2:-3}"
+threads="${3:-1}"
+cap="${4:-1024}"
+window="${5:-5}"
+cargo build --release --locked -p pool --example interference
+# shellcheck source=../lib/hugepages.sh
+source "$root/tests/lib/hugepages.sh"
+page=2M
+if ! hugepages_reserve 2048 $((gib * 512)); then
+  echo "interference: SKIP 2M: cannot reserve $((gib * 512)) pages; measuring on 4K shmem instead" >&2
+  page=4K
+fi
+"${CARGO_TARGET_DIR:-$root/target}/release/examples/interference" "$page" "$gib" "$reps" "$threads" "$cap" "$window"
