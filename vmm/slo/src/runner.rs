@@ -455,7 +455,12 @@ pub fn run_rep(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> RepResult {
     match &status {
         Ok(st) if st.success() => {}
         Ok(st) => problems.push(format!(
-            "{} exited with {st}; see {}",
+            "{}{} exited with {st}; see {}",
+            if s.launch.is_some() {
+                "zerostart launch --vmm "
+            } else {
+                ""
+            },
             s.vmm.name(),
             stderr_path.display()
         )),
