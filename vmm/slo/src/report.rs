@@ -253,9 +253,13 @@ impl Report {
             } else {
                 let _ = writeln!(
                     o,
-                    "\n{} ({}, {}, {} vCPU{})",
+                    "\n{} ({}{}, {}, {} vCPU{})",
                     s.name,
                     s.vmm,
+                    s.launch
+                        .as_ref()
+                        .map(|l| format!(" through zerostart launch, source={l}"))
+                        .unwrap_or_default(),
                     s.memory,
                     s.vcpus,
                     if s.vcpus == 1 { "" } else { "s" }
