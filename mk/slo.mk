@@ -5,6 +5,9 @@
 #                    probe on /dev/kvm and Debian's kernel under QEMU TCG;
 #                    checks report.json, junit.xml and chart.png, and that
 #                    an SLO that cannot hold exits non-zero (about 1 min);
+#                    tests/slo/pool.toml (zerostart on a pool) and
+#                    tests/slo/launch.toml (QEMU TCG + OVMF through
+#                    `zerostart launch` on the same pool, ~15 s);
 #                    then tests/slo/nested.toml through the nested test host
 #                    (zerostart booting Linux on real KVM in L2, ~1 min)
 #   make slo SLO_CONFIG=path.toml   run any config; reports in target/slo
@@ -14,7 +17,7 @@ SLO_CONFIG ?= tests/slo/example.toml
 
 .PHONY: test-slo slo
 
-test-slo: deps vmm-static
+test-slo: deps vmm-static firmware
 	$(CARGO) test --locked -p slo
 	bash tests/slo/run.sh
 	$(MAKE) --no-print-directory slo-nested

@@ -5,7 +5,9 @@
 # in both reports.
 #
 # Needs: /dev/kvm (the probe boots on it), qemu-system-x86_64 (TCG Linux),
-# the probe (make probe) and the Linux guest (tests/slo/prepare.sh, apt).
+# the probe (make probe), the Linux guest (tests/slo/prepare.sh, apt) and,
+# for tests/slo/launch.toml, OVMF.fd / CLOUDHV.fd (firmware/build.sh,
+# cached; `make test-slo` builds it first).
 # The hugetlb scenario needs 512 free 2M pages and the pool 512 more:
 # reserved as root and the old count put back on exit.
 set -euo pipefail
@@ -96,10 +98,33 @@ if "$ZEROSTART_BIN" pool --help >/dev/null 2>&1; then
   # shellcheck source=../lib/wait.sh
   source tests/lib/wait.sh
   wait_who=test-slo
+  # QEMU (TCG) through `zerostart launch` on the same pool: leases a region,
+  # gets the hint over fw_cfg, boots OVMF + Linux (tests/slo/launch.toml).
+  bash firmware/build.sh >&2
+  ZEROSTART_FIRMWARE_DIR="$(bash firmware/build.sh --print-dir)"
+  export ZEROSTART_FIRMWARE_DIR
+  wait_until 120 "the SLO pool to be clean before the launch run ($pool_dir/pool.log)" pool_clean
+  "${SLO[@]}" --config tests/slo/launch.toml --out "$out-launch"
+  check "$out-launch" pass
+  python3 - "$out-launch" <<'PY'
+import json, sys
+r = json.load(open(f"{sys.argv[1]}/report.json"))
+sc = next(s for s in r["scenarios"] if s["name"] == "qemu-tcg-linux-256M-launch-pool")
+assert sc["skipped"] is None, sc["skipped"]
+assert sc["launch"].startswith("pool:"), sc["launch"]
+for rep in sc["reps"]:
+    assert rep["ok"], rep["error"]
+    for p in ("memory_ready", "first_output", "init_started", "test_done", "exit"):
+        assert p in rep["phases"], (p, rep["phases"])
+    assert rep["phases"]["memory_ready"] < rep["phases"]["init_started"], rep["phases"]
+print(f"test-slo: {sc['name']}: {len(sc['reps'])} boots through zerostart launch, "
+      f"memory_ready max {max(x['phases']['memory_ready'] for x in sc['reps']):.1f} ms")
+PY
+
   wait_until 120 "the SLO pool to be clean before the pool run ($pool_dir/pool.log)" pool_clean
   "${SLO[@]}" --config tests/slo/pool.toml --out "$out-pool"
   check "$out-pool" pass
 else
-  echo "SKIP test-slo: tests/slo/pool.toml: zerostart has no 'pool' subcommand" >&2
+  echo "SKIP test-slo: tests/slo/pool.toml, tests/slo/launch.toml: zerostart has no 'pool' subcommand" >&2
 fi
 echo "test-slo: passed"

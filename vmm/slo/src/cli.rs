@@ -129,7 +129,7 @@ pub fn run(args: &SloArgs) -> Result<Report, Error> {
         let bin = match bin {
             Ok(b) => b,
             Err(why) => {
-                bar.suspend(|| eprintln!("zerostart slo: skipping {}: {why}", s.name));
+                bar.suspend(|| eprintln!("zerostart slo: SKIP {}: {why}", s.name));
                 reports.push(ScenarioReport::skipped(s, why));
                 continue;
             }

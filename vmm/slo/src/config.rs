@@ -8,6 +8,9 @@
 //! [[scenario]]
 //! name = "zerostart-probe"
 //! vmm = "zerostart"          # zerostart | qemu | cloud-hypervisor | firecracker
+//! launch = "pool"            # qemu / cloud-hypervisor through `zerostart launch`:
+//!                            # pool[:SOCKET] | prefault | none (needs `firmware`)
+//! firmware = "OVMF.fd"       # with `launch`: OVMF.fd or CLOUDHV.fd (ZeroStartPkg)
 //! kernel = "${ROOT}/target/probe/probe.bzImage"
 //! initramfs = "..."          # optional
 //! cmdline = "console=ttyS0 reboot=k panic=1"
@@ -107,6 +110,46 @@ pub enum Backing {
     Hugetlb,
     /// 2M hugetlb leased from a running `zerostart pool` (zerostart only).
     Pool,
+}
+
+/// Where `zerostart launch` takes guest RAM from (its `--memory source=`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchSource {
+    /// A lease from a running `zerostart pool serve`; `None`: the
+    /// launcher's default socket.
+    Pool(Option<PathBuf>),
+    /// A memfd the launcher populates before the VMM starts.
+    Prefault,
+    /// A memfd left unpopulated (the guest's first touch faults).
+    None,
+}
+
+impl LaunchSource {
+    /// The launcher's `source=` value.
+    pub fn arg(&self) -> String {
+        match self {
+            LaunchSource::Pool(None) => "pool".into(),
+            LaunchSource::Pool(Some(p)) => format!("pool:{}", p.display()),
+            LaunchSource::Prefault => "prefault".into(),
+            LaunchSource::None => "none".into(),
+        }
+    }
+}
+
+/// A qemu or cloud-hypervisor scenario started through `zerostart launch`,
+/// the path operators use: the launcher takes the memory, publishes the
+/// hint over fw_cfg and runs the VMM as its child, so boot SLOs measure
+/// what they run (and memory_ready comes from the launcher's timeline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// Guest RAM source.
+    pub source: LaunchSource,
+    /// OVMF.fd (QEMU) or CLOUDHV.fd (cloud-hypervisor) with ZeroStartPkg:
+    /// the launcher publishes the hint over fw_cfg, which only this
+    /// firmware turns into the table the guest reads.
+    pub firmware: PathBuf,
+    /// 4 KiB shmem instead of 2M hugetlb (`backing = "anon"`).
+    pub small_pages: bool,
 }
 
 /// The statistic an SLO bounds.
@@ -210,6 +253,8 @@ pub struct Scenario {
     pub prefault: bool,
     /// The pool's socket for `backing = "pool"`.
     pub pool_socket: Option<PathBuf>,
+    /// Started through `zerostart launch` (qemu, cloud-hypervisor).
+    pub launch: Option<Launch>,
     /// vCPUs.
     pub vcpus: u32,
     /// Boots.
@@ -277,6 +322,8 @@ struct RawScenario {
     backing: Option<String>,
     prefault: Option<bool>,
     pool_socket: Option<String>,
+    launch: Option<String>,
+    firmware: Option<String>,
     vcpus: Option<u32>,
     repetitions: Option<u32>,
     timeout_s: Option<u64>,
@@ -470,6 +517,114 @@ impl Config {
         })
     }
 
+    /// Validates `launch` (and `firmware`, `pool_socket`, `backing`,
+    /// `prefault`, which it changes the meaning of).
+    fn launch(
+        cx: &Ctx<'_>,
+        n: &str,
+        vmm: Vmm,
+        s: &RawScenario,
+        l: &str,
+        backing: Backing,
+    ) -> Result<Launch, ConfigError> {
+        if !matches!(vmm, Vmm::Qemu | Vmm::CloudHypervisor) {
+            return Err(cx.err(
+                n,
+                "launch",
+                format!(
+                    "`zerostart launch` starts qemu or cloud-hypervisor, not {}",
+                    vmm.name()
+                ),
+                match vmm {
+                    Vmm::Zerostart => {
+                        "drop launch: zerostart takes pool memory itself with backing = \"pool\""
+                    }
+                    _ => "drop launch, or set vmm = \"qemu\" or \"cloud-hypervisor\"",
+                },
+            ));
+        }
+        let source = match l {
+            "prefault" => LaunchSource::Prefault,
+            "none" => LaunchSource::None,
+            "pool" => LaunchSource::Pool(
+                s.pool_socket
+                    .as_deref()
+                    .map(|p| cx.path(n, "pool_socket", p, false))
+                    .transpose()?,
+            ),
+            p if p.starts_with("pool:") && p.len() > 5 => {
+                if s.pool_socket.is_some() {
+                    return Err(cx.err(
+                        n,
+                        "pool_socket",
+                        "names a second socket next to launch = \"pool:SOCKET\"".into(),
+                        "keep one: launch = \"pool\" with pool_socket, or launch = \"pool:SOCKET\" alone",
+                    ));
+                }
+                LaunchSource::Pool(Some(cx.path(n, "launch", &p[5..], false)?))
+            }
+            _ => {
+                return Err(cx.err(
+                    n,
+                    "launch",
+                    format!("'{l}' is not a memory source of `zerostart launch`"),
+                    "use pool, pool:SOCKET, prefault or none",
+                ))
+            }
+        };
+        let Some(fw) = s.firmware.as_deref() else {
+            let (which, why) = match vmm {
+                Vmm::Qemu => ("OVMF.fd", "QEMU's hint goes over fw_cfg, which only ZeroStartPkg turns into the guest's table"),
+                _ => ("CLOUDHV.fd", "cloud-hypervisor's direct kernel boot cannot carry the hint"),
+            };
+            return Err(cx.err(
+                n,
+                "firmware",
+                format!("is missing (launch needs it: {why})"),
+                format!("set firmware = \"<dir of `firmware/build.sh --print-dir`>/{which}\" (make firmware)"),
+            ));
+        };
+        let firmware = cx.path(n, "firmware", fw, true)?;
+        if s.prefault.is_some() {
+            return Err(cx.err(
+                n,
+                "prefault",
+                "does not apply with `launch`".into(),
+                "drop it: launch = \"prefault\" populates the memory, \"pool\" and \"none\" do not",
+            ));
+        }
+        let small_pages = match backing {
+            Backing::Hugetlb => false,
+            Backing::Anon if !matches!(source, LaunchSource::Pool(_)) => true,
+            Backing::Anon => {
+                return Err(cx.err(
+                    n,
+                    "backing",
+                    "does not apply with launch = \"pool\"".into(),
+                    "drop it: the pool's page size decides",
+                ))
+            }
+            Backing::Thp | Backing::Pool => return Err(cx.err(
+                n,
+                "backing",
+                format!(
+                    "'{}' is not a memory of `zerostart launch`",
+                    if backing == Backing::Thp {
+                        "thp"
+                    } else {
+                        "pool"
+                    }
+                ),
+                "use hugetlb (the default with launch) or anon (4 KiB shmem), or launch = \"pool\"",
+            )),
+        };
+        Ok(Launch {
+            source,
+            firmware,
+            small_pages,
+        })
+    }
+
     fn scenario(
         cx: &Ctx<'_>,
         d: &RawDefaults,
@@ -528,28 +683,51 @@ impl Config {
                 "use at least 16M, in whole MiB pairs, e.g. 256M",
             ));
         }
-        let backing = match s.backing.as_deref().unwrap_or("thp") {
-            "anon" => Backing::Anon,
-            "thp" => Backing::Thp,
-            "hugetlb" => Backing::Hugetlb,
-            "pool" => Backing::Pool,
-            b => {
-                return Err(cx.err(
-                    &n,
-                    "backing",
-                    format!("'{b}' is not a backing"),
-                    "use anon, thp, hugetlb or pool",
-                ))
-            }
-        };
+        let backing =
+            match s
+                .backing
+                .as_deref()
+                .unwrap_or(if s.launch.is_some() { "hugetlb" } else { "thp" })
+            {
+                "anon" => Backing::Anon,
+                "thp" => Backing::Thp,
+                "hugetlb" => Backing::Hugetlb,
+                "pool" => Backing::Pool,
+                b => {
+                    return Err(cx.err(
+                        &n,
+                        "backing",
+                        format!("'{b}' is not a backing"),
+                        "use anon, thp, hugetlb or pool",
+                    ))
+                }
+            };
         if backing == Backing::Pool && vmm != Vmm::Zerostart {
             return Err(cx.err(
                 &n,
                 "backing",
                 "'pool' needs vmm = \"zerostart\"".into(),
-                "use anon, thp or hugetlb for other VMMs",
+                if s.launch.is_some() {
+                    "drop it: launch = \"pool\" already leases from the pool"
+                } else {
+                    "use anon, thp or hugetlb for other VMMs, or launch = \"pool\" (qemu, cloud-hypervisor)"
+                },
             ));
         }
+        let launch = match &s.launch {
+            None => {
+                if s.firmware.is_some() {
+                    return Err(cx.err(
+                        &n,
+                        "firmware",
+                        "only applies with `launch`".into(),
+                        "drop it, or set launch = \"pool\" | \"prefault\" | \"none\" (qemu, cloud-hypervisor)",
+                    ));
+                }
+                None
+            }
+            Some(l) => Some(Self::launch(cx, &n, vmm, &s, l, backing)?),
+        };
         let pool_socket = match (backing, s.pool_socket.as_deref()) {
             (Backing::Pool, Some(p)) => Some(cx.path(&n, "pool_socket", p, false)?),
             (Backing::Pool, None) => {
@@ -560,12 +738,23 @@ impl Config {
                     "name the socket of a running `zerostart pool serve` (backing = \"pool\")",
                 ))
             }
+            (_, Some(_))
+                if matches!(
+                    launch,
+                    Some(Launch {
+                        source: LaunchSource::Pool(_),
+                        ..
+                    })
+                ) =>
+            {
+                None
+            }
             (_, Some(_)) => {
                 return Err(cx.err(
                     &n,
                     "pool_socket",
                     "is set but backing is not \"pool\"".into(),
-                    "set backing = \"pool\" or drop pool_socket",
+                    "set backing = \"pool\" (zerostart) or launch = \"pool\" (qemu, cloud-hypervisor), or drop pool_socket",
                 ))
             }
             (_, None) => None,
@@ -648,12 +837,12 @@ impl Config {
                     )
                 })?;
             let timeline = matches!(vmm, Vmm::Zerostart | Vmm::Nested);
-            if phase == Phase::MemoryReady && !timeline {
+            if phase == Phase::MemoryReady && !timeline && launch.is_none() {
                 return Err(cx.err(
                     &n,
                     &key("phase"),
                     format!("memory_ready is not observable for {}", vmm.name()),
-                    "use it only with vmm = \"zerostart\", or bound first_output",
+                    "use it only with vmm = \"zerostart\" or with launch = \"...\" (qemu, cloud-hypervisor), or bound first_output",
                 ));
             }
             if phase.from_serial_marker() && !timeline && !markers.iter().any(|(p, _)| *p == phase)
@@ -803,6 +992,7 @@ impl Config {
             backing,
             prefault: s.prefault.unwrap_or(false),
             pool_socket,
+            launch,
             vcpus,
             repetitions,
             timeout: Duration::from_secs(timeout_s),
@@ -927,6 +1117,124 @@ max_ms = 500
             assert!(!e.contains('\n'), "multi-line: {e}");
             assert!(e.contains("slo.toml"), "{e}");
         }
+    }
+
+    /// `launch`: only for qemu and cloud-hypervisor, with firmware, and
+    /// none of the keys whose job the launcher takes over.
+    #[test]
+    fn launch_scenarios() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["k", "OVMF.fd"] {
+            std::fs::write(dir.path().join(f), b"x").unwrap();
+        }
+        let parse =
+            |t: &str| Config::parse(t, &dir.path().join("slo.toml")).map_err(|e| e.to_string());
+        let base = OK
+            .replace(
+                "vmm = \"qemu\"",
+                "vmm = \"qemu\"\nlaunch = \"pool\"\nfirmware = \"OVMF.fd\"",
+            )
+            .replace("phase = \"init_started\"", "phase = \"memory_ready\"");
+        let c = parse(&base).unwrap();
+        let l = c.scenarios[0].launch.clone().unwrap();
+        assert_eq!(l.source, LaunchSource::Pool(None));
+        assert!(l.firmware.ends_with("OVMF.fd"));
+        assert!(!l.small_pages);
+        let sock =
+            parse(&base.replace("launch = \"pool\"", "launch = \"pool:${HOME}/p.sock\"")).unwrap();
+        assert_eq!(
+            sock.scenarios[0].launch.as_ref().unwrap().source.arg(),
+            format!("pool:{}/p.sock", std::env::var("HOME").unwrap())
+        );
+        let with_key = parse(&base.replace(
+            "memory = \"256M\"",
+            "memory = \"256M\"\npool_socket = \"/s\"",
+        ))
+        .unwrap();
+        assert_eq!(
+            with_key.scenarios[0].launch.as_ref().unwrap().source,
+            LaunchSource::Pool(Some("/s".into()))
+        );
+        for (from, to, want) in [
+            (
+                "vmm = \"qemu\"",
+                "vmm = \"zerostart\"",
+                "`launch`: `zerostart launch` starts qemu or cloud-hypervisor, not zerostart; drop launch: zerostart takes pool memory itself with backing = \"pool\"",
+            ),
+            (
+                "vmm = \"qemu\"",
+                "vmm = \"firecracker\"",
+                "`launch`: `zerostart launch` starts qemu or cloud-hypervisor, not firecracker; drop launch, or set vmm = \"qemu\"",
+            ),
+            (
+                "firmware = \"OVMF.fd\"",
+                "",
+                "`firmware`: is missing (launch needs it: QEMU's hint goes over fw_cfg, which only ZeroStartPkg turns into the guest's table); set firmware = ",
+            ),
+            (
+                "vmm = \"qemu\"",
+                "vmm = \"cloud-hypervisor\"",
+                "",
+            ),
+            (
+                "launch = \"pool\"",
+                "launch = \"pmem\"",
+                "`launch`: 'pmem' is not a memory source of `zerostart launch`; use pool, pool:SOCKET, prefault or none",
+            ),
+            (
+                "launch = \"pool\"",
+                "launch = \"pool:/a\"\npool_socket = \"/b\"",
+                "`pool_socket`: names a second socket",
+            ),
+            (
+                "launch = \"pool\"",
+                "launch = \"prefault\"\nprefault = true",
+                "`prefault`: does not apply with `launch`",
+            ),
+            (
+                "launch = \"pool\"",
+                "launch = \"pool\"\nbacking = \"thp\"",
+                "`backing`: 'thp' is not a memory of `zerostart launch`",
+            ),
+            (
+                "launch = \"pool\"",
+                "launch = \"pool\"\nbacking = \"anon\"",
+                "`backing`: does not apply with launch = \"pool\"",
+            ),
+            (
+                "launch = \"pool\"",
+                "launch = \"pool\"\nbacking = \"pool\"",
+                "drop it: launch = \"pool\" already leases",
+            ),
+            (
+                "launch = \"pool\"\n",
+                "",
+                "`firmware`: only applies with `launch`",
+            ),
+            (
+                "firmware = \"OVMF.fd\"",
+                "firmware = \"nope.fd\"",
+                "`firmware`: ",
+            ),
+        ] {
+            let text = base.replace(from, to);
+            assert_ne!(text, base, "{from}");
+            if want.is_empty() {
+                // cloud-hypervisor: the same fix, naming its firmware.
+                let t = text.replace("firmware = \"OVMF.fd\"\n", "");
+                let e = parse(&t).unwrap_err();
+                assert!(e.contains("cloud-hypervisor's direct kernel boot cannot carry the hint); set firmware = \"<dir of `firmware/build.sh --print-dir`>/CLOUDHV.fd\""), "{e}");
+                assert!(!e.contains('\n'), "{e}");
+                continue;
+            }
+            let e = parse(&text).unwrap_err();
+            assert!(e.contains(want), "{to}: got {e}");
+            assert!(!e.contains('\n'), "multi-line: {e}");
+        }
+        // Without launch, memory_ready stays unobservable for qemu.
+        let e =
+            parse(&OK.replace("phase = \"init_started\"", "phase = \"memory_ready\"")).unwrap_err();
+        assert!(e.contains("or with launch = "), "{e}");
     }
 
     #[test]

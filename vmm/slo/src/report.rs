@@ -41,6 +41,9 @@ pub struct ScenarioReport {
     pub binary: Option<String>,
     /// Guest RAM (or the nested host's scenario).
     pub memory: String,
+    /// `zerostart launch` memory source (`pool:SOCKET`, `prefault`,
+    /// `none`) when the VMM was started through the launcher.
+    pub launch: Option<String>,
     /// vCPUs.
     pub vcpus: u32,
     /// Why it was skipped (VMM not installed).
@@ -113,6 +116,7 @@ impl ScenarioReport {
             vmm: s.vmm.name().into(),
             binary: None,
             memory: s.memory.clone(),
+            launch: s.launch.as_ref().map(|l| l.source.arg()),
             vcpus: s.vcpus,
             slos: s
                 .slos
@@ -195,6 +199,7 @@ impl ScenarioReport {
             vmm: s.vmm.name().into(),
             binary: Some(binary),
             memory: s.memory.clone(),
+            launch: s.launch.as_ref().map(|l| l.source.arg()),
             vcpus: s.vcpus,
             skipped: None,
             reps,
@@ -248,9 +253,13 @@ impl Report {
             } else {
                 let _ = writeln!(
                     o,
-                    "\n{} ({}, {}, {} vCPU{})",
+                    "\n{} ({}{}, {}, {} vCPU{})",
                     s.name,
                     s.vmm,
+                    s.launch
+                        .as_ref()
+                        .map(|l| format!(" through zerostart launch, source={l}"))
+                        .unwrap_or_default(),
                     s.memory,
                     s.vcpus,
                     if s.vcpus == 1 { "" } else { "s" }
@@ -412,6 +421,7 @@ mod tests {
             backing: Backing::Thp,
             prefault: false,
             pool_socket: None,
+            launch: None,
             vcpus: 1,
             repetitions: 3,
             timeout: Duration::from_secs(1),

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::config::{Backing, Scenario, Vmm};
+use crate::config::{Backing, Launch, Scenario, Vmm};
 use crate::phase::{self, Phase};
 
 /// One boot.
@@ -57,20 +57,16 @@ pub fn find_binary(s: &Scenario) -> Result<PathBuf, String> {
         };
     }
     if s.vmm == Vmm::Zerostart {
-        if let Ok(b) = std::env::var("ZEROSTART_BIN") {
-            return Ok(PathBuf::from(b));
+        if let Some(b) = find_zerostart() {
+            return Ok(b);
         }
-        // `zerostart slo` itself, or a zerostart next to `zerostart-slo`.
-        if let Ok(me) = std::env::current_exe() {
-            if me.file_name().is_some_and(|n| n == "zerostart") {
-                return Ok(me);
-            }
-            if let Some(sib) = me.parent().map(|d| d.join("zerostart")) {
-                if sib.is_file() {
-                    return Ok(sib);
-                }
-            }
-        }
+    }
+    if s.launch.is_some() {
+        // The VMM must be here (else SKIP, as without launch) and so must
+        // the launcher that starts it.
+        find_zerostart().ok_or(
+            "zerostart (the launcher) is not found; set ZEROSTART_BIN or put it next to zerostart-slo",
+        )?;
     }
     which(s.vmm.program()).ok_or_else(|| {
         format!(
@@ -78,6 +74,25 @@ pub fn find_binary(s: &Scenario) -> Result<PathBuf, String> {
             s.vmm.program()
         )
     })
+}
+
+/// This project's binary: `$ZEROSTART_BIN`, `zerostart slo` itself, a
+/// `zerostart` next to `zerostart-slo`, or PATH.
+pub fn find_zerostart() -> Option<PathBuf> {
+    if let Ok(b) = std::env::var("ZEROSTART_BIN") {
+        return Some(PathBuf::from(b));
+    }
+    if let Ok(me) = std::env::current_exe() {
+        if me.file_name().is_some_and(|n| n == "zerostart") {
+            return Some(me);
+        }
+        if let Some(sib) = me.parent().map(|d| d.join("zerostart")) {
+            if sib.is_file() {
+                return Some(sib);
+            }
+        }
+    }
+    which("zerostart")
 }
 
 fn which(prog: &str) -> Option<PathBuf> {
@@ -93,6 +108,10 @@ fn mib(bytes: u64) -> u64 {
 
 /// The VMM command line for one boot.
 pub fn command(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> Result<Command, String> {
+    if let Some(l) = &s.launch {
+        let launcher = find_zerostart().ok_or("zerostart (the launcher) is not found")?;
+        return Ok(launch_command(s, l, &launcher, bin, work, rep));
+    }
     let mut c = Command::new(bin);
     match s.vmm {
         Vmm::Zerostart => {
@@ -202,6 +221,87 @@ pub fn command(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> Result<Comman
     }
     c.args(&s.extra_args);
     Ok(c)
+}
+
+/// The launcher's `--timeline` for one boot (memory_ready comes from it).
+fn launch_timeline(s: &Scenario, work: &Path, rep: u32) -> PathBuf {
+    work.join(format!("{}-{rep}.launch-timeline.json", s.name))
+}
+
+/// `512M`, `4G`: the launcher's `size=` (binary units, as `zerostart run`).
+fn size_arg(bytes: u64) -> String {
+    if bytes.is_multiple_of(1 << 30) {
+        format!("{}G", bytes >> 30)
+    } else {
+        format!("{}M", mib(bytes))
+    }
+}
+
+/// `zerostart launch --vmm V --memory size=S,source=X[,hugepages=off]
+/// --firmware F [--vmm-binary B] --timeline T -- <VMM args>`: the VMM
+/// arguments are those of a direct start minus what the launcher adds
+/// (QEMU `-M pc`, `-m`, `-mem-prealloc`, memory backends; the launcher
+/// uses q35 + the firmware; cloud-hypervisor `--memory`), then
+/// `extra_args`.
+pub fn launch_command(
+    s: &Scenario,
+    l: &Launch,
+    launcher: &Path,
+    vmm_bin: &Path,
+    work: &Path,
+    rep: u32,
+) -> Command {
+    let mut c = Command::new(launcher);
+    let mut mem = format!(
+        "size={},source={}",
+        size_arg(s.memory_bytes),
+        l.source.arg()
+    );
+    if l.small_pages {
+        mem.push_str(",hugepages=off");
+    }
+    c.args(["launch", "--vmm", s.vmm.name(), "--memory", &mem])
+        .arg("--firmware")
+        .arg(&l.firmware);
+    // Only an explicit `binary` is passed: otherwise the launcher finds
+    // the same VMM on PATH as find_binary did.
+    if s.binary.is_some() {
+        c.arg("--vmm-binary").arg(vmm_bin);
+    }
+    c.arg("--timeline")
+        .arg(launch_timeline(s, work, rep))
+        .arg("--");
+    match s.vmm {
+        Vmm::Qemu => {
+            if s.accel == "kvm" {
+                c.args(["-accel", "kvm", "-cpu", "host"]);
+            } else {
+                c.args(["-accel", "tcg,thread=multi", "-cpu", "max"]);
+            }
+            c.args(["-smp", &s.vcpus.to_string()])
+                .args(["-nodefaults", "-no-user-config", "-display", "none"])
+                .args(["-serial", "stdio", "-no-reboot"])
+                .arg("-kernel")
+                .arg(&s.kernel);
+            if let Some(i) = &s.initramfs {
+                c.arg("-initrd").arg(i);
+            }
+            c.args(["-append", &s.cmdline]);
+        }
+        _ => {
+            // docs/launch.md's order, so the unit test can compare.
+            c.args(["--cpus", &format!("boot={}", s.vcpus)])
+                .arg("--kernel")
+                .arg(&s.kernel);
+            if let Some(i) = &s.initramfs {
+                c.arg("--initramfs").arg(i);
+            }
+            c.args(["--cmdline", &s.cmdline])
+                .args(["--serial", "tty", "--console", "off"]);
+        }
+    }
+    c.args(&s.extra_args);
+    c
 }
 
 struct Serial {
@@ -355,7 +455,12 @@ pub fn run_rep(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> RepResult {
     match &status {
         Ok(st) if st.success() => {}
         Ok(st) => problems.push(format!(
-            "{} exited with {st}; see {}",
+            "{}{} exited with {st}; see {}",
+            if s.launch.is_some() {
+                "zerostart launch --vmm "
+            } else {
+                ""
+            },
             s.vmm.name(),
             stderr_path.display()
         )),
@@ -379,6 +484,29 @@ pub fn run_rep(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> RepResult {
                 res.phases = p.into_iter().collect();
                 res.serial_phases = harness;
             }
+            Err(e) => problems.push(e),
+        }
+    } else if s.launch.is_some() {
+        // memory_ready is the launcher's (from its process start, which
+        // follows the harness's spawn by about a millisecond); the guest's
+        // phases and exit are the harness's, as for any external VMM.
+        let path = launch_timeline(s, work, rep);
+        let tl = std::fs::read_to_string(&path)
+            .map_err(|e| {
+                format!(
+                    "reading {}: {e}; see {}",
+                    path.display(),
+                    stderr_path.display()
+                )
+            })
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", path.display())))
+            .and_then(|doc| phase::from_timeline(&doc));
+        res.phases = harness;
+        match tl.map(|p| p.into_iter().find(|(p, _)| *p == Phase::MemoryReady)) {
+            Ok(Some((_, t))) => {
+                res.phases.insert(Phase::MemoryReady, t);
+            }
+            Ok(None) => problems.push(format!("{} has no memory_ready phase", path.display())),
             Err(e) => problems.push(e),
         }
     } else {
@@ -534,4 +662,137 @@ pub fn run_nested(s: &Scenario, harness: &Path, work: &Path) -> Vec<RepResult> {
             r
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// A config in a temporary directory holding every file it names.
+    fn scenario(body: &str, files: &[&str]) -> (tempfile::TempDir, Scenario) {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            std::fs::write(dir.path().join(f), b"x").unwrap();
+        }
+        let text = format!(
+            "[[scenario]]\nname = \"s\"\n{body}\nmarkers = {{ init_started = \"^i\" }}\n\
+             [[scenario.slo]]\nphase = \"memory_ready\"\nstat = \"max\"\nmax_ms = 50\n"
+        );
+        let c = Config::parse(&text, &dir.path().join("slo.toml")).unwrap();
+        (dir, c.scenarios.into_iter().next().unwrap())
+    }
+
+    fn argv(c: &Command, dir: &Path) -> Vec<String> {
+        let prefix = format!("{}/", std::fs::canonicalize(dir).unwrap().display());
+        c.get_args()
+            .map(|a| a.to_string_lossy().replace(&prefix, ""))
+            .collect()
+    }
+
+    /// The first command of docs/launch.md that starts with `prefix`
+    /// (continuation lines joined), split as a shell would.
+    fn doc_command(prefix: &str) -> Vec<String> {
+        let doc = include_str!("../../../docs/launch.md");
+        let mut text = String::new();
+        let mut on = false;
+        for line in doc.lines() {
+            on |= line.starts_with(prefix);
+            if on {
+                text.push_str(line.trim_end_matches('\\'));
+                text.push(' ');
+                if !line.ends_with('\\') {
+                    break;
+                }
+            }
+        }
+        assert!(!text.is_empty(), "docs/launch.md has no `{prefix}` command");
+        shlex::split(&text).unwrap()
+    }
+
+    /// What slo runs for a cloud-hypervisor launch scenario is exactly
+    /// the command docs/launch.md gives operators (plus the timeline slo
+    /// reads memory_ready from).
+    #[test]
+    fn cloud_hypervisor_launch_matches_the_docs() {
+        let (dir, s) = scenario(
+            "vmm = \"cloud-hypervisor\"\nlaunch = \"pool\"\nfirmware = \"CLOUDHV.fd\"\n\
+             kernel = \"bzImage\"\ninitramfs = \"initrd.cpio.gz\"\ncmdline = \"console=ttyS0\"\n\
+             memory = \"4G\"\nvcpus = 2",
+            &["CLOUDHV.fd", "bzImage", "initrd.cpio.gz"],
+        );
+        let work = dir.path().join("logs");
+        let l = s.launch.as_ref().unwrap();
+        let c = launch_command(
+            &s,
+            l,
+            Path::new("/opt/zerostart"),
+            Path::new("/usr/bin/cloud-hypervisor"),
+            &work,
+            3,
+        );
+        assert!(c.get_program().to_string_lossy().ends_with("zerostart"));
+        let mut got = vec!["zerostart".to_string()];
+        got.extend(argv(&c, dir.path()));
+        let t = got.iter().position(|a| a == "--timeline").unwrap();
+        assert_eq!(got[t + 1], "logs/s-3.launch-timeline.json");
+        got.drain(t..t + 2);
+        assert_eq!(got, doc_command("zerostart launch --vmm cloud-hypervisor"));
+    }
+
+    /// QEMU through the launcher: none of the memory arguments the
+    /// launcher adds itself (it refuses them), no `-M pc` (it needs q35),
+    /// and the launcher's options from the scenario.
+    #[test]
+    fn qemu_launch_leaves_memory_and_machine_to_the_launcher() {
+        let (dir, s) = scenario(
+            "vmm = \"qemu\"\nlaunch = \"pool:/run/p.sock\"\nfirmware = \"OVMF.fd\"\n\
+             kernel = \"k\"\nmemory = \"512M\"\nbinary = \"qemu\"\nextra_args = [\"-S\"]",
+            &["OVMF.fd", "k", "qemu"],
+        );
+        let l = s.launch.as_ref().unwrap();
+        let c = launch_command(
+            &s,
+            l,
+            Path::new("z"),
+            &dir.path().join("qemu"),
+            dir.path(),
+            0,
+        );
+        let a = argv(&c, dir.path());
+        let dash = a.iter().position(|x| x == "--").unwrap();
+        assert_eq!(
+            a[..dash - 2],
+            [
+                "launch",
+                "--vmm",
+                "qemu",
+                "--memory",
+                "size=512M,source=pool:/run/p.sock",
+                "--firmware",
+                "OVMF.fd",
+                "--vmm-binary",
+                "qemu",
+            ]
+        );
+        let vmm = &a[dash + 1..];
+        for bad in ["-m", "-M", "-machine", "-mem-prealloc", "-object", "-bios"] {
+            assert!(!vmm.iter().any(|x| x == bad), "{bad} in {vmm:?}");
+        }
+        assert_eq!(vmm.last().unwrap(), "-S");
+        assert!(vmm.windows(2).any(|w| w == ["-kernel", "k"]));
+
+        // 4 KiB shmem, prefaulted by the launcher.
+        let (dir, s) = scenario(
+            "vmm = \"qemu\"\nlaunch = \"prefault\"\nbacking = \"anon\"\nfirmware = \"OVMF.fd\"\n\
+             kernel = \"k\"\nmemory = \"256M\"",
+            &["OVMF.fd", "k"],
+        );
+        let l = s.launch.as_ref().unwrap();
+        let q = Path::new("/usr/bin/qemu-system-x86_64");
+        let c = launch_command(&s, l, Path::new("z"), q, dir.path(), 0);
+        let a = argv(&c, dir.path());
+        assert!(a.contains(&"size=256M,source=prefault,hugepages=off".to_string()));
+        assert!(!a.contains(&"--vmm-binary".to_string()));
+    }
 }
