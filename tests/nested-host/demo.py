@@ -127,9 +127,7 @@ def table(rows: list[dict], sizes: list[int]) -> str:
             lines.append((f"{m // 1024} GiB", LABEL[k], r["kernel"], *(e2e.fmt_ms(p[x]) for x in
                           ("memory_ready", "init_started", "app_ready")), str(sk) if sk >= 0 else "-",
                           "PASS" if r["passed"] else "FAIL"))
-    w = [max(len(x[i]) for x in lines) for i in range(len(head))]
-    out = ["  ".join(c.ljust(w[i]) for i, c in enumerate(x)) for x in lines]
-    out.insert(1, "  ".join("-" * x for x in w))
+    out = e2e.text_table(lines)
     return "\n".join(out)
 
 

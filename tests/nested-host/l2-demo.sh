@@ -20,15 +20,7 @@
 # so tests/nested-host/launch.py parses both. For stock QEMU, which has no
 # timeline, memory_ready is measured right before its boot: the same QEMU
 # command with -S, quit from the monitor once it is up (prealloc done).
-ms() {
-  read -r up _ < /proc/uptime
-  s=${up%.*}; f=${up#*.}
-  echo $((s * 1000 + 1$f * 10 - 1000))
-}
-list=/zs/launch.txt
-sock=/tmp/pool.sock
-[ -f "$list" ] || { echo "ZSE2E-FATAL no $list"; exit 1; }
-IFS='|' read -r _ pool_mib region_mib < "$list"
+. /zs/l2-pool.sh
 q=/qemu/bin/qemu-system-x86_64
 
 # run NAME TIMEOUT CMD...: the scenario protocol around one VMM run.
@@ -69,24 +61,7 @@ tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
     -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx"
 done
 
-/zs/zerostart pool serve --page 2M --size "${pool_mib}M" --region-size "${region_mib}M" \
-  --socket "$sock" > /tmp/pool.log 2>&1 &
-pool_pid=$!
-want=$((pool_mib * 1024 * 1024))
-# Waits (bounded) until every region is clean: no measurement shares the
-# CPUs with the pool's fill or with retiring a returned region.
-wait_clean() {
-  i=0
-  while [ $i -lt 1500 ]; do
-    c=$(/zs/zerostart pool status --json --socket "$sock" 2>/dev/null | tr ',' '\n' | sed -n 's/.*"clean_bytes": *\([0-9]*\).*/\1/p')
-    [ "$c" = "$want" ] && return 0
-    sleep 0.2; i=$((i + 1))
-  done
-  return 1
-}
-t=$(ms)
-wait_clean || { sed 's/^/POOL| /' /tmp/pool.log; echo "ZSE2E-FATAL pool never became clean (waited 300 s)"; exit 1; }
-echo "ZSL-POOL ready ms=$(( $(ms) - t )) size_mib=$pool_mib region_mib=$region_mib"
+pool_start
 
 tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
   case "$kind" in
@@ -106,5 +81,4 @@ tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
       --serial tty --timeline "/tmp/$name.tl.json" ;;
   esac
 done
-/zs/zerostart pool status --socket "$sock" | sed 's/^/POOL| /'
-kill "$pool_pid"
+pool_stop

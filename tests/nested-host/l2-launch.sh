@@ -15,33 +15,8 @@
 #   ZSL-TIMELINE name=.. <launcher timeline JSON>
 #   ZSL-END name=.. rc=.. wall_ms=..
 export ZEROSTART_TEST_SWITCHES=1
-ms() {
-  read -r up _ < /proc/uptime
-  s=${up%.*}; f=${up#*.}
-  echo $((s * 1000 + 1$f * 10 - 1000))
-}
-list=/zs/launch.txt
-sock=/tmp/pool.sock
-[ -f "$list" ] || { echo "ZSE2E-FATAL no $list"; exit 1; }
-IFS='|' read -r _ pool_mib region_mib < "$list"
-/zs/zerostart pool serve --page 2M --size "${pool_mib}M" --region-size "${region_mib}M" \
-  --socket "$sock" > /tmp/pool.log 2>&1 &
-pool_pid=$!
-want=$((pool_mib * 1024 * 1024))
-# Waits until every region is clean (the pool is idle), so that no
-# measurement shares the CPUs with a scrub.
-wait_clean() {
-  i=0
-  while [ $i -lt 600 ]; do
-    c=$(/zs/zerostart pool status --json --socket "$sock" 2>/dev/null | tr ',' '\n' | sed -n 's/.*"clean_bytes": *\([0-9]*\).*/\1/p')
-    [ "$c" = "$want" ] && return 0
-    sleep 0.2; i=$((i + 1))
-  done
-  return 1
-}
-t=$(ms)
-wait_clean || { sed 's/^/POOL| /' /tmp/pool.log; echo "ZSE2E-FATAL pool never became clean"; exit 1; }
-echo "ZSL-POOL ready ms=$(( $(ms) - t )) size_mib=$pool_mib region_mib=$region_mib"
+. /zs/l2-pool.sh
+pool_start
 tail -n +2 "$list" | while IFS='|' read -r name mem source kernel tmo dc lx gx; do
   case "$name" in ''|'#'*) continue;; esac
   wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
@@ -67,5 +42,4 @@ tail -n +2 "$list" | while IFS='|' read -r name mem source kernel tmo dc lx gx; 
   [ -s "$tl" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "$tl")"
   echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
 done
-/zs/zerostart pool status --socket "$sock" | sed 's/^/POOL| /'
-kill "$pool_pid"
+pool_stop

@@ -223,6 +223,7 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
     extra.file("zs/zerostart", zerostart.read_bytes(), 0o755)
     extra.file("zs/fw/OVMF.fd", ovmf.read_bytes())
     extra.file("zs/launch.sh", script.read_bytes(), 0o755)
+    extra.file("zs/l2-pool.sh", (Path(__file__).parent / "l2-pool.sh").read_bytes(), 0o644)
     _, (data, _) = build.pinned_qemu()
     for rom in ("kvmvapic.bin", "linuxboot_dma.bin"):
         if (data / rom).exists():
@@ -327,9 +328,7 @@ def summary(rows: list[dict]) -> str:
                     s["kernel"], "seen" if s["hint_seen"] else "-", str(s["kernel_pages_skipped"]),
                     str(s["kernel_verify_failures"]), str(s["nonzero_bytes"]),
                     *(e2e.fmt_ms(p[k]) for k in ("memory_ready", "init_started", "app_ready"))))
-    w = [max(len(r[i]) for r in out) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in out]
-    lines.insert(1, "  ".join("-" * x for x in w))
+    lines = e2e.text_table(out)
     for s in rows:
         for fl in s["failures"]:
             lines.append(f"  {s['name']}: {fl}")

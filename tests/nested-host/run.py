@@ -508,6 +508,14 @@ def write_report(results: list[Result], fatal: str | None, manifest: dict | None
     return rep
 
 
+def text_table(rows: list[tuple]) -> list[str]:
+    """Rows of strings, the first a header, as left-aligned columns with a rule under the header."""
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = ["  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in rows]
+    out.insert(1, "  ".join("-" * x for x in w))
+    return out
+
+
 def summary(rep: dict) -> str:
     rows = [("scenario", "ok", "vmm", "kernel", "mem", "hint", "zero-checked", "nonzero", "populate",
              "init_started", "exit")]
@@ -517,9 +525,7 @@ def summary(rep: dict) -> str:
                      f"{s['guest_mem_bytes'] // MIB}M", s["hint"] + (f"/{s['hint_ranges']}" if s["hint_ranges"] else ""),
                      f"{s['zero_checked_bytes'] // MIB}M", str(s["nonzero_bytes"]), f"{s['populate_ms']}ms",
                      fmt_ms(tl.get("init_started")), fmt_ms(tl.get("exit"))))
-    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = ["  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in rows]
-    out.insert(1, "  ".join("-" * x for x in w))
+    out = text_table(rows)
     for s in rep["scenarios"]:
         for f in s["failures"]:
             out.append(f"  {s['name']}: {f}")
