@@ -33,7 +33,7 @@ export ZS_TCG_THREAD="${ZS_TCG_THREAD:-single}"
 
 TMO="${ZEROSTART_KERNEL_TEST_TIMEOUT:-600}"
 # ZS_TEST_ONLY="kunit good ..." runs a subset (names as in the boot cases).
-ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint memblock scanctl hibernate hibernatectl hugedirty batch leak pool nt efi} "
+ONLY=" ${ZS_TEST_ONLY:-kunit good cover corrupt scrub off nohint memblock scanctl hibernate hibernatectl hugedirty batch leak compact pool nt efi} "
 MEM_MIB=2048
 # ZS_TEST_WORK=dir: logs and scratch (default $ZEROSTART_CACHE/kernel/test-run).
 WORK="${ZS_TEST_WORK:-$ZS_CACHE/kernel/test-run}"
@@ -82,10 +82,13 @@ series_adds() {
 }
 series_adds mm/zerostart_memmap_test.c && SUITES+=(zerostart_memmap)
 series_adds mm/zerostart_memblock_test.c && SUITES+=(zerostart_memblock)
+series_adds mm/zerostart_freepaths_test.c && SUITES+=(zerostart_freepaths)
 if ! want kunit; then
 	:
 elif qemu_boot "$WORK/kunit.log" "$TMO" "$MEM_MIB" "$IMG" \
-	"kunit.enable=1 init_on_alloc=1"; then
+	"kunit.enable=1 init_on_alloc=1 hugepages=2 movablecore=256M"; then
+	# (hugepages and movablecore: the pool folio and the ZONE_MOVABLE
+	# block that zerostart_freepaths frees and offlines.)
 	# KTAP without the printk timestamps.
 	sed -E 's/^\[ *[0-9]+\.[0-9]+\] //' "$WORK/kunit.log" | tr -d '\r' >"$WORK/kunit.ktap"
 	# Any suite that ran and failed fails the test, listed or not.
@@ -101,6 +104,11 @@ elif qemu_boot "$WORK/kunit.log" "$TMO" "$MEM_MIB" "$IMG" \
 			fail "KUnit suite $s missing from $WORK/kunit.log"
 		fi
 	done
+	# A case of ours that skipped tested nothing: its reason is a boot
+	# option or a config this run should have given it.
+	if grep -qE "^ +ok [0-9]+ zs_test_[a-z_]+ # SKIP" "$WORK/kunit.ktap"; then
+		fail "KUnit: skipped: $(grep -E '^ +ok [0-9]+ zs_test_[a-z_]+ # SKIP' "$WORK/kunit.ktap" | head -5 | tr '\n' ';')"
+	fi
 	if grep -qE "^ *not ok " "$WORK/kunit.ktap"; then
 		fail "KUnit: $(grep -E '^ *not ok ' "$WORK/kunit.ktap" | head -5 | tr '\n' ';')"
 	fi
@@ -435,6 +443,27 @@ if want leak; then
 	# Its negative control: the secret planted into 16 of those pages
 	# afterwards must be seen by the same scan.
 	planted_check leak "$WORK/boot-leak.log" ZSPROBE leak
+fi
+
+# The same with compaction between the free and the first touch: it
+# migrates pages into pristine free memory and releases the free pages it
+# isolated (mark_allocated() then __free_pages()); the secret must not come
+# back either way.
+if want compact; then
+	boot_case compact any "transparent_hugepage=never prezero.verify=scan zsprobe=0,256,thp,leak,compact" "$WORK/good.bzImage" $(hint_loader_args "$WORK/good.blob")
+	c="$(kv "$WORK/boot-compact.log" ZSPROBE compact_isolated)"
+	if [ "${c:-0}" -gt 0 ]; then
+		pass "compact: compaction isolated $c pages ($(kv "$WORK/boot-compact.log" ZSPROBE compact_migrated) migrated) between the free and the first touch"
+	else
+		fail "compact: compact_isolated=${c:-missing} ($(kv "$WORK/boot-compact.log" ZSPROBE compact_error)): compaction did nothing, the case cannot fail"
+	fi
+	v="$(kv "$WORK/boot-compact.log" ZSPROBE leak_secret_pages)"
+	if [ "${v:-x}" = 0 ]; then
+		pass "compact: no page of the secret was seen in freshly touched memory"
+	else
+		fail "compact: leak_secret_pages=${v:-missing}"
+	fi
+	planted_check compact "$WORK/boot-compact.log" ZSPROBE leak
 fi
 
 # The boot-time hugetlb pool must come from pristine memory (patch "mm:

@@ -19,6 +19,10 @@
  *   secret may show up
  *   sparse: afterwards, touch one byte per 64 KiB of another area of the
  *   same size and report how much RSS grew (the price of batching)
+ *   compact: (with leak) after the secret is written and freed, compact
+ *   all memory (/proc/sys/vm/compact_memory) before the first touch, so
+ *   that compaction migrates pages into pristine free memory and releases
+ *   the free pages it isolated; prints the pages it isolated
  *   refuse: afterwards, first-touch 64 MiB with MADV_NOHUGEPAGE, then
  *   64 MiB after prctl(PR_SET_THP_DISABLE), and report how many fault
  *   batches (debugfs zerostart/fault_batches) each caused: batching must
@@ -163,6 +167,38 @@ static unsigned long secret_pages(const unsigned char *p, size_t len)
 	return bad;
 }
 
+/* A counter from /proc/vmstat, or -1. */
+static long vmstat(const char *key)
+{
+	FILE *f = fopen("/proc/vmstat", "r");
+	char name[64];
+	long v, found = -1;
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %ld", name, &v) == 2)
+		if (!strcmp(name, key))
+			found = v;
+	fclose(f);
+	return found;
+}
+
+/* Compact all memory; print what compaction isolated and migrated. */
+static void compact_all(void)
+{
+	long iso = vmstat("compact_isolated"), mig = vmstat("pgmigrate_success");
+	FILE *f = fopen("/proc/sys/vm/compact_memory", "w");
+	double t0 = now();
+
+	if (!f || fputs("1\n", f) < 0 || fclose(f)) {
+		printf("ZSPROBE compact_error=cannot_write_compact_memory\n");
+		return;
+	}
+	printf("ZSPROBE compact_isolated=%ld compact_migrated=%ld compact_ms=%.1f\n",
+	       vmstat("compact_isolated") - iso, vmstat("pgmigrate_success") - mig,
+	       (now() - t0) * 1e3);
+}
+
 int main(int argc, char **argv)
 {
 	size_t huge_mib = argc > 1 ? strtoul(argv[1], NULL, 0) : 0;
@@ -225,6 +261,8 @@ int main(int argc, char **argv)
 				printf("ZSPROBE leak_error=cannot_write_secret\n");
 				return 1;
 			}
+			if (has_flag(argc, argv, "compact"))
+				compact_all();
 		}
 		t0 = now();
 		/* First touch by a write of the last byte of each page. */
