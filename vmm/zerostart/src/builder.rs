@@ -15,12 +15,9 @@ use devices::{
     BootTimer, I8042Device, PioBus, SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN,
     I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
 };
-use kvm_bindings::{
-    kvm_pit_config, kvm_sregs, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES,
-    KVM_PIT_SPEAKER_DUMMY,
-};
+use kvm_bindings::{kvm_pit_config, kvm_sregs, KVM_MAX_CPUID_ENTRIES, KVM_PIT_SPEAKER_DUMMY};
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
-use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
+use vm_memory::GuestAddress;
 use zerohint::Hint;
 
 use crate::cli::{CpusConfig, RunArgs, SerialOpt};
@@ -136,6 +133,9 @@ pub enum Error {
     /// Memory write.
     #[error("writing guest memory: {0}")]
     Memory(#[from] vm_memory::GuestMemoryError),
+    /// KVM memory slots.
+    #[error(transparent)]
+    Slot(#[from] ram::SlotError),
     /// `--firmware` boot.
     #[error(transparent)]
     Firmware(#[from] crate::firmware::Error),
@@ -341,23 +341,8 @@ pub fn build(
             ..Default::default()
         })
         .map_err(kvm_err("KVM_CREATE_PIT2"))?;
-    for (slot, region) in ram.memory().iter().enumerate() {
-        let host = ram
-            .memory()
-            .get_host_address(region.start_addr())
-            .map_err(Error::Memory)?;
-        let r = kvm_userspace_memory_region {
-            slot: slot as u32,
-            flags: 0,
-            guest_phys_addr: region.start_addr().raw_value(),
-            memory_size: region.len(),
-            userspace_addr: host as u64,
-        };
-        // SAFETY: the region stays mapped as long as `ram`, which the Vm
-        // owns and drops after the vCPUs have stopped.
-        unsafe { vm_fd.set_user_memory_region(r) }
-            .map_err(kvm_err("KVM_SET_USER_MEMORY_REGION"))?;
-    }
+    let layout = ram::layout(&ram);
+    ram::register_slots(&vm_fd, &ram, &layout)?;
 
     // Devices. The stop flag is the VM's: COM1 gives up on an output
     // nobody reads once it is set (see SerialDevice::with_stop).
@@ -434,7 +419,7 @@ pub fn build(
     let inputs = GuestInputs {
         initramfs: args.initramfs.as_deref(),
         cmdline: &args.cmdline,
-        memory_size: plan.memory.size,
+        layout: &layout,
         cpus: n,
         corrupt: args.test_corrupt_hint,
         acpi: args.acpi == crate::cli::OnOff::On,
@@ -525,12 +510,8 @@ pub fn prepare_guest(
                 path: p.to_path_buf(),
                 err,
             })?;
-            let at = boot::initrd_addr(
-                inputs.memory_size,
-                data.len() as u64,
-                k.initrd_addr_max(),
-                k.end,
-            )?;
+            let at =
+                boot::initrd_addr(inputs.layout, data.len() as u64, k.initrd_addr_max(), k.end)?;
             ram.write_tracked(&data, at)?;
             Some((at, data.len() as u64))
         }
@@ -546,7 +527,7 @@ pub fn prepare_guest(
     };
     if k.format == Format::Elf {
         // PVH: no boot_params, so no setup_data and no hint.
-        let start = arch::pvh::write_start_info(&mut mem, inputs.memory_size, initrd)?;
+        let start = arch::pvh::write_start_info(&mut mem, inputs.layout, initrd)?;
         let sregs = arch::pvh::pvh_sregs(&mut mem, base_sregs)?;
         return Ok(PreparedGuest {
             regs: arch::pvh::pvh_regs(k.entry, start),
@@ -574,7 +555,7 @@ pub fn prepare_guest(
         let setup_addr = boot::write_setup_data(&mut mem, &setup)?;
         let params = boot::build_boot_params(&BootParamsConfig {
             header: Some(k.header),
-            ram_size: inputs.memory_size,
+            layout: inputs.layout,
             cmdline_len,
             initrd,
             setup_data: setup_addr,
@@ -621,7 +602,7 @@ mod tests {
         let mut ram = ram(size);
         if let Some(pattern) = pattern {
             let fill = vec![pattern; MIB as usize];
-            for (start, len) in arch::layout::ram_regions(size) {
+            for &(start, len) in ram::layout(&ram).regions() {
                 for off in (0..len).step_by(MIB as usize) {
                     ram::write_untracked(&ram, &fill, GuestAddress(start.0 + off)).unwrap();
                 }
@@ -638,13 +619,14 @@ mod tests {
                     .collect::<Vec<_>>(),
             )
             .unwrap();
+        let layout = ram::layout(&ram);
         let p = prepare_guest(
             &mut ram,
             &mut k,
             &GuestInputs {
                 initramfs: Some(initrd.path()),
                 cmdline: "console=ttyS0 reboot=k panic=1",
-                memory_size: size,
+                layout: &layout,
                 cpus: 4,
                 corrupt,
                 acpi: true,
@@ -698,7 +680,7 @@ mod tests {
     fn hint_stays_inside_e820_ram() {
         let size = 3 * 1024 * MIB + 64 * MIB;
         let (_ram, hint) = prepare_over(None, None, size);
-        let ram_map: Vec<_> = arch::boot::e820_map(size)
+        let ram_map: Vec<_> = arch::boot::e820_map(&arch::layout::RamLayout::new(size))
             .into_iter()
             .filter(|e| e.kind == arch::boot::E820_RAM)
             .collect();

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use arch::layout::RamLayout;
 use kvm_bindings::{kvm_regs, kvm_sregs};
 use zerohint::Hint;
 
@@ -18,8 +19,8 @@ pub struct GuestInputs<'a> {
     pub initramfs: Option<&'a Path>,
     /// Kernel command line.
     pub cmdline: &'a str,
-    /// RAM size.
-    pub memory_size: u64,
+    /// Where guest RAM lies (from the mapped memory, `ram::layout`).
+    pub layout: &'a RamLayout,
     /// vCPUs (for the MP table).
     pub cpus: u8,
     /// Test-only hint corruption.
