@@ -144,12 +144,9 @@ pub enum Error {
     Hint(#[from] crate::hint::Error),
     /// `--test-corrupt-hint` deliberately hands the guest a false or broken
     /// hint; an operator must never get that by a typo or a copied command.
-    #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", TEST_SWITCH_ENV)]
+    #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", hint::TEST_SWITCH_ENV)]
     TestSwitchLocked,
 }
-
-/// Environment variable that unlocks the test-only hint corruption switch.
-pub const TEST_SWITCH_ENV: &str = "ZEROSTART_TEST_SWITCHES";
 
 fn kvm_err(what: &'static str) -> impl Fn(kvm_ioctls::Error) -> Error {
     move |err| Error::Kvm { what, err }
@@ -216,9 +213,7 @@ pub enum Boot {
 
 /// Parses and checks every option and input file; allocates nothing.
 pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
-    if args.test_corrupt_hint.is_some()
-        && std::env::var_os(TEST_SWITCH_ENV).is_none_or(|v| v != "1")
-    {
+    if args.test_corrupt_hint.is_some() && !hint::test_switches_unlocked() {
         return Err(Error::TestSwitchLocked);
     }
     let cpus = CpusConfig::parse(&args.cpus)?;
@@ -315,8 +310,12 @@ fn serial_output(s: &SerialOpt) -> Result<SerialOutput, Error> {
     })
 }
 
-/// Builds the VM: KVM first (cheap checks), then memory, devices, vCPUs and
-/// the boot state; records `memory_ready` on `timeline`.
+/// Builds the VM, as a recipe of named steps (Firecracker's
+/// `build_microvm_for_boot`): KVM first (cheap checks), then guest memory
+/// (mapped, its layout read back once, registered as KVM slots), the
+/// interrupt controllers, the devices, the vCPUs, the guest's boot data
+/// with the hint, and the boot vCPU's entry state; records `memory_ready`
+/// on `timeline`.
 pub fn build(
     args: &RunArgs,
     plan: &Plan,
@@ -328,7 +327,48 @@ pub fn build(
 
     let mut ram = ram::create(&plan.memory)?;
     timeline.mark("memory_ready");
+    let layout = ram::layout(&ram);
 
+    setup_interrupt_controllers(&vm_fd)?;
+    ram::register_slots(&vm_fd, &ram, &layout)?;
+
+    // The stop flag is the VM's: COM1 gives up on an output nobody reads
+    // once it is set (see SerialDevice::with_stop).
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut devices = attach_legacy_devices(&vm_fd, args, plan, stop.clone())?;
+
+    let vcpus = create_vcpus(&kvm, &vm_fd, plan.cpus.boot)?;
+    let base_sregs = vcpus[0].get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
+    let inputs = GuestInputs {
+        initramfs: args.initramfs.as_deref(),
+        cmdline: &args.cmdline,
+        layout: &layout,
+        cpus: plan.cpus.boot,
+        corrupt: args.test_corrupt_hint,
+        acpi: args.acpi == crate::cli::OnOff::On,
+    };
+    let guest = load_guest(&mut ram, boot, &inputs, base_sregs, &mut devices.bus)?;
+    configure_boot_vcpu(&vcpus[0], &guest)?;
+    let verified_bytes = seal_hint(&mut ram, guest.hint.as_ref(), args.verify_hint)?;
+
+    Ok(Vm {
+        vm_fd,
+        vcpus,
+        bus: Arc::new(devices.bus),
+        serial: devices.serial,
+        timer: devices.timer,
+        ram,
+        hint: guest.hint,
+        verified_bytes,
+        format: guest.format,
+        stop,
+        first_run: Arc::new(OnceLock::new()),
+        unmapped: Arc::new(AtomicU64::new(0)),
+    })
+}
+
+/// The TSS, the in-kernel irqchip (PIC, IOAPIC, LAPICs) and the PIT.
+fn setup_interrupt_controllers(vm_fd: &VmFd) -> Result<(), Error> {
     vm_fd
         .set_tss_address(KVM_TSS_ADDRESS)
         .map_err(kvm_err("KVM_SET_TSS_ADDR"))?;
@@ -341,13 +381,29 @@ pub fn build(
             ..Default::default()
         })
         .map_err(kvm_err("KVM_CREATE_PIT2"))?;
-    let layout = ram::layout(&ram);
-    ram::register_slots(&vm_fd, &ram, &layout)?;
+    Ok(())
+}
 
-    // Devices. The stop flag is the VM's: COM1 gives up on an output
-    // nobody reads once it is set (see SerialDevice::with_stop).
-    let stop = Arc::new(AtomicBool::new(false));
-    let serial = SerialDevice::with_stop(serial_output(&plan.serial)?, stop.clone())
+/// The port-I/O bus and the devices the VM keeps handles to.
+struct LegacyDevices {
+    bus: PioBus,
+    serial: Arc<Mutex<SerialDevice>>,
+    timer: Arc<Mutex<BootTimer>>,
+}
+
+fn dev(e: devices::Error) -> Error {
+    Error::Devices(e.to_string())
+}
+
+/// COM1 (with its irqfd), i8042, the boot timer, the ACPI PM register
+/// (with `--acpi on`), CMOS and the debug console (with `--debugcon`).
+fn attach_legacy_devices(
+    vm_fd: &VmFd,
+    args: &RunArgs,
+    plan: &Plan,
+    stop: Arc<AtomicBool>,
+) -> Result<LegacyDevices, Error> {
+    let serial = SerialDevice::with_stop(serial_output(&plan.serial)?, stop)
         .map_err(|e| Error::Devices(format!("serial: {e}")))?;
     vm_fd
         .register_irqfd(serial.interrupt_evt(), COM1_GSI)
@@ -356,7 +412,6 @@ pub fn build(
     let i8042 = Arc::new(Mutex::new(I8042Device::new()));
     let timer = Arc::new(Mutex::new(BootTimer::new()));
     let mut bus = PioBus::new();
-    let dev = |e: devices::Error| Error::Devices(e.to_string());
     bus.insert(COM1_BASE, COM1_LEN, serial.clone())
         .map_err(dev)?;
     bus.insert(I8042_DATA_PORT, 1, i8042.clone()).map_err(dev)?;
@@ -376,7 +431,6 @@ pub fn build(
         Arc::new(Mutex::new(devices::Cmos::new())),
     )
     .map_err(dev)?;
-
     if let Some(p) = &args.debugcon {
         let f = OpenOptions::new()
             .create(true)
@@ -388,13 +442,16 @@ pub fn build(
                     p.display()
                 ))
             })?;
-        let con = crate::debugcon::Debugcon::new(Box::new(f));
-        bus.insert(crate::debugcon::DEBUGCON_PORT, 1, Arc::new(Mutex::new(con)))
+        let con = devices::Debugcon::new(Box::new(f));
+        bus.insert(devices::DEBUGCON_PORT, 1, Arc::new(Mutex::new(con)))
             .map_err(dev)?;
     }
+    Ok(LegacyDevices { bus, serial, timer })
+}
 
-    // vCPUs.
-    let n = plan.cpus.boot;
+/// `n` vCPUs with filtered CPUID, the boot MSRs and LINT0/LINT1 set up;
+/// index = APIC id.
+fn create_vcpus(kvm: &Kvm, vm_fd: &VmFd, n: u8) -> Result<Vec<VcpuFd>, Error> {
     let base_cpuid = kvm
         .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
         .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
@@ -414,64 +471,61 @@ pub fn build(
         arch::interrupts::setup_lint(&v)?;
         vcpus.push(v);
     }
+    Ok(vcpus)
+}
 
-    let base_sregs = vcpus[0].get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
-    let inputs = GuestInputs {
-        initramfs: args.initramfs.as_deref(),
-        cmdline: &args.cmdline,
-        layout: &layout,
-        cpus: n,
-        corrupt: args.test_corrupt_hint,
-        acpi: args.acpi == crate::cli::OnOff::On,
-    };
-    let boot = match boot {
-        Boot::Direct(mut kernel) => prepare_guest(&mut ram, &mut kernel, &inputs, base_sregs)?,
+/// Writes the guest's boot data and publishes the hint: directly
+/// ([`prepare_guest`], setup_data) or through firmware
+/// ([`crate::firmware::prepare`], fw_cfg, whose device and the platform
+/// registers EDK2 needs go on `bus`).
+fn load_guest(
+    ram: &mut GuestRam,
+    boot: Boot,
+    inputs: &GuestInputs<'_>,
+    base_sregs: kvm_sregs,
+    bus: &mut PioBus,
+) -> Result<PreparedGuest, Error> {
+    match boot {
+        Boot::Direct(mut kernel) => prepare_guest(ram, &mut kernel, inputs, base_sregs),
         Boot::Firmware(mut fw) => {
-            let (boot, fw_cfg) = crate::firmware::prepare(&mut ram, &mut fw, &inputs, base_sregs)?;
-            let fw_cfg = Arc::new(Mutex::new(fw_cfg));
             use devices::fw_cfg::{
                 FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN,
             };
+            let (guest, fw_cfg) = crate::firmware::prepare(ram, &mut fw, inputs, base_sregs)?;
+            let fw_cfg = Arc::new(Mutex::new(fw_cfg));
             bus.insert(FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN, fw_cfg.clone())
                 .map_err(dev)?;
             bus.insert(FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, fw_cfg)
                 .map_err(dev)?;
-            crate::fw_platform::insert(&mut bus).map_err(dev)?;
-            boot
+            devices::fw_platform::insert(bus).map_err(dev)?;
+            Ok(guest)
         }
-    };
-    let v0 = &vcpus[0];
-    v0.set_sregs(&boot.sregs)
+    }
+}
+
+/// The boot vCPU's registers, segments and FPU at the entry point.
+fn configure_boot_vcpu(v0: &VcpuFd, guest: &PreparedGuest) -> Result<(), Error> {
+    v0.set_sregs(&guest.sregs)
         .map_err(kvm_err("KVM_SET_SREGS"))?;
-    v0.set_regs(&boot.regs).map_err(kvm_err("KVM_SET_REGS"))?;
+    v0.set_regs(&guest.regs).map_err(kvm_err("KVM_SET_REGS"))?;
     v0.set_fpu(&arch::regs::boot_fpu())
         .map_err(kvm_err("KVM_SET_FPU"))?;
-    let hint = boot.hint;
-    let verified_bytes = match (&hint, args.verify_hint) {
+    Ok(())
+}
+
+/// `--verify-hint` re-reads every hinted byte (returns how many); then the
+/// last check before any vCPU exists to run: nothing written through
+/// vm-memory since the freeze (which only its dirty bitmap sees) lies in
+/// the hint, else HintInvalidated and no boot.
+fn seal_hint(ram: &mut GuestRam, hint: Option<&Hint>, verify: bool) -> Result<u64, Error> {
+    let verified_bytes = match (hint, verify) {
         (Some(h), true) => ram.verify_zero(h).map_err(Error::VerifyFailed)?,
         _ => 0,
     };
-    // Last check before any vCPU exists to run: nothing written through
-    // vm-memory since the freeze (which only its dirty bitmap sees) lies in
-    // the hint; else HintInvalidated and no boot.
     if hint.is_some() {
         ram.finalize_hint()?;
     }
-
-    Ok(Vm {
-        vm_fd,
-        vcpus,
-        bus: Arc::new(bus),
-        serial,
-        timer,
-        ram,
-        hint,
-        verified_bytes,
-        format: boot.format,
-        stop,
-        first_run: Arc::new(OnceLock::new()),
-        unmapped: Arc::new(AtomicU64::new(0)),
-    })
+    Ok(verified_bytes)
 }
 
 /// Writes everything the guest needs into `ram` — kernel, initramfs,
@@ -577,7 +631,7 @@ pub fn prepare_guest(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::CorruptHint;
+    use crate::hint::CorruptHint;
     use std::io::Write;
     use vm_memory::Bytes;
 

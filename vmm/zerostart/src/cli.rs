@@ -5,6 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::hint::CorruptHint;
+use crate::options::pairs;
+pub use crate::options::Error;
+
 /// Default kernel command line (Firecracker's): serial console, reboot via
 /// the keyboard controller (which ends the VM), reboot on panic.
 pub const DEFAULT_CMDLINE: &str = "console=ttyS0 reboot=k panic=1";
@@ -121,73 +125,6 @@ pub enum FirmwareHint {
     Zero,
     /// A scrub request: the firmware must zero the ranges itself.
     Scrub,
-}
-
-/// Test-only hint corruption.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CorruptHint {
-    /// Flip a bit in the encoded blob: the guest must report it invalid.
-    Checksum,
-    /// Write a non-zero byte into a hinted range after building the hint:
-    /// the guest must report non-zero memory.
-    Dirty,
-}
-
-/// Errors in option values.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum Error {
-    /// An option list item without `=`.
-    #[error("--{opt}: '{item}' is not key=value; write e.g. --{opt} {example}")]
-    NotKeyValue {
-        /// Option name.
-        opt: &'static str,
-        /// The item.
-        item: String,
-        /// A valid example.
-        example: &'static str,
-    },
-    /// An unknown key.
-    #[error("--{opt}: unknown key '{key}'; valid keys: {valid}")]
-    UnknownKey {
-        /// Option name.
-        opt: &'static str,
-        /// The key.
-        key: String,
-        /// Valid keys.
-        valid: &'static str,
-    },
-    /// A value that does not parse.
-    #[error("--{opt}: {key}='{value}' is invalid; {hint}")]
-    BadValue {
-        /// Option name.
-        opt: &'static str,
-        /// Key.
-        key: &'static str,
-        /// Value.
-        value: String,
-        /// What is valid.
-        hint: &'static str,
-    },
-}
-
-/// Splits `a=1,b=2` into pairs.
-pub(crate) fn pairs(
-    opt: &'static str,
-    s: &str,
-    example: &'static str,
-) -> Result<Vec<(String, String)>, Error> {
-    s.split(',')
-        .filter(|i| !i.is_empty())
-        .map(|item| {
-            item.split_once('=')
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| Error::NotKeyValue {
-                    opt,
-                    item: item.to_string(),
-                    example,
-                })
-        })
-        .collect()
 }
 
 /// `--cpus` parsed.

@@ -9,7 +9,7 @@ use arch::layout::RamLayout;
 use kvm_bindings::{kvm_regs, kvm_sregs};
 use zerohint::Hint;
 
-use crate::cli::CorruptHint;
+use crate::hint::CorruptHint;
 use crate::kernel::Format;
 
 /// What goes into guest memory besides the kernel.

@@ -15,9 +15,29 @@
 //! range behind the tracker's back) happen here too, so every path's
 //! negative controls exercise the same code.
 
+use clap::ValueEnum;
 use zerohint::Hint;
 
-use crate::cli::CorruptHint;
+/// Environment variable that unlocks the test-only switches that hand the
+/// guest a false hint (`--test-corrupt-hint`, and `zerostart launch`'s
+/// `--test-*`): an operator must never get one by a typo or a copied
+/// command.
+pub const TEST_SWITCH_ENV: &str = "ZEROSTART_TEST_SWITCHES";
+
+/// True if [`TEST_SWITCH_ENV`] is `1` in this process's environment.
+pub fn test_switches_unlocked() -> bool {
+    std::env::var_os(TEST_SWITCH_ENV).is_some_and(|v| v == "1")
+}
+
+/// Test-only hint corruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CorruptHint {
+    /// Flip a bit in the encoded blob: the guest must report it invalid.
+    Checksum,
+    /// Write a non-zero byte into a hinted range after building the hint:
+    /// the guest must report non-zero memory.
+    Dirty,
+}
 
 /// Hint publishing errors.
 #[derive(Debug, thiserror::Error)]

@@ -37,7 +37,7 @@ use guestmem::HugePageSize;
 use serde_json::json;
 use zerohint::Hint;
 
-use crate::cli::CorruptHint;
+use crate::hint::CorruptHint;
 use crate::hint::{self, HintSource};
 use memory::{Region, Source};
 use vmm::VmmKind;
@@ -152,7 +152,7 @@ pub enum Error {
     #[error(transparent)]
     Hint(#[from] hint::Error),
     /// Test switch without the environment unlock.
-    #[error("--test-* switches give the guest a false hint or an unsupervised VMM; set {}=1 in the environment of a test run to allow them", crate::builder::TEST_SWITCH_ENV)]
+    #[error("--test-* switches give the guest a false hint or an unsupervised VMM; set {}=1 in the environment of a test run to allow them", hint::TEST_SWITCH_ENV)]
     TestSwitchLocked,
     /// Starting the VMM.
     #[error("starting {path}: {err}; check --vmm-binary")]
@@ -205,8 +205,8 @@ impl MemoryOpts {
             "off" => Ok(false),
             _ => Err(bad(format!("{k}='{v}' is invalid; use on or off"))),
         };
-        for (k, v) in
-            crate::cli::pairs("memory", s, "size=4G,source=pool").map_err(|e| bad(e.to_string()))?
+        for (k, v) in crate::options::pairs("memory", s, "size=4G,source=pool")
+            .map_err(|e| bad(e.to_string()))?
         {
             match k.as_str() {
                 "size" => {
@@ -386,7 +386,7 @@ fn sigset(sigs: &[libc::c_int]) -> libc::sigset_t {
 pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     let test_switch =
         a.test_corrupt_hint.is_some() || a.test_poison_unhinted || a.test_no_pdeathsig;
-    if test_switch && std::env::var_os(crate::builder::TEST_SWITCH_ENV).is_none_or(|v| v != "1") {
+    if test_switch && !hint::test_switches_unlocked() {
         return Err(Error::TestSwitchLocked);
     }
     let opts = MemoryOpts::parse(&a.memory)?;
