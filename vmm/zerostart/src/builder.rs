@@ -217,7 +217,7 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
         return Err(Error::TestSwitchLocked);
     }
     let cpus = CpusConfig::parse(&args.cpus)?;
-    let memory = MemoryConfig::parse(&args.memory)?;
+    let memory = options::memory(&args.memory)?;
     if !memory.size.is_multiple_of(4096) {
         return Err(Error::UnalignedSize(memory.size));
     }

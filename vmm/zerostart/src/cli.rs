@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use crate::hint::CorruptHint;
-use crate::options::pairs;
-pub use crate::options::Error;
+pub use options::Error;
+use options::OptionList;
 
 /// Default kernel command line (Firecracker's): serial console, reboot via
 /// the keyboard controller (which ends the VM), reboot on panic.
@@ -137,29 +137,19 @@ pub struct CpusConfig {
 impl CpusConfig {
     /// Parses `boot=N`.
     pub fn parse(s: &str) -> Result<Self, Error> {
+        let list = OptionList::parse("cpus", s, &["boot"], "boot=2")?;
         let mut boot = 1u8;
-        for (k, v) in pairs("cpus", s, "boot=2")? {
-            match k.as_str() {
-                "boot" => {
-                    boot = v
-                        .parse::<u8>()
-                        .ok()
-                        .filter(|n| (1..=arch::mptable::MAX_VCPUS).contains(n))
-                        .ok_or(Error::BadValue {
-                            opt: "cpus",
-                            key: "boot",
-                            value: v.clone(),
-                            hint: "the number of vCPUs must be 1..=32",
-                        })?;
-                }
-                _ => {
-                    return Err(Error::UnknownKey {
-                        opt: "cpus",
-                        key: k,
-                        valid: "boot",
-                    })
-                }
-            }
+        if let Some(v) = list.get("boot") {
+            boot = v
+                .parse::<u8>()
+                .ok()
+                .filter(|n| (1..=arch::mptable::MAX_VCPUS).contains(n))
+                .ok_or(Error::BadValue {
+                    opt: "cpus",
+                    key: "boot",
+                    value: v.to_string(),
+                    hint: "the number of vCPUs must be 1..=32",
+                })?;
         }
         Ok(CpusConfig { boot })
     }
@@ -177,20 +167,27 @@ pub enum SerialOpt {
 }
 
 impl SerialOpt {
-    /// Parses `tty`, `off` or `file=PATH`.
+    /// Parses `tty`, `off` or `file=PATH` (the one key=value form goes
+    /// through the common grammar).
     pub fn parse(s: &str) -> Result<Self, Error> {
         match s {
-            "tty" => Ok(SerialOpt::Tty),
-            "off" | "null" => Ok(SerialOpt::Off),
-            _ => match s.strip_prefix("file=") {
-                Some(p) if !p.is_empty() => Ok(SerialOpt::File(PathBuf::from(p))),
-                _ => Err(Error::BadValue {
-                    opt: "serial",
-                    key: "mode",
-                    value: s.to_string(),
-                    hint: "use tty, off or file=PATH",
-                }),
-            },
+            "tty" => return Ok(SerialOpt::Tty),
+            "off" | "null" => return Ok(SerialOpt::Off),
+            _ => {}
+        }
+        let bad = || Error::BadValue {
+            opt: "serial",
+            key: "mode",
+            value: s.to_string(),
+            hint: "use tty, off or file=PATH",
+        };
+        if !s.contains('=') {
+            return Err(bad());
+        }
+        let list = OptionList::parse("serial", s, &["file"], "file=PATH")?;
+        match list.get("file") {
+            Some(p) if !p.is_empty() => Ok(SerialOpt::File(PathBuf::from(p))),
+            _ => Err(bad()),
         }
     }
 }

@@ -11,7 +11,6 @@ mod guest;
 mod hint;
 mod kernel;
 mod launch;
-mod options;
 mod ram;
 mod supervisor;
 mod timeline;

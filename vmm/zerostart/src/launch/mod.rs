@@ -40,6 +40,7 @@ use zerohint::Hint;
 use crate::hint::CorruptHint;
 use crate::hint::{self, HintSource};
 use memory::{Region, Source};
+use options::OptionList;
 use vmm::VmmKind;
 
 /// `zerostart launch` options.
@@ -91,6 +92,10 @@ pub enum Error {
     /// Bad `--memory`.
     #[error("--memory: {0}")]
     BadMemory(String),
+    /// A `--memory` list the common option grammar refuses (not
+    /// key=value, unknown or repeated key).
+    #[error(transparent)]
+    Options(#[from] options::Error),
     /// A user argument that conflicts with what the launcher adds.
     #[error("{vmm} argument '{arg}' conflicts with zerostart launch: {why}; remove it")]
     Conflict {
@@ -187,7 +192,14 @@ pub struct MemoryOpts {
     pub threads: usize,
 }
 
-const MEMORY_KEYS: &str = "size, source, hugepages, hugepage_size, hint, threads";
+const MEMORY_KEYS: &[&str] = &[
+    "size",
+    "source",
+    "hugepages",
+    "hugepage_size",
+    "hint",
+    "threads",
+];
 
 impl MemoryOpts {
     /// Parses `size=4G,source=pool[:SOCKET]|prefault|none,...` with the
@@ -205,15 +217,12 @@ impl MemoryOpts {
             "off" => Ok(false),
             _ => Err(bad(format!("{k}='{v}' is invalid; use on or off"))),
         };
-        for (k, v) in crate::options::pairs("memory", s, "size=4G,source=pool")
-            .map_err(|e| bad(e.to_string()))?
-        {
-            match k.as_str() {
-                "size" => {
-                    size = Some(guestmem::parse_size(&k, &v).map_err(|e| bad(e.to_string()))?)
-                }
+        let list = OptionList::parse("memory", s, MEMORY_KEYS, "size=4G,source=pool")?;
+        for (k, v) in list.items() {
+            match k {
+                "size" => size = Some(guestmem::parse_size(k, v).map_err(|e| bad(e.to_string()))?),
                 "source" => {
-                    source = Some(match v.as_str() {
+                    source = Some(match v {
                         "prefault" => Source::Prefault,
                         "none" => Source::None,
                         "pool" => Source::Pool(pool::cli::DEFAULT_SOCKET.into()),
@@ -225,7 +234,7 @@ impl MemoryOpts {
                         }
                     })
                 }
-                "hugepages" => huge = on_off(&k, &v)?,
+                "hugepages" => huge = on_off(k, v)?,
                 "hugepage_size" => {
                     page = match v.to_ascii_uppercase().as_str() {
                         "2M" => HugePageSize::Size2M,
@@ -237,7 +246,7 @@ impl MemoryOpts {
                         }
                     }
                 }
-                "hint" => hint = on_off(&k, &v)?,
+                "hint" => hint = on_off(k, v)?,
                 "threads" => {
                     threads = v.parse().map_err(|_| {
                         bad(format!(
@@ -245,7 +254,7 @@ impl MemoryOpts {
                         ))
                     })?
                 }
-                _ => return Err(bad(format!("unknown key '{k}'; valid keys: {MEMORY_KEYS}"))),
+                _ => return Err(list.unknown(k).into()),
             }
         }
         let size = size.ok_or_else(|| bad("size= is required, e.g. size=4G,source=pool".into()))?;
@@ -757,6 +766,7 @@ mod tests {
             ("size=1X,source=none", "size"),
             ("size=1G,source=none,hint=maybe", "on or off"),
             ("size", "key=value"),
+            ("size=1G,source=none,size=2G", "at most once"),
         ] {
             let e = MemoryOpts::parse(bad).unwrap_err().to_string();
             assert!(e.contains(want), "{bad}: {e}");
