@@ -155,6 +155,8 @@ pub const MEMORY_KEYS: &[&str] = &[
     "thp",
     "prefault",
     "prefault_method",
+    "hint",
+    "zero_engine",
     "prezero",
     "threads",
 ];
@@ -184,11 +186,20 @@ fn engine(key: &str, v: &str, also: &str) -> Result<prezero::Choice, guestmem::E
 }
 
 /// Parses `zerostart run --memory`, e.g.
-/// `size=4G,hugepages=on,hugepage_size=2M,prefault=on,prezero=auto`.
+/// `size=4G,hugepages=on,hugepage_size=2M,prefault=on,hint=on`.
 ///
-/// Defaults: `size=512M,hugepages=off,thp=on,prefault=off,prezero=auto,
-/// prefault_method=auto,threads=0`. `file=` implies hugetlbfs backing.
-/// Every bad key or value is an error naming it and the valid choices.
+/// Defaults: `size=512M,hugepages=off,thp=on,prefault=off,hint=on,
+/// zero_engine=auto,prefault_method=auto,threads=0`. `file=` implies
+/// hugetlbfs backing.
+///
+/// `hint=on|off` says whether the guest is told which RAM is already zero;
+/// `zero_engine=auto|<backend>` is the engine that zeroes memory when
+/// `prefault_method=nt` prefaults it (it zeroes nothing otherwise). The
+/// older `prezero=` spelling, which mixed the two, stays as an alias:
+/// `prezero=off` is `hint=off`, `prezero=auto|<backend>` is `hint=on,
+/// zero_engine=auto|<backend>`, and `prezero=pool[:SOCKET]` leases
+/// known-zero memory from `zerostart pool` (hint on). Every bad key or
+/// value is an error naming it and the valid choices.
 pub fn memory(s: &str) -> Result<MemoryConfig, Error> {
     let list = OptionList::parse("memory", s, MEMORY_KEYS, "size=4G,hugepages=on")?;
     let mut cfg = MemoryConfig::default();
@@ -197,6 +208,8 @@ pub fn memory(s: &str) -> Result<MemoryConfig, Error> {
     let mut file: Option<PathBuf> = None;
     let mut thp: Option<bool> = None;
     let mut pool: Option<PathBuf> = None;
+    let mut hint: Option<bool> = None;
+    let mut zero_engine: Option<prezero::Choice> = None;
     for (k, v) in list.items() {
         match k {
             "size" => cfg.size = guestmem::parse_size(k, v)?,
@@ -224,19 +237,21 @@ pub fn memory(s: &str) -> Result<MemoryConfig, Error> {
                     _ => return Err(bad(k, v, "auto, nt, populate").into()),
                 }
             }
+            "hint" => hint = Some(on_off(k, v)?),
+            "zero_engine" => zero_engine = Some(engine(k, v, "")?),
             "prezero" if v == "pool" || v.starts_with("pool:") => {
                 let socket = v.strip_prefix("pool:").unwrap_or(pool::cli::DEFAULT_SOCKET);
                 if socket.is_empty() {
                     return Err(bad(k, v, "pool or pool:SOCKET (the pool daemon's socket)").into());
                 }
                 pool = Some(PathBuf::from(socket));
-                cfg.prezero = Prezero::Engine(prezero::Choice::Auto);
             }
             "prezero" => {
-                cfg.prezero = if v == "off" {
-                    Prezero::Off
+                if v == "off" {
+                    hint = Some(false);
                 } else {
-                    Prezero::Engine(engine(k, v, "off, ")?)
+                    hint = Some(true);
+                    zero_engine = Some(engine(k, v, "off, ")?);
                 }
             }
             "threads" => {
@@ -247,6 +262,29 @@ pub fn memory(s: &str) -> Result<MemoryConfig, Error> {
             _ => return Err(list.unknown(k)),
         }
     }
+    if list.is_set("prezero") && pool.is_none() {
+        if let Some(k) = ["hint", "zero_engine"].into_iter().find(|k| list.is_set(k)) {
+            let v = list.get("prezero").unwrap_or_default();
+            return Err(bad(
+                "prezero",
+                v,
+                format!("prezero= is the old spelling of hint= and zero_engine=; drop prezero= and keep {k}="),
+            )
+            .into());
+        }
+    }
+    if pool.is_some() && hint == Some(false) {
+        return Err(bad(
+            "hint",
+            "off",
+            "prezero=pool leases known-zero memory to hint it; drop hint=off or prezero=pool",
+        )
+        .into());
+    }
+    cfg.prezero = match hint {
+        Some(false) => Prezero::Off,
+        _ => Prezero::Engine(zero_engine.unwrap_or(prezero::Choice::Auto)),
+    };
     if let (Some(f), false, true) = (&file, hugepages, list.is_set("hugepages")) {
         return Err(bad(
             "file",
@@ -386,7 +424,7 @@ mod tests {
     #[test]
     fn full_string() {
         let c = memory(
-            "size=4G,hugepages=on,hugepage_size=2M,prefault=on,prezero=auto,prefault_method=nt,threads=2",
+            "size=4G,hugepages=on,hugepage_size=2M,prefault=on,hint=on,zero_engine=auto,prefault_method=nt,threads=2",
         )
         .unwrap();
         assert_eq!(c.size, 4 << 30);
@@ -402,10 +440,34 @@ mod tests {
                 page: HugePageSize::Size1G
             }
         );
-        let c = memory("size=1024M,thp=off,prezero=off").unwrap();
+        let c = memory("size=1024M,thp=off,hint=off").unwrap();
         assert_eq!(c.backing, Backing::Anonymous { thp: false });
         assert_eq!(c.prezero, Prezero::Off);
         assert_eq!(c.backing.page_shift(), 12);
+    }
+
+    /// The old `prezero=` spelling means what `hint=` + `zero_engine=` say.
+    #[test]
+    fn prezero_is_an_alias() {
+        for (old, new) in [
+            ("prezero=off", "hint=off"),
+            ("prezero=auto", "hint=on"),
+            ("prezero=auto", "hint=on,zero_engine=auto"),
+            ("prezero=auto", ""),
+        ] {
+            assert_eq!(memory(old).unwrap(), memory(new).unwrap(), "{old} vs {new}");
+        }
+        let e = memory("prezero=off,hint=on").unwrap_err().to_string();
+        assert!(
+            e.contains("old spelling") && e.contains("keep hint="),
+            "{e}"
+        );
+        let e = memory("prezero=auto,zero_engine=auto")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("keep zero_engine="), "{e}");
+        let e = memory("prezero=pool,hint=off").unwrap_err().to_string();
+        assert!(e.contains("drop hint=off"), "{e}");
     }
 
     #[test]
@@ -441,6 +503,8 @@ mod tests {
             ("hugepages=maybe", "on, off"),
             ("hugepages=on,hugepage_size=4M", "2M, 1G"),
             ("prezero=fast", "off, auto"),
+            ("zero_engine=fast", "auto"),
+            ("hint=maybe", "on, off"),
             ("prefault_method=magic", "auto, nt, populate"),
             ("colour=blue", "size, hugepages"),
             ("size", "key=value"),

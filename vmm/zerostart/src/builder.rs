@@ -688,7 +688,7 @@ mod tests {
             kvm_sregs::default(),
         )
         .unwrap();
-        (ram, p.hint.expect("prezero=auto gives a hint"))
+        (ram, p.hint.expect("hint=on (the default) gives a hint"))
     }
 
     /// Bytes in hinted ranges that differ from `pattern`.

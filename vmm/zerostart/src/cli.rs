@@ -72,8 +72,11 @@ pub struct RunArgs {
     pub cpus: String,
     /// Guest memory: size=512M,hugepages=on|off,hugepage_size=2M|1G,
     /// file=PATH (hugetlbfs),thp=on|off,prefault=on|off,
-    /// prefault_method=auto|nt|populate,prezero=auto|off|<backend>|pool[:SOCKET],
-    /// threads=N. prezero=pool leases known-zero memory from `zerostart pool`.
+    /// prefault_method=auto|nt|populate,hint=on|off,zero_engine=auto|<backend>,
+    /// prezero=pool[:SOCKET],threads=N. hint= says whether the guest is told
+    /// which RAM is zero; zero_engine= zeroes only with prefault_method=nt.
+    /// prezero=off|auto|<backend> is the old spelling of hint=/zero_engine=.
+    /// prezero=pool leases known-zero memory from `zerostart pool`.
     #[arg(long, default_value = "size=512M", value_name = "size=...,...")]
     pub memory: String,
     /// Guest serial console (COM1): tty (this terminal), off, or file=PATH.

@@ -96,7 +96,7 @@ pub enum Error {
     )]
     InitramfsWithoutKernel,
     /// Scrub without tracking.
-    #[error("--firmware-hint scrub needs the VMM's write tracking, which prezero=off turns off; drop prezero=off from --memory")]
+    #[error("--firmware-hint scrub needs the VMM's write tracking, which hint=off (old spelling prezero=off) turns off; drop it from --memory")]
     ScrubWithoutTracking,
     /// Verify of a scrub request.
     #[error("--verify-hint checks a zero hint, but --firmware-hint scrub claims nothing zero; drop one of them")]
