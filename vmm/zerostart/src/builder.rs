@@ -22,9 +22,9 @@ use zerohint::Hint;
 
 use crate::cli::{CpusConfig, RunArgs, SerialOpt};
 pub use crate::guest::{GuestInputs, PreparedGuest};
+use crate::guest_memory::{self, GuestRam, MemoryConfig, Tracked};
 use crate::hint;
 use crate::kernel::{self, Format, Kernel};
-use crate::ram::{self, GuestRam, MemoryConfig, Tracked};
 use crate::timeline::Timeline;
 
 /// Where KVM puts the TSS (3 pages below the BIOS area, as in Firecracker).
@@ -135,7 +135,7 @@ pub enum Error {
     Memory(#[from] vm_memory::GuestMemoryError),
     /// KVM memory slots.
     #[error(transparent)]
-    Slot(#[from] ram::SlotError),
+    Slot(#[from] guest_memory::SlotError),
     /// `--firmware` boot.
     #[error(transparent)]
     Firmware(#[from] crate::firmware::Error),
@@ -325,12 +325,12 @@ pub fn build(
     let kvm = open_kvm(&args.kvm_device)?;
     let vm_fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
 
-    let mut ram = ram::create(&plan.memory)?;
+    let mut ram = guest_memory::create(&plan.memory)?;
     timeline.mark("memory_ready");
-    let layout = ram::layout(&ram);
+    let layout = guest_memory::layout(&ram);
 
     setup_interrupt_controllers(&vm_fd)?;
-    ram::register_slots(&vm_fd, &ram, &layout)?;
+    guest_memory::register_slots(&vm_fd, &ram, &layout)?;
 
     // The stop flag is the VM's: COM1 gives up on an output nobody reads
     // once it is set (see SerialDevice::with_stop).
@@ -638,7 +638,7 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     fn ram(size: u64) -> GuestRam {
-        ram::create(&MemoryConfig {
+        guest_memory::create(&MemoryConfig {
             size,
             backing: guestmem::Backing::Anonymous { thp: false },
             ..Default::default()
@@ -656,9 +656,10 @@ mod tests {
         let mut ram = ram(size);
         if let Some(pattern) = pattern {
             let fill = vec![pattern; MIB as usize];
-            for &(start, len) in ram::layout(&ram).regions() {
+            for &(start, len) in guest_memory::layout(&ram).regions() {
                 for off in (0..len).step_by(MIB as usize) {
-                    ram::write_untracked(&ram, &fill, GuestAddress(start.0 + off)).unwrap();
+                    guest_memory::write_untracked(&ram, &fill, GuestAddress(start.0 + off))
+                        .unwrap();
                 }
             }
         }
@@ -673,7 +674,7 @@ mod tests {
                     .collect::<Vec<_>>(),
             )
             .unwrap();
-        let layout = ram::layout(&ram);
+        let layout = guest_memory::layout(&ram);
         let p = prepare_guest(
             &mut ram,
             &mut k,

@@ -33,9 +33,9 @@ use vm_memory::GuestAddress;
 
 use crate::cli::FirmwareHint;
 use crate::guest::{GuestInputs, PreparedGuest};
+use crate::guest_memory::{GuestRam, Tracked};
 use crate::hint;
 use crate::kernel::{self, Format, Kernel};
-use crate::ram::{GuestRam, Tracked};
 
 /// The fw_cfg device as the VMM builds it: DMA into the guest's RAM.
 pub type FwCfgDevice = FwCfg<guestmem::GuestMemory>;
@@ -409,8 +409,8 @@ fn add_kernel_items(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ram;
-    use crate::ram::MemoryConfig;
+    use crate::guest_memory;
+    use crate::guest_memory::MemoryConfig;
     use std::io::Write;
     use vm_memory::Bytes;
 
@@ -484,7 +484,7 @@ mod tests {
     fn nothing_written_is_in_the_fw_cfg_hint() {
         let size = 64 * MIB;
         for (pattern, mode) in [(0xaau8, FirmwareHint::Zero), (0x55, FirmwareHint::Scrub)] {
-            let mut ram = ram::create(&MemoryConfig {
+            let mut ram = guest_memory::create(&MemoryConfig {
                 size,
                 backing: guestmem::Backing::Anonymous { thp: false },
                 ..Default::default()
@@ -492,11 +492,11 @@ mod tests {
             .unwrap();
             let fill = vec![pattern; MIB as usize];
             for off in (0..size).step_by(MIB as usize) {
-                ram::write_untracked(&ram, &fill, GuestAddress(off)).unwrap();
+                guest_memory::write_untracked(&ram, &fill, GuestAddress(off)).unwrap();
             }
             let f = firmware_file();
             let mut fw = FirmwareBoot::open(f.path(), None, None, mode, false, false).unwrap();
-            let layout = ram::layout(&ram);
+            let layout = guest_memory::layout(&ram);
             let (p, dev) = prepare(
                 &mut ram,
                 &mut fw,
@@ -546,7 +546,7 @@ mod tests {
     #[test]
     fn kernel_initrd_and_cmdline_items() {
         let size = 64 * MIB;
-        let mut ram = ram::create(&MemoryConfig {
+        let mut ram = guest_memory::create(&MemoryConfig {
             size,
             backing: guestmem::Backing::Anonymous { thp: false },
             ..Default::default()
@@ -566,7 +566,7 @@ mod tests {
             false,
         )
         .unwrap();
-        let layout = ram::layout(&ram);
+        let layout = guest_memory::layout(&ram);
         let (_, dev) = prepare(
             &mut ram,
             &mut fw,

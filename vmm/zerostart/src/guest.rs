@@ -19,7 +19,7 @@ pub struct GuestInputs<'a> {
     pub initramfs: Option<&'a Path>,
     /// Kernel command line.
     pub cmdline: &'a str,
-    /// Where guest RAM lies (from the mapped memory, `ram::layout`).
+    /// Where guest RAM lies (from the mapped memory, `guest_memory::layout`).
     pub layout: &'a RamLayout,
     /// vCPUs (for the MP table).
     pub cpus: u8,

@@ -170,7 +170,7 @@ pub fn scrub_request(zero: &Hint) -> Result<Hint, zerohint::Error> {
 /// zerostart's own guest RAM: guestmem's write tracker and vm-memory's
 /// dirty bitmap decide what is hinted; freezing makes later tracked
 /// writes into hinted pages fail.
-impl HintSource for crate::ram::GuestRam {
+impl HintSource for crate::guest_memory::GuestRam {
     fn zero_hint(&mut self) -> Result<Option<Hint>, Error> {
         Ok(guestmem::GuestRam::zero_hint(self)?)
     }
@@ -180,7 +180,7 @@ impl HintSource for crate::ram::GuestRam {
     }
 
     fn plant(&mut self, addr: u64, byte: u8) -> Result<(), Error> {
-        Ok(crate::ram::write_untracked(
+        Ok(crate::guest_memory::write_untracked(
             self,
             &[byte],
             vm_memory::GuestAddress(addr),

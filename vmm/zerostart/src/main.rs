@@ -8,10 +8,10 @@ mod builder;
 mod cli;
 mod firmware;
 mod guest;
+mod guest_memory;
 mod hint;
 mod kernel;
 mod launch;
-mod ram;
 mod supervisor;
 mod timeline;
 mod tty;
@@ -104,7 +104,7 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     }
     let written = match &args.timeline {
         Some(path) => {
-            let report = ram::Report::new(&vm.ram, hint, vm.verified_bytes);
+            let report = guest_memory::Report::new(&vm.ram, hint, vm.verified_bytes);
             write_timeline(path, &tl, &plan, &report, event)
         }
         None => Ok(()),
@@ -132,7 +132,7 @@ fn write_timeline(
     path: &Path,
     tl: &Timeline,
     plan: &builder::Plan,
-    report: &ram::Report,
+    report: &guest_memory::Report,
     event: &VmEvent,
 ) -> anyhow::Result<()> {
     let doc = json!({

@@ -1,6 +1,9 @@
-//! Guest RAM as the builder uses it: `guestmem::GuestRam` plus the
-//! arch crate's [`arch::BootMemory`] door, the hint report, and the
-//! test-only untracked write.
+//! Guest memory on the VMM's side: creating `guestmem::GuestRam` by the
+//! arch crate's layout rule, reading the layout back once
+//! ([`layout`]), registering it as KVM memory slots, the
+//! [`arch::BootMemory`] door, the hint report, and the test-only untracked
+//! write. (Named apart from guestmem's `ram.rs`, which is the RAM itself,
+//! and from `launch/memory.rs`, an external VMM's memory.)
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
