@@ -68,7 +68,7 @@ class Scenario:
     vmm: str  # "zerostart" | "qemu"
     kernel: str  # name under /zs/kernels in L2
     mem_mib: int
-    prezero: str  # "auto" | "off" (zerostart's --memory prezero=)
+    prezero: str  # "auto" | "off": zerostart's --memory hint=on | hint=off
     expect_hint: str  # "valid" | "absent" | "invalid(<Err>)"
     cpus: int = 1
     # In-L2 limit per attempt; the slowest clean run here was ~55 s (4 GiB, busy host).
@@ -83,7 +83,7 @@ class Scenario:
         """zerostart --memory after size=; ZSE2E_HUGEPAGES=off is for debugging VMM builds without them."""
         huge = os.environ.get("ZSE2E_HUGEPAGES", "on")
         opts = f"hugepages={huge},hugepage_size=2M," if huge == "on" else "hugepages=off,"
-        return opts + f"prefault=on,prezero={self.prezero}"
+        return opts + f"prefault=on,hint={'off' if self.prezero == 'off' else 'on'}"
 
     def line(self) -> str:
         return "|".join([self.name, self.vmm, self.kernel, str(self.mem_mib), self.memory_opts(),

@@ -5,8 +5,8 @@ use linux_loader::loader::bootparam::{boot_e820_entry, boot_params, setup_header
 use vm_memory::{ByteValued, GuestAddress};
 
 use crate::layout::{
-    ram_regions, CMDLINE_MAX_SIZE, CMDLINE_START, EBDA_START, HIMEM_START, MMIO_GAP_START,
-    SETUP_DATA_END, SETUP_DATA_START, ZERO_PAGE_START,
+    RamLayout, CMDLINE_MAX_SIZE, CMDLINE_START, EBDA_START, HIMEM_START, SETUP_DATA_END,
+    SETUP_DATA_START, ZERO_PAGE_START,
 };
 use crate::memory::BootMemory;
 
@@ -75,13 +75,12 @@ pub struct E820Entry {
     pub kind: u32,
 }
 
-/// The e820 map for `ram_size` bytes of RAM laid out by
-/// [`crate::layout::ram_regions`].
+/// The e820 map of guest RAM laid out as `layout`.
 ///
 /// Low RAM stops at the EBDA (which holds the MP table, reported reserved);
 /// `[0xa0000, 1 MiB)` is the legacy VGA/BIOS hole and is not listed, like on
 /// Firecracker. RAM resumes at 1 MiB and continues above the 3..4 GiB hole.
-pub fn e820_map(ram_size: u64) -> Vec<E820Entry> {
+pub fn e820_map(layout: &RamLayout) -> Vec<E820Entry> {
     let mut v = vec![
         E820Entry {
             addr: 0,
@@ -94,7 +93,7 @@ pub fn e820_map(ram_size: u64) -> Vec<E820Entry> {
             kind: E820_RESERVED,
         },
     ];
-    for (start, len) in ram_regions(ram_size) {
+    for &(start, len) in layout.regions() {
         let (s, e) = (start.0.max(HIMEM_START), start.0 + len);
         if e > s {
             v.push(E820Entry {
@@ -143,12 +142,12 @@ pub fn kernel_runtime_windows(hdr: &setup_header, load_addr: u64) -> Vec<(u64, u
 /// address that keeps it inside low RAM (below the MMIO hole), below the
 /// kernel's `initrd_addr_max`, and above `kernel_end`.
 pub fn initrd_addr(
-    ram_size: u64,
+    layout: &RamLayout,
     size: u64,
     initrd_addr_max: u32,
     kernel_end: u64,
 ) -> Result<GuestAddress, Error> {
-    let low_end = ram_size.min(MMIO_GAP_START);
+    let low_end = layout.low_end();
     // initrd_addr_max is the highest address the initrd may *occupy*.
     let limit = low_end.min(u64::from(initrd_addr_max) + 1);
     let too_large = Error::InitrdTooLarge { size, limit };
@@ -229,12 +228,12 @@ pub fn write_cmdline<M: BootMemory>(
 
 /// Inputs for [`build_boot_params`].
 #[derive(Clone, Debug)]
-pub struct BootParamsConfig {
+pub struct BootParamsConfig<'a> {
     /// The kernel's setup header (from the bzImage), or `None` for an image
     /// without one.
     pub header: Option<setup_header>,
-    /// Guest RAM size.
-    pub ram_size: u64,
+    /// Guest RAM (for the e820 table).
+    pub layout: &'a RamLayout,
     /// Command line length including its NUL (from [`write_cmdline`]).
     pub cmdline_len: usize,
     /// initramfs `(address, size)`.
@@ -247,7 +246,7 @@ pub struct BootParamsConfig {
 }
 
 /// Builds `boot_params` for the 64-bit boot protocol.
-pub fn build_boot_params(cfg: &BootParamsConfig) -> Result<boot_params, Error> {
+pub fn build_boot_params(cfg: &BootParamsConfig<'_>) -> Result<boot_params, Error> {
     let mut p = boot_params::default();
     if let Some(h) = cfg.header {
         p.hdr = h;
@@ -267,7 +266,7 @@ pub fn build_boot_params(cfg: &BootParamsConfig) -> Result<boot_params, Error> {
     }
     p.hdr.setup_data = cfg.setup_data;
     p.acpi_rsdp_addr = cfg.acpi_rsdp;
-    let map = e820_map(cfg.ram_size);
+    let map = e820_map(cfg.layout);
     if map.len() > p.e820_table.len() {
         return Err(Error::TooManyE820(map.len()));
     }
@@ -344,6 +343,7 @@ mod tests {
         old.version = 0x209;
         assert!(kernel_runtime_windows(&old, HIMEM_START).is_empty());
     }
+    use crate::layout::MMIO_GAP_START;
     use crate::memory::RecordingMemory;
     use vm_memory::{Bytes, GuestMemoryMmap};
 
@@ -353,7 +353,7 @@ mod tests {
 
     #[test]
     fn e820_small() {
-        let m = e820_map(512 << 20);
+        let m = e820_map(&RamLayout::new(512 << 20));
         assert_eq!(
             m,
             vec![
@@ -379,7 +379,7 @@ mod tests {
     #[test]
     fn e820_crosses_hole_and_totals_ram() {
         let size = 4u64 << 30;
-        let m = e820_map(size);
+        let m = e820_map(&RamLayout::new(size));
         assert_eq!(m.len(), 4);
         assert_eq!(m[2].addr + m[2].size, MMIO_GAP_START);
         assert_eq!(
@@ -412,7 +412,7 @@ mod tests {
         };
         let p = build_boot_params(&BootParamsConfig {
             header: Some(h),
-            ram_size: 1 << 30,
+            layout: &RamLayout::new(1 << 30),
             cmdline_len: 10,
             initrd: Some((GuestAddress(0x3000_0000), 0x1234)),
             setup_data: SETUP_DATA_START,
@@ -510,16 +510,16 @@ mod tests {
 
     #[test]
     fn initrd_placement() {
-        let a = initrd_addr(512 << 20, 0x1001, 0x7fff_ffff, 0x20_0000).unwrap();
+        let a = initrd_addr(&RamLayout::new(512 << 20), 0x1001, 0x7fff_ffff, 0x20_0000).unwrap();
         assert_eq!(a.0 & 0xfff, 0);
         assert!(a.0 + 0x1001 <= 512 << 20);
         // Above 3 GiB of RAM the initrd stays below the hole.
-        let a = initrd_addr(8 << 30, 1 << 20, 0xffff_ffff, 0x20_0000).unwrap();
+        let a = initrd_addr(&RamLayout::new(8 << 30), 1 << 20, 0xffff_ffff, 0x20_0000).unwrap();
         assert!(a.0 + (1 << 20) <= MMIO_GAP_START);
         // Respect initrd_addr_max.
-        let a = initrd_addr(2 << 30, 4096, 0x37ff_ffff, 0).unwrap();
+        let a = initrd_addr(&RamLayout::new(2 << 30), 4096, 0x37ff_ffff, 0).unwrap();
         assert_eq!(a.0, 0x3800_0000 - 4096);
-        assert!(initrd_addr(16 << 20, 32 << 20, 0xffff_ffff, 0).is_err());
-        assert!(initrd_addr(16 << 20, 8 << 20, 0xffff_ffff, 12 << 20).is_err());
+        assert!(initrd_addr(&RamLayout::new(16 << 20), 32 << 20, 0xffff_ffff, 0).is_err());
+        assert!(initrd_addr(&RamLayout::new(16 << 20), 8 << 20, 0xffff_ffff, 12 << 20).is_err());
     }
 }

@@ -4,7 +4,7 @@
 //! boot state is easy to audit; the whole first MiB is excluded from the zero
 //! hint (see [`LOW_MEMORY_END`]).
 
-use vm_memory::GuestAddress;
+use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 
 /// GDT location (4 entries of 8 bytes), as in Firecracker.
 pub const BOOT_GDT_START: u64 = 0x500;
@@ -57,24 +57,69 @@ pub const APIC_START: u64 = 0xfee0_0000;
 /// I/O APIC MMIO base.
 pub const IOAPIC_START: u64 = 0xfec0_0000;
 
-/// Splits `size` bytes of guest RAM around the MMIO hole.
+/// Where guest RAM lies in guest-physical space: the value every consumer
+/// of the layout takes (e820 and `boot_params`, the PVH memory map, fw_cfg,
+/// the write tracker, KVM memory slots), so that none of them recomputes it
+/// from a bare size and they cannot disagree.
 ///
-/// Returns one region `[0, size)` when it fits below 3 GiB, otherwise
-/// `[0, 3 GiB)` and `[4 GiB, 4 GiB + size - 3 GiB)`.
-pub fn ram_regions(size: u64) -> Vec<(GuestAddress, u64)> {
-    if size <= MMIO_GAP_START {
-        vec![(GuestAddress(0), size)]
-    } else {
-        vec![
-            (GuestAddress(0), MMIO_GAP_START),
-            (GuestAddress(MMIO_GAP_END), size - MMIO_GAP_START),
-        ]
-    }
+/// [`RamLayout::new`] is the rule the VMM maps memory by (RAM split around
+/// the 3..4 GiB MMIO hole); [`RamLayout::from_memory`] reads it back from
+/// the mapped memory object, as Firecracker's `configure_system` does from
+/// `guest_mem`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RamLayout {
+    regions: Vec<(GuestAddress, u64)>,
 }
 
-/// The highest guest-physical address + 1 of RAM of `size` bytes.
-pub fn ram_end(size: u64) -> u64 {
-    ram_regions(size).last().map(|(a, l)| a.0 + l).unwrap_or(0)
+impl RamLayout {
+    /// Splits `size` bytes of guest RAM around the MMIO hole.
+    ///
+    /// One region `[0, size)` when it fits below 3 GiB, otherwise
+    /// `[0, 3 GiB)` and `[4 GiB, 4 GiB + size - 3 GiB)`.
+    pub fn new(size: u64) -> Self {
+        let regions = if size <= MMIO_GAP_START {
+            vec![(GuestAddress(0), size)]
+        } else {
+            vec![
+                (GuestAddress(0), MMIO_GAP_START),
+                (GuestAddress(MMIO_GAP_END), size - MMIO_GAP_START),
+            ]
+        };
+        RamLayout { regions }
+    }
+
+    /// The layout of memory already mapped: its regions in address order.
+    pub fn from_memory<M: GuestMemoryBackend>(mem: &M) -> Self {
+        let mut regions: Vec<_> = mem.iter().map(|r| (r.start_addr(), r.len())).collect();
+        regions.sort_by_key(|&(a, _)| a);
+        RamLayout { regions }
+    }
+
+    /// `(start, length)` of each RAM region, in address order.
+    pub fn regions(&self) -> &[(GuestAddress, u64)] {
+        &self.regions
+    }
+
+    /// Total bytes of RAM.
+    pub fn size(&self) -> u64 {
+        self.regions.iter().map(|&(_, l)| l).sum()
+    }
+
+    /// The highest guest-physical address + 1 of RAM.
+    pub fn end(&self) -> u64 {
+        self.regions.last().map(|(a, l)| a.0 + l).unwrap_or(0)
+    }
+
+    /// End of the RAM below the MMIO hole (where 32-bit boot data such as
+    /// the initramfs must go).
+    pub fn low_end(&self) -> u64 {
+        self.regions
+            .iter()
+            .filter(|&&(a, _)| a.0 < MMIO_GAP_START)
+            .map(|&(a, l)| (a.0 + l).min(MMIO_GAP_START))
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 #[cfg(test)]
@@ -83,22 +128,39 @@ mod tests {
 
     #[test]
     fn small_ram_is_one_region() {
-        assert_eq!(ram_regions(512 << 20), vec![(GuestAddress(0), 512 << 20)]);
         assert_eq!(
-            ram_regions(MMIO_GAP_START),
-            vec![(GuestAddress(0), MMIO_GAP_START)]
+            RamLayout::new(512 << 20).regions(),
+            [(GuestAddress(0), 512 << 20)]
         );
+        assert_eq!(
+            RamLayout::new(MMIO_GAP_START).regions(),
+            [(GuestAddress(0), MMIO_GAP_START)]
+        );
+        assert_eq!(RamLayout::new(512 << 20).low_end(), 512 << 20);
     }
 
     #[test]
     fn large_ram_skips_the_hole() {
-        let r = ram_regions(4 << 30);
+        let l = RamLayout::new(4 << 30);
+        let r = l.regions();
         assert_eq!(
             r,
-            vec![(GuestAddress(0), 3 << 30), (GuestAddress(4 << 30), 1 << 30)]
+            [(GuestAddress(0), 3 << 30), (GuestAddress(4 << 30), 1 << 30)]
         );
         assert_eq!(r.iter().map(|x| x.1).sum::<u64>(), 4 << 30);
-        assert_eq!(ram_end(4 << 30), 5 << 30);
+        assert_eq!(l.size(), 4 << 30);
+        assert_eq!(l.end(), 5 << 30);
+        assert_eq!(l.low_end(), MMIO_GAP_START);
+    }
+
+    /// The layout read back from mapped memory is the one it was mapped by.
+    #[test]
+    fn layout_from_memory_round_trips() {
+        let l = RamLayout::new(64 << 20);
+        let ranges: Vec<(GuestAddress, usize)> =
+            l.regions().iter().map(|&(a, n)| (a, n as usize)).collect();
+        let mem = vm_memory::GuestMemoryMmap::<()>::from_ranges(&ranges).unwrap();
+        assert_eq!(RamLayout::from_memory(&mem), l);
     }
 
     #[test]

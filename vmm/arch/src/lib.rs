@@ -9,7 +9,6 @@
 //! [`BootMemory::write_tracked`], so the caller can exclude it from the
 //! pre-zeroed hint. That is the security core: a missed write would make the
 //! guest skip clearing memory that is not zero.
-#![deny(missing_docs)]
 #![cfg(target_arch = "x86_64")]
 
 pub mod acpi;

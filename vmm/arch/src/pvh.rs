@@ -12,7 +12,7 @@ use vm_memory::{ByteValued, GuestAddress};
 
 use crate::boot::e820_map;
 use crate::gdt::{gdt_entry, load_boot_segments};
-use crate::layout::CMDLINE_START;
+use crate::layout::{RamLayout, CMDLINE_START};
 use crate::memory::{BootMemory, MemoryError};
 
 /// `hvm_start_info.magic`.
@@ -48,10 +48,10 @@ pub enum Error {
 /// EBX. The command line must already be at [`CMDLINE_START`].
 pub fn write_start_info<M: BootMemory>(
     mem: &mut M,
-    ram_size: u64,
+    layout: &RamLayout,
     initrd: Option<(GuestAddress, u64)>,
 ) -> Result<GuestAddress, Error> {
-    let map = e820_map(ram_size);
+    let map = e820_map(layout);
     let mut memmap = Vec::new();
     for e in &map {
         let entry = hvm_memmap_table_entry {
@@ -155,8 +155,12 @@ mod tests {
         let mut m = RecordingMemory::new(
             GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 1 << 20)]).unwrap(),
         );
-        let at =
-            write_start_info(&mut m, 4 << 30, Some((GuestAddress(0x3000_0000), 1234))).unwrap();
+        let at = write_start_info(
+            &mut m,
+            &RamLayout::new(4 << 30),
+            Some((GuestAddress(0x3000_0000), 1234)),
+        )
+        .unwrap();
         let info: hvm_start_info = m.mem.read_obj(at).unwrap();
         assert_eq!(
             (info.magic, info.version, info.nr_modules),

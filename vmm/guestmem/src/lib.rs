@@ -138,7 +138,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The RAM regions handed in are unusable.
-    #[error("bad guest RAM layout: {0}; this is a VMM bug (the arch crate's ram_regions must give sorted, non-overlapping, 4K-aligned regions adding up to size=)")]
+    #[error("bad guest RAM layout: {0}; this is a VMM bug (the arch crate's RamLayout must give sorted, non-overlapping, 4K-aligned regions adding up to size=)")]
     BadRegions(String),
     /// Creating or preparing the backing file failed.
     #[error("cannot prepare guest RAM backing {what}: {source}; {fix}")]

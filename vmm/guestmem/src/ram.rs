@@ -689,9 +689,18 @@ mod tests {
         vec![(GuestAddress(0), 24 * M), (GuestAddress(64 * M), 8 * M)]
     }
 
-    fn ram(opts: &str) -> GuestRam {
-        let cfg = MemoryConfig::parse(&format!("size=32M,{opts}")).unwrap();
-        GuestRam::create(&cfg, &regions(), None).unwrap()
+    /// 32 MiB of the default configuration, changed by `set`.
+    fn cfg(set: impl FnOnce(&mut MemoryConfig)) -> MemoryConfig {
+        let mut cfg = MemoryConfig {
+            size: 32 * M,
+            ..Default::default()
+        };
+        set(&mut cfg);
+        cfg
+    }
+
+    fn ram(set: impl FnOnce(&mut MemoryConfig)) -> GuestRam {
+        GuestRam::create(&cfg(set), &regions(), None).unwrap()
     }
 
     fn covered(h: &Hint, a: u64) -> bool {
@@ -700,13 +709,24 @@ mod tests {
 
     #[test]
     fn fresh_ram_is_all_hinted_and_verifies() {
-        for opts in [
-            "thp=off",
-            "thp=on",
-            "prefault=on,prefault_method=populate",
-            "prefault=on,prefault_method=nt,thp=off",
+        type Set = fn(&mut MemoryConfig);
+        for (opts, set) in [
+            (
+                "thp=off",
+                (|c| c.backing = Backing::Anonymous { thp: false }) as Set,
+            ),
+            ("thp=on", |c| c.backing = Backing::Anonymous { thp: true }),
+            ("prefault=on,prefault_method=populate", |c| {
+                c.prefault = true;
+                c.prefault_method = PrefaultMethod::Populate;
+            }),
+            ("prefault=on,prefault_method=nt,thp=off", |c| {
+                c.prefault = true;
+                c.prefault_method = PrefaultMethod::Nt;
+                c.backing = Backing::Anonymous { thp: false };
+            }),
         ] {
-            let r = ram(opts);
+            let r = ram(set);
             let h = r.zero_hint().unwrap().unwrap();
             assert_eq!(h.total_bytes(), 32 * M, "{opts}");
             assert_eq!(r.verify_zero(&h).unwrap(), 32 * M, "{opts}");
@@ -733,9 +753,13 @@ mod tests {
         })
         .unwrap();
         assert!(d.wait_all_clean(std::time::Duration::from_secs(60)));
-        let opts = format!("prezero=pool:{}", socket.display());
         for round in 0..3 {
-            let mut r = ram(&opts);
+            let mut r = ram(|c| {
+                c.backing = Backing::Pool {
+                    socket: socket.clone(),
+                    page: None,
+                }
+            });
             assert_eq!(r.report().method, "pool_lease");
             let h = r.zero_hint().unwrap().unwrap();
             assert_eq!(h.total_bytes(), 32 * M);
@@ -763,7 +787,12 @@ mod tests {
 
     #[test]
     fn a_missing_pool_is_one_line_error() {
-        let cfg = MemoryConfig::parse("size=32M,prezero=pool:/nonexistent/pool.sock").unwrap();
+        let cfg = cfg(|c| {
+            c.backing = Backing::Pool {
+                socket: "/nonexistent/pool.sock".into(),
+                page: None,
+            }
+        });
         let e = GuestRam::create(&cfg, &regions(), None)
             .unwrap_err()
             .to_string();
@@ -773,17 +802,27 @@ mod tests {
 
     #[test]
     fn page_shift_follows_backing_and_host_thp() {
-        let shift = |o: &str| ram(o).zero_hint().unwrap().unwrap().entries[0].page_shift;
-        assert_eq!(shift("thp=off"), 12);
+        let shift = |thp: bool| {
+            ram(|c| c.backing = Backing::Anonymous { thp })
+                .zero_hint()
+                .unwrap()
+                .unwrap()
+                .entries[0]
+                .page_shift
+        };
+        assert_eq!(shift(false), 12);
         let en = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
             .unwrap_or_default();
         let thp_on = en.contains("[always]") || en.contains("[madvise]");
-        assert_eq!(shift("thp=on"), if thp_on { 21 } else { 12 });
+        assert_eq!(shift(true), if thp_on { 21 } else { 12 });
     }
 
     #[test]
     fn prezero_off_gives_no_hint() {
-        let mut r = ram("prezero=off,prefault=on");
+        let mut r = ram(|c| {
+            c.prezero = Prezero::Off;
+            c.prefault = true;
+        });
         assert_eq!(r.zero_hint().unwrap(), None);
         assert_eq!(r.finalize_hint().unwrap(), None);
         assert_eq!(r.report().mode, "off");
@@ -792,8 +831,11 @@ mod tests {
 
     #[test]
     fn report_names_method() {
-        assert_eq!(ram("").report().method, "kernel_fault_on_demand");
-        let r = ram("prefault=on,prefault_method=nt");
+        assert_eq!(ram(|_| {}).report().method, "kernel_fault_on_demand");
+        let r = ram(|c| {
+            c.prefault = true;
+            c.prefault_method = PrefaultMethod::Nt;
+        });
         let rep = r.report();
         assert_eq!(rep.method, "nt_engine");
         assert!(rep.backend.is_some() && rep.bytes == 32 * M && rep.threads >= 1);
@@ -801,14 +843,20 @@ mod tests {
         assert_eq!(j["method"], "nt_engine");
         assert_eq!(j["backing"], "anon_thp");
         assert!(j["gib_per_s"].as_f64().unwrap() > 0.0);
-        let r = ram("prefault=on,prefault_method=populate");
+        let r = ram(|c| {
+            c.prefault = true;
+            c.prefault_method = PrefaultMethod::Populate;
+        });
         assert_eq!(r.report().method, "populate_write");
         assert_eq!(r.report().backend, None);
     }
 
     #[test]
     fn prefault_progress_reaches_total() {
-        let cfg = MemoryConfig::parse("size=32M,prefault=on,threads=2").unwrap();
+        let cfg = cfg(|c| {
+            c.prefault = true;
+            c.threads = 2;
+        });
         let last = std::sync::Mutex::new((0u64, 0u64));
         let p = |d: u64, t: u64| *last.lock().unwrap() = (d, t);
         GuestRam::create(&cfg, &regions(), Some(&p)).unwrap();
@@ -817,7 +865,7 @@ mod tests {
 
     #[test]
     fn tracked_writes_are_excluded_and_data_lands() {
-        let mut r = ram("");
+        let mut r = ram(|_| {});
         r.write_tracked(b"kernel", GuestAddress(0x100000)).unwrap();
         r.write_tracked(&[1; 10], GuestAddress(64 * M + 4095))
             .unwrap();
@@ -842,7 +890,7 @@ mod tests {
 
     #[test]
     fn forgotten_mark_is_caught_by_the_dirty_bitmap() {
-        let r = ram("");
+        let r = ram(|_| {});
         // A loader writing straight through vm-memory, never calling mark.
         r.memory()
             .write_slice(&[0xaa; 3], GuestAddress(5 * M + 4094))
@@ -856,7 +904,7 @@ mod tests {
     #[test]
     fn loader_style_reads_into_guest_memory_are_caught_too() {
         // linux-loader copies the kernel file with read_exact_volatile_from.
-        let r = ram("");
+        let r = ram(|_| {});
         let image = vec![0x90u8; 3 * 4096 + 10];
         r.memory()
             .read_exact_volatile_from(GuestAddress(2 * M), &mut &image[..], image.len())
@@ -877,7 +925,7 @@ mod tests {
 
     #[test]
     fn write_after_issue_fails_finalize_and_after_finalize_is_refused() {
-        let mut r = ram("");
+        let mut r = ram(|_| {});
         let blob = GuestAddress(0x30000);
         r.mark_written(blob, 4096).unwrap();
         let h = r.zero_hint().unwrap().unwrap();
@@ -909,7 +957,7 @@ mod tests {
 
     #[test]
     fn selftest_corruption_bypasses_tracking_and_verify_catches_it() {
-        let mut r = ram("");
+        let mut r = ram(|_| {});
         let h = r.zero_hint().unwrap().unwrap();
         r.write_untracked_for_selftest(&[0xa5], GuestAddress(9 * M + 123))
             .unwrap();
@@ -927,7 +975,7 @@ mod tests {
     #[test]
     fn verify_finds_single_byte_at_start_middle_and_end() {
         for gpa in [0, 12 * M + 777, 24 * M - 1, 64 * M, 72 * M - 1] {
-            let r = ram("");
+            let r = ram(|_| {});
             let h = r.zero_hint().unwrap().unwrap();
             // Poke through the host mapping, bypassing all tracking, as a
             // stale page from another tenant would look.
@@ -946,7 +994,7 @@ mod tests {
 
     #[test]
     fn verify_reports_lowest_of_several() {
-        let r = ram("threads=2");
+        let r = ram(|c| c.threads = 2);
         let h = r.zero_hint().unwrap().unwrap();
         for gpa in [70 * M, 3 * M + 5, 20 * M] {
             let host = r.memory().get_host_address(GuestAddress(gpa)).unwrap();
@@ -958,7 +1006,7 @@ mod tests {
 
     #[test]
     fn verify_rejects_hint_outside_ram() {
-        let r = ram("");
+        let r = ram(|_| {});
         let h = Hint::zeroed_from_ranges(&[(24 * M, 4096)], 12).unwrap();
         assert!(matches!(r.verify_zero(&h), Err(Error::HintOutOfRam { .. })));
         let h = Hint::zeroed_from_ranges(&[(60 * M, 8 * M)], 12).unwrap();
@@ -967,7 +1015,7 @@ mod tests {
 
     #[test]
     fn bad_layouts_are_errors() {
-        let cfg = MemoryConfig::parse("size=32M").unwrap();
+        let cfg = cfg(|_| {});
         for regs in [
             vec![],
             vec![(GuestAddress(0), 16 * M)],

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{create, dirty_file, have_pages, pool_2m, read_file, Mount, M, POOL};
-use guestmem::{check_hugepages, Error, GuestRam, HugePageSize, MemoryConfig};
+use guestmem::{check_hugepages, Error, GuestRam, HugePageSize};
 use vm_memory::GuestAddress;
 
 #[test]
@@ -122,7 +122,7 @@ fn hugepage_shortage_is_an_error_before_any_fault() {
 #[test]
 fn file_not_on_hugetlbfs_is_refused() {
     let p = std::env::temp_dir().join(format!("guestmem-not-huge-{}", std::process::id()));
-    let cfg = MemoryConfig::parse(&format!("size=4M,file={}", p.display())).unwrap();
+    let cfg = options::memory(&format!("size=4M,file={}", p.display())).unwrap();
     // Skip the pool check's influence: with no free pages it fails first,
     // which is also a correct refusal.
     let e = GuestRam::create(&cfg, &[(GuestAddress(0), 4 * M)], None).unwrap_err();
@@ -135,11 +135,11 @@ fn file_not_on_hugetlbfs_is_refused() {
 
 #[test]
 fn misaligned_size_names_the_fix() {
-    let e = MemoryConfig::parse("size=5M,hugepages=on")
+    let e = options::memory("size=5M,hugepages=on")
         .unwrap_err()
         .to_string();
     assert!(e.contains("multiple of 2M"), "{e}");
-    let e = MemoryConfig::parse("size=1536M,hugepages=on,hugepage_size=1G")
+    let e = options::memory("size=1536M,hugepages=on,hugepage_size=1G")
         .unwrap_err()
         .to_string();
     assert!(e.contains("multiple of 1G"), "{e}");

@@ -3,7 +3,7 @@
 //! VMM does, every byte of the final hint reads zero and no written byte is
 //! in it.
 
-use guestmem::{GuestRam, MemoryConfig};
+use guestmem::GuestRam;
 use proptest::prelude::*;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend};
 
@@ -43,7 +43,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]
     fn final_hint_is_all_zero_and_excludes_every_write(writes in proptest::collection::vec(write(), 1..24)) {
-        let cfg = MemoryConfig::parse("size=8M,thp=off").unwrap();
+        let cfg = options::memory("size=8M,thp=off").unwrap();
         let mut ram = GuestRam::create(&cfg, &regions(), None).unwrap();
         let mut done = Vec::new();
         for w in &writes {

@@ -10,7 +10,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use common::{create, dirty_file, have_pages, pool_2m, read_file, Mount, M, POOL};
-use guestmem::{check_backing_hugepages, check_hugepages, Error, HugePageSize, MemoryConfig};
+use guestmem::{check_backing_hugepages, check_hugepages, Error, HugePageSize};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend};
 
 /// Leak hunted: a write through vm-memory (a loader, a device model) after
@@ -157,7 +157,7 @@ fn reused_file_on_a_full_pool_is_accepted_and_zero() {
         check_hugepages(HugePageSize::Size2M, vm).is_err(),
         "the pool alone must be short for this test to mean anything"
     );
-    let backing = MemoryConfig::parse(&format!("size={vm},file={}", path.display()))
+    let backing = options::memory(&format!("size={vm},file={}", path.display()))
         .unwrap()
         .backing;
     check_backing_hugepages(&backing, vm).unwrap();

@@ -179,7 +179,7 @@ fn check_entry(
     if !PAGE_SHIFTS.contains(&e.page_shift) {
         return Err(Error::BadPageShift { index });
     }
-    if e.start % PAGE_SIZE != 0 || e.length % PAGE_SIZE != 0 {
+    if !e.start.is_multiple_of(PAGE_SIZE) || !e.length.is_multiple_of(PAGE_SIZE) {
         return Err(Error::Misaligned { index });
     }
     if e.length == 0 {

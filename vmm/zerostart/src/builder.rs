@@ -15,19 +15,16 @@ use devices::{
     BootTimer, I8042Device, PioBus, SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN,
     I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
 };
-use kvm_bindings::{
-    kvm_pit_config, kvm_sregs, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES,
-    KVM_PIT_SPEAKER_DUMMY,
-};
+use kvm_bindings::{kvm_pit_config, kvm_sregs, KVM_MAX_CPUID_ENTRIES, KVM_PIT_SPEAKER_DUMMY};
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
-use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
+use vm_memory::GuestAddress;
 use zerohint::Hint;
 
 use crate::cli::{CpusConfig, RunArgs, SerialOpt};
 pub use crate::guest::{GuestInputs, PreparedGuest};
+use crate::guest_memory::{self, GuestRam, MemoryConfig, Tracked};
 use crate::hint;
 use crate::kernel::{self, Format, Kernel};
-use crate::ram::{self, GuestRam, MemoryConfig, Tracked};
 use crate::timeline::Timeline;
 
 /// Where KVM puts the TSS (3 pages below the BIOS area, as in Firecracker).
@@ -136,6 +133,9 @@ pub enum Error {
     /// Memory write.
     #[error("writing guest memory: {0}")]
     Memory(#[from] vm_memory::GuestMemoryError),
+    /// KVM memory slots.
+    #[error(transparent)]
+    Slot(#[from] guest_memory::SlotError),
     /// `--firmware` boot.
     #[error(transparent)]
     Firmware(#[from] crate::firmware::Error),
@@ -144,12 +144,9 @@ pub enum Error {
     Hint(#[from] crate::hint::Error),
     /// `--test-corrupt-hint` deliberately hands the guest a false or broken
     /// hint; an operator must never get that by a typo or a copied command.
-    #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", TEST_SWITCH_ENV)]
+    #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", hint::TEST_SWITCH_ENV)]
     TestSwitchLocked,
 }
-
-/// Environment variable that unlocks the test-only hint corruption switch.
-pub const TEST_SWITCH_ENV: &str = "ZEROSTART_TEST_SWITCHES";
 
 fn kvm_err(what: &'static str) -> impl Fn(kvm_ioctls::Error) -> Error {
     move |err| Error::Kvm { what, err }
@@ -216,13 +213,11 @@ pub enum Boot {
 
 /// Parses and checks every option and input file; allocates nothing.
 pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
-    if args.test_corrupt_hint.is_some()
-        && std::env::var_os(TEST_SWITCH_ENV).is_none_or(|v| v != "1")
-    {
+    if args.test_corrupt_hint.is_some() && !hint::test_switches_unlocked() {
         return Err(Error::TestSwitchLocked);
     }
     let cpus = CpusConfig::parse(&args.cpus)?;
-    let memory = MemoryConfig::parse(&args.memory)?;
+    let memory = options::memory(&args.memory)?;
     if !memory.size.is_multiple_of(4096) {
         return Err(Error::UnalignedSize(memory.size));
     }
@@ -315,8 +310,12 @@ fn serial_output(s: &SerialOpt) -> Result<SerialOutput, Error> {
     })
 }
 
-/// Builds the VM: KVM first (cheap checks), then memory, devices, vCPUs and
-/// the boot state; records `memory_ready` on `timeline`.
+/// Builds the VM, as a recipe of named steps (Firecracker's
+/// `build_microvm_for_boot`): KVM first (cheap checks), then guest memory
+/// (mapped, its layout read back once, registered as KVM slots), the
+/// interrupt controllers, the devices, the vCPUs, the guest's boot data
+/// with the hint, and the boot vCPU's entry state; records `memory_ready`
+/// on `timeline`.
 pub fn build(
     args: &RunArgs,
     plan: &Plan,
@@ -326,9 +325,50 @@ pub fn build(
     let kvm = open_kvm(&args.kvm_device)?;
     let vm_fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
 
-    let mut ram = ram::create(&plan.memory)?;
+    let mut ram = guest_memory::create(&plan.memory)?;
     timeline.mark("memory_ready");
+    let layout = guest_memory::layout(&ram);
 
+    setup_interrupt_controllers(&vm_fd)?;
+    guest_memory::register_slots(&vm_fd, &ram, &layout)?;
+
+    // The stop flag is the VM's: COM1 gives up on an output nobody reads
+    // once it is set (see SerialDevice::with_stop).
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut devices = attach_legacy_devices(&vm_fd, args, plan, stop.clone())?;
+
+    let vcpus = create_vcpus(&kvm, &vm_fd, plan.cpus.boot)?;
+    let base_sregs = vcpus[0].get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
+    let inputs = GuestInputs {
+        initramfs: args.initramfs.as_deref(),
+        cmdline: &args.cmdline,
+        layout: &layout,
+        cpus: plan.cpus.boot,
+        corrupt: args.test_corrupt_hint,
+        acpi: args.acpi == crate::cli::OnOff::On,
+    };
+    let guest = load_guest(&mut ram, boot, &inputs, base_sregs, &mut devices.bus)?;
+    configure_boot_vcpu(&vcpus[0], &guest)?;
+    let verified_bytes = seal_hint(&mut ram, guest.hint.as_ref(), args.verify_hint)?;
+
+    Ok(Vm {
+        vm_fd,
+        vcpus,
+        bus: Arc::new(devices.bus),
+        serial: devices.serial,
+        timer: devices.timer,
+        ram,
+        hint: guest.hint,
+        verified_bytes,
+        format: guest.format,
+        stop,
+        first_run: Arc::new(OnceLock::new()),
+        unmapped: Arc::new(AtomicU64::new(0)),
+    })
+}
+
+/// The TSS, the in-kernel irqchip (PIC, IOAPIC, LAPICs) and the PIT.
+fn setup_interrupt_controllers(vm_fd: &VmFd) -> Result<(), Error> {
     vm_fd
         .set_tss_address(KVM_TSS_ADDRESS)
         .map_err(kvm_err("KVM_SET_TSS_ADDR"))?;
@@ -341,28 +381,29 @@ pub fn build(
             ..Default::default()
         })
         .map_err(kvm_err("KVM_CREATE_PIT2"))?;
-    for (slot, region) in ram.memory().iter().enumerate() {
-        let host = ram
-            .memory()
-            .get_host_address(region.start_addr())
-            .map_err(Error::Memory)?;
-        let r = kvm_userspace_memory_region {
-            slot: slot as u32,
-            flags: 0,
-            guest_phys_addr: region.start_addr().raw_value(),
-            memory_size: region.len(),
-            userspace_addr: host as u64,
-        };
-        // SAFETY: the region stays mapped as long as `ram`, which the Vm
-        // owns and drops after the vCPUs have stopped.
-        unsafe { vm_fd.set_user_memory_region(r) }
-            .map_err(kvm_err("KVM_SET_USER_MEMORY_REGION"))?;
-    }
+    Ok(())
+}
 
-    // Devices. The stop flag is the VM's: COM1 gives up on an output
-    // nobody reads once it is set (see SerialDevice::with_stop).
-    let stop = Arc::new(AtomicBool::new(false));
-    let serial = SerialDevice::with_stop(serial_output(&plan.serial)?, stop.clone())
+/// The port-I/O bus and the devices the VM keeps handles to.
+struct LegacyDevices {
+    bus: PioBus,
+    serial: Arc<Mutex<SerialDevice>>,
+    timer: Arc<Mutex<BootTimer>>,
+}
+
+fn dev(e: devices::Error) -> Error {
+    Error::Devices(e.to_string())
+}
+
+/// COM1 (with its irqfd), i8042, the boot timer, the ACPI PM register
+/// (with `--acpi on`), CMOS and the debug console (with `--debugcon`).
+fn attach_legacy_devices(
+    vm_fd: &VmFd,
+    args: &RunArgs,
+    plan: &Plan,
+    stop: Arc<AtomicBool>,
+) -> Result<LegacyDevices, Error> {
+    let serial = SerialDevice::with_stop(serial_output(&plan.serial)?, stop)
         .map_err(|e| Error::Devices(format!("serial: {e}")))?;
     vm_fd
         .register_irqfd(serial.interrupt_evt(), COM1_GSI)
@@ -371,7 +412,6 @@ pub fn build(
     let i8042 = Arc::new(Mutex::new(I8042Device::new()));
     let timer = Arc::new(Mutex::new(BootTimer::new()));
     let mut bus = PioBus::new();
-    let dev = |e: devices::Error| Error::Devices(e.to_string());
     bus.insert(COM1_BASE, COM1_LEN, serial.clone())
         .map_err(dev)?;
     bus.insert(I8042_DATA_PORT, 1, i8042.clone()).map_err(dev)?;
@@ -391,7 +431,6 @@ pub fn build(
         Arc::new(Mutex::new(devices::Cmos::new())),
     )
     .map_err(dev)?;
-
     if let Some(p) = &args.debugcon {
         let f = OpenOptions::new()
             .create(true)
@@ -403,13 +442,16 @@ pub fn build(
                     p.display()
                 ))
             })?;
-        let con = crate::debugcon::Debugcon::new(Box::new(f));
-        bus.insert(crate::debugcon::DEBUGCON_PORT, 1, Arc::new(Mutex::new(con)))
+        let con = devices::Debugcon::new(Box::new(f));
+        bus.insert(devices::DEBUGCON_PORT, 1, Arc::new(Mutex::new(con)))
             .map_err(dev)?;
     }
+    Ok(LegacyDevices { bus, serial, timer })
+}
 
-    // vCPUs.
-    let n = plan.cpus.boot;
+/// `n` vCPUs with filtered CPUID, the boot MSRs and LINT0/LINT1 set up;
+/// index = APIC id.
+fn create_vcpus(kvm: &Kvm, vm_fd: &VmFd, n: u8) -> Result<Vec<VcpuFd>, Error> {
     let base_cpuid = kvm
         .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
         .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
@@ -429,64 +471,61 @@ pub fn build(
         arch::interrupts::setup_lint(&v)?;
         vcpus.push(v);
     }
+    Ok(vcpus)
+}
 
-    let base_sregs = vcpus[0].get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
-    let inputs = GuestInputs {
-        initramfs: args.initramfs.as_deref(),
-        cmdline: &args.cmdline,
-        memory_size: plan.memory.size,
-        cpus: n,
-        corrupt: args.test_corrupt_hint,
-        acpi: args.acpi == crate::cli::OnOff::On,
-    };
-    let boot = match boot {
-        Boot::Direct(mut kernel) => prepare_guest(&mut ram, &mut kernel, &inputs, base_sregs)?,
+/// Writes the guest's boot data and publishes the hint: directly
+/// ([`prepare_guest`], setup_data) or through firmware
+/// ([`crate::firmware::prepare`], fw_cfg, whose device and the platform
+/// registers EDK2 needs go on `bus`).
+fn load_guest(
+    ram: &mut GuestRam,
+    boot: Boot,
+    inputs: &GuestInputs<'_>,
+    base_sregs: kvm_sregs,
+    bus: &mut PioBus,
+) -> Result<PreparedGuest, Error> {
+    match boot {
+        Boot::Direct(mut kernel) => prepare_guest(ram, &mut kernel, inputs, base_sregs),
         Boot::Firmware(mut fw) => {
-            let (boot, fw_cfg) = crate::firmware::prepare(&mut ram, &mut fw, &inputs, base_sregs)?;
-            let fw_cfg = Arc::new(Mutex::new(fw_cfg));
             use devices::fw_cfg::{
                 FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN,
             };
+            let (guest, fw_cfg) = crate::firmware::prepare(ram, &mut fw, inputs, base_sregs)?;
+            let fw_cfg = Arc::new(Mutex::new(fw_cfg));
             bus.insert(FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN, fw_cfg.clone())
                 .map_err(dev)?;
             bus.insert(FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, fw_cfg)
                 .map_err(dev)?;
-            crate::fw_platform::insert(&mut bus).map_err(dev)?;
-            boot
+            devices::fw_platform::insert(bus).map_err(dev)?;
+            Ok(guest)
         }
-    };
-    let v0 = &vcpus[0];
-    v0.set_sregs(&boot.sregs)
+    }
+}
+
+/// The boot vCPU's registers, segments and FPU at the entry point.
+fn configure_boot_vcpu(v0: &VcpuFd, guest: &PreparedGuest) -> Result<(), Error> {
+    v0.set_sregs(&guest.sregs)
         .map_err(kvm_err("KVM_SET_SREGS"))?;
-    v0.set_regs(&boot.regs).map_err(kvm_err("KVM_SET_REGS"))?;
+    v0.set_regs(&guest.regs).map_err(kvm_err("KVM_SET_REGS"))?;
     v0.set_fpu(&arch::regs::boot_fpu())
         .map_err(kvm_err("KVM_SET_FPU"))?;
-    let hint = boot.hint;
-    let verified_bytes = match (&hint, args.verify_hint) {
+    Ok(())
+}
+
+/// `--verify-hint` re-reads every hinted byte (returns how many); then the
+/// last check before any vCPU exists to run: nothing written through
+/// vm-memory since the freeze (which only its dirty bitmap sees) lies in
+/// the hint, else HintInvalidated and no boot.
+fn seal_hint(ram: &mut GuestRam, hint: Option<&Hint>, verify: bool) -> Result<u64, Error> {
+    let verified_bytes = match (hint, verify) {
         (Some(h), true) => ram.verify_zero(h).map_err(Error::VerifyFailed)?,
         _ => 0,
     };
-    // Last check before any vCPU exists to run: nothing written through
-    // vm-memory since the freeze (which only its dirty bitmap sees) lies in
-    // the hint; else HintInvalidated and no boot.
     if hint.is_some() {
         ram.finalize_hint()?;
     }
-
-    Ok(Vm {
-        vm_fd,
-        vcpus,
-        bus: Arc::new(bus),
-        serial,
-        timer,
-        ram,
-        hint,
-        verified_bytes,
-        format: boot.format,
-        stop,
-        first_run: Arc::new(OnceLock::new()),
-        unmapped: Arc::new(AtomicU64::new(0)),
-    })
+    Ok(verified_bytes)
 }
 
 /// Writes everything the guest needs into `ram` — kernel, initramfs,
@@ -525,12 +564,8 @@ pub fn prepare_guest(
                 path: p.to_path_buf(),
                 err,
             })?;
-            let at = boot::initrd_addr(
-                inputs.memory_size,
-                data.len() as u64,
-                k.initrd_addr_max(),
-                k.end,
-            )?;
+            let at =
+                boot::initrd_addr(inputs.layout, data.len() as u64, k.initrd_addr_max(), k.end)?;
             ram.write_tracked(&data, at)?;
             Some((at, data.len() as u64))
         }
@@ -546,7 +581,7 @@ pub fn prepare_guest(
     };
     if k.format == Format::Elf {
         // PVH: no boot_params, so no setup_data and no hint.
-        let start = arch::pvh::write_start_info(&mut mem, inputs.memory_size, initrd)?;
+        let start = arch::pvh::write_start_info(&mut mem, inputs.layout, initrd)?;
         let sregs = arch::pvh::pvh_sregs(&mut mem, base_sregs)?;
         return Ok(PreparedGuest {
             regs: arch::pvh::pvh_regs(k.entry, start),
@@ -574,7 +609,7 @@ pub fn prepare_guest(
         let setup_addr = boot::write_setup_data(&mut mem, &setup)?;
         let params = boot::build_boot_params(&BootParamsConfig {
             header: Some(k.header),
-            ram_size: inputs.memory_size,
+            layout: inputs.layout,
             cmdline_len,
             initrd,
             setup_data: setup_addr,
@@ -596,14 +631,14 @@ pub fn prepare_guest(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::CorruptHint;
+    use crate::hint::CorruptHint;
     use std::io::Write;
     use vm_memory::Bytes;
 
     const MIB: u64 = 1 << 20;
 
     fn ram(size: u64) -> GuestRam {
-        ram::create(&MemoryConfig {
+        guest_memory::create(&MemoryConfig {
             size,
             backing: guestmem::Backing::Anonymous { thp: false },
             ..Default::default()
@@ -621,9 +656,10 @@ mod tests {
         let mut ram = ram(size);
         if let Some(pattern) = pattern {
             let fill = vec![pattern; MIB as usize];
-            for (start, len) in arch::layout::ram_regions(size) {
+            for &(start, len) in guest_memory::layout(&ram).regions() {
                 for off in (0..len).step_by(MIB as usize) {
-                    ram::write_untracked(&ram, &fill, GuestAddress(start.0 + off)).unwrap();
+                    guest_memory::write_untracked(&ram, &fill, GuestAddress(start.0 + off))
+                        .unwrap();
                 }
             }
         }
@@ -638,13 +674,14 @@ mod tests {
                     .collect::<Vec<_>>(),
             )
             .unwrap();
+        let layout = guest_memory::layout(&ram);
         let p = prepare_guest(
             &mut ram,
             &mut k,
             &GuestInputs {
                 initramfs: Some(initrd.path()),
                 cmdline: "console=ttyS0 reboot=k panic=1",
-                memory_size: size,
+                layout: &layout,
                 cpus: 4,
                 corrupt,
                 acpi: true,
@@ -652,7 +689,7 @@ mod tests {
             kvm_sregs::default(),
         )
         .unwrap();
-        (ram, p.hint.expect("prezero=auto gives a hint"))
+        (ram, p.hint.expect("hint=on (the default) gives a hint"))
     }
 
     /// Bytes in hinted ranges that differ from `pattern`.
@@ -698,7 +735,7 @@ mod tests {
     fn hint_stays_inside_e820_ram() {
         let size = 3 * 1024 * MIB + 64 * MIB;
         let (_ram, hint) = prepare_over(None, None, size);
-        let ram_map: Vec<_> = arch::boot::e820_map(size)
+        let ram_map: Vec<_> = arch::boot::e820_map(&arch::layout::RamLayout::new(size))
             .into_iter()
             .filter(|e| e.kind == arch::boot::E820_RAM)
             .collect();

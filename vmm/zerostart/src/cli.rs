@@ -5,6 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::hint::CorruptHint;
+pub use options::Error;
+use options::OptionList;
+
 /// Default kernel command line (Firecracker's): serial console, reboot via
 /// the keyboard controller (which ends the VM), reboot on panic.
 pub const DEFAULT_CMDLINE: &str = "console=ttyS0 reboot=k panic=1";
@@ -68,8 +72,11 @@ pub struct RunArgs {
     pub cpus: String,
     /// Guest memory: size=512M,hugepages=on|off,hugepage_size=2M|1G,
     /// file=PATH (hugetlbfs),thp=on|off,prefault=on|off,
-    /// prefault_method=auto|nt|populate,prezero=auto|off|<backend>|pool[:SOCKET],
-    /// threads=N. prezero=pool leases known-zero memory from `zerostart pool`.
+    /// prefault_method=auto|nt|populate,hint=on|off,zero_engine=auto|<backend>,
+    /// prezero=pool[:SOCKET],threads=N. hint= says whether the guest is told
+    /// which RAM is zero; zero_engine= zeroes only with prefault_method=nt.
+    /// prezero=off|auto|<backend> is the old spelling of hint=/zero_engine=.
+    /// prezero=pool leases known-zero memory from `zerostart pool`.
     #[arg(long, default_value = "size=512M", value_name = "size=...,...")]
     pub memory: String,
     /// Guest serial console (COM1): tty (this terminal), off, or file=PATH.
@@ -123,73 +130,6 @@ pub enum FirmwareHint {
     Scrub,
 }
 
-/// Test-only hint corruption.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CorruptHint {
-    /// Flip a bit in the encoded blob: the guest must report it invalid.
-    Checksum,
-    /// Write a non-zero byte into a hinted range after building the hint:
-    /// the guest must report non-zero memory.
-    Dirty,
-}
-
-/// Errors in option values.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum Error {
-    /// An option list item without `=`.
-    #[error("--{opt}: '{item}' is not key=value; write e.g. --{opt} {example}")]
-    NotKeyValue {
-        /// Option name.
-        opt: &'static str,
-        /// The item.
-        item: String,
-        /// A valid example.
-        example: &'static str,
-    },
-    /// An unknown key.
-    #[error("--{opt}: unknown key '{key}'; valid keys: {valid}")]
-    UnknownKey {
-        /// Option name.
-        opt: &'static str,
-        /// The key.
-        key: String,
-        /// Valid keys.
-        valid: &'static str,
-    },
-    /// A value that does not parse.
-    #[error("--{opt}: {key}='{value}' is invalid; {hint}")]
-    BadValue {
-        /// Option name.
-        opt: &'static str,
-        /// Key.
-        key: &'static str,
-        /// Value.
-        value: String,
-        /// What is valid.
-        hint: &'static str,
-    },
-}
-
-/// Splits `a=1,b=2` into pairs.
-pub(crate) fn pairs(
-    opt: &'static str,
-    s: &str,
-    example: &'static str,
-) -> Result<Vec<(String, String)>, Error> {
-    s.split(',')
-        .filter(|i| !i.is_empty())
-        .map(|item| {
-            item.split_once('=')
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| Error::NotKeyValue {
-                    opt,
-                    item: item.to_string(),
-                    example,
-                })
-        })
-        .collect()
-}
-
 /// `--cpus` parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpusConfig {
@@ -200,29 +140,19 @@ pub struct CpusConfig {
 impl CpusConfig {
     /// Parses `boot=N`.
     pub fn parse(s: &str) -> Result<Self, Error> {
+        let list = OptionList::parse("cpus", s, &["boot"], "boot=2")?;
         let mut boot = 1u8;
-        for (k, v) in pairs("cpus", s, "boot=2")? {
-            match k.as_str() {
-                "boot" => {
-                    boot = v
-                        .parse::<u8>()
-                        .ok()
-                        .filter(|n| (1..=arch::mptable::MAX_VCPUS).contains(n))
-                        .ok_or(Error::BadValue {
-                            opt: "cpus",
-                            key: "boot",
-                            value: v.clone(),
-                            hint: "the number of vCPUs must be 1..=32",
-                        })?;
-                }
-                _ => {
-                    return Err(Error::UnknownKey {
-                        opt: "cpus",
-                        key: k,
-                        valid: "boot",
-                    })
-                }
-            }
+        if let Some(v) = list.get("boot") {
+            boot = v
+                .parse::<u8>()
+                .ok()
+                .filter(|n| (1..=arch::mptable::MAX_VCPUS).contains(n))
+                .ok_or(Error::BadValue {
+                    opt: "cpus",
+                    key: "boot",
+                    value: v.to_string(),
+                    hint: "the number of vCPUs must be 1..=32",
+                })?;
         }
         Ok(CpusConfig { boot })
     }
@@ -240,20 +170,27 @@ pub enum SerialOpt {
 }
 
 impl SerialOpt {
-    /// Parses `tty`, `off` or `file=PATH`.
+    /// Parses `tty`, `off` or `file=PATH` (the one key=value form goes
+    /// through the common grammar).
     pub fn parse(s: &str) -> Result<Self, Error> {
         match s {
-            "tty" => Ok(SerialOpt::Tty),
-            "off" | "null" => Ok(SerialOpt::Off),
-            _ => match s.strip_prefix("file=") {
-                Some(p) if !p.is_empty() => Ok(SerialOpt::File(PathBuf::from(p))),
-                _ => Err(Error::BadValue {
-                    opt: "serial",
-                    key: "mode",
-                    value: s.to_string(),
-                    hint: "use tty, off or file=PATH",
-                }),
-            },
+            "tty" => return Ok(SerialOpt::Tty),
+            "off" | "null" => return Ok(SerialOpt::Off),
+            _ => {}
+        }
+        let bad = || Error::BadValue {
+            opt: "serial",
+            key: "mode",
+            value: s.to_string(),
+            hint: "use tty, off or file=PATH",
+        };
+        if !s.contains('=') {
+            return Err(bad());
+        }
+        let list = OptionList::parse("serial", s, &["file"], "file=PATH")?;
+        match list.get("file") {
+            Some(p) if !p.is_empty() => Ok(SerialOpt::File(PathBuf::from(p))),
+            _ => Err(bad()),
         }
     }
 }

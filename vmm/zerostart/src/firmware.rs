@@ -23,7 +23,7 @@ use std::io::Read;
 use std::mem::offset_of;
 use std::path::{Path, PathBuf};
 
-use arch::layout::{CMDLINE_START, HIMEM_START, LOW_MEMORY_END};
+use arch::layout::{RamLayout, CMDLINE_START, HIMEM_START, LOW_MEMORY_END};
 use devices::fw_cfg::{self, key, FwCfg};
 use kvm_bindings::kvm_sregs;
 use linux_loader::loader::elf::start_info::hvm_start_info;
@@ -33,9 +33,9 @@ use vm_memory::GuestAddress;
 
 use crate::cli::FirmwareHint;
 use crate::guest::{GuestInputs, PreparedGuest};
+use crate::guest_memory::{GuestRam, Tracked};
 use crate::hint;
 use crate::kernel::{self, Format, Kernel};
-use crate::ram::{GuestRam, Tracked};
 
 /// The fw_cfg device as the VMM builds it: DMA into the guest's RAM.
 pub type FwCfgDevice = FwCfg<guestmem::GuestMemory>;
@@ -96,7 +96,7 @@ pub enum Error {
     )]
     InitramfsWithoutKernel,
     /// Scrub without tracking.
-    #[error("--firmware-hint scrub needs the VMM's write tracking, which prezero=off turns off; drop prezero=off from --memory")]
+    #[error("--firmware-hint scrub needs the VMM's write tracking, which hint=off (old spelling prezero=off) turns off; drop it from --memory")]
     ScrubWithoutTracking,
     /// Verify of a scrub request.
     #[error("--verify-hint checks a zero hint, but --firmware-hint scrub claims nothing zero; drop one of them")]
@@ -283,7 +283,7 @@ pub fn prepare(
     } else {
         None
     };
-    let start = arch::pvh::write_start_info(&mut mem, inputs.memory_size, None)?;
+    let start = arch::pvh::write_start_info(&mut mem, inputs.layout, None)?;
     if let Some(rsdp) = rsdp {
         // CloudHv's ACPI platform driver finds the tables through
         // hvm_start_info.rsdp_paddr.
@@ -318,7 +318,7 @@ pub fn prepare(
             k,
             fw.initramfs.as_deref(),
             inputs.cmdline,
-            inputs.memory_size,
+            inputs.layout,
         )?;
     }
     let sent = published.sent.clone();
@@ -344,10 +344,10 @@ pub fn prepare(
 /// RAM size, vCPU counts and `etc/e820`, which OVMF-derived firmware reads
 /// (CloudHv takes its memory map from PVH instead).
 fn add_machine_items(dev: &mut FwCfgDevice, inputs: &GuestInputs<'_>) -> Result<(), fw_cfg::Error> {
-    dev.set_item(key::RAM_SIZE, &inputs.memory_size.to_le_bytes()[..])?;
+    dev.set_item(key::RAM_SIZE, &inputs.layout.size().to_le_bytes()[..])?;
     dev.set_item(key::NB_CPUS, &u16::from(inputs.cpus).to_le_bytes()[..])?;
     dev.set_item(key::MAX_CPUS, &u16::from(inputs.cpus).to_le_bytes()[..])?;
-    let e820: Vec<_> = arch::boot::e820_map(inputs.memory_size)
+    let e820: Vec<_> = arch::boot::e820_map(inputs.layout)
         .iter()
         .map(|e| (e.addr, e.size, e.kind))
         .collect();
@@ -367,7 +367,7 @@ fn add_kernel_items(
     image: &[u8],
     initrd: Option<&[u8]>,
     cmdline: &str,
-    memory_size: u64,
+    layout: &RamLayout,
 ) -> Result<(), Error> {
     let (setup, kernel) =
         fw_cfg::split_bzimage(image).ok_or_else(|| Error::ShortKernel(path.to_path_buf()))?;
@@ -390,7 +390,7 @@ fn add_kernel_items(
             .and_then(|b| b.try_into().ok())
             .map_or(0, u32::from_le_bytes);
         let at = arch::boot::initrd_addr(
-            memory_size,
+            layout,
             initrd.len() as u64,
             if initrd_max == 0 {
                 0x37ff_ffff
@@ -409,8 +409,8 @@ fn add_kernel_items(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ram;
-    use crate::ram::MemoryConfig;
+    use crate::guest_memory;
+    use crate::guest_memory::MemoryConfig;
     use std::io::Write;
     use vm_memory::Bytes;
 
@@ -466,11 +466,11 @@ mod tests {
         f
     }
 
-    fn inputs(size: u64, cmdline: &str) -> GuestInputs<'_> {
+    fn inputs<'a>(layout: &'a RamLayout, cmdline: &'a str) -> GuestInputs<'a> {
         GuestInputs {
             initramfs: None,
             cmdline,
-            memory_size: size,
+            layout,
             cpus: 2,
             corrupt: None,
             acpi: true,
@@ -484,7 +484,7 @@ mod tests {
     fn nothing_written_is_in_the_fw_cfg_hint() {
         let size = 64 * MIB;
         for (pattern, mode) in [(0xaau8, FirmwareHint::Zero), (0x55, FirmwareHint::Scrub)] {
-            let mut ram = ram::create(&MemoryConfig {
+            let mut ram = guest_memory::create(&MemoryConfig {
                 size,
                 backing: guestmem::Backing::Anonymous { thp: false },
                 ..Default::default()
@@ -492,12 +492,18 @@ mod tests {
             .unwrap();
             let fill = vec![pattern; MIB as usize];
             for off in (0..size).step_by(MIB as usize) {
-                ram::write_untracked(&ram, &fill, GuestAddress(off)).unwrap();
+                guest_memory::write_untracked(&ram, &fill, GuestAddress(off)).unwrap();
             }
             let f = firmware_file();
             let mut fw = FirmwareBoot::open(f.path(), None, None, mode, false, false).unwrap();
-            let (p, dev) =
-                prepare(&mut ram, &mut fw, &inputs(size, "x"), kvm_sregs::default()).unwrap();
+            let layout = guest_memory::layout(&ram);
+            let (p, dev) = prepare(
+                &mut ram,
+                &mut fw,
+                &inputs(&layout, "x"),
+                kvm_sregs::default(),
+            )
+            .unwrap();
             assert_eq!(p.format, Format::Firmware);
             assert_eq!(p.regs.rip, LOAD);
             assert_eq!(p.hint.is_some(), mode == FirmwareHint::Zero);
@@ -540,7 +546,7 @@ mod tests {
     #[test]
     fn kernel_initrd_and_cmdline_items() {
         let size = 64 * MIB;
-        let mut ram = ram::create(&MemoryConfig {
+        let mut ram = guest_memory::create(&MemoryConfig {
             size,
             backing: guestmem::Backing::Anonymous { thp: false },
             ..Default::default()
@@ -560,10 +566,11 @@ mod tests {
             false,
         )
         .unwrap();
+        let layout = guest_memory::layout(&ram);
         let (_, dev) = prepare(
             &mut ram,
             &mut fw,
-            &inputs(size, "console=ttyS0"),
+            &inputs(&layout, "console=ttyS0"),
             kvm_sregs::default(),
         )
         .unwrap();

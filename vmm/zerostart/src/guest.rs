@@ -5,10 +5,11 @@
 
 use std::path::Path;
 
+use arch::layout::RamLayout;
 use kvm_bindings::{kvm_regs, kvm_sregs};
 use zerohint::Hint;
 
-use crate::cli::CorruptHint;
+use crate::hint::CorruptHint;
 use crate::kernel::Format;
 
 /// What goes into guest memory besides the kernel.
@@ -18,8 +19,8 @@ pub struct GuestInputs<'a> {
     pub initramfs: Option<&'a Path>,
     /// Kernel command line.
     pub cmdline: &'a str,
-    /// RAM size.
-    pub memory_size: u64,
+    /// Where guest RAM lies (from the mapped memory, `guest_memory::layout`).
+    pub layout: &'a RamLayout,
     /// vCPUs (for the MP table).
     pub cpus: u8,
     /// Test-only hint corruption.

@@ -15,9 +15,29 @@
 //! range behind the tracker's back) happen here too, so every path's
 //! negative controls exercise the same code.
 
+use clap::ValueEnum;
 use zerohint::Hint;
 
-use crate::cli::CorruptHint;
+/// Environment variable that unlocks the test-only switches that hand the
+/// guest a false hint (`--test-corrupt-hint`, and `zerostart launch`'s
+/// `--test-*`): an operator must never get one by a typo or a copied
+/// command.
+pub const TEST_SWITCH_ENV: &str = "ZEROSTART_TEST_SWITCHES";
+
+/// True if [`TEST_SWITCH_ENV`] is `1` in this process's environment.
+pub fn test_switches_unlocked() -> bool {
+    std::env::var_os(TEST_SWITCH_ENV).is_some_and(|v| v == "1")
+}
+
+/// Test-only hint corruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CorruptHint {
+    /// Flip a bit in the encoded blob: the guest must report it invalid.
+    Checksum,
+    /// Write a non-zero byte into a hinted range after building the hint:
+    /// the guest must report non-zero memory.
+    Dirty,
+}
 
 /// Hint publishing errors.
 #[derive(Debug, thiserror::Error)]
@@ -150,7 +170,7 @@ pub fn scrub_request(zero: &Hint) -> Result<Hint, zerohint::Error> {
 /// zerostart's own guest RAM: guestmem's write tracker and vm-memory's
 /// dirty bitmap decide what is hinted; freezing makes later tracked
 /// writes into hinted pages fail.
-impl HintSource for crate::ram::GuestRam {
+impl HintSource for crate::guest_memory::GuestRam {
     fn zero_hint(&mut self) -> Result<Option<Hint>, Error> {
         Ok(guestmem::GuestRam::zero_hint(self)?)
     }
@@ -160,7 +180,7 @@ impl HintSource for crate::ram::GuestRam {
     }
 
     fn plant(&mut self, addr: u64, byte: u8) -> Result<(), Error> {
-        Ok(crate::ram::write_untracked(
+        Ok(crate::guest_memory::write_untracked(
             self,
             &[byte],
             vm_memory::GuestAddress(addr),

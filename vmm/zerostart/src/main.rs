@@ -6,21 +6,19 @@
 
 mod builder;
 mod cli;
-mod debugcon;
 mod firmware;
-mod fw_platform;
 mod guest;
+mod guest_memory;
 mod hint;
 mod kernel;
 mod launch;
-mod ram;
+mod supervisor;
 mod timeline;
 mod tty;
 mod vcpu;
 
 use std::path::Path;
-use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
@@ -28,7 +26,7 @@ use serde_json::json;
 
 use crate::cli::{BenchCommand, Cli, Command, RunArgs};
 use crate::timeline::Timeline;
-use crate::vcpu::{Vcpu, VmEvent};
+use crate::vcpu::VmEvent;
 
 fn main() {
     // Time zero of the boot timeline: as early as Rust code runs.
@@ -78,115 +76,13 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     let mut tl = Timeline::new(start);
     let (plan, kernel) = builder::plan(args)?;
     let vm = builder::build(args, &plan, kernel, &mut tl)?;
-    vcpu::install_kick_handler().context("installing the vCPU kick signal handler")?;
-    vcpu::install_terminate_handlers().context("installing SIGINT/SIGTERM handlers")?;
-
-    // Raw mode before any vCPU runs; the guard restores the terminal when
-    // dropped: right after the vCPUs stopped below, or on any early return.
-    let (raw_stdin, stdin_thread) = if matches!(plan.serial, cli::SerialOpt::Tty) {
-        let raw = tty::RawStdin::enter().context("putting the terminal in raw mode")?;
-        (raw, Some(vm.serial.clone()))
-    } else {
-        (None, None)
-    };
-
-    let (tx, rx) = mpsc::channel();
-    let mut threads = Vec::new();
-    let watch = Arc::new(vcpu::HaltWatch::new(vm.vcpus.len()));
-    for (index, fd) in vm.vcpus.into_iter().enumerate() {
-        let v = Vcpu {
-            index: index as u8,
-            fd,
-            bus: vm.bus.clone(),
-            events: tx.clone(),
-            stop: vm.stop.clone(),
-            first_run: vm.first_run.clone(),
-            unmapped: vm.unmapped.clone(),
-            watch: watch.clone(),
-        };
-        match v.spawn() {
-            Ok(t) => threads.push(t),
-            Err(e) => {
-                // The vCPUs already running write guest RAM: stop them
-                // before it goes.
-                let stuck = vcpu::stop_all(&vm.stop, threads, Duration::from_secs(2));
-                if stuck > 0 {
-                    std::mem::forget(vm.ram);
-                }
-                return Err(e).context("starting a vCPU thread");
-            }
-        }
-    }
-    drop(tx);
-    if let Some(stdin) = stdin_thread {
-        devices::SerialDevice::spawn_stdin_thread(stdin);
-    }
-
-    // Every HALT_ROUND, ask the vCPUs whether they can still run; two
-    // rounds in a row of "all halted with interrupts off" end the VM (see
-    // vcpu::HaltWatch). A kick costs a vCPU one KVM_RUN exit per round.
-    const HALT_ROUND: Duration = Duration::from_millis(500);
-    let mut round = 0;
-    let mut round_at = Instant::now();
-    let mut stuck_rounds = 0;
-    let event = loop {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(ev) => break ev,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if let Some(sig) = vcpu::terminate_requested() {
-                    break VmEvent::Signal(sig);
-                }
-                if round_at.elapsed() >= HALT_ROUND {
-                    if round > 0 {
-                        stuck_rounds = if watch.stuck(round) {
-                            stuck_rounds + 1
-                        } else {
-                            0
-                        };
-                        if stuck_rounds >= 2 {
-                            break VmEvent::Poweroff(
-                                "halted: every vCPU stopped with interrupts off",
-                            );
-                        }
-                    }
-                    round = watch.ask();
-                    round_at = Instant::now();
-                    vcpu::kick_all(&threads);
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                break VmEvent::Error("all vCPU threads ended without a reason".into())
-            }
-        }
-    };
-    let exit_at = Instant::now();
-    let stuck = vcpu::stop_all(&vm.stop, threads, Duration::from_secs(2));
-    // Devices write guest memory from their own threads too (fw_cfg DMA):
-    // stop and join them before guest RAM can be unmapped or truncated.
-    let devices_left = vm.bus.stop_devices(Duration::from_millis(500));
-    drop(raw_stdin);
-
-    if let Some(t) = vm.first_run.get() {
-        tl.mark_at("first_kvm_run", *t);
-    }
-    if let Ok(timer) = vm.timer.try_lock() {
-        for m in timer.markers() {
-            tl.mark_at(&m.name, m.at);
-        }
-    }
-    // try_lock: a vCPU thread that did not stop may hold COM1 forever (an
-    // output nobody reads); the summary must not wait for it.
-    if let Some(t) = vm.serial.try_lock().ok().and_then(|s| s.first_output()) {
-        tl.mark_at("first_serial_output", t);
-    }
-    if let VmEvent::Crash(what) = &event {
-        // Its own point in the timeline: a crash is not a reboot.
-        tl.mark_at(&what.replace(' ', "_"), exit_at);
-    }
-    tl.mark_at("exit", exit_at);
+    let tty = matches!(plan.serial, cli::SerialOpt::Tty);
+    let (vm, ended) = supervisor::run(vm, tty)?;
+    ended.mark(&vm, &mut tl);
+    let event = &ended.event;
 
     let hint = vm.hint.as_ref();
-    match &event {
+    match event {
         VmEvent::Error(reason) => eprintln!("zerostart: error: {reason}"),
         VmEvent::Crash(what) => eprintln!(
             "zerostart: error: the guest crashed ({what}); exit code {}",
@@ -208,12 +104,12 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     }
     let written = match &args.timeline {
         Some(path) => {
-            let report = ram::Report::new(&vm.ram, hint, vm.verified_bytes);
-            write_timeline(path, &tl, &plan, &report, &event)
+            let report = guest_memory::Report::new(&vm.ram, hint, vm.verified_bytes);
+            write_timeline(path, &tl, &plan, &report, event)
         }
         None => Ok(()),
     };
-    if stuck > 0 || devices_left > 0 {
+    if ended.threads_left() {
         // A thread we could not stop may still write guest RAM. Unmapping
         // it would crash that thread's write (SIGSEGV), truncating a named
         // hugetlbfs file under it would kill the VMM by SIGBUS, and a pool
@@ -222,8 +118,9 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
         // A named file then keeps the guest's data until the next
         // zerostart on it truncates it, as after a VMM that was killed.
         eprintln!(
-            "zerostart: warning: {stuck} vCPU thread(s) and {devices_left} device(s) did not stop in time; \
-             guest RAM stays mapped (a named file is not truncated) until the process exits"
+            "zerostart: warning: {} vCPU thread(s) and {} device(s) did not stop in time; \
+             guest RAM stays mapped (a named file is not truncated) until the process exits",
+            ended.stuck, ended.devices_left
         );
         std::mem::forget(vm.ram);
     }
@@ -235,7 +132,7 @@ fn write_timeline(
     path: &Path,
     tl: &Timeline,
     plan: &builder::Plan,
-    report: &ram::Report,
+    report: &guest_memory::Report,
     event: &VmEvent,
 ) -> anyhow::Result<()> {
     let doc = json!({

@@ -95,6 +95,22 @@ fn bad_memory_sizes() {
     assert_one_line_error(&out, &["colour", "size, hugepages"]);
 }
 
+/// One grammar for every option list: a key given twice is refused the
+/// same way by --cpus (which used to take the last one) and --memory.
+#[test]
+fn duplicate_keys_are_refused_by_every_option() {
+    let k = bzimage_64(&OK_GUEST);
+    for (opt, list) in [
+        ("--cpus", "boot=1,boot=2"),
+        ("--memory", "size=64M,size=128M"),
+    ] {
+        let out = run_with(k.path(), &[opt, list]);
+        assert_one_line_error(&out, &[&opt[2..], "given more than once", "at most once"]);
+    }
+    let out = run_with(k.path(), &["--cpus", "boot=1,sockets=2"]);
+    assert_one_line_error(&out, &["unknown key 'sockets'", "valid keys: boot"]);
+}
+
 #[test]
 fn zero_vcpus() {
     let k = bzimage_64(&OK_GUEST);

@@ -339,16 +339,11 @@ fn bad_firmware_options_are_one_line_errors() {
     let (out, _) = run_fw(Path::new("/nonexistent/CLOUDHV.fd"), &[]);
     assert_one_line_error(&out, &["cannot read firmware", "/nonexistent/CLOUDHV.fd"]);
     let fw = pvh_elf(&FW_GUEST, 3);
-    let (out, _) = run_fw(
-        fw.path(),
-        &[
-            "--firmware-hint",
-            "scrub",
-            "--memory",
-            "size=64M,prezero=off",
-        ],
-    );
-    assert_one_line_error(&out, &["prezero=off"]);
+    for (off, name) in [("prezero=off", "prezero=off"), ("hint=off", "hint=off")] {
+        let mem = format!("size=64M,{off}");
+        let (out, _) = run_fw(fw.path(), &["--firmware-hint", "scrub", "--memory", &mem]);
+        assert_one_line_error(&out, &[name]);
+    }
     let (out, _) = run_fw(fw.path(), &["--firmware-hint", "scrub", "--verify-hint"]);
     assert_one_line_error(&out, &["--verify-hint", "scrub"]);
     let (out, _) = run_fw(fw.path(), &["--initramfs", "/etc/hostname"]);

@@ -247,7 +247,7 @@ fn vmm_placed_data_is_never_hinted() {
         assert_eq!(overlaps(&r, sd, blob_end), None, "setup_data {ctx}");
         assert_eq!(overlaps(&r, 0, MIB), None, "first MiB {ctx}");
         // Every range inside e820 RAM, 4 KiB aligned, sorted, disjoint.
-        let ram: Vec<(u64, u64)> = arch::boot::e820_map(size)
+        let ram: Vec<(u64, u64)> = arch::boot::e820_map(&arch::layout::RamLayout::new(size))
             .into_iter()
             .filter(|e| e.kind == arch::boot::E820_RAM)
             .map(|e| (e.addr, e.addr + e.size))

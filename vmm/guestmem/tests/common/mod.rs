@@ -13,7 +13,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use guestmem::{check_hugepages, Error, GuestRam, HugePageSize, MemoryConfig};
+use guestmem::{check_hugepages, Error, GuestRam, HugePageSize};
 use vm_memory::GuestAddress;
 
 pub const M: u64 = 1 << 20;
@@ -24,7 +24,7 @@ pub static POOL: Mutex<()> = Mutex::new(());
 
 /// Guest RAM of `size` bytes at GPA 0 from a `--memory` option string.
 pub fn create(opts: &str, size: u64) -> Result<GuestRam, Error> {
-    let cfg = MemoryConfig::parse(&format!("size={size},{opts}")).unwrap();
+    let cfg = options::memory(&format!("size={size},{opts}")).unwrap();
     GuestRam::create(&cfg, &[(GuestAddress(0), size)], None)
 }
 

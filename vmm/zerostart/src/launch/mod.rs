@@ -37,9 +37,10 @@ use guestmem::HugePageSize;
 use serde_json::json;
 use zerohint::Hint;
 
-use crate::cli::CorruptHint;
+use crate::hint::CorruptHint;
 use crate::hint::{self, HintSource};
 use memory::{Region, Source};
+use options::OptionList;
 use vmm::VmmKind;
 
 /// `zerostart launch` options.
@@ -91,6 +92,10 @@ pub enum Error {
     /// Bad `--memory`.
     #[error("--memory: {0}")]
     BadMemory(String),
+    /// A `--memory` list the common option grammar refuses (not
+    /// key=value, unknown or repeated key).
+    #[error(transparent)]
+    Options(#[from] options::Error),
     /// A user argument that conflicts with what the launcher adds.
     #[error("{vmm} argument '{arg}' conflicts with zerostart launch: {why}; remove it")]
     Conflict {
@@ -152,7 +157,7 @@ pub enum Error {
     #[error(transparent)]
     Hint(#[from] hint::Error),
     /// Test switch without the environment unlock.
-    #[error("--test-* switches give the guest a false hint or an unsupervised VMM; set {}=1 in the environment of a test run to allow them", crate::builder::TEST_SWITCH_ENV)]
+    #[error("--test-* switches give the guest a false hint or an unsupervised VMM; set {}=1 in the environment of a test run to allow them", hint::TEST_SWITCH_ENV)]
     TestSwitchLocked,
     /// Starting the VMM.
     #[error("starting {path}: {err}; check --vmm-binary")]
@@ -187,7 +192,14 @@ pub struct MemoryOpts {
     pub threads: usize,
 }
 
-const MEMORY_KEYS: &str = "size, source, hugepages, hugepage_size, hint, threads";
+const MEMORY_KEYS: &[&str] = &[
+    "size",
+    "source",
+    "hugepages",
+    "hugepage_size",
+    "hint",
+    "threads",
+];
 
 impl MemoryOpts {
     /// Parses `size=4G,source=pool[:SOCKET]|prefault|none,...` with the
@@ -205,15 +217,12 @@ impl MemoryOpts {
             "off" => Ok(false),
             _ => Err(bad(format!("{k}='{v}' is invalid; use on or off"))),
         };
-        for (k, v) in
-            crate::cli::pairs("memory", s, "size=4G,source=pool").map_err(|e| bad(e.to_string()))?
-        {
-            match k.as_str() {
-                "size" => {
-                    size = Some(guestmem::parse_size(&k, &v).map_err(|e| bad(e.to_string()))?)
-                }
+        let list = OptionList::parse("memory", s, MEMORY_KEYS, "size=4G,source=pool")?;
+        for (k, v) in list.items() {
+            match k {
+                "size" => size = Some(guestmem::parse_size(k, v).map_err(|e| bad(e.to_string()))?),
                 "source" => {
-                    source = Some(match v.as_str() {
+                    source = Some(match v {
                         "prefault" => Source::Prefault,
                         "none" => Source::None,
                         "pool" => Source::Pool(pool::cli::DEFAULT_SOCKET.into()),
@@ -225,7 +234,7 @@ impl MemoryOpts {
                         }
                     })
                 }
-                "hugepages" => huge = on_off(&k, &v)?,
+                "hugepages" => huge = on_off(k, v)?,
                 "hugepage_size" => {
                     page = match v.to_ascii_uppercase().as_str() {
                         "2M" => HugePageSize::Size2M,
@@ -237,7 +246,7 @@ impl MemoryOpts {
                         }
                     }
                 }
-                "hint" => hint = on_off(&k, &v)?,
+                "hint" => hint = on_off(k, v)?,
                 "threads" => {
                     threads = v.parse().map_err(|_| {
                         bad(format!(
@@ -245,7 +254,7 @@ impl MemoryOpts {
                         ))
                     })?
                 }
-                _ => return Err(bad(format!("unknown key '{k}'; valid keys: {MEMORY_KEYS}"))),
+                _ => return Err(list.unknown(k).into()),
             }
         }
         let size = size.ok_or_else(|| bad("size= is required, e.g. size=4G,source=pool".into()))?;
@@ -386,7 +395,7 @@ fn sigset(sigs: &[libc::c_int]) -> libc::sigset_t {
 pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     let test_switch =
         a.test_corrupt_hint.is_some() || a.test_poison_unhinted || a.test_no_pdeathsig;
-    if test_switch && std::env::var_os(crate::builder::TEST_SWITCH_ENV).is_none_or(|v| v != "1") {
+    if test_switch && !hint::test_switches_unlocked() {
         return Err(Error::TestSwitchLocked);
     }
     let opts = MemoryOpts::parse(&a.memory)?;
@@ -757,6 +766,7 @@ mod tests {
             ("size=1X,source=none", "size"),
             ("size=1G,source=none,hint=maybe", "on or off"),
             ("size", "key=value"),
+            ("size=1G,source=none,size=2G", "at most once"),
         ] {
             let e = MemoryOpts::parse(bad).unwrap_err().to_string();
             assert!(e.contains(want), "{bad}: {e}");

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use devices::{ExitRequest, PioDevice};
+use crate::{ExitRequest, PioDevice};
 
 /// The port EDK2's `PcdDebugIoPort` defaults to.
 pub const DEBUGCON_PORT: u16 = 0x402;

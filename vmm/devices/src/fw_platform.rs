@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use devices::{ExitRequest, PioDevice};
+use crate::{ExitRequest, PioDevice};
 
 /// PCI configuration address register.
 pub const PCI_CONFIG_ADDRESS: u16 = 0xcf8;
@@ -99,6 +99,12 @@ impl PmTimer {
     }
 }
 
+impl Default for PmTimer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl PioDevice for PmTimer {
     fn read(&mut self, _base: u16, offset: u16, data: &mut [u8]) {
         let bytes = self.ticks().to_le_bytes();
@@ -113,7 +119,7 @@ impl PioDevice for PmTimer {
 }
 
 /// Puts the host bridge and the PM timer on `bus`.
-pub fn insert(bus: &mut devices::PioBus) -> Result<(), devices::Error> {
+pub fn insert(bus: &mut crate::PioBus) -> Result<(), crate::Error> {
     use std::sync::{Arc, Mutex};
     bus.insert(
         PCI_CONFIG_ADDRESS,

@@ -1,10 +1,16 @@
-//! Guest RAM as the builder uses it: `guestmem::GuestRam` plus the
-//! arch crate's [`arch::BootMemory`] door, the hint report, and the
-//! test-only untracked write.
+//! Guest memory on the VMM's side: creating `guestmem::GuestRam` by the
+//! arch crate's layout rule, reading the layout back once
+//! ([`layout`]), registering it as KVM memory slots, the
+//! [`arch::BootMemory`] door, the hint report, and the test-only untracked
+//! write. (Named apart from guestmem's `ram.rs`, which is the RAM itself,
+//! and from `launch/memory.rs`, an external VMM's memory.)
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use arch::layout::RamLayout;
+use kvm_bindings::kvm_userspace_memory_region;
+use kvm_ioctls::VmFd;
 use serde::Serialize;
 use vm_memory::{GuestAddress, GuestMemoryBackend};
 use zerohint::Hint;
@@ -15,10 +21,11 @@ pub use guestmem::{Error, GuestRam, MemoryConfig};
 const PROGRESS_MIN_BYTES: u64 = 4 << 30;
 
 /// Maps and (optionally) prefaults guest RAM laid out by
-/// `arch::layout::ram_regions`; shows a progress line on a terminal for
-/// large prefaults.
+/// [`RamLayout::new`] (the write tracker gets the same regions); shows a
+/// progress line on a terminal for large prefaults. Everything after this
+/// takes the layout from the mapped memory: [`layout`].
 pub fn create(cfg: &MemoryConfig) -> Result<GuestRam, Error> {
-    let regions = arch::layout::ram_regions(cfg.size);
+    let planned = RamLayout::new(cfg.size);
     let show = cfg.prefault && cfg.size >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal();
     let last = AtomicU64::new(u64::MAX);
     let progress = move |done: u64, total: u64| {
@@ -34,13 +41,70 @@ pub fn create(cfg: &MemoryConfig) -> Result<GuestRam, Error> {
     };
     GuestRam::create(
         cfg,
-        &regions,
+        planned.regions(),
         if show {
             Some(&progress as &(dyn Fn(u64, u64) + Sync))
         } else {
             None
         },
     )
+}
+
+/// The layout of mapped guest RAM, read from the memory object (as
+/// Firecracker's `configure_system` does from `guest_mem`): computed once
+/// by the builder and passed to e820, the PVH memory map, fw_cfg and the
+/// KVM memory slots.
+pub fn layout(ram: &GuestRam) -> RamLayout {
+    RamLayout::from_memory(ram.memory())
+}
+
+/// Why a KVM memory slot could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum SlotError {
+    /// The region has no host mapping (a VMM bug).
+    #[error("guest RAM region at {addr:#x} has no host mapping: {err}; this is a VMM bug")]
+    Unmapped {
+        /// Region start.
+        addr: u64,
+        /// Cause.
+        err: vm_memory::GuestMemoryError,
+    },
+    /// The ioctl failed.
+    #[error("KVM_SET_USER_MEMORY_REGION (slot {slot}) failed: {err}")]
+    Kvm {
+        /// Slot number.
+        slot: u32,
+        /// errno.
+        err: kvm_ioctls::Error,
+    },
+}
+
+/// Registers every region of `layout` (from [`layout`]) as a KVM memory
+/// slot of `vm_fd`, slot `i` for region `i`.
+///
+/// # Safety contract
+///
+/// `ram` must stay mapped as long as `vm_fd` can run vCPUs: the builder's
+/// `Vm` owns both and drops the RAM only after the vCPUs have stopped.
+pub fn register_slots(vm_fd: &VmFd, ram: &GuestRam, layout: &RamLayout) -> Result<(), SlotError> {
+    for (slot, &(start, len)) in layout.regions().iter().enumerate() {
+        let slot = slot as u32;
+        let host = ram
+            .memory()
+            .get_host_address(start)
+            .map_err(|err| SlotError::Unmapped { addr: start.0, err })?;
+        let r = kvm_userspace_memory_region {
+            slot,
+            flags: 0,
+            guest_phys_addr: start.0,
+            memory_size: len,
+            userspace_addr: host as u64,
+        };
+        // SAFETY: the region stays mapped as long as `ram`, which the Vm
+        // owns and drops after the vCPUs have stopped (see above).
+        unsafe { vm_fd.set_user_memory_region(r) }.map_err(|err| SlotError::Kvm { slot, err })?;
+    }
+    Ok(())
 }
 
 /// [`arch::BootMemory`] over [`GuestRam`]: every arch write is tracked.

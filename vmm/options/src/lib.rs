@@ -1,0 +1,555 @@
+//! The one grammar of every `key=value[,key=value...]` option list of
+//! `zerostart run` (`--cpus`, `--memory`, `--serial`) and `zerostart
+//! launch` (`--memory`), modelled on cloud-hypervisor's `option_parser`:
+//! each option declares its keys, [`OptionList::parse`] splits the string
+//! and refuses, the same way for every option, an item that is not
+//! `key=value`, an unknown key and a key given twice; the option then reads
+//! typed values by key. The `--memory` grammar of `zerostart run` lives
+//! here too ([`memory`]): guestmem holds the memory configuration types,
+//! not their command-line spelling.
+//!
+//! Its own crate (as cloud-hypervisor's `option_parser` is) so that
+//! guestmem's integration tests and examples can keep writing memory
+//! configurations as option strings without guestmem parsing them.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use guestmem::{Backing, HugePageSize, MemoryConfig, PrefaultMethod, Prezero};
+
+/// Errors in option values.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An option list item without `=`.
+    #[error("--{opt}: '{item}' is not key=value; write e.g. --{opt} {example}")]
+    NotKeyValue {
+        /// Option name.
+        opt: &'static str,
+        /// The item.
+        item: String,
+        /// A valid example.
+        example: &'static str,
+    },
+    /// An unknown key.
+    #[error("--{opt}: unknown key '{key}'; valid keys: {valid}")]
+    UnknownKey {
+        /// Option name.
+        opt: &'static str,
+        /// The key.
+        key: String,
+        /// Valid keys.
+        valid: &'static str,
+    },
+    /// A key given twice: refused rather than "last one wins", so that a
+    /// value appended by a script cannot silently override an earlier one.
+    #[error("--{opt}: {key}= given more than once; give each key at most once")]
+    DuplicateKey {
+        /// Option name.
+        opt: &'static str,
+        /// The key.
+        key: String,
+    },
+    /// A `--memory` value or combination guestmem's configuration cannot
+    /// take (its messages name the key and the valid values).
+    #[error(transparent)]
+    Memory(#[from] guestmem::Error),
+    /// A value that does not parse.
+    #[error("--{opt}: {key}='{value}' is invalid; {hint}")]
+    BadValue {
+        /// Option name.
+        opt: &'static str,
+        /// Key.
+        key: &'static str,
+        /// Value.
+        value: String,
+        /// What is valid.
+        hint: &'static str,
+    },
+}
+
+/// A parsed option list: the items of one option string, each a known
+/// key given at most once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionList {
+    opt: &'static str,
+    items: Vec<(String, String)>,
+}
+
+impl OptionList {
+    /// Splits `s` (`a=1,b=2`; empty items and surrounding blanks are
+    /// ignored) for option `--opt`, whose keys are `keys`; `example` is a
+    /// valid list for the error message.
+    pub fn parse(
+        opt: &'static str,
+        s: &str,
+        keys: &'static [&'static str],
+        example: &'static str,
+    ) -> Result<Self, Error> {
+        let mut items: Vec<(String, String)> = Vec::new();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (k, v) = item.split_once('=').ok_or_else(|| Error::NotKeyValue {
+                opt,
+                item: item.to_string(),
+                example,
+            })?;
+            let (k, v) = (k.trim(), v.trim());
+            if !keys.contains(&k) {
+                return Err(Error::UnknownKey {
+                    opt,
+                    key: k.to_string(),
+                    valid: valid_keys(keys),
+                });
+            }
+            if items.iter().any(|(seen, _)| seen == k) {
+                return Err(Error::DuplicateKey {
+                    opt,
+                    key: k.to_string(),
+                });
+            }
+            items.push((k.to_string(), v.to_string()));
+        }
+        Ok(OptionList { opt, items })
+    }
+
+    /// The value of `key`, if given.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.items
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// True if `key` was given.
+    pub fn is_set(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The `(key, value)` items in the order given.
+    pub fn items(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.items.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The error for a key this option declared but does not handle (a
+    /// VMM bug, reported as an unknown key rather than a panic).
+    pub fn unknown(&self, key: &str) -> Error {
+        Error::UnknownKey {
+            opt: self.opt,
+            key: key.to_string(),
+            valid: "(this key is declared but not handled: a zerostart bug)",
+        }
+    }
+}
+
+/// `a, b, c` for error messages; the key lists are static, so the string
+/// is built once per list and leaked (a handful of bytes per process).
+fn valid_keys(keys: &'static [&'static str]) -> &'static str {
+    Box::leak(keys.join(", ").into_boxed_str())
+}
+
+/// `--memory` keys of `zerostart run`.
+pub const MEMORY_KEYS: &[&str] = &[
+    "size",
+    "hugepages",
+    "hugepage_size",
+    "file",
+    "thp",
+    "prefault",
+    "prefault_method",
+    "hint",
+    "zero_engine",
+    "prezero",
+    "threads",
+];
+
+fn bad(key: &str, value: &str, valid: impl Into<String>) -> guestmem::Error {
+    guestmem::Error::BadConfig {
+        key: key.to_string(),
+        value: value.to_string(),
+        valid: valid.into(),
+    }
+}
+
+fn on_off(key: &str, v: &str) -> Result<bool, guestmem::Error> {
+    match v {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(bad(key, v, "on, off")),
+    }
+}
+
+/// The zeroing engine named `v` (`auto` or a backend) for key `key`.
+fn engine(key: &str, v: &str, also: &str) -> Result<prezero::Choice, guestmem::Error> {
+    prezero::Choice::from_str(v).map_err(|e| match e {
+        prezero::Error::UnknownBackend { valid, .. } => bad(key, v, format!("{also}{valid}")),
+        other => bad(key, v, other.to_string()),
+    })
+}
+
+/// Parses `zerostart run --memory`, e.g.
+/// `size=4G,hugepages=on,hugepage_size=2M,prefault=on,hint=on`.
+///
+/// Defaults: `size=512M,hugepages=off,thp=on,prefault=off,hint=on,
+/// zero_engine=auto,prefault_method=auto,threads=0`. `file=` implies
+/// hugetlbfs backing.
+///
+/// `hint=on|off` says whether the guest is told which RAM is already zero;
+/// `zero_engine=auto|<backend>` is the engine that zeroes memory when
+/// `prefault_method=nt` prefaults it (it zeroes nothing otherwise). The
+/// older `prezero=` spelling, which mixed the two, stays as an alias:
+/// `prezero=off` is `hint=off`, `prezero=auto|<backend>` is `hint=on,
+/// zero_engine=auto|<backend>`, and `prezero=pool[:SOCKET]` leases
+/// known-zero memory from `zerostart pool` (hint on). Every bad key or
+/// value is an error naming it and the valid choices.
+pub fn memory(s: &str) -> Result<MemoryConfig, Error> {
+    let list = OptionList::parse("memory", s, MEMORY_KEYS, "size=4G,hugepages=on")?;
+    let mut cfg = MemoryConfig::default();
+    let mut hugepages = false;
+    let mut page: Option<HugePageSize> = None;
+    let mut file: Option<PathBuf> = None;
+    let mut thp: Option<bool> = None;
+    let mut pool: Option<PathBuf> = None;
+    let mut hint: Option<bool> = None;
+    let mut zero_engine: Option<prezero::Choice> = None;
+    for (k, v) in list.items() {
+        match k {
+            "size" => cfg.size = guestmem::parse_size(k, v)?,
+            "hugepages" => hugepages = on_off(k, v)?,
+            "hugepage_size" => {
+                page = Some(match v.to_ascii_uppercase().as_str() {
+                    "2M" | "2MB" | "2048K" => HugePageSize::Size2M,
+                    "1G" | "1GB" | "1024M" => HugePageSize::Size1G,
+                    _ => return Err(bad(k, v, "2M, 1G").into()),
+                })
+            }
+            "file" => {
+                if v.is_empty() {
+                    return Err(bad(k, v, "a path on a hugetlbfs mount").into());
+                }
+                file = Some(PathBuf::from(v))
+            }
+            "thp" => thp = Some(on_off(k, v)?),
+            "prefault" => cfg.prefault = on_off(k, v)?,
+            "prefault_method" => {
+                cfg.prefault_method = match v {
+                    "auto" => PrefaultMethod::Auto,
+                    "nt" => PrefaultMethod::Nt,
+                    "populate" => PrefaultMethod::Populate,
+                    _ => return Err(bad(k, v, "auto, nt, populate").into()),
+                }
+            }
+            "hint" => hint = Some(on_off(k, v)?),
+            "zero_engine" => zero_engine = Some(engine(k, v, "")?),
+            "prezero" if v == "pool" || v.starts_with("pool:") => {
+                let socket = v.strip_prefix("pool:").unwrap_or(pool::cli::DEFAULT_SOCKET);
+                if socket.is_empty() {
+                    return Err(bad(k, v, "pool or pool:SOCKET (the pool daemon's socket)").into());
+                }
+                pool = Some(PathBuf::from(socket));
+            }
+            "prezero" => {
+                if v == "off" {
+                    hint = Some(false);
+                } else {
+                    hint = Some(true);
+                    zero_engine = Some(engine(k, v, "off, ")?);
+                }
+            }
+            "threads" => {
+                cfg.threads = v
+                    .parse()
+                    .map_err(|_| bad(k, v, "a thread count, 0 = all CPUs"))?
+            }
+            _ => return Err(list.unknown(k)),
+        }
+    }
+    if list.is_set("prezero") && pool.is_none() {
+        if let Some(k) = ["hint", "zero_engine"].into_iter().find(|k| list.is_set(k)) {
+            let v = list.get("prezero").unwrap_or_default();
+            return Err(bad(
+                "prezero",
+                v,
+                format!("prezero= is the old spelling of hint= and zero_engine=; drop prezero= and keep {k}="),
+            )
+            .into());
+        }
+    }
+    if pool.is_some() && hint == Some(false) {
+        return Err(bad(
+            "hint",
+            "off",
+            "prezero=pool leases known-zero memory to hint it; drop hint=off or prezero=pool",
+        )
+        .into());
+    }
+    cfg.prezero = match hint {
+        Some(false) => Prezero::Off,
+        _ => Prezero::Engine(zero_engine.unwrap_or(prezero::Choice::Auto)),
+    };
+    if let (Some(f), false, true) = (&file, hugepages, list.is_set("hugepages")) {
+        return Err(bad(
+            "file",
+            &f.display().to_string(),
+            "file= needs hugepages=on (it must be on hugetlbfs)",
+        )
+        .into());
+    }
+    let hugepages = hugepages || file.is_some();
+    if let (Some(p), false) = (page, hugepages) {
+        return Err(bad(
+            "hugepage_size",
+            p.name(),
+            "hugepage_size= needs hugepages=on",
+        )
+        .into());
+    }
+    if hugepages && thp == Some(true) {
+        return Err(bad(
+            "thp",
+            "on",
+            "thp=on only with hugepages=off (hugetlb pages are already huge)",
+        )
+        .into());
+    }
+    if let (Some(_), Some(f)) = (&pool, &file) {
+        return Err(bad(
+            "file",
+            &f.display().to_string(),
+            "file= and prezero=pool exclude each other (the pool owns the memory)",
+        )
+        .into());
+    }
+    if let (Some(_), Some(t)) = (&pool, thp) {
+        return Err(bad(
+            "thp",
+            if t { "on" } else { "off" },
+            "thp= does not apply to prezero=pool (the pool's page size does)",
+        )
+        .into());
+    }
+    let page = page.unwrap_or(HugePageSize::Size2M);
+    if let Some(socket) = pool {
+        cfg.backing = Backing::Pool {
+            socket,
+            page: hugepages.then_some(page),
+        };
+        if !cfg.size.is_multiple_of(cfg.backing.page_bytes()) {
+            return Err(guestmem::Error::NotHugeAligned {
+                what: "size".into(),
+                value: cfg.size,
+                page: page.name(),
+            }
+            .into());
+        }
+        return Ok(cfg);
+    }
+    cfg.backing = match (hugepages, file) {
+        (false, _) => Backing::Anonymous {
+            thp: thp.unwrap_or(true),
+        },
+        (true, None) => Backing::MemfdHugetlb(page),
+        (true, Some(path)) => Backing::HugetlbfsFile { path, page },
+    };
+    if let Some(p) = cfg.backing.hugepage() {
+        if !cfg.size.is_multiple_of(p.bytes()) {
+            return Err(guestmem::Error::NotHugeAligned {
+                what: "size".into(),
+                value: cfg.size,
+                page: p.name(),
+            }
+            .into());
+        }
+    }
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use guestmem::BackingKind;
+
+    const KEYS: &[&str] = &["a", "b"];
+
+    /// The grammar every option shares.
+    #[test]
+    fn one_grammar() {
+        let l = OptionList::parse("x", " a=1, ,b = 2,", KEYS, "a=1").unwrap();
+        assert_eq!(l.get("a"), Some("1"));
+        assert_eq!(l.get("b"), Some("2"));
+        assert!(!OptionList::parse("x", "", KEYS, "a=1").unwrap().is_set("a"));
+        for (s, want) in [
+            (
+                "a=1,a=2",
+                "--x: a= given more than once; give each key at most once",
+            ),
+            ("c=1", "--x: unknown key 'c'; valid keys: a, b"),
+            ("a", "--x: 'a' is not key=value; write e.g. --x a=1"),
+        ] {
+            let e = OptionList::parse("x", s, KEYS, "a=1")
+                .unwrap_err()
+                .to_string();
+            assert_eq!(e, want);
+        }
+    }
+
+    /// Every option refuses a duplicate key alike (`--cpus` and launch's
+    /// `--memory` used to take the last one; zerostart's tests/cli.rs runs
+    /// the binary on each).
+    #[test]
+    fn duplicate_keys_refused_by_every_option() {
+        for e in [
+            OptionList::parse("cpus", "boot=1,boot=2", &["boot"], "boot=2")
+                .unwrap_err()
+                .to_string(),
+            memory("size=1G,size=2G").unwrap_err().to_string(),
+            OptionList::parse("serial", "file=/a,file=/b", &["file"], "file=PATH")
+                .unwrap_err()
+                .to_string(),
+        ] {
+            assert!(
+                e.contains("given more than once; give each key at most once"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = memory("").unwrap();
+        assert_eq!(c, MemoryConfig::default());
+        assert_eq!(c.size, 512 << 20);
+        assert!(!c.prefault);
+        assert_eq!(c.prezero, Prezero::Engine(prezero::Choice::Auto));
+    }
+
+    #[test]
+    fn full_string() {
+        let c = memory(
+            "size=4G,hugepages=on,hugepage_size=2M,prefault=on,hint=on,zero_engine=auto,prefault_method=nt,threads=2",
+        )
+        .unwrap();
+        assert_eq!(c.size, 4 << 30);
+        assert_eq!(c.backing, Backing::MemfdHugetlb(HugePageSize::Size2M));
+        assert!(c.prefault);
+        assert_eq!(c.prefault_method, PrefaultMethod::Nt);
+        assert_eq!(c.threads, 2);
+        let c = memory("size=2G,file=/dev/hugepages/vm0,hugepage_size=1G").unwrap();
+        assert_eq!(
+            c.backing,
+            Backing::HugetlbfsFile {
+                path: "/dev/hugepages/vm0".into(),
+                page: HugePageSize::Size1G
+            }
+        );
+        let c = memory("size=1024M,thp=off,hint=off").unwrap();
+        assert_eq!(c.backing, Backing::Anonymous { thp: false });
+        assert_eq!(c.prezero, Prezero::Off);
+        assert_eq!(c.backing.page_shift(), 12);
+    }
+
+    /// The old `prezero=` spelling means what `hint=` + `zero_engine=` say.
+    #[test]
+    fn prezero_is_an_alias() {
+        for (old, new) in [
+            ("prezero=off", "hint=off"),
+            ("prezero=auto", "hint=on"),
+            ("prezero=auto", "hint=on,zero_engine=auto"),
+            ("prezero=auto", ""),
+        ] {
+            assert_eq!(memory(old).unwrap(), memory(new).unwrap(), "{old} vs {new}");
+        }
+        let e = memory("prezero=off,hint=on").unwrap_err().to_string();
+        assert!(
+            e.contains("old spelling") && e.contains("keep hint="),
+            "{e}"
+        );
+        let e = memory("prezero=auto,zero_engine=auto")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("keep zero_engine="), "{e}");
+        let e = memory("prezero=pool,hint=off").unwrap_err().to_string();
+        assert!(e.contains("drop hint=off"), "{e}");
+    }
+
+    #[test]
+    fn pool() {
+        let c = memory("size=4G,hugepages=on,prezero=pool").unwrap();
+        assert_eq!(
+            c.backing,
+            Backing::Pool {
+                socket: pool::cli::DEFAULT_SOCKET.into(),
+                page: Some(HugePageSize::Size2M)
+            }
+        );
+        assert_eq!(c.prezero, Prezero::Engine(prezero::Choice::Auto));
+        assert_eq!((c.backing.page_shift(), c.backing.hugepage()), (21, None));
+        assert_eq!(c.backing.page_bytes(), 2 << 20);
+        let c = memory("size=64M,prezero=pool:/tmp/p.sock").unwrap();
+        assert_eq!(
+            c.backing,
+            Backing::Pool {
+                socket: "/tmp/p.sock".into(),
+                page: None
+            }
+        );
+        assert_eq!(c.backing.kind(), BackingKind::Pool);
+    }
+
+    #[test]
+    fn errors_name_key_and_choices() {
+        for (s, needle) in [
+            ("size=4Q", "size"),
+            ("size=0", "size"),
+            ("size=99999999999T", "size"),
+            ("hugepages=maybe", "on, off"),
+            ("hugepages=on,hugepage_size=4M", "2M, 1G"),
+            ("prezero=fast", "off, auto"),
+            ("zero_engine=fast", "auto"),
+            ("hint=maybe", "on, off"),
+            ("prefault_method=magic", "auto, nt, populate"),
+            ("colour=blue", "size, hugepages"),
+            ("size", "key=value"),
+            ("size=1G,size=2G", "at most once"),
+            ("hugepage_size=2M", "needs hugepages=on"),
+            ("hugepages=on,thp=on", "thp=on only"),
+            ("hugepages=off,file=/x", "needs hugepages=on"),
+            ("threads=-1", "thread count"),
+            ("prezero=pool:", "pool:SOCKET"),
+            (
+                "prezero=pool,file=/dev/hugepages/x,hugepages=on",
+                "exclude each other",
+            ),
+            ("prezero=pool,thp=on", "does not apply to prezero=pool"),
+        ] {
+            let e = memory(s).unwrap_err().to_string();
+            assert!(e.contains(needle), "{s}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = memory("size=3M,hugepages=on").unwrap_err().to_string();
+        assert!(e.contains("multiple of 2M") && e.contains("size="), "{e}");
+        let e = memory("size=3G,hugepages=on,hugepage_size=1G");
+        assert!(e.is_ok());
+        // What used to come from guestmem's parser (tests/hugetlb.rs).
+        let e = memory("size=5M,hugepages=on").unwrap_err().to_string();
+        assert!(e.contains("multiple of 2M"), "{e}");
+        let e = memory("size=1536M,hugepages=on,hugepage_size=1G")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("multiple of 1G"), "{e}");
+    }
+
+    /// The timeline's `prezero.backing` names: one word per size, as in
+    /// `prefault_bench` and docs/vmm.md (not serde's `anon4_k`).
+    #[test]
+    fn backing_kind_names() {
+        for (cfg, name) in [
+            ("thp=off", "anon_4k"),
+            ("thp=on", "anon_thp"),
+            ("hugepages=on", "hugetlb_2m"),
+            ("size=1G,hugepages=on,hugepage_size=1G", "hugetlb_1g"),
+        ] {
+            let kind = memory(cfg).unwrap().backing.kind();
+            assert_eq!(serde_json::to_value(kind).unwrap(), name, "{cfg}");
+        }
+        assert_eq!(serde_json::to_value(BackingKind::Pool).unwrap(), "pool");
+    }
+}
