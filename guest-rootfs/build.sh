@@ -127,14 +127,14 @@ customize() {
 	EOF
 	cat >"$u/zsphase-network.service" <<-'EOF'
 	[Unit]
-	Description=zerostart phase: network_up
+	Description=zerostart phase: network_up (the default gateway answers a ping)
 	Wants=network-online.target
 	After=network-online.target
 
 	[Service]
 	Type=oneshot
 	StandardOutput=journal+console
-	ExecStart=/usr/local/bin/zsapp phase network_up
+	ExecStart=/bin/sh -c 'gw=$$(ip -4 route show default | cut -d" " -f3); ping -c1 -W10 "$$gw" >/dev/null && exec /usr/local/bin/zsapp phase network_up'
 
 	[Install]
 	WantedBy=multi-user.target

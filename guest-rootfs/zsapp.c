@@ -13,6 +13,7 @@
  * serial console with the kernel's own timestamp:
  *   zsphase: app_ready uptime_ms=N touched_mib=N touch_ms=N
  *   zsapp: PASS|FAIL checked_mib=N bad_pages=N nonzero_fresh_pages=N
+ *          planted=16 planted_found=N   (the check's negative control)
  * zsapp.poweroff=1 powers the guest off afterwards (systemctl poweroff).
  *
  * `zsapp phase NAME` only reports a phase (the zsphase@ units use it for
@@ -29,6 +30,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#define PLANTED 16
 
 static double now_ms(void)
 {
@@ -119,7 +122,7 @@ int main(int argc, char **argv)
 {
 	long pct = cmdline_num("zsapp.pct", 75);
 	long avail = meminfo_kib("MemAvailable");
-	size_t len, i, bad = 0, fresh_bad = 0;
+	size_t len, i, bad = 0, fresh_bad = 0, found = 0;
 	const size_t fresh_len = 64 << 20;
 	unsigned char *p, *q;
 	double t0, t1;
@@ -166,9 +169,18 @@ int main(int argc, char **argv)
 		q[i + 4095] = 0;	/* write-fault, as a program would */
 		fresh_bad += page_nonzero(q + i);
 	}
-	kmsg("zsapp: %s checked_mib=%zu bad_pages=%zu nonzero_fresh_pages=%zu\n",
-	     bad || fresh_bad ? "FAIL" : "PASS", len >> 20, bad, fresh_bad);
+	/*
+	 * Negative control: the same check must see bytes that are there.
+	 * Plant one in each of PLANTED pages of the fresh area and count again.
+	 */
+	for (i = 0; i < PLANTED; i++)
+		q[(fresh_len / PLANTED) * i + (i * 97) % 4096] = 0x5a;
+	for (i = 0; i < fresh_len; i += 4096)
+		found += page_nonzero(q + i);
+	kmsg("zsapp: %s checked_mib=%zu bad_pages=%zu nonzero_fresh_pages=%zu planted=%d planted_found=%zu\n",
+	     bad || fresh_bad || found != PLANTED ? "FAIL" : "PASS", len >> 20, bad, fresh_bad,
+	     PLANTED, found);
 	if (cmdline_num("zsapp.poweroff", 0) == 1)
 		execl("/usr/bin/systemctl", "systemctl", "poweroff", (char *)NULL);
-	return bad || fresh_bad;
+	return bad || fresh_bad || found != PLANTED;
 }
