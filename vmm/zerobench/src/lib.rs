@@ -434,7 +434,7 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
 
     for (method, backing) in POPULATE {
         let _reservation = if backing == Backing::Hugetlb {
-            match hugetlb::Reservation::acquire(size.div_ceil(2 << 20), !args.no_hugepage_reserve) {
+            match hugetlb::reserve(size.div_ceil(2 << 20), !args.no_hugepage_reserve) {
                 Ok(r) => {
                     if r.added() > 0 {
                         notes.push(format!(

@@ -6,9 +6,6 @@ use std::time::{Duration, Instant};
 use prezero::Zeroer;
 
 const HUGE_2M: usize = 2 << 20;
-/// `MADV_POPULATE_WRITE` (Linux 5.14): fault in writable pages, the way
-/// QEMU and cloud-hypervisor prefault guest RAM.
-const MADV_POPULATE_WRITE: libc::c_int = 23;
 
 /// How a fresh mapping is backed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,10 +33,7 @@ impl Mapping {
         if backing == Backing::Hugetlb {
             let len = len.next_multiple_of(HUGE_2M);
             // No MAP_NORESERVE: a pool too small fails here, not later.
-            let f = libc::MAP_PRIVATE
-                | libc::MAP_ANONYMOUS
-                | libc::MAP_HUGETLB
-                | (21 << libc::MAP_HUGE_SHIFT);
+            let f = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | hostmem::PageSize::Size2M.map_flags();
             // SAFETY: fresh mapping, checked.
             let p = unsafe {
                 libc::mmap(
@@ -123,18 +117,15 @@ pub(crate) fn parts(len: usize, threads: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// Runs `f(offset, len)` on every part, one scoped thread per part.
+/// Runs `f(offset, len)` on every part, one thread per part (the
+/// workspace's chunked driver, `hostmem::parallel`, with as many workers
+/// as parts).
 fn in_parallel(len: usize, threads: usize, f: impl Fn(usize, usize) + Sync) -> Duration {
     let ps = parts(len, threads);
     let start = Instant::now();
-    std::thread::scope(|s| {
-        for &(off, l) in ps.iter().skip(1) {
-            let f = &f;
-            s.spawn(move || f(off, l));
-        }
-        if let Some(&(off, l)) = ps.first() {
-            f(off, l);
-        }
+    let _ = hostmem::parallel(&ps, ps.len(), |&(off, l)| {
+        f(off, l);
+        Ok::<(), ()>(())
     });
     start.elapsed()
 }
@@ -213,10 +204,9 @@ pub(crate) fn populate(len: usize, backing: Backing, threads: usize) -> io::Resu
     let m = &Mapping::new(len, backing)?;
     let err = std::sync::Mutex::new(None);
     let t = in_parallel(m.len, threads, |off, l| {
-        // SAFETY: advice on our own mapping.
-        let rc = unsafe { libc::madvise(m.ptr().add(off).cast(), l, MADV_POPULATE_WRITE) };
-        if rc != 0 {
-            *err.lock().unwrap_or_else(|e| e.into_inner()) = Some(io::Error::last_os_error());
+        // SAFETY: inside our own mapping.
+        if let Err(e) = unsafe { hostmem::populate_write(m.ptr().add(off), l) } {
+            *err.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
         }
     });
     match err.into_inner().unwrap_or_else(|e| e.into_inner()) {
