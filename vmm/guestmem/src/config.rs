@@ -292,7 +292,9 @@ impl MemoryConfig {
                     }
                 }
                 "prezero" if v == "pool" || v.starts_with("pool:") => {
-                    let socket = v.strip_prefix("pool:").unwrap_or(pool::cli::DEFAULT_SOCKET);
+                    let socket = v
+                        .strip_prefix("pool:")
+                        .unwrap_or(crate::DEFAULT_POOL_SOCKET);
                     if socket.is_empty() {
                         return Err(bad(k, v, "pool or pool:SOCKET (the pool daemon's socket)"));
                     }

@@ -32,15 +32,75 @@ pub fn create(cfg: &MemoryConfig) -> Result<GuestRam, Error> {
             );
         }
     };
-    GuestRam::create(
-        cfg,
-        &regions,
-        if show {
-            Some(&progress as &(dyn Fn(u64, u64) + Sync))
-        } else {
-            None
-        },
-    )
+    let progress = if show {
+        Some(&progress as &(dyn Fn(u64, u64) + Sync))
+    } else {
+        None
+    };
+    match &cfg.backing {
+        // The VMM leases pool memory and hands guestmem the file; the pool
+        // reserved and populated it, so no host check applies.
+        guestmem::Backing::Pool { socket, page } => {
+            let leased = lease_from_pool(socket, *page, cfg.size)?;
+            GuestRam::create_leased(cfg, &regions, progress, leased)
+        }
+        _ => {
+            // A cgroup limit would fail the guest's faults later (SIGBUS,
+            // OOM kill): refuse now.
+            hostmem::cgroup::check_limits(cfg.backing.hugepage().map(Into::into), cfg.size)?;
+            GuestRam::create(cfg, &regions, progress)
+        }
+    }
+}
+
+/// Leases `size` bytes of known-zero memory from the pool at `socket`.
+fn lease_from_pool(
+    socket: &std::path::Path,
+    page: Option<guestmem::HugePageSize>,
+    size: u64,
+) -> Result<guestmem::LeasedMemory, Error> {
+    let pp = match page {
+        None => pool::PageSize::Size4K,
+        Some(guestmem::HugePageSize::Size2M) => pool::PageSize::Size2M,
+        Some(guestmem::HugePageSize::Size1G) => pool::PageSize::Size1G,
+    };
+    let lease = pool::client::lease(socket, size, pp).map_err(|e| Error::Backing {
+        what: format!("leasing {} MiB from the pool at {}", size >> 20, socket.display()),
+        source: std::io::Error::other(e.to_string()),
+        fix: "start it (zerostart pool serve) with --region-size >= size= and the same page size, or drop prezero=pool",
+    })?;
+    let fd = lease
+        .fd()
+        .try_clone_to_owned()
+        .map_err(|source| Error::Backing {
+            what: "dup of the pool lease fd".into(),
+            source,
+            fix: "raise the open-file limit (ulimit -n)",
+        })?;
+    Ok(guestmem::LeasedMemory {
+        file: std::fs::File::from(fd),
+        offset: lease.offset(),
+        len: lease.len(),
+        keep: Box::new(lease),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guestmem_and_the_pool_agree_on_the_default_socket() {
+        assert_eq!(guestmem::DEFAULT_POOL_SOCKET, pool::cli::DEFAULT_SOCKET);
+    }
+
+    #[test]
+    fn a_missing_pool_is_one_line_error() {
+        let cfg = MemoryConfig::parse("size=32M,prezero=pool:/nonexistent/pool.sock").unwrap();
+        let e = create(&cfg).unwrap_err().to_string();
+        assert!(e.contains("zerostart pool serve"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
 }
 
 /// [`arch::BootMemory`] over [`GuestRam`]: every arch write is tracked.
