@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::{ExitRequest, PioDevice};
 
-pub use zerohint::{TIMER_MAGIC, TIMER_PORT};
+pub use boottimer::{TIMER_MAGIC, TIMER_PORT};
 
 /// One boot milestone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,7 +13,7 @@ pub struct Marker {
     /// The low 16 bits of the value the guest wrote.
     pub id: u16,
     /// `kernel_started`, `init_started`, `test_done` or `custom_<id hex>`
-    /// (names from `zerohint::marker`, shared with the guest side).
+    /// (names from `boottimer::marker`, shared with the guest side).
     pub name: String,
     /// When the vCPU exit for the write was handled (CLOCK_MONOTONIC).
     pub at: Instant,
@@ -45,7 +45,7 @@ impl BootTimer {
                 return;
             }
         };
-        match zerohint::marker::from_port_value(value).and_then(zerohint::marker::label) {
+        match boottimer::marker::from_port_value(value).and_then(boottimer::marker::label) {
             Some(label) if self.markers.len() < MAX_MARKERS => self.markers.push(Marker {
                 id: value as u16,
                 name: label.to_string(),

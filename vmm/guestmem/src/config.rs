@@ -210,26 +210,11 @@ fn bad(key: &str, value: &str, valid: impl Into<String>) -> Error {
     }
 }
 
-/// Parses `512M`, `4G`, `1T`, `65536K` or plain bytes (binary units).
+/// Parses `512M`, `4G`, `1T`, `65536K` or plain bytes (binary units): the
+/// workspace's one size grammar, `hostmem::parse_size`.
 pub fn parse_size(key: &str, v: &str) -> Result<u64, Error> {
     let valid = "a byte count with optional K, M, G or T suffix (binary), e.g. 4G";
-    let (num, shift) = match v.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(bad(key, v, valid)),
-            };
-            (&v[..i], shift)
-        }
-        _ => (v, 0),
-    };
-    let n: u64 = num.parse().map_err(|_| bad(key, v, valid))?;
-    n.checked_mul(1u64 << shift)
-        .filter(|&b| b > 0)
-        .ok_or_else(|| bad(key, v, valid))
+    hostmem::parse_size(v).map_err(|_| bad(key, v, valid))
 }
 
 #[cfg(test)]

@@ -40,12 +40,14 @@ use std::path::PathBuf;
 pub use config::{
     parse_size, Backing, BackingKind, HugePageSize, MemoryConfig, PrefaultMethod, Prezero,
 };
-pub use host::{
-    check_backing_hugepages, check_cgroup_limits, check_hugepages, check_mem_available,
-    mem_available,
-};
+pub use host::{check_backing_hugepages, check_hugepages, check_mem_available, mem_available};
 pub use prefault::PREFAULT_TABLE;
-pub use ram::{GuestRam, PrezeroReport};
+pub use ram::{GuestRam, LeasedMemory, PrezeroReport};
+
+/// The pool daemon's socket when `prezero=pool` names none (the pool's
+/// `--socket` default; the VMM's tests check they agree, as guestmem does
+/// not depend on the pool).
+pub const DEFAULT_POOL_SOCKET: &str = "/run/zerostart/pool.sock";
 
 /// Guest memory as this crate builds it: vm-memory's mmap backend with a
 /// per-4K-page dirty bitmap, so every write through vm-memory is recorded.
@@ -117,18 +119,11 @@ pub enum Error {
         available_mib: u64,
     },
     /// A cgroup limit would stop guest RAM from being faulted in (hugetlb:
-    /// SIGBUS at fault; memory: OOM kill).
-    #[error("guest RAM needs {needed_mib} MiB of {what} but a cgroup limit leaves {headroom_mib} MiB (exceeding it means SIGBUS or OOM kill mid-boot); fix: {fix}, or use a smaller size=")]
-    CgroupLimit {
-        /// `memory` or `2M hugetlb` / `1G hugetlb`.
-        what: String,
-        /// MiB needed.
-        needed_mib: u64,
-        /// MiB the limit leaves.
-        headroom_mib: u64,
-        /// The command that raises the limit.
-        fix: String,
-    },
+    /// SIGBUS at fault; memory: OOM kill). The check is the VMM's
+    /// (`hostmem::cgroup`); the variant carries its answer through the
+    /// VMM's guest-RAM step.
+    #[error(transparent)]
+    CgroupLimit(#[from] hostmem::cgroup::LimitError),
     /// Reading a host file (meminfo, sysfs) failed.
     #[error("cannot read {path}: {source}")]
     HostFile {

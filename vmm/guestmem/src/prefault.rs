@@ -1,6 +1,5 @@
 //! Populating guest RAM before the guest runs, in parallel.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::{BackingKind, Error, PrefaultMethod};
@@ -62,8 +61,9 @@ pub(crate) fn chunks(spans: &[Span], align: usize, target: usize) -> Vec<Span> {
 }
 
 /// Runs `work` on every chunk from `threads` workers (chunks handed out in
-/// address order); stops at the first error, which is returned. `progress`
-/// gets `(bytes done, total)` after each chunk, monotonically.
+/// address order; the driver is `hostmem::parallel`); stops at the first
+/// error, which is returned. `progress` gets `(bytes done, total)` after
+/// each chunk, monotonically.
 pub(crate) fn parallel<F>(
     chunks: &[Span],
     threads: usize,
@@ -74,44 +74,17 @@ where
     F: Fn(&Span) -> Result<(), Error> + Sync,
 {
     let total: u64 = chunks.iter().map(|c| c.len as u64).sum();
-    let next = AtomicUsize::new(0);
-    let done = AtomicU64::new(0);
-    let failed: Mutex<Option<Error>> = Mutex::new(None);
-    let report = Mutex::new(());
-    let threads = threads.clamp(1, chunks.len().max(1));
-    let worker = || loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(c) = chunks.get(i) else { return };
-        if failed.lock().map_or(true, |f| f.is_some()) {
-            return;
-        }
-        if let Err(e) = work(c) {
-            if let Ok(mut f) = failed.lock() {
-                f.get_or_insert(e);
-            }
-            return;
-        }
+    // Counted and reported under one lock, so reports are monotonic.
+    let done = Mutex::new(0u64);
+    hostmem::parallel(chunks, threads, |c| {
+        work(c)?;
         if let Some(p) = progress {
-            let _g = report.lock();
-            p(
-                done.fetch_add(c.len as u64, Ordering::Relaxed) + c.len as u64,
-                total,
-            );
+            let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
+            *d += c.len as u64;
+            p(*d, total);
         }
-    };
-    std::thread::scope(|s| {
-        for _ in 1..threads {
-            s.spawn(worker);
-        }
-        worker();
-    });
-    match failed.into_inner() {
-        Ok(None) => Ok(()),
-        Ok(Some(e)) => Err(e),
-        Err(p) => Err(p
-            .into_inner()
-            .unwrap_or(Error::BadRegions("prefault worker panicked".into()))),
-    }
+        Ok(())
+    })
 }
 
 /// `madvise(MADV_POPULATE_WRITE)` one chunk: faults every page in writable
@@ -120,18 +93,8 @@ where
 pub(crate) fn populate_write(c: &Span) -> Result<(), Error> {
     // SAFETY: the span lies inside a live mapping owned by the caller;
     // MADV_POPULATE_WRITE does not change contents of present pages.
-    let r = unsafe {
-        libc::madvise(
-            c.host as *mut libc::c_void,
-            c.len,
-            libc::MADV_POPULATE_WRITE,
-        )
-    };
-    if r != 0 {
-        let source = std::io::Error::last_os_error();
-        return Err(Error::Prefault { gpa: c.gpa, source });
-    }
-    Ok(())
+    unsafe { hostmem::populate_write(c.host as *mut u8, c.len) }
+        .map_err(|source| Error::Prefault { gpa: c.gpa, source })
 }
 
 /// Number of workers for `threads` (0 = all CPUs).

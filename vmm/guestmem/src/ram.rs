@@ -3,7 +3,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::num::NonZeroUsize;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -60,7 +60,7 @@ pub struct GuestRam {
     /// A pool lease: declared after `memory`, so the mappings are gone
     /// before the pool learns the lease ended (a mapping still alive then
     /// would make the pool retire the region).
-    _lease: Option<pool::client::Lease>,
+    _lease: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Drop for GuestRam {
@@ -124,43 +124,35 @@ fn check_regions(cfg: &MemoryConfig, regions: &[(GuestAddress, u64)]) -> Result<
 }
 
 fn memfd(page: HugePageSize, size: u64) -> Result<File, Error> {
-    let huge = match page {
-        HugePageSize::Size2M => libc::MFD_HUGE_2MB,
-        HugePageSize::Size1G => libc::MFD_HUGE_1GB,
-    };
-    // SAFETY: the name is a valid C string; the returned fd is owned below.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"zerostart-guest-ram".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_HUGETLB | huge,
-        )
-    };
-    if fd < 0 {
-        return Err(Error::Backing {
-            what: format!("memfd_create(MFD_HUGETLB {})", page.name()),
-            source: io::Error::last_os_error(),
-            fix: "the host kernel needs hugetlb support for this page size",
-        });
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    let f = unsafe { File::from_raw_fd(fd) };
-    f.set_len(size).map_err(|source| Error::Backing {
-        what: "ftruncate of the hugetlb memfd".into(),
-        source,
-        fix: "size= must be a multiple of the hugepage size",
-    })?;
-    Ok(f)
+    hostmem::memfd(c"zerostart-guest-ram", size, page.into(), false).map_err(|source| {
+        // memfd_create fails on a kernel without the size; ftruncate on a
+        // size that is not a multiple of it.
+        if source.raw_os_error() == Some(libc::EINVAL) && size.checked_rem(page.bytes()) != Some(0)
+        {
+            Error::Backing {
+                what: "ftruncate of the hugetlb memfd".into(),
+                source,
+                fix: "size= must be a multiple of the hugepage size",
+            }
+        } else {
+            Error::Backing {
+                what: format!("memfd_create(MFD_HUGETLB {})", page.name()),
+                source,
+                fix: "the host kernel needs hugetlb support for this page size",
+            }
+        }
+    })
 }
 
-// The hugetlbfs and privacy checks are the pool's (`pool::hugetlbfs`), so
+// The hugetlbfs and privacy checks are `hostmem::hugetlbfs` (the pool's too), so
 // guest RAM files and pool region files refuse the same things.
 pub(crate) fn check_hugetlbfs(dir: &Path, page: HugePageSize) -> io::Result<()> {
-    pool::hugetlbfs::check_path(dir, page.bytes())
+    hostmem::hugetlbfs::check_path(dir, page.bytes())
 }
 
 fn check_hugetlbfs_fd(file: &File, page: HugePageSize) -> io::Result<()> {
     use std::os::fd::AsFd;
-    pool::hugetlbfs::check_fd(file.as_fd(), page.bytes())
+    hostmem::hugetlbfs::check_fd(file.as_fd(), page.bytes())
 }
 
 /// Opens (or creates) the hugetlbfs file and makes its content zero: a
@@ -261,7 +253,7 @@ fn private_file(file: &File, path: &Path) -> Result<(), Error> {
         source,
         fix: "check the file= path",
     })?;
-    match pool::hugetlbfs::file_not_private(md.uid(), md.mode(), path) {
+    match hostmem::hugetlbfs::file_not_private(md.uid(), md.mode(), path) {
         None => Ok(()),
         Some((why, fix)) => Err(Error::UnsafeBackingFile {
             path: path.to_path_buf(),
@@ -315,30 +307,29 @@ fn map_region(
         .ok_or_else(|| Error::BadRegions(format!("region {:#x}+{len:#x} overflows", gpa.0)))
 }
 
-/// Leases `size` bytes of known-zero memory from the pool at `socket`.
-fn lease_from_pool(
-    socket: &Path,
-    page: Option<HugePageSize>,
-    size: u64,
-) -> Result<pool::client::Lease, Error> {
-    let pp = match page {
-        None => pool::PageSize::Size4K,
-        Some(HugePageSize::Size2M) => pool::PageSize::Size2M,
-        Some(HugePageSize::Size1G) => pool::PageSize::Size1G,
-    };
-    let lease = pool::client::lease(socket, size, pp).map_err(|e| Error::Backing {
-        what: format!("leasing {} MiB from the pool at {}", size >> 20, socket.display()),
-        source: io::Error::other(e.to_string()),
-        fix: "start it (zerostart pool serve) with --region-size >= size= and the same page size, or drop prezero=pool",
-    })?;
-    if lease.len() < size {
-        return Err(Error::Backing {
-            what: format!("pool lease of {} bytes", lease.len()),
-            source: io::Error::other("shorter than size="),
-            fix: "use a pool with --region-size >= size=",
-        });
+/// Memory the VMM leased for guest RAM (`prezero=pool`): guestmem maps
+/// it and keeps `keep` (the lease) alive until the mappings are gone, so
+/// the pool learns the lease ended only after the guest's RAM is unmapped
+/// (a mapping still alive then would make it retire the region). Leasing
+/// is the VMM's business: guestmem does not talk to the pool.
+pub struct LeasedMemory {
+    /// The leased memory file (hugetlb or shmem), already known zero.
+    pub file: File,
+    /// Where the lease starts in `file`.
+    pub offset: u64,
+    /// Bytes leased (at least the guest's RAM size).
+    pub len: u64,
+    /// Dropped after the mappings (ends the lease).
+    pub keep: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for LeasedMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeasedMemory")
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
     }
-    Ok(lease)
 }
 
 /// The hint's (informational) page shift: the backing's, except that THP
@@ -365,38 +356,62 @@ impl GuestRam {
         regions: &[(GuestAddress, u64)],
         progress: Option<&(dyn Fn(u64, u64) + Sync)>,
     ) -> Result<GuestRam, Error> {
+        Self::create_inner(cfg, regions, progress, None)
+    }
+
+    /// [`GuestRam::create`] for `prezero=pool`: maps the memory the VMM
+    /// leased (`leased`) instead of creating any. Pool memory exists
+    /// already (the pool reserved and populated it), so no host check runs.
+    pub fn create_leased(
+        cfg: &MemoryConfig,
+        regions: &[(GuestAddress, u64)],
+        progress: Option<&(dyn Fn(u64, u64) + Sync)>,
+        leased: LeasedMemory,
+    ) -> Result<GuestRam, Error> {
+        Self::create_inner(cfg, regions, progress, Some(leased))
+    }
+
+    fn create_inner(
+        cfg: &MemoryConfig,
+        regions: &[(GuestAddress, u64)],
+        progress: Option<&(dyn Fn(u64, u64) + Sync)>,
+        leased: Option<LeasedMemory>,
+    ) -> Result<GuestRam, Error> {
         check_regions(cfg, regions)?;
-        // Pool memory exists already (the pool reserved and populated it).
-        if !matches!(cfg.backing, Backing::Pool { .. }) {
+        let pool = matches!(cfg.backing, Backing::Pool { .. });
+        if pool != leased.is_some() {
+            return Err(Error::Backing {
+                what: "guest RAM from the pool".into(),
+                source: io::Error::other(if pool {
+                    "prezero=pool without leased memory"
+                } else {
+                    "leased memory without prezero=pool"
+                }),
+                fix: "the VMM leases pool memory and passes it to GuestRam::create_leased; other backings use GuestRam::create",
+            });
+        }
+        if let Some(l) = &leased {
+            if l.len < cfg.size {
+                return Err(Error::Backing {
+                    what: format!("pool lease of {} bytes", l.len),
+                    source: io::Error::other("shorter than size="),
+                    fix: "use a pool with --region-size >= size=",
+                });
+            }
+        } else {
             match cfg.backing.hugepage() {
                 Some(_) => check_backing_hugepages(&cfg.backing, cfg.size)?,
                 None => check_mem_available(cfg.size)?,
             }
-            crate::check_cgroup_limits(cfg.backing.hugepage(), cfg.size)?;
         }
-        let lease = match &cfg.backing {
-            Backing::Pool { socket, page } => Some(lease_from_pool(socket, *page, cfg.size)?),
-            _ => None,
-        };
-        let mut off = lease.as_ref().map_or(0, |l| l.offset());
-        let (file, scrub_file_on_drop) = match &cfg.backing {
-            Backing::Pool { .. } => {
-                let l = lease.as_ref().expect("leased above");
-                let fd = l
-                    .fd()
-                    .try_clone_to_owned()
-                    .map_err(|source| Error::Backing {
-                        what: "dup of the pool lease fd".into(),
-                        source,
-                        fix: "raise the open-file limit (ulimit -n)",
-                    })?;
-                (Some(Arc::new(File::from(fd))), false)
-            }
-            Backing::Anonymous { .. } => (None, false),
-            Backing::MemfdHugetlb(p) => (Some(Arc::new(memfd(*p, cfg.size)?)), false),
-            Backing::HugetlbfsFile { path, page } => {
+        let mut off = leased.as_ref().map_or(0, |l| l.offset);
+        let (file, scrub_file_on_drop, lease) = match (&cfg.backing, leased) {
+            (_, Some(l)) => (Some(Arc::new(l.file)), false, Some(l.keep)),
+            (Backing::Anonymous { .. }, None) | (Backing::Pool { .. }, None) => (None, false, None),
+            (Backing::MemfdHugetlb(p), None) => (Some(Arc::new(memfd(*p, cfg.size)?)), false, None),
+            (Backing::HugetlbfsFile { path, page }, None) => {
                 let (f, named) = hugetlbfs_file(path, *page, cfg.size)?;
-                (Some(Arc::new(f)), named)
+                (Some(Arc::new(f)), named, None)
             }
         };
         let mut mapped = Vec::with_capacity(regions.len());
@@ -753,13 +768,22 @@ mod tests {
         })
         .unwrap();
         assert!(d.wait_all_clean(std::time::Duration::from_secs(60)));
+        let cfg = cfg(|c| {
+            c.backing = Backing::Pool {
+                socket: socket.clone(),
+                page: None,
+            }
+        });
         for round in 0..3 {
-            let mut r = ram(|c| {
-                c.backing = Backing::Pool {
-                    socket: socket.clone(),
-                    page: None,
-                }
-            });
+            // What the VMM does: lease, hand guestmem the file.
+            let lease = pool::client::lease(&socket, 32 * M, pool::PageSize::Size4K).unwrap();
+            let leased = LeasedMemory {
+                file: File::from(lease.fd().try_clone_to_owned().unwrap()),
+                offset: lease.offset(),
+                len: lease.len(),
+                keep: Box::new(lease),
+            };
+            let mut r = GuestRam::create_leased(&cfg, &regions(), None, leased).unwrap();
             assert_eq!(r.report().method, "pool_lease");
             let h = r.zero_hint().unwrap().unwrap();
             assert_eq!(h.total_bytes(), 32 * M);
@@ -786,7 +810,9 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_pool_is_one_line_error() {
+    fn pool_backing_needs_leased_memory() {
+        // Leasing is the VMM's (zerostart's ram::create, where the
+        // missing-pool error is tested): guestmem refuses to guess.
         let cfg = cfg(|c| {
             c.backing = Backing::Pool {
                 socket: "/nonexistent/pool.sock".into(),
@@ -796,7 +822,7 @@ mod tests {
         let e = GuestRam::create(&cfg, &regions(), None)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("zerostart pool serve"), "{e}");
+        assert!(e.contains("create_leased"), "{e}");
         assert!(!e.contains('\n'), "{e}");
     }
 

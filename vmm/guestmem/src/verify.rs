@@ -7,29 +7,16 @@ use std::sync::Mutex;
 use crate::prefault::{chunks, parallel, Span};
 use crate::Error;
 
-/// First non-zero byte in `[ptr, ptr + len)`, as an offset and value.
+/// First non-zero byte in `[ptr, ptr + len)`, as an offset and value
+/// (the workspace's zero-scan, `hostmem::first_nonzero`: a vectorised
+/// OR over 4 KiB blocks, then a byte search in the first dirty block).
 ///
 /// # Safety
-/// The range must be mapped, readable, 8-byte aligned in start and length,
-/// and not written concurrently.
+/// The range must be mapped, readable and not written concurrently.
 unsafe fn first_nonzero(ptr: *const u8, len: usize) -> Option<(usize, u8)> {
-    // OR-reduce 4 KiB at a time: the compiler vectorises the u64 loop into
-    // wide loads; only a page that is not all zero is searched bytewise.
-    const STEP: usize = 4096;
-    let mut off = 0;
-    while off < len {
-        let n = STEP.min(len - off);
-        // SAFETY: within the range, aligned per the contract.
-        let words = unsafe { std::slice::from_raw_parts(ptr.add(off) as *const u64, n / 8) };
-        if words.iter().fold(0u64, |a, &w| a | w) != 0 {
-            // SAFETY: as above.
-            let bytes = unsafe { std::slice::from_raw_parts(ptr.add(off), n) };
-            let i = bytes.iter().position(|&b| b != 0)?;
-            return Some((off + i, bytes[i]));
-        }
-        off += n;
-    }
-    None
+    // SAFETY: forwarded contract.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
+    hostmem::first_nonzero(bytes).map(|i| (i, bytes[i]))
 }
 
 /// Checks every byte of `spans` reads zero using `threads` workers; the

@@ -40,7 +40,9 @@ pub mod cli;
 pub mod client;
 pub mod daemon;
 mod holders;
-pub mod hugetlbfs;
+/// The hugetlbfs and privacy checks (`hostmem::hugetlbfs`, shared with
+/// guest RAM files).
+pub use hostmem::hugetlbfs;
 pub mod memory;
 pub mod metrics;
 pub mod numa;
@@ -49,97 +51,31 @@ pub mod proto;
 pub mod region;
 
 use std::path::PathBuf;
-use std::str::FromStr;
 
-/// The page size of pool memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum PageSize {
-    /// 4 KiB shmem pages (a test/fallback mode: populating and zeroing it
-    /// is far slower than hugetlb, and THP is not used).
-    #[serde(rename = "4K")]
-    Size4K,
-    /// 2 MiB hugetlb pages (the default).
-    #[serde(rename = "2M")]
-    Size2M,
-    /// 1 GiB hugetlb pages.
-    #[serde(rename = "1G")]
-    Size1G,
-}
+/// The page size of pool memory: `4K` (shmem, a test/fallback mode:
+/// populating and zeroing it is far slower than hugetlb, and THP is not
+/// used), `2M` (hugetlb, the default) or `1G`. The one page-size type of
+/// the workspace (`hostmem`).
+pub use hostmem::PageSize;
 
-impl PageSize {
-    /// Bytes per page.
-    pub fn bytes(self) -> u64 {
-        match self {
-            PageSize::Size4K => 4 << 10,
-            PageSize::Size2M => 2 << 20,
-            PageSize::Size1G => 1 << 30,
-        }
-    }
-
-    /// `4K`, `2M` or `1G`.
-    pub fn name(self) -> &'static str {
-        match self {
-            PageSize::Size4K => "4K",
-            PageSize::Size2M => "2M",
-            PageSize::Size1G => "1G",
-        }
-    }
-
-    /// Whether this is a hugetlb page size.
-    pub fn is_huge(self) -> bool {
-        self != PageSize::Size4K
-    }
-}
-
-impl std::fmt::Display for PageSize {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for PageSize {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s.to_ascii_uppercase().as_str() {
-            "4K" | "4KB" | "4096" => Ok(PageSize::Size4K),
-            "2M" | "2MB" | "2048K" => Ok(PageSize::Size2M),
-            "1G" | "1GB" | "1024M" => Ok(PageSize::Size1G),
-            _ => Err(Error::BadValue {
-                key: "page",
-                value: s.to_string(),
-                fix: "use 2M (default), 1G, or 4K (test mode)".into(),
-            }),
+impl From<hostmem::PageSizeError> for Error {
+    fn from(e: hostmem::PageSizeError) -> Error {
+        Error::BadValue {
+            key: "page",
+            value: e.0,
+            fix: "use 2M (default), 1G, or 4K (test mode)".into(),
         }
     }
 }
 
-/// Parses `512M`, `4G`, `1T`, `65536K` or plain bytes (binary units) for
-/// the option `key`.
+/// Parses `512M`, `4G`, `1T`, `65536K` or plain bytes (binary units; the
+/// grammar is `hostmem::parse_size`) for the option `key`.
 pub fn parse_size(key: &'static str, v: &str) -> Result<u64, Error> {
-    let bad = || Error::BadValue {
+    hostmem::parse_size(v).map_err(|_| Error::BadValue {
         key,
         value: v.to_string(),
         fix: "write a byte count with optional K, M, G or T suffix, e.g. 4G".into(),
-    };
-    let v = v.trim();
-    let (num, shift) = match v.chars().last() {
-        Some(c) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(bad()),
-            };
-            (&v[..v.len() - 1], shift)
-        }
-        _ => (v, 0),
-    };
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    n.checked_mul(1u64 << shift)
-        .filter(|&b| b > 0)
-        .ok_or_else(bad)
+    })
 }
 
 /// Everything that can go wrong in the pool daemon or client.

@@ -2,7 +2,7 @@
 //! or a file on hugetlbfs, mapped shared into the daemon for scrubbing.
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
@@ -286,34 +286,14 @@ pub fn clear_leftover(dir: &Path, index: usize) -> Result<Leftover, Error> {
     Ok(Leftover::Removed { holders })
 }
 
-fn mfd_huge_flag(page: PageSize) -> libc::c_uint {
-    match page {
-        PageSize::Size4K => 0,
-        PageSize::Size2M => libc::MFD_HUGETLB | (21 << libc::MFD_HUGE_SHIFT),
-        PageSize::Size1G => libc::MFD_HUGETLB | (30 << libc::MFD_HUGE_SHIFT),
-    }
-}
-
 /// Free hugepages of `page` size now (0 if unknown).
 pub fn free_hugepages(page: PageSize) -> u64 {
-    let kb = page.bytes() >> 10;
-    std::fs::read_to_string(format!(
-        "/sys/kernel/mm/hugepages/hugepages-{kb}kB/free_hugepages"
-    ))
-    .ok()
-    .and_then(|s| s.trim().parse().ok())
-    .unwrap_or(0)
+    hostmem::hugepages::free(page)
 }
 
 /// Configured hugepages of `page` size (0 if unknown).
 pub fn total_hugepages(page: PageSize) -> u64 {
-    let kb = page.bytes() >> 10;
-    std::fs::read_to_string(format!(
-        "/sys/kernel/mm/hugepages/hugepages-{kb}kB/nr_hugepages"
-    ))
-    .ok()
-    .and_then(|s| s.trim().parse().ok())
-    .unwrap_or(0)
+    hostmem::hugepages::total(page)
 }
 
 impl RegionMemory {
@@ -321,27 +301,15 @@ impl RegionMemory {
     /// cannot shrink it under the daemon's mapping), mapped shared.
     pub fn memfd(name: &str, len: u64, page: PageSize) -> Result<Self, Error> {
         let cname = CString::new(name).expect("region names have no NUL");
-        let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | mfd_huge_flag(page);
-        // SAFETY: plain syscall with a valid C string.
-        let raw = unsafe { libc::memfd_create(cname.as_ptr(), flags) };
-        if raw < 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(Error::io(
+        // Sealed against resizing: a client cannot shrink it under the
+        // daemon's mapping.
+        let f = hostmem::memfd(&cname, len, page, true).map_err(|e| {
+            Error::io(
                 format!("memfd_create({name}, {page} pages) (is hugetlb enabled in this kernel?)"),
                 e,
-            ));
-        }
-        // SAFETY: a fresh fd we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: valid fd.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(Error::last_os(format!("sizing {name} to {len} bytes")));
-        }
-        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-        // SAFETY: valid fd.
-        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-            return Err(Error::last_os(format!("sealing {name} against resizing")));
-        }
+            )
+        })?;
+        let fd = OwnedFd::from(f);
         Self::map(fd, len, page, Source::Memfd)
     }
 
@@ -516,17 +484,8 @@ impl RegionMemory {
     fn populate_range(&self, off: usize, len: usize) -> Result<(), Error> {
         debug_assert!(off + len <= self.len);
         // SAFETY: inside our own mapping; populate does not change contents.
-        let r = unsafe {
-            libc::madvise(
-                self.ptr.as_ptr().add(off).cast(),
-                len,
-                libc::MADV_POPULATE_WRITE,
-            )
-        };
-        if r != 0 {
-            return Err(Error::last_os("populating a region before its scrub"));
-        }
-        Ok(())
+        unsafe { hostmem::populate_write(self.ptr.as_ptr().add(off), len) }
+            .map_err(|e| Error::io("populating a region before its scrub", e))
     }
 
     /// `fallocate` of `[off, off + len)` of the region's file: the kernel
@@ -627,13 +586,7 @@ impl RegionMemory {
         let start = Instant::now();
         if stall_half {
             // SAFETY: our own mapping; populate does not change contents.
-            unsafe {
-                libc::madvise(
-                    self.ptr.as_ptr().cast(),
-                    self.len / 2,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            };
+            let _ = unsafe { hostmem::populate_write(self.ptr.as_ptr(), self.len / 2) };
             stall("half way through preparing fresh memory")
         }
         let chunk = pacer.chunk(self.page_bytes()) as usize;
@@ -807,20 +760,9 @@ pub fn first_nonzero_timed(buf: &[u8], threads: usize) -> (Option<usize>, Durati
     })
 }
 
+/// The zero-scan (`hostmem::first_nonzero`).
 fn scan(buf: &[u8]) -> Option<usize> {
-    // Word-wise OR over blocks, then byte-wise inside the first dirty block.
-    const BLOCK: usize = 4096;
-    for (bi, block) in buf.chunks(BLOCK).enumerate() {
-        let (head, words, tail) = unsafe { block.align_to::<u64>() };
-        let dirty = head.iter().any(|&b| b != 0)
-            || words.iter().fold(0u64, |a, &w| a | w) != 0
-            || tail.iter().any(|&b| b != 0);
-        if dirty {
-            let off = block.iter().position(|&b| b != 0).expect("block is dirty");
-            return Some(bi * BLOCK + off);
-        }
-    }
-    None
+    hostmem::first_nonzero(buf)
 }
 
 #[cfg(test)]

@@ -15,57 +15,17 @@
 
 use std::path::Path;
 
+pub use hostmem::numa::{bind, node_exists, parse_cpulist, pin_current_thread, Node};
+
 /// Environment variable naming a fake `/sys/devices/system/node` (tests;
 /// needs `ZEROSTART_TEST_SWITCHES=1`).
 pub const FAKE_SYSFS_ENV: &str = "ZEROSTART_POOL_NODES_SYSFS";
 
-/// One NUMA node with CPUs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
-    /// Node id.
-    pub id: usize,
-    /// Its CPUs.
-    pub cpus: Vec<usize>,
-}
-
-/// Parses a sysfs cpulist (`0-3,8,10-11`); `None` if malformed.
-pub fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                if a > b {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().ok()?),
-        }
-    }
-    Some(out)
-}
-
 /// Nodes with CPUs under `root` (a `/sys/devices/system/node` tree),
-/// sorted by id; one node 0 with no CPU list if there is no such tree.
+/// sorted by id; one node 0 with no CPU list if there is no such tree
+/// (the pool always has somewhere to put a region).
 pub fn read_nodes(root: &Path) -> Vec<Node> {
-    let mut nodes: Vec<Node> = std::fs::read_dir(root)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let id: usize = name.strip_prefix("node")?.parse().ok()?;
-            let list = std::fs::read_to_string(e.path().join("cpulist")).ok()?;
-            Some(Node {
-                id,
-                cpus: parse_cpulist(&list)?,
-            })
-        })
-        // Memory-only nodes (CXL, PMEM) have no CPUs to scrub from.
-        .filter(|n| !n.cpus.is_empty())
-        .collect();
-    nodes.sort_by_key(|n| n.id);
+    let mut nodes = hostmem::numa::read_nodes(root);
     if nodes.is_empty() {
         nodes.push(Node {
             id: 0,
@@ -78,59 +38,6 @@ pub fn read_nodes(root: &Path) -> Vec<Node> {
 /// The node of region `index`: round-robin over `nodes`.
 pub fn node_of_region(nodes: &[Node], index: usize) -> &Node {
     &nodes[index % nodes.len()]
-}
-
-/// Pins the calling thread to `cpus` (best effort: an empty list, or CPUs
-/// the cgroup forbids, leave it where it is; locality, never safety).
-pub fn pin_current_thread(cpus: &[usize]) {
-    if cpus.is_empty() {
-        return;
-    }
-    // SAFETY: cpu_set_t is plain data; CPU_SET is bounds-checked below.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            if c < libc::CPU_SETSIZE as usize {
-                libc::CPU_SET(c, &mut set);
-            }
-        }
-        let _ = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-/// Whether `node` is a node of this machine (a fake topology may name
-/// nodes that are not).
-pub fn node_exists(node: usize) -> bool {
-    Path::new(&format!("/sys/devices/system/node/node{node}")).exists()
-}
-
-/// Binds `[ptr, ptr + len)` (a shared file mapping) to `node`: the file's
-/// pages are allocated there from now on.
-///
-/// # Safety
-/// `[ptr, ptr + len)` must be a mapping the caller owns (mbind changes its
-/// policy; it never touches the bytes).
-pub unsafe fn bind(ptr: *mut u8, len: usize, node: usize) -> std::io::Result<()> {
-    let bits = 8 * std::mem::size_of::<libc::c_ulong>();
-    let mut mask = vec![0 as libc::c_ulong; node / bits + 1];
-    mask[node / bits] |= 1 << (node % bits);
-    const MPOL_BIND: libc::c_int = 2;
-    // SAFETY: the caller's mapping; the mask holds maxnode bits.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_mbind,
-            ptr,
-            len,
-            MPOL_BIND,
-            mask.as_ptr(),
-            (mask.len() * bits) as libc::c_ulong,
-            0 as libc::c_uint,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -6,15 +6,20 @@
 //! * The buffer is private, touched first (page faults would dominate
 //!   otherwise), and 4× the last-level cache (clamped to 64..256 MiB; 128
 //!   MiB here), so a pass cannot stay in cache.
-//! * Each candidate zeroes the whole buffer in [`WINDOWS`] timed windows
-//!   (8 MiB here); its estimate is the median window after the first (the
-//!   first pays for the previous candidate's dirty lines). The median
-//!   ignores both windows where the thread was preempted (a busy machine)
-//!   and short bursts the memory system absorbs (on this machine a single
-//!   window can run at 70–80 GiB/s for every backend, so the best window
-//!   says nothing). Measured here, median of 16 × 8 MiB, one thread:
-//!   `rep stosb` ≈18, `movnti` ≈21, AVX2 NT ≈35, AVX-512 NT ≈46, `clzero`
-//!   ≈48 GiB/s.
+//! * Each candidate zeroes the whole buffer in timed passes, each after an
+//!   untimed pass of ordinary stores (so every pass starts from memory
+//!   that held data, as guest RAM and pool regions do), issued in the
+//!   engine's large-job chunk size; the candidates rotate their order each
+//!   round and a first round (first-touch faults) is not counted. The
+//!   estimate is the mean of the three fastest passes that no worker was
+//!   preempted in (all passes if a machine is too busy for them): a busy machine
+//!   (preemption, other tenants' memory traffic) only ever slows a pass,
+//!   and under a load of 3 runnable threads per CPU nearly every pass
+//!   longer than a time slice is preempted. The first version
+//!   took the median of 8 MiB windows and ranked clzero above AVX-512 NT
+//!   on an EPYC whose sustained 2 GiB passes ranked them the other way
+//!   (docs: `zerostart bench zero`): short windows measure bursts the
+//!   memory system absorbs, not the sustained store rate.
 //! * Candidates: every available backend, except that `portable` is
 //!   skipped when `rep stosb` exists (glibc's `memset` is `rep stosb` for
 //!   large sizes) and `movnti` when a vector NT backend exists (same
@@ -22,9 +27,13 @@
 //! * The fastest non-temporal candidate wins unless a cache-allocating one
 //!   is more than [`CACHED_MARGIN`] faster: throughput alone does not show
 //!   that a cache-allocating pass over GiBs evicts everyone's working set.
-//! * One full round always runs (≈25 ms of stores on this machine plus
-//!   the touch); more rounds, pooled into the same medians, run only while
-//!   under [`CALIBRATION_BUDGET`].
+//! * One warm-up and eight counted rounds always run (≈0.1 s of stores on
+//!   this machine plus the touch); more rounds, up to 64, run until no
+//!   estimate rose by 1 % in six rounds, or [`CALIBRATION_BUDGET`] (per
+//!   thread) is spent. A single best pass (the previous rule) was the
+//!   luckiest of many noisy draws: in one run on a shared host it put
+//!   clzero 8 % ahead of AVX2/AVX-512 NT, which sustained 2 GiB passes in
+//!   the same process measured 10 % faster than clzero.
 //!
 //! Small jobs (below [`small_threshold`], half the cache) do not use the calibrated
 //! backend: their data is likely wanted in cache soon (page tables, boot
@@ -70,21 +79,22 @@ fn threshold_for_llc(llc: Option<usize>) -> usize {
     })
 }
 
-/// Calibration stops starting new rounds after this much time.
-pub const CALIBRATION_BUDGET: Duration = Duration::from_millis(50);
+/// Calibration stops starting new rounds after this much time (times the
+/// thread count) once its minimum rounds are done.
+pub const CALIBRATION_BUDGET: Duration = Duration::from_millis(500);
 
-/// Timed windows per candidate pass over the buffer.
+/// The calibration buffer is a whole number of this many pieces (it is
+/// sized in 2 MiB steps for hugepages: a multiple of 16 pieces keeps
+/// every piece 2 MiB aligned when split among workers).
 pub const WINDOWS: usize = 16;
-/// Most rounds over all candidates.
-const ROUNDS: usize = 3;
 
 /// The measurement behind [`auto_backend`].
 #[derive(Debug, Clone)]
 pub struct Calibration {
     /// The fastest backend.
     pub backend: Backend,
-    /// Median single-thread window throughput per measured candidate,
-    /// GiB/s, in [`Backend::ALL`] order.
+    /// Fastest pass per measured candidate, aggregate GiB/s over the
+    /// calibration's threads, in [`Backend::ALL`] order.
     pub gib_per_s: Vec<(Backend, f64)>,
     /// Wall time spent calibrating, including touching the buffer.
     pub elapsed: Duration,
@@ -197,80 +207,198 @@ pub fn calibration_for(threads: usize) -> &'static Calibration {
 }
 
 /// [`calibrate`] with `threads` workers zeroing at once, each its own
-/// buffer of [`buffer_bytes`] / 2 (at least 32 MiB): aggregate GiB/s per
-/// candidate, median of the rounds, picked by the same rule.
+/// buffer of [`buffer_bytes`]: aggregate GiB/s per candidate, picked by
+/// the same rule. (Half that per worker, the first version, made a
+/// two-thread pass ≈1 ms here: short enough for the memory system to
+/// absorb, and it ranked clzero first where 2 GiB passes ranked it
+/// 0.92x of AVX-512 NT.)
 fn calibrate_threads(threads: usize) -> Calibration {
+    let per = buffer_bytes();
+    measure(threads, per, || calibration().backend)
+}
+
+/// Most rounds over all candidates (the first is a warm-up, not counted).
+const MAX_ROUNDS: usize = 64;
+/// Rounds without a candidate's estimate rising by 1 % after which the
+/// calibration stops (after [`MIN_ROUNDS`]).
+const SETTLED_ROUNDS: usize = 6;
+/// A candidate's estimate is the mean of its this many fastest passes.
+const TOP: usize = 3;
+
+/// Mean of the [`TOP`] highest of `v` (all, if fewer; 0 for none); sorts
+/// `v` descending.
+fn top_mean(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| b.total_cmp(a));
+    let top = &v[..v.len().min(TOP)];
+    if top.is_empty() {
+        0.0
+    } else {
+        top.iter().sum::<f64>() / top.len() as f64
+    }
+}
+/// Counted rounds that always run, whatever the budget.
+const MIN_ROUNDS: usize = 8;
+
+/// One timed pass of `b` over every worker's buffer, `threads` at once:
+/// each worker first dirties its own buffer with ordinary stores
+/// (untimed), all start together, and the result is the aggregate GiB/s
+/// from the first start to the last end. The zeroing is issued in calls
+/// of at most [`crate::plan::MAX_CHUNK`], the chunk size the engine gives
+/// large jobs (`rep stosb` changes strategy with the call size).
+fn pass(bufs: &[(usize, usize)], b: Backend) -> Pass {
+    let work = |p: usize, l: usize| {
+        let mut off = 0;
+        while off < l {
+            let n = (l - off).min(crate::plan::MAX_CHUNK);
+            // SAFETY: inside this worker's own buffer; b is available.
+            unsafe { kernels::zero(b, (p + off) as *mut u8, n) };
+            off += n;
+        }
+    };
+    let dirty = |p: usize, l: usize| {
+        // SAFETY: this worker's own buffer.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0x5a, l) };
+    };
+    let bytes: usize = bufs.iter().map(|x| x.1).sum();
+    let mut preempted = false;
+    let span = if let [(p, l)] = *bufs {
+        dirty(p, l);
+        let (t, cs) = (Instant::now(), involuntary_switches());
+        work(p, l);
+        preempted = involuntary_switches() != cs;
+        t.elapsed()
+    } else {
+        let barrier = std::sync::Barrier::new(bufs.len());
+        std::thread::scope(|s| {
+            let hs: Vec<_> = bufs
+                .iter()
+                .map(|&(p, l)| {
+                    let (barrier, work, dirty) = (&barrier, &work, &dirty);
+                    s.spawn(move || {
+                        dirty(p, l);
+                        barrier.wait();
+                        let (t, cs) = (Instant::now(), involuntary_switches());
+                        work(p, l);
+                        (t, Instant::now(), involuntary_switches() != cs)
+                    })
+                })
+                .collect();
+            let spans: Vec<(Instant, Instant)> = hs
+                .into_iter()
+                .map(|h| h.join().expect("no panic"))
+                .map(|(a, b, p)| {
+                    preempted |= p;
+                    (a, b)
+                })
+                .collect();
+            let first = spans.iter().map(|s| s.0).min().expect("threads > 1");
+            let last = spans.iter().map(|s| s.1).max().expect("threads > 1");
+            last.duration_since(first)
+        })
+    };
+    Pass {
+        gib_per_s: bytes as f64 / span.as_secs_f64().max(1e-9) / (1u64 << 30) as f64,
+        preempted,
+    }
+}
+
+/// One timed pass.
+struct Pass {
+    /// Aggregate throughput.
+    gib_per_s: f64,
+    /// Some worker was switched out involuntarily during it: on a busy
+    /// machine its time measures the scheduler, not the stores.
+    preempted: bool,
+}
+
+/// Involuntary context switches of the calling thread so far (0 if the
+/// kernel will not say).
+fn involuntary_switches() -> i64 {
+    // SAFETY: getrusage fills the zeroed struct we own.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
+            return 0;
+        }
+        ru.ru_nivcsw
+    }
+}
+
+/// Measures every candidate with `threads` workers, `per` bytes each,
+/// in whole passes (see [`pass`]); `fallback` is the answer when no
+/// buffer can be mapped.
+///
+/// Why whole passes over memory that held data, and the best pass: the
+/// large jobs auto serves (guest RAM, pool regions) are sustained streams
+/// over memory that held data, far larger than any cache. Short timed
+/// windows over an already zeroed buffer (the first version) measured
+/// bursts the memory system absorbs and ranked backends differently from
+/// the sustained rate: on an EPYC with avx512f and clzero, 8 MiB windows
+/// ranked clzero above AVX-512 NT, 2 GiB passes the other way. Noise
+/// from a busy machine (preemption, other tenants' traffic) only ever
+/// slows a pass, so the mean of the fastest undisturbed passes is the
+/// estimate, as in `zerostart bench zero`; the candidates run in a rotated order,
+/// reversed every other round, so no backend always follows the same one.
+fn measure(threads: usize, per: usize, fallback: impl Fn() -> Backend) -> Calibration {
     let start = Instant::now();
     let candidates = candidates();
-    let per = (buffer_bytes() / 2).max(32 << 20);
-    let fallback = |start: Instant| Calibration {
-        backend: calibration().backend,
-        gib_per_s: Vec::new(),
-        elapsed: start.elapsed(),
-        buffer_bytes: 0,
-    };
-    let bufs: Option<Vec<Buffer>> = (0..threads).map(|_| Buffer::new(per)).collect();
+    let bufs: Option<Vec<Buffer>> = (0..threads.max(1)).map(|_| Buffer::new(per)).collect();
     let Some(bufs) = bufs else {
-        return fallback(start);
+        return Calibration {
+            backend: fallback(),
+            gib_per_s: Vec::new(),
+            elapsed: start.elapsed(),
+            buffer_bytes: 0,
+        };
     };
-    for b in &bufs {
-        // SAFETY: our mapping, whole length (first-touch faults out of the
-        // samples).
-        unsafe { std::ptr::write_bytes(b.ptr, 1, b.len) };
-    }
     let ptrs: Vec<(usize, usize)> = bufs.iter().map(|b| (b.ptr as usize, b.len)).collect();
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
-    for round in 0..ROUNDS + 2 {
-        if round > 1 && start.elapsed() > CALIBRATION_BUDGET * threads as u32 {
+    // Every counted pass per candidate: [undisturbed, all].
+    let mut runs: Vec<[Vec<f64>; 2]> = vec![[Vec::new(), Vec::new()]; candidates.len()];
+    // The estimate per candidate and the round it last rose by >1 %.
+    let mut est = vec![0.0f64; candidates.len()];
+    let mut rose = vec![0usize; candidates.len()];
+    for round in 0..MAX_ROUNDS {
+        let settled = rose.iter().all(|&r| round >= r + SETTLED_ROUNDS);
+        if round > MIN_ROUNDS && (settled || start.elapsed() > CALIBRATION_BUDGET * threads as u32)
+        {
             break;
         }
-        for (i, &b) in candidates.iter().enumerate() {
-            let barrier = std::sync::Barrier::new(threads);
-            let t0 = std::thread::scope(|s| {
-                let hs: Vec<_> = ptrs
-                    .iter()
-                    .map(|&(p, l)| {
-                        let barrier = &barrier;
-                        s.spawn(move || {
-                            barrier.wait();
-                            let t = Instant::now();
-                            // SAFETY: this worker's own buffer; b is
-                            // available.
-                            unsafe { kernels::zero(b, p as *mut u8, l) };
-                            (t, Instant::now())
-                        })
-                    })
-                    .collect();
-                let spans: Vec<(Instant, Instant)> = hs
-                    .into_iter()
-                    .map(|h| h.join().expect("no panic"))
-                    .collect();
-                let first = spans.iter().map(|s| s.0).min().expect("threads > 1");
-                let last = spans.iter().map(|s| s.1).max().expect("threads > 1");
-                last.duration_since(first)
-            });
-            let secs = t0.as_secs_f64().max(1e-9);
+        for k in 0..candidates.len() {
+            // Rotated, and reversed every other round, so each candidate
+            // follows every other one.
+            let k = if round % 2 == 1 {
+                candidates.len() - 1 - k
+            } else {
+                k
+            };
+            let i = (k + round / 2) % candidates.len();
+            let p = pass(&ptrs, candidates[i]);
+            // Round 0 pays for first-touch faults: not counted.
             if round > 0 {
-                samples[i].push((per * threads) as f64 / secs / (1u64 << 30) as f64);
+                if !p.preempted {
+                    runs[i][0].push(p.gib_per_s);
+                }
+                runs[i][1].push(p.gib_per_s);
+                let e = top_mean(&mut runs[i][1]);
+                if e > est[i] * 1.01 {
+                    rose[i] = round;
+                }
+                est[i] = e;
             }
         }
     }
-    let best: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
-    let winner = pick(
-        &candidates
-            .iter()
-            .copied()
-            .zip(best.iter().copied())
-            .collect::<Vec<_>>(),
-    );
-    match winner {
-        Some(backend) => Calibration {
-            backend,
-            gib_per_s: candidates.into_iter().zip(best).collect(),
-            elapsed: start.elapsed(),
-            buffer_bytes: per * threads,
-        },
-        None => fallback(start),
+    // Undisturbed passes only, when every candidate had enough of them (a
+    // machine too busy for that falls back to all passes).
+    let col = usize::from(runs.iter().any(|r| r[0].len() < TOP));
+    let measured: Vec<(Backend, f64)> = candidates
+        .into_iter()
+        .zip(runs.iter_mut().map(|r| top_mean(&mut r[col])))
+        .collect();
+    Calibration {
+        backend: pick(&measured).unwrap_or_else(&fallback),
+        gib_per_s: measured,
+        elapsed: start.elapsed(),
+        buffer_bytes: per * ptrs.len(),
     }
 }
 
@@ -376,68 +504,8 @@ pub(crate) fn buffer_bytes() -> usize {
     (llc_bytes().unwrap_or(32 << 20) * 4).clamp(64 << 20, 256 << 20)
 }
 
-/// Median of `v` (0 for none); sorts `v`.
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 fn calibrate() -> Calibration {
-    let start = Instant::now();
-    let candidates = candidates();
-    let len = buffer_bytes();
-    let fallback = |start: Instant| Calibration {
-        backend: small_backend(),
-        gib_per_s: Vec::new(),
-        elapsed: start.elapsed(),
-        buffer_bytes: 0,
-    };
-    let Some(buf) = Buffer::new(len) else {
-        return fallback(start);
-    };
-    // Touch it: first-touch page faults would dominate the samples.
-    // SAFETY: our mapping, whole length.
-    unsafe { std::ptr::write_bytes(buf.ptr, 1, buf.len) };
-
-    let window = len / WINDOWS;
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
-    for round in 0..ROUNDS {
-        if round > 0 && start.elapsed() > CALIBRATION_BUDGET {
-            break;
-        }
-        for (i, &b) in candidates.iter().enumerate() {
-            for w in 0..WINDOWS {
-                let t = Instant::now();
-                // SAFETY: the window lies inside our mapping; b is available.
-                unsafe { kernels::zero(b, buf.ptr.add(w * window), window) };
-                let secs = t.elapsed().as_secs_f64().max(1e-9);
-                if w > 0 {
-                    samples[i].push(window as f64 / secs / (1u64 << 30) as f64);
-                }
-            }
-        }
-    }
-    let best: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
-    let winner = pick(
-        &candidates
-            .iter()
-            .copied()
-            .zip(best.iter().copied())
-            .collect::<Vec<_>>(),
-    );
-    match winner {
-        Some(backend) => Calibration {
-            backend,
-            gib_per_s: candidates.into_iter().zip(best).collect(),
-            elapsed: start.elapsed(),
-            buffer_bytes: len,
-        },
-        None => fallback(start),
-    }
+    measure(1, buffer_bytes(), small_backend)
 }
 
 #[cfg(test)]
@@ -472,15 +540,6 @@ mod tests {
         assert_eq!(auto_backend_for(t), auto_backend());
         assert_eq!(auto_backend_for(MAX_SMALL_THRESHOLD), auto_backend());
         assert_eq!(auto_backend_for(1 << 30), auto_backend());
-    }
-
-    #[test]
-    fn median_ignores_outliers() {
-        assert_eq!(median(&mut []), 0.0);
-        assert_eq!(median(&mut [3.0]), 3.0);
-        // Preempted windows (1.0) and bursts (80.0) do not move it.
-        assert_eq!(median(&mut [20.0, 1.0, 22.0, 80.0, 21.0]), 21.0);
-        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
     }
 
     #[test]

@@ -20,6 +20,15 @@ pub(crate) struct Node {
     pub cpus: Vec<usize>,
 }
 
+impl From<&hostmem::numa::Node> for Node {
+    fn from(n: &hostmem::numa::Node) -> Node {
+        Node {
+            id: n.id,
+            cpus: n.cpus.clone(),
+        }
+    }
+}
+
 /// The NUMA layout seen by the process. Fewer than two nodes means
 /// NUMA placement is a no-op.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -217,24 +226,6 @@ pub(crate) fn make_plan(
     }
 }
 
-/// Parses a sysfs CPU list such as `0-3,8,10-11`.
-pub(crate) fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().ok()?),
-        }
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,11 +398,11 @@ mod tests {
     #[test]
     fn cpulist() {
         assert_eq!(
-            parse_cpulist("0-3,8,10-11\n"),
+            hostmem::numa::parse_cpulist("0-3,8,10-11\n"),
             Some(vec![0, 1, 2, 3, 8, 10, 11])
         );
-        assert_eq!(parse_cpulist(""), Some(vec![]));
-        assert_eq!(parse_cpulist("3-1"), None);
-        assert_eq!(parse_cpulist("x"), None);
+        assert_eq!(hostmem::numa::parse_cpulist(""), Some(vec![]));
+        assert_eq!(hostmem::numa::parse_cpulist("3-1"), None);
+        assert_eq!(hostmem::numa::parse_cpulist("x"), None);
     }
 }

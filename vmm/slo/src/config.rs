@@ -347,20 +347,10 @@ struct RawConfig {
     scenario: Vec<RawScenario>,
 }
 
-/// Parses `512M`, `4G` or bytes.
+/// Parses `512M`, `4G` or bytes (the workspace's one size grammar,
+/// `hostmem::parse_size`).
 pub fn parse_size(v: &str) -> Option<u64> {
-    let v = v.trim();
-    let (num, shift) = match v.chars().last()? {
-        'K' | 'k' => (&v[..v.len() - 1], 10),
-        'M' | 'm' => (&v[..v.len() - 1], 20),
-        'G' | 'g' => (&v[..v.len() - 1], 30),
-        c if c.is_ascii_digit() => (v, 0),
-        _ => return None,
-    };
-    num.parse::<u64>()
-        .ok()?
-        .checked_mul(1 << shift)
-        .filter(|&b| b > 0)
+    hostmem::parse_size(v).ok()
 }
 
 struct Ctx<'a> {

@@ -49,7 +49,9 @@ pub struct BenchZeroArgs {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Runs per measurement; the best is reported.
+    /// Runs per measurement; the best is reported. Engine rows (memset,
+    /// backends, auto) run at least 9 times: they are cheap, and `auto` is
+    /// judged against the best backend within 5 %.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
     /// Never grow the 2 MiB hugetlb pool (its nr_hugepages, which is
@@ -57,6 +59,11 @@ pub struct BenchZeroArgs {
     /// hugetlb populate only if enough 2 MiB pages are already free.
     #[arg(long)]
     pub no_hugepage_reserve: bool,
+    /// Time engine and memset runs at normal priority instead of
+    /// SCHED_FIFO priority 1 (used when permitted, so that other processes
+    /// cannot preempt a timed run).
+    #[arg(long)]
+    pub no_realtime: bool,
 }
 
 impl Default for BenchZeroArgs {
@@ -67,6 +74,7 @@ impl Default for BenchZeroArgs {
             json: None,
             reps: 3,
             no_hugepage_reserve: false,
+            no_realtime: false,
         }
     }
 }
@@ -129,7 +137,8 @@ pub struct Measurement {
     pub method: String,
     /// Threads used.
     pub threads: usize,
-    /// Best throughput over the reps.
+    /// Throughput: engine rows (memset, backends, auto) the mean of the
+    /// [`ENGINE_TOP`] fastest runs, kernel populate the fastest run.
     pub gib_per_s: f64,
     /// The same as milliseconds per GiB (1000 / gib_per_s).
     pub ms_per_gib: f64,
@@ -163,6 +172,43 @@ impl Report {
             .max_by(|a, b| a.gib_per_s.total_cmp(&b.gib_per_s))
     }
 }
+
+/// Engine rows report the mean of this many fastest runs.
+///
+/// Why not the single best run, as populate rows do: `auto` is judged
+/// against the fastest of several backends that are often within a few
+/// percent of each other (AVX2 NT, AVX-512 NT and clzero here). The best
+/// of each is the top of a noisy sample, and the fastest of those tops is
+/// the luckiest of three draws, so the same code measured as `auto`
+/// landed at 0.93-0.94x of it at 2 threads in runs where it was 1.00x at 1
+/// thread (and one and the same backend, measured twice in one process
+/// with 40 runs each, agreed within 1-4 %). The mean of a few fastest
+/// runs has a far smaller spread than the maximum and is still the
+/// method's undisturbed speed (noise only slows a run).
+pub const ENGINE_TOP: usize = 3;
+
+/// Mean of the [`ENGINE_TOP`] shortest of `runs` (all, if fewer); sorts
+/// `runs`.
+fn top_mean(runs: &mut [Duration]) -> Duration {
+    runs.sort_unstable();
+    let top = &runs[..runs.len().min(ENGINE_TOP)];
+    if top.is_empty() {
+        return Duration::MAX;
+    }
+    top.iter().sum::<Duration>() / top.len() as u32
+}
+
+/// Fewest runs of each engine row (memset, backends, auto); see `run`.
+pub const ENGINE_MIN_REPS: usize = 9;
+/// Engine rounds go on until no row got more than 1 % faster in this many
+/// rounds ...
+pub const ENGINE_SETTLED_REPS: usize = 10;
+/// ... or this many rounds ran.
+pub const ENGINE_MAX_REPS: usize = 80;
+
+/// `auto` must reach this fraction of the best backend at every thread
+/// count (issue 16); the table marks a miss `FAIL`.
+pub const AUTO_VS_BEST: f64 = 0.95;
 
 /// Most threads one measurement may use (a typo guard: each is a real
 /// thread).
@@ -233,6 +279,9 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
     };
 
     let mut notes = Vec::new();
+    // auto's calibration runs under the same conditions as the timed runs
+    // below (see measure::Realtime), so it ranks what they measure.
+    let rt = (!args.no_realtime).then(measure::Realtime::enter);
     let cal = prezero::calibration();
     let auto_backend = cal.backend;
     notes.push(format!(
@@ -260,13 +309,24 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
         ));
     }
 
+    drop(rt);
     let backends = prezero::available_backends();
     let mut engines: Vec<(String, Choice)> = backends
         .iter()
         .map(|&b| (b.name().to_string(), Choice::Backend(b)))
         .collect();
     engines.push(("auto".into(), Choice::Auto));
-    let steps = threads.len() * (engines.len() + 1 + POPULATE.len()) * args.reps;
+    // Engine runs are cheap (a warm buffer at tens of GiB/s), and `auto`
+    // is judged against the best backend within 5 %: on a shared machine
+    // the best of 3 of one and the same backend differed by 12 %
+    // (0.88x), and one with 9 of 1 and the same backend 0.82x (load
+    // average 5 on 2 cores: a 30 ms run is rarely left alone). Noise
+    // only ever slows a run, so the best converges to the method's
+    // speed: engine rows take the best of at least ENGINE_MIN_REPS rounds
+    // and go on until every row has settled (ENGINE_SETTLED_REPS rounds
+    // without a 1 % gain), at most ENGINE_MAX_REPS.
+    let engine_reps = args.reps.max(ENGINE_MIN_REPS);
+    let steps = threads.len() * ((engines.len() + 1) * engine_reps + POPULATE.len() * args.reps);
     let bar = if std::io::stdout().is_terminal() {
         let b = ProgressBar::new(steps as u64);
         if let Ok(style) = ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} {msg}") {
@@ -292,39 +352,89 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
         ));
         // Reps are interleaved (memset, every backend, auto, then again in
         // rotated order) so a burst of load from other processes hits every
-        // method alike.
+        // method alike, and no method always follows the same one.
+        let mut realtime = true;
         for &t in &threads {
             let mut zeroers = Vec::new();
             for (name, choice) in &engines {
                 zeroers.push((name.as_str(), Some(Zeroer::new(*choice)?.threads(t))));
             }
             zeroers.insert(0, ("memset", None));
+            // Every run's time per method, and the estimate (mean of the
+            // TOP fastest runs) so far.
+            let mut runs: Vec<Vec<Duration>> = vec![Vec::new(); zeroers.len()];
             let mut best = vec![Duration::MAX; zeroers.len()];
-            for rep in 0..args.reps {
-                for (i, (name, z)) in zeroers.iter().enumerate() {
+            // The round in which each method's estimate last got >1 % faster.
+            let mut improved = vec![0usize; zeroers.len()];
+            for rep in 0..ENGINE_MAX_REPS {
+                let settled = improved.iter().all(|&r| rep >= r + ENGINE_SETTLED_REPS);
+                if rep >= engine_reps && settled {
+                    break;
+                }
+                for k in 0..zeroers.len() {
+                    // Rotated, and reversed every other round, so each
+                    // method follows every other one.
+                    let k = if rep % 2 == 1 {
+                        zeroers.len() - 1 - k
+                    } else {
+                        k
+                    };
+                    let i = (k + rep / 2) % zeroers.len();
+                    let (name, z) = &zeroers[i];
                     // Same starting state for every method: the buffer just
                     // dirtied by ordinary stores (untimed). Without it, the
                     // method that ran before changes a result by up to 50%
                     // on this machine.
+                    bar.set_message(format!("{name} x{t} (run {})", rep + 1));
+                    let (rt, on) = if args.no_realtime {
+                        (None, false)
+                    } else {
+                        let (g, on) = measure::Realtime::enter();
+                        (Some(g), on)
+                    };
+                    realtime &= on;
                     measure::memset(&buf, t, 0x5a);
-                    bar.set_message(format!("{name} x{t} (run {}/{})", rep + 1, args.reps));
                     let d = match z {
                         Some(z) => measure::engine(&buf, z),
                         None => measure::memset(&buf, t, 0),
                     };
-                    best[i] = best[i].min(d);
-                    bar.inc(1);
+                    drop(rt);
+                    runs[i].push(d);
+                    let e = top_mean(&mut runs[i]);
+                    if e.as_secs_f64() < best[i].as_secs_f64() * 0.99 {
+                        improved[i] = rep;
+                    }
+                    best[i] = e;
+                    if rep < engine_reps {
+                        bar.inc(1);
+                    }
                 }
             }
+            let rounds = improved
+                .iter()
+                .max()
+                .map_or(0, |&r| r + ENGINE_SETTLED_REPS);
+            notes.push(format!(
+                "engine rows at {t} thread{}: mean of the {ENGINE_TOP} fastest of {} runs each (run until no row got 1 % faster in {ENGINE_SETTLED_REPS} rounds)",
+                if t == 1 { "" } else { "s" },
+                rounds.clamp(engine_reps, ENGINE_MAX_REPS)
+            ));
             for ((name, _), d) in zeroers.iter().zip(best) {
                 results.push(measurement(name, t, len, d));
             }
         }
+        notes.push(if realtime {
+            "engine and memset runs timed at SCHED_FIFO priority 1 (other processes cannot preempt them; --no-realtime turns it off)".into()
+        } else if args.no_realtime {
+            "engine and memset runs timed at normal priority (--no-realtime): on a busy machine they measure their share of the CPU too".into()
+        } else {
+            "engine and memset runs timed at normal priority (SCHED_FIFO not permitted: run as root or with CAP_SYS_NICE): on a busy machine they measure their share of the CPU too".into()
+        });
     }
 
     for (method, backing) in POPULATE {
         let _reservation = if backing == Backing::Hugetlb {
-            match hugetlb::Reservation::acquire(size.div_ceil(2 << 20), !args.no_hugepage_reserve) {
+            match hugetlb::reserve(size.div_ceil(2 << 20), !args.no_hugepage_reserve) {
                 Ok(r) => {
                     if r.added() > 0 {
                         notes.push(format!(
@@ -448,7 +558,7 @@ pub fn check_targets(r: &Report) -> Result<String, String> {
             best.method,
             best.gib_per_s
         ));
-        if vs_best < 0.95 {
+        if vs_best < AUTO_VS_BEST {
             misses.push(format!("auto < 95% of best backend at {n} threads"));
         }
     }
@@ -527,6 +637,18 @@ mod tests {
         assert!(check_targets(&r).is_ok(), "{:?}", check_targets(&r));
         r.results.retain(|x| x.method != "auto");
         assert!(check_targets(&r).unwrap_err().contains("no auto"));
+    }
+
+    #[test]
+    fn engine_rows_are_the_mean_of_the_fastest_runs() {
+        let ms = Duration::from_millis;
+        assert_eq!(top_mean(&mut []), Duration::MAX);
+        assert_eq!(top_mean(&mut [ms(7)]), ms(7));
+        // Slow (disturbed) runs do not count; one lucky run counts a third.
+        assert_eq!(
+            top_mean(&mut [ms(50), ms(10), ms(90), ms(13), ms(7), ms(60)]),
+            ms(10)
+        );
     }
 
     #[test]

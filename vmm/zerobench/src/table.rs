@@ -2,7 +2,7 @@
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 
-use crate::{human, Report};
+use crate::{human, Report, AUTO_VS_BEST};
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
@@ -15,7 +15,7 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
 /// then notes.
 pub(crate) fn render(r: &Report, threads: &[usize], notes: &[String]) -> String {
     let mut out = format!(
-        "zeroing {} (best of the runs; GiB/s, ms per GiB in parentheses); auto = {}\n",
+        "zeroing {} (engine rows: mean of the fastest runs, kernel populate: best run; GiB/s, ms per GiB in parentheses); auto = {}\n",
         human(r.size_bytes),
         r.auto_backend
     );
@@ -68,9 +68,18 @@ pub(crate) fn render(r: &Report, threads: &[usize], notes: &[String]) -> String 
         q.add_row(vec![
             n.to_string(),
             ratio(auto, g("memset")),
-            match best {
-                Some(b) => format!("{} ({})", ratio(auto, Some(b.gib_per_s)), b.method),
-                None => "-".into(),
+            match (auto, best) {
+                (Some(a), Some(b)) => format!(
+                    "{} ({}){}",
+                    ratio(Some(a), Some(b.gib_per_s)),
+                    b.method,
+                    if a < b.gib_per_s * AUTO_VS_BEST {
+                        " FAIL"
+                    } else {
+                        ""
+                    }
+                ),
+                _ => "-".into(),
             },
             ratio(auto, g("kernel_populate_4k")),
             ratio(auto, g("kernel_populate_thp")),
@@ -79,6 +88,34 @@ pub(crate) fn render(r: &Report, threads: &[usize], notes: &[String]) -> String 
     }
     out += "\n";
     out += &q.to_string();
+    let misses: Vec<String> = threads
+        .iter()
+        .filter_map(|&n| {
+            let auto = r.get("auto", n)?.gib_per_s;
+            let best = r.best_backend(n)?;
+            (auto < best.gib_per_s * AUTO_VS_BEST).then(|| {
+                format!(
+                    "{n} thread{}: {:.2}x {}",
+                    if n == 1 { "" } else { "s" },
+                    auto / best.gib_per_s,
+                    best.method
+                )
+            })
+        })
+        .collect();
+    let judged = threads
+        .iter()
+        .any(|&n| r.get("auto", n).is_some() && r.best_backend(n).is_some());
+    if judged {
+        out += &if misses.is_empty() {
+            format!("\nauto >= {AUTO_VS_BEST:.2}x best backend at every thread count: PASS")
+        } else {
+            format!(
+                "\nauto >= {AUTO_VS_BEST:.2}x best backend at every thread count: FAIL ({})",
+                misses.join(", ")
+            )
+        };
+    }
     for n in notes {
         out += "\nnote: ";
         out += n;
@@ -126,6 +163,8 @@ mod tests {
         ] {
             assert!(out.contains(want), "{want} missing:\n{out}");
         }
+        assert!(out.contains("every thread count: PASS"), "{out}");
+        assert!(!out.contains("FAIL"), "{out}");
         let row = out.lines().find(|l| l.contains("2.20x")).unwrap();
         assert!(
             row.trim_end()
@@ -133,6 +172,37 @@ mod tests {
                 .trim_end()
                 .ends_with('-'),
             "{row}"
+        );
+    }
+
+    #[test]
+    fn auto_below_95_percent_of_best_is_a_fail() {
+        let mut r = Report {
+            size_bytes: 2 << 30,
+            auto_backend: "avx512_nt".into(),
+            results: vec![
+                m("avx512_nt", 1, 50.0),
+                m("auto", 1, 48.0),
+                m("avx512_nt", 2, 50.0),
+                m("clzero", 2, 40.0),
+                m("auto", 2, 44.0),
+            ],
+        };
+        let out = render(&r, &[1, 2], &[]);
+        assert!(
+            out.contains("0.88x (avx512_nt) FAIL") && !out.contains("0.96x (avx512_nt) FAIL"),
+            "{out}"
+        );
+        assert!(
+            out.contains("every thread count: FAIL (2 threads: 0.88x avx512_nt)"),
+            "{out}"
+        );
+        // Exactly at the bar passes.
+        r.results[4].gib_per_s = 47.5;
+        let out = render(&r, &[1, 2], &[]);
+        assert!(
+            out.contains("every thread count: PASS") && !out.contains("FAIL"),
+            "{out}"
         );
     }
 }

@@ -39,7 +39,6 @@ mod crc;
 mod error;
 #[cfg(feature = "alloc")]
 mod hint;
-pub mod marker;
 
 pub use crc::crc32;
 pub use error::Error;
@@ -75,10 +74,6 @@ pub const HDR_FLAG_SCRUB_REQUEST: u32 = 1;
 pub const ENTRY_FLAG_ZEROED: u32 = 1;
 /// The page shifts a range may declare (4 KiB, 2 MiB, 1 GiB backing).
 pub const PAGE_SHIFTS: [u8; 3] = [12, 21, 30];
-/// I/O port guests write boot milestones to (`outl`).
-pub const TIMER_PORT: u16 = 0x440;
-/// High half of a boot-timer value: the value written is `TIMER_MAGIC | id`.
-pub const TIMER_MAGIC: u32 = 0x5a53_0000;
 
 // Header field offsets.
 const OFF_VERSION: usize = 0x08;

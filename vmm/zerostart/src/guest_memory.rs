@@ -39,15 +39,57 @@ pub fn create(cfg: &MemoryConfig) -> Result<GuestRam, Error> {
             );
         }
     };
-    GuestRam::create(
-        cfg,
-        planned.regions(),
-        if show {
-            Some(&progress as &(dyn Fn(u64, u64) + Sync))
-        } else {
-            None
-        },
-    )
+    let progress = if show {
+        Some(&progress as &(dyn Fn(u64, u64) + Sync))
+    } else {
+        None
+    };
+    match &cfg.backing {
+        // The VMM leases pool memory and hands guestmem the file; the pool
+        // reserved and populated it, so no host check applies.
+        guestmem::Backing::Pool { socket, page } => {
+            let leased = lease_from_pool(socket, *page, cfg.size)?;
+            GuestRam::create_leased(cfg, planned.regions(), progress, leased)
+        }
+        _ => {
+            // A cgroup limit would fail the guest's faults later (SIGBUS,
+            // OOM kill): refuse now.
+            hostmem::cgroup::check_limits(cfg.backing.hugepage().map(Into::into), cfg.size)?;
+            GuestRam::create(cfg, planned.regions(), progress)
+        }
+    }
+}
+
+/// Leases `size` bytes of known-zero memory from the pool at `socket`.
+fn lease_from_pool(
+    socket: &std::path::Path,
+    page: Option<guestmem::HugePageSize>,
+    size: u64,
+) -> Result<guestmem::LeasedMemory, Error> {
+    let pp = match page {
+        None => pool::PageSize::Size4K,
+        Some(guestmem::HugePageSize::Size2M) => pool::PageSize::Size2M,
+        Some(guestmem::HugePageSize::Size1G) => pool::PageSize::Size1G,
+    };
+    let lease = pool::client::lease(socket, size, pp).map_err(|e| Error::Backing {
+        what: format!("leasing {} MiB from the pool at {}", size >> 20, socket.display()),
+        source: std::io::Error::other(e.to_string()),
+        fix: "start it (zerostart pool serve) with --region-size >= size= and the same page size, or drop prezero=pool",
+    })?;
+    let fd = lease
+        .fd()
+        .try_clone_to_owned()
+        .map_err(|source| Error::Backing {
+            what: "dup of the pool lease fd".into(),
+            source,
+            fix: "raise the open-file limit (ulimit -n)",
+        })?;
+    Ok(guestmem::LeasedMemory {
+        file: std::fs::File::from(fd),
+        offset: lease.offset(),
+        len: lease.len(),
+        keep: Box::new(lease),
+    })
 }
 
 /// The layout of mapped guest RAM, read from the memory object (as

@@ -28,4 +28,4 @@ pub const LINE_PREFIX: &str = "ZSPROBE: ";
 
 /// Custom boot-timer marker the probe writes once `boot_params` passed its
 /// checks (between `kernel_started` and `init_started`).
-pub const MARKER_BOOT_PARAMS_OK: u16 = zerohint::marker::CUSTOM_FIRST;
+pub const MARKER_BOOT_PARAMS_OK: u16 = boottimer::marker::CUSTOM_FIRST;

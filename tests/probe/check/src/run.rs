@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use zerohint::marker::INIT_STARTED;
+use boottimer::marker::INIT_STARTED;
 
 use crate::bootparams::{BootParams, SIZE as BOOT_PARAMS_SIZE};
 use crate::cmdline::{self, Escaped, Expect, Fault};

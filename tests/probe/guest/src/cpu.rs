@@ -34,8 +34,8 @@ pub fn serial_write(bytes: &[u8]) {
 pub fn marker(id: u16) {
     syscall(
         sys::OUTL,
-        u64::from(zerohint::TIMER_PORT),
-        u64::from(zerohint::marker::port_value(id)),
+        u64::from(boottimer::TIMER_PORT),
+        u64::from(boottimer::marker::port_value(id)),
     );
 }
 

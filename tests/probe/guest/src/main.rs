@@ -22,7 +22,7 @@ use core::ptr::addr_of;
 
 use probe_check::cmdline::Fault;
 use probe_check::{Failure, Image, Platform, Verdict};
-use zerohint::marker::TEST_DONE;
+use boottimer::marker::TEST_DONE;
 
 use paging::{Paging, DIRECT_MAP};
 

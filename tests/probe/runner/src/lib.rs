@@ -580,9 +580,9 @@ fn run(boot: &Boot, kernel: &Path) -> Result<Outcome, Error> {
             Ok(VcpuExit::IoOut(port, data)) => match (port, data) {
                 (0x3f8, [b]) if !dlab => serial.push(*b),
                 (0x3fb, [lcr]) => dlab = lcr & 0x80 != 0,
-                (zerohint::TIMER_PORT, [a, b, c, d]) => {
+                (boottimer::TIMER_PORT, [a, b, c, d]) => {
                     if let Some(id) =
-                        zerohint::marker::from_port_value(u32::from_le_bytes([*a, *b, *c, *d]))
+                        boottimer::marker::from_port_value(u32::from_le_bytes([*a, *b, *c, *d]))
                     {
                         markers.push((id, start.elapsed()));
                     }

@@ -78,7 +78,7 @@ fn main() -> ExitCode {
     print!("{}", out.serial);
     for (id, t) in &out.markers {
         let name =
-            zerohint::marker::label(*id).map_or_else(|| format!("{id:#x}"), |l| l.to_string());
+            boottimer::marker::label(*id).map_or_else(|| format!("{id:#x}"), |l| l.to_string());
         println!(
             "probe-runner: marker {name} at {:.3} ms",
             t.as_secs_f64() * 1e3

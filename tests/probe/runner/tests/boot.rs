@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use probe_runner::{layout, Boot, Exit, Hint, Outcome};
-use zerohint::marker::{INIT_STARTED, KERNEL_STARTED, TEST_DONE};
+use boottimer::marker::{INIT_STARTED, KERNEL_STARTED, TEST_DONE};
 use zerohint::Entry;
 
 const MIB: u64 = 1 << 20;

@@ -1,7 +1,6 @@
 //! Checks for memory files on hugetlbfs that no other user may reach:
 //! shared by the pool's `--hugetlbfs DIR` region files and guestmem's
-//! `file=` guest RAM (which depends on this crate), so both refuse the
-//! same things with the same words.
+//! `file=` guest RAM, so both refuse the same things with the same words.
 //!
 //! Whoever else can open such a file (another owner, a group/other
 //! permission bit, a directory others can write, where they could plant a
