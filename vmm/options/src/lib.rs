@@ -240,7 +240,9 @@ pub fn memory(s: &str) -> Result<MemoryConfig, Error> {
             "hint" => hint = Some(on_off(k, v)?),
             "zero_engine" => zero_engine = Some(engine(k, v, "")?),
             "prezero" if v == "pool" || v.starts_with("pool:") => {
-                let socket = v.strip_prefix("pool:").unwrap_or(guestmem::DEFAULT_POOL_SOCKET);
+                let socket = v
+                    .strip_prefix("pool:")
+                    .unwrap_or(guestmem::DEFAULT_POOL_SOCKET);
                 if socket.is_empty() {
                     return Err(bad(k, v, "pool or pool:SOCKET (the pool daemon's socket)").into());
                 }
@@ -476,7 +478,7 @@ mod tests {
         assert_eq!(
             c.backing,
             Backing::Pool {
-                socket: pool::cli::DEFAULT_SOCKET.into(),
+                socket: guestmem::DEFAULT_POOL_SOCKET.into(),
                 page: Some(HugePageSize::Size2M)
             }
         );
