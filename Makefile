@@ -31,7 +31,6 @@ deps:
 test-fast: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	bash tests/lib/test_wait.sh
 	python3 tests/lib/test_make_test.py
 	bash vmm/guestmem/scripts/with-hugepages.sh 2048 64 -- \
 	  bash vmm/guestmem/scripts/with-hugepages.sh 1048576 1 -- \

@@ -71,13 +71,11 @@ if ! "$Z" pool --help >/dev/null 2>&1; then
   exit 0
 fi
 bash tests/probe/build.sh
-# shellcheck source=../lib/wait.sh
-source "$root/tests/lib/wait.sh"
-wait_who=test-pool
-# True when the pool's every byte is clean (scrubbed and not leased).
+# Until the pool's every byte is clean (scrubbed and not leased), at most
+# 120 s; then one line naming the pool's state and its log.
 pool_clean() {
-  "$Z" pool status --socket "$work/pool.sock" --json 2>/dev/null |
-    python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(s["clean_bytes"] != s["size_bytes"])'
+  "$Z" pool status --socket "$work/pool.sock" --wait-clean --timeout 120 >/dev/null ||
+    { echo "test-pool: $1 ($work/pool.log)" >&2; return 1; }
 }
 work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-test-pool.XXXXXX")"
 for page in 4K 2M; do
@@ -85,7 +83,7 @@ for page in 4K 2M; do
   "$Z" pool serve --socket "$work/pool.sock" --size 256M --region-size 128M --page "$page" --verify 2>"$work/pool.log" &
   pool_pid=$!
   for i in 1 2 3; do
-    wait_until 120 "the $page pool to have every region clean (boot $i; $work/pool.log)" pool_clean
+    pool_clean "the $page pool never had every region clean (boot $i)"
     timeout 120 "$Z" run --kernel target/probe/probe.bzImage --serial "file=$work/serial" \
       --timeline "$work/tl.json" --memory "size=128M,${hp}prezero=pool:$work/pool.sock" 2>"$work/run.err" ||
       { echo "test-pool: zerostart run from a $page pool failed:" >&2; cat "$work/run.err" >&2; exit 1; }
@@ -93,7 +91,7 @@ for page in 4K 2M; do
       { echo "test-pool: probe verdict on $page pool memory (boot $i):" >&2; grep ZSPROBE "$work/serial" | tail -3 >&2; exit 1; }
     rm -f "$work/serial"
   done
-  wait_until 120 "the $page pool to scrub its 3 returned leases ($work/pool.log)" pool_clean
+  pool_clean "the $page pool did not scrub its 3 returned leases"
   "$Z" pool status --socket "$work/pool.sock" --json | python3 -c '
 import json, sys
 s = json.load(sys.stdin)

@@ -42,16 +42,11 @@ print(json.dumps({"method": sys.argv[2], "gib": int(sys.argv[3]), "memory_ready_
 PY
 }
 
-status_clean() {
-  "$Z" pool status --socket "$work/pool.sock" --json 2>/dev/null |
-    python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s["clean_bytes"]==s["size_bytes"] else 1)' 2>/dev/null
-}
-
 for g in ${sizes//,/ }; do
   "$Z" pool serve --socket "$work/pool.sock" --size "${g}G" --region-size "${g}G" --page 2M 2>"$work/pool.log" &
   pool_pid=$!
   for _ in $(seq 1 $((reps + 1))); do
-    until status_clean; do sleep 0.1; done
+    "$Z" pool status --socket "$work/pool.sock" --wait-clean --timeout 300 >/dev/null
     boot pool "$g" "hugepages=on,prezero=pool:$work/pool.sock"
   done | tail -n "$reps"
   kill "$pool_pid"; wait "$pool_pid" 2>/dev/null || true; pool_pid=

@@ -91,19 +91,17 @@ if "$ZEROSTART_BIN" pool --help >/dev/null 2>&1; then
   "$ZEROSTART_BIN" pool serve --socket "$ZEROSTART_POOL_SOCKET" --size 1G --region-size 256M 2>"$pool_dir/pool.log" &
   pool_pid=$!
   trap 'kill $pool_pid 2>/dev/null; wait $pool_pid 2>/dev/null; rm -rf "$pool_dir"; restore' EXIT
+  # Until every region is clean, at most 120 s; else one line naming why.
   pool_clean() {
-    "$ZEROSTART_BIN" pool status --socket "$ZEROSTART_POOL_SOCKET" --json 2>/dev/null |
-      python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(s["clean_bytes"] != s["size_bytes"])'
+    "$ZEROSTART_BIN" pool status --socket "$ZEROSTART_POOL_SOCKET" --wait-clean --timeout 120 >/dev/null ||
+      { echo "test-slo: the SLO pool was not clean before the $1 run ($pool_dir/pool.log)" >&2; return 1; }
   }
-  # shellcheck source=../lib/wait.sh
-  source tests/lib/wait.sh
-  wait_who=test-slo
   # QEMU (TCG) through `zerostart launch` on the same pool: leases a region,
   # gets the hint over fw_cfg, boots OVMF + Linux (tests/slo/launch.toml).
   bash firmware/build.sh >&2
   ZEROSTART_FIRMWARE_DIR="$(bash firmware/build.sh --print-dir)"
   export ZEROSTART_FIRMWARE_DIR
-  wait_until 120 "the SLO pool to be clean before the launch run ($pool_dir/pool.log)" pool_clean
+  pool_clean launch
   "${SLO[@]}" --config tests/slo/launch.toml --out "$out-launch"
   check "$out-launch" pass
   python3 - "$out-launch" <<'PY'
@@ -121,7 +119,7 @@ print(f"test-slo: {sc['name']}: {len(sc['reps'])} boots through zerostart launch
       f"memory_ready max {max(x['phases']['memory_ready'] for x in sc['reps']):.1f} ms")
 PY
 
-  wait_until 120 "the SLO pool to be clean before the pool run ($pool_dir/pool.log)" pool_clean
+  pool_clean pool
   "${SLO[@]}" --config tests/slo/pool.toml --out "$out-pool"
   check "$out-pool" pass
 else
