@@ -20,10 +20,10 @@ if [ ! -c /dev/kvm ]; then
   exit 1
 fi
 
-cargo build --release --locked -p zerostart
-bash tests/probe/build.sh
-Z="${CARGO_TARGET_DIR:-$root/target}/release/zerostart"
-K="$root/target/probe/probe.bzImage"
+# Built by make (scripts build nothing): the release zerostart and the probe.
+Z="${ZEROSTART_BIN:?set ZEROSTART_BIN to a release zerostart (make test-kvm builds it)}"
+K="${PROBE_BZIMAGE:?set PROBE_BZIMAGE to the probe guest (make probe builds it)}"
+[ -x "$Z" ] && [ -f "$K" ] || { echo "test-kvm: $Z or $K missing; run make test-kvm" >&2; exit 1; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-test-kvm.XXXXXX")"
 hugepages_who=test-kvm

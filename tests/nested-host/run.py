@@ -747,6 +747,7 @@ def main() -> int:
     ap.add_argument("cmd", choices=["e2e", "demo", "launch"])
     ap.add_argument("--firmware", help="launch, demo: OVMF.fd (default: firmware/build.sh --print-dir)")
     ap.add_argument("--zerostart", help="static zerostart binary (default target/x86_64-unknown-linux-gnu/static/zerostart)")
+    ap.add_argument("--chart-bin", help="demo: vmm/slo's demo_chart example (make demo builds it)")
     ap.add_argument("--vmm", choices=["zerostart", "qemu"], help="run every e2e scenario with this VMM")
     ap.add_argument("--only", help="comma-separated scenario names")
     ap.add_argument("--repeat", type=int, default=1, help="run each scenario N times (flakiness hunts)")

@@ -15,16 +15,16 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 out="${SLO_OUT:-$root/target/slo}"
-T="${CARGO_TARGET_DIR:-$root/target}"
 
 # The chart's text needs a TrueType font (pure-Rust renderer, no fontconfig).
 if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
   apt-get install -y -q fonts-dejavu-core >/dev/null
 fi
 
-cargo build --release --locked -p zerostart -p slo
-bash tests/probe/build.sh
-bash tests/slo/prepare.sh
+# Built by make (mk/slo.mk: zerostart, the SLO runner, the probe, the Linux
+# guest of tests/slo/prepare.sh, the firmware); this script builds nothing.
+: "${ZEROSTART_BIN:?set ZEROSTART_BIN to a release zerostart (make test-slo builds it)}"
+: "${SLO_BIN:?set SLO_BIN to the release zerostart-slo (make test-slo builds it)}"
 
 hp_file=/proc/sys/vm/nr_hugepages
 hp_old="$(cat "$hp_file")"
@@ -40,13 +40,8 @@ if [ "$free" -lt "$need" ]; then
   echo $((hp_old + need - free)) >"$hp_file"
 fi
 
-export ZEROSTART_BIN="${ZEROSTART_BIN:-$T/release/zerostart}"
-# `zerostart slo` when mounted in the VMM, else the standalone runner.
-if "$ZEROSTART_BIN" slo --help >/dev/null 2>&1; then
-  SLO=("$ZEROSTART_BIN" slo)
-else
-  SLO=("$T/release/zerostart-slo")
-fi
+export ZEROSTART_BIN
+SLO=("$SLO_BIN")
 rm -rf "$out"
 "${SLO[@]}" --config tests/slo/example.toml --out "$out"
 
@@ -98,7 +93,6 @@ if "$ZEROSTART_BIN" pool --help >/dev/null 2>&1; then
   }
   # QEMU (TCG) through `zerostart launch` on the same pool: leases a region,
   # gets the hint over fw_cfg, boots OVMF + Linux (tests/slo/launch.toml).
-  bash firmware/build.sh >&2
   ZEROSTART_FIRMWARE_DIR="$(bash firmware/build.sh --print-dir)"
   export ZEROSTART_FIRMWARE_DIR
   pool_clean launch
