@@ -26,6 +26,7 @@ ZEROSTART_STATIC := $(TARGET_DIR)/x86_64-unknown-linux-gnu/static/zerostart
 # The host-side Python harness is one package, tests/zstest: every python3
 # that make runs imports it from here.
 export PYTHONPATH := $(CURDIR)/tests$(if $(PYTHONPATH),:$(PYTHONPATH))
+export PYTHONDONTWRITEBYTECODE := 1
 
 # Every crate's tests run once in `make test`: test-fast runs them all
 # (cargo test --workspace) and `test` calls the area targets with
@@ -57,6 +58,7 @@ test-fast: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	python3 tests/lib/test_make_test.py
+	python3 -m unittest zstest.test_zstest
 	bash vmm/guestmem/scripts/with-hugepages.sh 2048 64 -- \
 	  bash vmm/guestmem/scripts/with-hugepages.sh 1048576 1 -- \
 	  $(CARGO) test --workspace

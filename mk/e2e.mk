@@ -41,11 +41,11 @@ test-e2e-units: deps
 	@# Not pid 1, so a dry run: no mounts, port writes or reboot; checks 64 MiB.
 	set -o pipefail; target/e2e/zsinit-dry | tail -1 | grep -q '^ZSINIT: PASS'
 	python3 tests/nested-host/test_run.py
-	python3 tests/nested-host/test_build.py
+	python3 -m unittest zstest.test_l2image
 
 # Builds (or finds cached) the L2 image only.
 e2e-image: deps e2e-zerostart
-	python3 tests/nested-host/build.py --zerostart $(ZEROSTART_STATIC) >/dev/null
+	python3 -m zstest.l2image --zerostart $(ZEROSTART_STATIC) >/dev/null
 
 test-e2e: deps test-e2e-units e2e-zerostart e2e-kernel
 	$(E2E_PY) e2e --zerostart $(ZEROSTART_STATIC) $(E2E_ARGS)

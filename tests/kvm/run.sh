@@ -64,7 +64,10 @@ run_case() {
       why="verdict does not match /$want/"
     elif ! python3 - "$tl" "$checks" >"$work/$name.json-check" 2>&1 <<'PY'
 import json, sys
+from zstest import timeline
 j = json.load(open(sys.argv[1]))
+bad = timeline.check(j, "run")
+assert not bad, "schema (zstest.timeline): " + "; ".join(bad)
 names = [p["name"] for p in j["phases"]]
 for n in ["process_start", "memory_ready", "first_kvm_run", "kernel_started",
           "first_serial_output", "test_done", "exit"]:
