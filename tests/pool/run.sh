@@ -60,12 +60,11 @@ for page in $pages; do
   pool_pid=$!
   for i in 1 2 3; do
     pool_clean "the $page pool never had every region clean (boot $i)"
-    timeout 120 "$Z" run --kernel "$K" --serial "file=$work/serial" \
-      --timeline "$work/tl.json" --memory "size=128M,${hp}prezero=pool:$work/pool.sock" 2>"$work/run.err" ||
-      { echo "test-pool: zerostart run from a $page pool failed:" >&2; cat "$work/run.err" >&2; exit 1; }
-    grep -q '^ZSPROBE: PASS hint=valid .* nonzero_bytes=0 ' "$work/serial" ||
-      { echo "test-pool: probe verdict on $page pool memory (boot $i):" >&2; grep ZSPROBE "$work/serial" | tail -3 >&2; exit 1; }
-    rm -f "$work/serial"
+    # zstest.probe boots and judges (exit 0, one verdict, the timeline schema).
+    ZEROSTART_BIN="$Z" PROBE_BZIMAGE="$K" WORK="$work" python3 -m zstest.probe "pool-$page-boot$i" 0 \
+      '^ZSPROBE: PASS hint=valid .* nonzero_bytes=0 ' --timeout 120 \
+      --check "j['prezero']['method'] == 'pool_lease'" -- --memory "size=128M,${hp}prezero=pool:$work/pool.sock" ||
+      { echo "test-pool: probe boot $i from a $page pool failed (above)" >&2; exit 1; }
   done
   pool_clean "the $page pool did not scrub its 3 returned leases"
   "$Z" pool status --socket "$work/pool.sock" --json | python3 -c '

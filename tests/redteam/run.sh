@@ -58,48 +58,17 @@ failures=()
 # With EXPECTED_EXIT 0 the serial log must hold exactly one verdict line
 # matching VERDICT_REGEX and, when --verify-hint was given, the timeline
 # must show every hinted byte verified; otherwise zerostart's stderr must
-# match VERDICT_REGEX.
+# match VERDICT_REGEX. The boot and the judging are zstest.probe's (shared
+# with tests/kvm/run.sh).
+export ZEROSTART_BIN="$Z" PROBE_BZIMAGE="$K" WORK="$work"
 boot() {
   local name=$1 want_rc=$2 want=$3
   shift 4
-  local log="$work/$name.serial" tl="$work/$name.json" err="$work/$name.stderr" rc=0 ok=1 why=""
-  rm -f "$log" "$tl"
-  timeout 300 "$Z" run --kernel "$K" --serial "file=$log" --timeline "$tl" "$@" 2>"$err" || rc=$?
-  if [ "$rc" != "$want_rc" ]; then
-    ok=0
-    why="exit code $rc, expected $want_rc"
-  elif [ "$want_rc" != 0 ]; then
-    grep -Eq "$want" "$err" || { ok=0; why="stderr does not match /$want/"; }
-  else
-    local n
-    n=$(grep -c '^ZSPROBE: \(PASS\|FAIL\)' "$log" || true)
-    if [ "$n" != 1 ]; then
-      ok=0
-      why="$n verdict lines, expected exactly 1"
-    elif ! grep -Eq "$want" "$log"; then
-      ok=0
-      why="verdict does not match /$want/"
-    elif [[ " $* " == *" --verify-hint "* ]] && ! python3 -c '
-import json, sys
-p = json.load(open(sys.argv[1]))["prezero"]
-assert p["hint_bytes"] > 0 and p["verified_bytes"] == p["hint_bytes"], p
-' "$tl" 2>"$work/$name.check"; then
-      ok=0
-      why="timeline: $(tail -1 "$work/$name.check")"
-    fi
-  fi
-  if [ "$ok" = 1 ]; then
+  if python3 -m zstest.probe "$name" "$want_rc" "$want" -- "$@"; then
     passed=$((passed + 1))
-    echo "ok   $name: $(grep -E '^ZSPROBE: (PASS|FAIL)' "$log" 2>/dev/null || tail -1 "$err")"
   else
     failed=$((failed + 1))
     failures+=("$name")
-    echo "FAIL $name: $why"
-    echo "---- zerostart $* (stderr)"
-    cat "$err"
-    echo "---- serial log"
-    cat "$log" 2>/dev/null || true
-    echo "----"
   fi
 }
 

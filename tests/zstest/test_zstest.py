@@ -13,7 +13,7 @@ import sys
 import tempfile
 import unittest
 
-from zstest import sizes, timeline
+from zstest import probe, sizes, timeline
 
 # The shape `zerostart run --timeline` writes (vmm/zerostart/src/main.rs).
 RUN = {
@@ -86,6 +86,40 @@ class Timeline(unittest.TestCase):
             with open(f.name, "w") as g:
                 json.dump(RUN, g)
             self.assertEqual(subprocess.run([sys.executable, "-m", "zstest.timeline", "run", f.name]).returncode, 0)
+
+
+class Probe(unittest.TestCase):
+    """zstest.probe.judge: every way a probe boot can fail is caught."""
+
+    V = "ZSPROBE: PASS hint=valid ranges=2 hinted_bytes=9 zero_bytes=9 nonzero_bytes=0 e820=3\n"
+
+    def judge(self, rc=0, want_rc=0, want="^ZSPROBE: PASS hint=valid ", serial=V, stderr="", tl=RUN, args=(),
+              check=None, phases=()):
+        return probe.judge(rc, want_rc, want, serial, stderr, tl, list(args), check, phases)
+
+    def test_clean_boot_passes(self):
+        self.assertIsNone(self.judge(check="j['vcpus'] == 2", phases=("memory_ready",)))
+        self.assertIsNone(self.judge(rc=1, want_rc=1, want="not zero", serial="", stderr="x: memory is not zero\n"))
+
+    def test_each_failure(self):
+        verified = broken(RUN, ("prezero", "verified_bytes"), 5)
+        for kw, want in [
+            (dict(rc=1), "exit code 1, expected 0"),
+            (dict(rc=1, want_rc=1, want="leak"), "stderr does not match"),
+            (dict(serial=self.V * 2), "2 verdict lines"),
+            (dict(serial=""), "0 verdict lines"),
+            (dict(want="^ZSPROBE: FAIL"), "verdict does not match"),
+            (dict(tl=None), "no timeline JSON"),
+            (dict(tl=broken(RUN, ("exit",))), "exit missing"),
+            (dict(phases=("test_done",)), "test_done"),
+            (dict(check="j['vcpus'] == 4"), "check failed"),
+            (dict(check="j['nope']"), "raised"),
+            (dict(tl=verified, args=("--verify-hint",)), "verified 5 of"),
+        ]:
+            with self.subTest(kw=kw):
+                got = self.judge(**kw)
+                self.assertIsNotNone(got)
+                self.assertIn(want, got)
 
 
 class Sizes(unittest.TestCase):
