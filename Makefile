@@ -15,7 +15,27 @@ export ZEROSTART_REQUIRE_HUGEPAGES ?= 1
 
 TEST_TARGETS := test-fast
 
-.PHONY: help deps rust-deps test test-fast bench demo
+# make owns every build step: it builds with cargo into TARGET_DIR and hands
+# the scripts under tests/ the paths (ZEROSTART_BIN=..., --zerostart ...);
+# the scripts build nothing themselves.
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+ZEROSTART_RELEASE := $(TARGET_DIR)/release/zerostart
+SLO_RELEASE := $(TARGET_DIR)/release/zerostart-slo
+# Static: the nested host's L2 has no libc to load a dynamic binary with.
+ZEROSTART_STATIC := $(TARGET_DIR)/x86_64-unknown-linux-gnu/static/zerostart
+# The host-side Python harness is one package, tests/zstest: every python3
+# that make runs imports it from here.
+export PYTHONPATH := $(CURDIR)/tests$(if $(PYTHONPATH),:$(PYTHONPATH))
+export PYTHONDONTWRITEBYTECODE := 1
+
+# Every crate's tests run once in `make test`: test-fast runs them all
+# (cargo test --workspace) and `test` calls the area targets with
+# CRATE_TESTS=0; an area target called alone (make test-kvm) runs its own
+# crates' tests too. $(call crate_tests,-p CRATE ...) is that step.
+CRATE_TESTS ?= 1
+crate_tests = $(if $(filter 1,$(CRATE_TESTS)),$(CARGO) test --locked $(1),@echo "crate tests $(1): run once, by test-fast")
+
+.PHONY: help deps rust-deps test test-fast bench demo zerostart-release slo-release
 help:
 	@echo "make demo   - the same VM at 1, 4, 8 GiB: stock QEMU, QEMU through zerostart launch, zerostart's VMM"
 	@echo "make test   - everything: $(TEST_TARGETS)"
@@ -26,23 +46,31 @@ help:
 deps:
 	@bash ci/install-deps.sh
 
+zerostart-release: deps
+	$(CARGO) build --release --locked -p zerostart
+
+slo-release: deps
+	$(CARGO) build --release --locked -p slo
+
 # The workspace's hugetlb tests get their 2M pages (and a 1G page when the
 # host can find one) reserved for the run and given back after.
 test-fast: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	bash tests/lib/test_wait.sh
 	python3 tests/lib/test_make_test.py
+	python3 -m unittest zstest.test_zstest
 	bash vmm/guestmem/scripts/with-hugepages.sh 2048 64 -- \
 	  bash vmm/guestmem/scripts/with-hugepages.sh 1048576 1 -- \
 	  $(CARGO) test --workspace
 
 include $(sort $(wildcard mk/*.mk))
 
-# `test` runs every area's target, test-fast first, then in the order of the
-# mk/*.mk files (alphabetical, as they are included), each to
-# its end even after another failed, and counts the checks inside them
-# (tests/lib/make_test.py): its last line is
-# `make-test: N passed, N failed, N skipped`.
+# `test` runs the targets of TEST_TARGETS in its order: test-fast first (set
+# above), then what each mk/*.mk file appends, the files in alphabetical
+# order of their names (the `include` above sorts them), so by area file,
+# not by target name: test-devices-fuzz (fuzz.mk) comes after test-firmware
+# (firmware.mk); `make help` prints the list. Each runs to its end even
+# after another failed; tests/lib/make_test.py counts the checks inside them
+# and ends with `make-test: N passed, N failed, N skipped`.
 test:
-	@MAKE="$(MAKE)" python3 tests/lib/make_test.py $(TEST_TARGETS)
+	@MAKE="$(MAKE) CRATE_TESTS=0" python3 tests/lib/make_test.py $(TEST_TARGETS)

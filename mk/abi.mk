@@ -19,7 +19,7 @@ TEST_TARGETS += test-abi test-abi-fuzz
 .PHONY: test-abi test-abi-fuzz fuzz-abi abi-vectors abi-fuzz-tools
 
 test-abi: deps
-	$(CARGO) test -p zerohint
+	$(call crate_tests,-p zerohint)
 	$(CARGO) build -p zerohint --no-default-features
 	$(CARGO) clippy -p zerohint --no-default-features -- -D warnings
 	$(CARGO) clippy -p zerohint --all-targets --features std -- -D warnings

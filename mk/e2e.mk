@@ -3,7 +3,6 @@
 TEST_TARGETS += test-e2e
 
 E2E_PY = E2E_KERNEL=$(E2E_KERNEL) python3 tests/nested-host/run.py
-ZEROSTART_STATIC := target/x86_64-unknown-linux-gnu/static/zerostart
 
 .PHONY: e2e-zerostart e2e-kernel test-e2e-units test-e2e demo e2e-image
 
@@ -42,18 +41,18 @@ test-e2e-units: deps
 	@# Not pid 1, so a dry run: no mounts, port writes or reboot; checks 64 MiB.
 	set -o pipefail; target/e2e/zsinit-dry | tail -1 | grep -q '^ZSINIT: PASS'
 	python3 tests/nested-host/test_run.py
-	python3 tests/nested-host/test_build.py
+	python3 -m unittest zstest.test_l2image
 
 # Builds (or finds cached) the L2 image only.
 e2e-image: deps e2e-zerostart
-	python3 tests/nested-host/build.py --zerostart $(ZEROSTART_STATIC) >/dev/null
+	python3 -m zstest.l2image --zerostart $(ZEROSTART_STATIC) >/dev/null
 
 test-e2e: deps test-e2e-units e2e-zerostart e2e-kernel
-	$(E2E_PY) e2e $(E2E_ARGS)
+	$(E2E_PY) e2e --zerostart $(ZEROSTART_STATIC) $(E2E_ARGS)
 
 # The side-by-side of tests/nested-host/demo.py: stock QEMU, QEMU through
 # `zerostart launch`, zerostart's own VMM; OVMF from `make firmware`, the
 # chart from vmm/slo's demo_chart example.
 demo: deps e2e-zerostart e2e-kernel firmware
-	$(CARGO) build -q --release -p slo --example demo_chart
-	@$(E2E_PY) demo $(DEMO_ARGS)
+	$(CARGO) build -q --release --locked -p slo --example demo_chart
+	@$(E2E_PY) demo --zerostart $(ZEROSTART_STATIC) --chart-bin $(TARGET_DIR)/release/examples/demo_chart $(DEMO_ARGS)

@@ -16,4 +16,4 @@ TEST_TARGETS += test-fwboot
 
 test-fwboot: deps e2e-zerostart firmware
 	python3 tests/firmware-boot/test_run.py
-	python3 tests/firmware-boot/run.py $(FWBOOT_ARGS)
+	python3 tests/firmware-boot/run.py --zerostart $(ZEROSTART_STATIC) $(FWBOOT_ARGS)

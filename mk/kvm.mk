@@ -15,10 +15,9 @@ TEST_TARGETS += test-kvm
 
 .PHONY: test-kvm vmm-static
 
-test-kvm: deps
-	$(CARGO) test --locked -p arch -p zerostart
-	bash tests/kvm/run.sh $(KVM_CASES)
+test-kvm: deps zerostart-release probe
+	$(call crate_tests,-p arch -p zerostart)
+	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) bash tests/kvm/run.sh $(KVM_CASES)
 
-vmm-static: deps
-	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --locked --profile static \
-	  --target x86_64-unknown-linux-gnu -p zerostart
+# The same binary as e2e-zerostart (mk/e2e.mk).
+vmm-static: e2e-zerostart

@@ -3,9 +3,6 @@
 # (launch.py, l2-launch.sh). See docs/launch.md.
 TEST_TARGETS += test-launch
 
-LAUNCH_TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
-LAUNCH_ZEROSTART := $(LAUNCH_TARGET_DIR)/x86_64-unknown-linux-gnu/static/zerostart
-
 .PHONY: test-launch test-launch-units
 
 # Host part: argument building and hint layout (unit tests against the
@@ -14,13 +11,17 @@ LAUNCH_ZEROSTART := $(LAUNCH_TARGET_DIR)/x86_64-unknown-linux-gnu/static/zerosta
 # nested harness's judge on synthetic consoles.
 test-launch-units: deps
 	python3 tests/nested-host/test_launch.py
-	$(CARGO) test -p zerostart --bin zerostart launch
-	$(CARGO) test -p zerostart --bin zerostart hint
-	$(CARGO) test -p zerostart --test launch -- --nocapture 2>&1 | grep -E '^(SKIP|test |test result)' ; \
+ifeq ($(CRATE_TESTS),1)
+	$(CARGO) test --locked -p zerostart --bin zerostart launch
+	$(CARGO) test --locked -p zerostart --bin zerostart hint
+	$(CARGO) test --locked -p zerostart --test launch -- --nocapture 2>&1 | grep -E '^(SKIP|test |test result)' ; \
 	  exit $${PIPESTATUS[0]}
+else
+	@echo "crate tests of zerostart's launch and hint: run once, by test-fast"
+endif
 
 # Nested part: QEMU 10 in L2 through `zerostart launch` on real kvm-amd,
 # pool in L2, OVMF (ZeroStartPkg), patched kernel with prezero.verify=1.
 # Writes target/launch/report.json.
 test-launch: deps test-launch-units e2e-zerostart e2e-kernel firmware
-	python3 tests/nested-host/run.py launch --zerostart $(LAUNCH_ZEROSTART) $(LAUNCH_ARGS)
+	python3 tests/nested-host/run.py launch --zerostart $(ZEROSTART_STATIC) $(LAUNCH_ARGS)

@@ -14,26 +14,31 @@ PREFAULT_SIZE ?= 2G
 PREFAULT_REPS ?= 5
 PREFAULT_CH_SIZES ?= 1,4,8
 PREFAULT_CH_REPS ?= 3
+# 2 MiB pages covering the largest of PREFAULT_CH_SIZES (GiB) and
+# PREFAULT_SIZE (binary units, zstest.sizes), and 1 GiB pages.
 PREFAULT_CH_2M_PAGES = $(shell python3 -c "print(max(int(x) for x in '$(PREFAULT_CH_SIZES)'.split(','))*512)")
-# 2 MiB pages covering PREFAULT_SIZE (binary units), and 1 GiB pages.
-PREFAULT_2M_PAGES = $(shell python3 -c "import sys;s='$(PREFAULT_SIZE)';u={'K':10,'M':20,'G':30,'T':40};n=int(s[:-1])<<u[s[-1].upper()] if s[-1].isalpha() else int(s);print((n+(2<<20)-1)//(2<<20))")
-PREFAULT_1G_PAGES = $(shell python3 -c "print(($(PREFAULT_2M_PAGES)+511)//512)")
+PREFAULT_2M_PAGES = $(shell python3 -m zstest.sizes --pages 2048 $(PREFAULT_SIZE))
+PREFAULT_1G_PAGES = $(shell python3 -m zstest.sizes --pages 1048576 $(PREFAULT_SIZE))
 
 .PHONY: test-memdev bench-prefault
 
 # A missing hugepage pool or hugetlbfs mount fails the run instead of
 # skipping the hugetlb tests (ZEROSTART_REQUIRE_HUGEPAGES=1, from the Makefile).
 test-memdev: deps
+ifeq ($(CRATE_TESTS),1)
 	$(CARGO) clippy -p guestmem -p devices --all-targets -- -D warnings
-	$(CARGO) test -p devices
+	$(CARGO) test --locked -p devices
 	bash $(MEMDEV_HUGEPAGES) 2048 64 -- bash $(MEMDEV_HUGEPAGES) 1048576 1 -- \
-	  $(CARGO) test -p guestmem
+	  $(CARGO) test --locked -p guestmem
+else
+	@echo "crate tests and clippy of guestmem, devices: run once, by test-fast"
+endif
 
 bench-prefault: deps
 	$(CARGO) build --release -p guestmem --example prefault_bench
 	bash $(MEMDEV_HUGEPAGES) 2048 $(PREFAULT_2M_PAGES) -- \
 	  bash $(MEMDEV_HUGEPAGES) 1048576 $(PREFAULT_1G_PAGES) -- \
-	  target/release/examples/prefault_bench $(PREFAULT_SIZE) $(PREFAULT_REPS)
+	  $(TARGET_DIR)/release/examples/prefault_bench $(PREFAULT_SIZE) $(PREFAULT_REPS)
 	$(CARGO) build --release -p guestmem --example prefault_vs_ch
 	bash $(MEMDEV_HUGEPAGES) 2048 $(PREFAULT_CH_2M_PAGES) -- \
-	  $${CARGO_TARGET_DIR:-target}/release/examples/prefault_vs_ch $(PREFAULT_CH_SIZES) $(PREFAULT_CH_REPS)
+	  $(TARGET_DIR)/release/examples/prefault_vs_ch $(PREFAULT_CH_SIZES) $(PREFAULT_CH_REPS)

@@ -51,24 +51,35 @@ POOL_INTERF_CAP_MIB ?= 1024
 .PHONY: test-pool bench-pool bench-pool-reuse bench-pool-nested \
 	bench-pool-interference bench-pool-first-fill
 
-test-pool: deps e2e-zerostart probe
-	bash tests/pool/run.sh
+# The kill, holder and --hugetlbfs tests run again on 2M hugetlb memory (a
+# configuration test-fast's 4K run does not cover), then the VMM boots the
+# probe from pool memory (tests/pool/run.sh), then the nested part.
+test-pool: deps e2e-zerostart zerostart-release probe
+	$(call crate_tests,-p pool)
+	set -o pipefail; bash tests/pool/with-hugetlbfs.sh -- \
+	  $(CARGO) test --locked -p pool --test kill --test holders --test hugetlbfs -- --test-threads 4 --nocapture 2>&1 | \
+	  grep -E '^(test |SKIP|FAIL|test result|thread .* panicked|  left|  right)'
+	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) bash tests/pool/run.sh
 	python3 tests/pool/test_nested_bench.py
-	python3 tests/pool/nested-bench.py --sizes 1 --reps 2 --methods pool --reserve-gib 2 \
+	python3 tests/pool/nested-bench.py --zerostart $(ZEROSTART_STATIC) --sizes 1 --reps 2 --methods pool --reserve-gib 2 \
 	  --linux 1 --linux-reps 1 --leak-check 1 --report target/pool-nested/check.json
 
 bench-pool: deps
-	bash tests/pool/bench.sh $(POOL_BENCH_SIZES)
+	$(CARGO) build --release --locked -p pool --example memready
+	bash tests/pool/bench.sh $(TARGET_DIR)/release/examples/memready $(POOL_BENCH_SIZES)
 
 bench-pool-reuse: deps
-	bash tests/pool/reuse-cost.sh 1 5
+	$(CARGO) build --release --locked -p pool --example reuse_cost
+	bash tests/pool/reuse-cost.sh $(TARGET_DIR)/release/examples/reuse_cost 1 5
 
 bench-pool-nested: deps e2e-zerostart probe
-	python3 tests/pool/nested-bench.py --sizes $(POOL_BENCH_SIZES) --reps $(POOL_NESTED_REPS) $(POOL_NESTED_ARGS)
+	python3 tests/pool/nested-bench.py --zerostart $(ZEROSTART_STATIC) --sizes $(POOL_BENCH_SIZES) --reps $(POOL_NESTED_REPS) $(POOL_NESTED_ARGS)
 
 bench-pool-interference: deps
-	bash tests/pool/interference.sh $(POOL_INTERF_ARGS) 1 $(POOL_INTERF_CAP_MIB) 5
-	bash tests/pool/interference.sh $(POOL_INTERF_ARGS) 2 $(POOL_INTERF_CAP_MIB) 5
+	$(CARGO) build --release --locked -p pool --example interference
+	bash tests/pool/interference.sh $(TARGET_DIR)/release/examples/interference $(POOL_INTERF_ARGS) 1 $(POOL_INTERF_CAP_MIB) 5
+	bash tests/pool/interference.sh $(TARGET_DIR)/release/examples/interference $(POOL_INTERF_ARGS) 2 $(POOL_INTERF_CAP_MIB) 5
 
 bench-pool-first-fill: deps
-	bash tests/pool/first-fill.sh 1 5
+	$(CARGO) build --release --locked -p pool --example first_fill
+	bash tests/pool/first-fill.sh $(TARGET_DIR)/release/examples/first_fill 1 5

@@ -18,5 +18,12 @@ TEST_TARGETS += test-redteam
 
 .PHONY: test-redteam
 
-test-redteam: deps
-	bash tests/redteam/run.sh $(REDTEAM_CASES)
+# The redteam_* crate tests need hugepages (required, not skipped, here).
+test-redteam: deps zerostart-release probe
+ifeq ($(CRATE_TESTS),1)
+	bash vmm/guestmem/scripts/with-hugepages.sh 2048 16 -- \
+	  $(CARGO) test --locked -p zerostart -p guestmem -p zerohint --test 'redteam_*'
+else
+	@echo "redteam_* crate tests: run once, by test-fast"
+endif
+	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) bash tests/redteam/run.sh $(REDTEAM_CASES)

@@ -35,18 +35,18 @@ import argparse
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from zstest import l2image as build  # the nested host's image: Cpio, cache
+from zstest.qemu import L2_ABORT_RE as L2_ABORT
+from zstest.qemu import boot_l2 as start_l2
+from zstest.qemu import l2_memory
+
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-sys.path.insert(0, str(REPO / "tests" / "nested-host"))
-import build  # noqa: E402  (the nested host's builder: Cpio, pinned QEMU, cache)
+REPO = build.REPO
 
 OUT = REPO / "target" / "fwboot"
 MIB = 1 << 20
@@ -93,8 +93,6 @@ QEMU_CR8_BUG = "tcg_handle_interrupt: assertion failed"
 # Boots per run at most (see main()): only an abort of the L2 QEMU itself,
 # outside every guest, is retried.
 ATTEMPTS = 3
-# What QEMU prints when TCG or QEMU itself gives up (as tests/nested-host/run.py).
-L2_ABORT = re.compile(r"^(qemu: fatal:|qemu-system-x86_64: .*(ssertion|fatal|tcg)|\*\*\s*ERROR:.*|.*: Assertion .* failed\.)")
 
 
 def judge(name: str, fw: list[str], l3: list[str], vmm: list[str], rc: int | None) -> list[str]:
@@ -189,79 +187,37 @@ def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tu
     extra.file("zs/fw/CLOUDHV.fd", fw.read_bytes())
     extra.file("zs/scenario.sh", (HERE / "l2-fwboot.sh").read_bytes(), 0o755)
     extra.file("zs/fwboot.txt", ("|".join(map(str, run)) + "\n").encode())
-    init_mib = Path(man["initramfs"]).stat().st_size // MIB
-    l2_mem = mem + 32 + 1536 + 2 * init_mib
-    hugepages = mem // 2 + 16
-    # As tests/nested-host/run.py: ZSE2E_L2_QEMU=/path with ZSE2E_L2_QEMU_DATA=dir:dir
-    # overrides the pinned QEMU.
-    if os.environ.get("ZSE2E_L2_QEMU"):
-        q = Path(os.environ["ZSE2E_L2_QEMU"])
-        dirs = [Path(d) for d in os.environ.get("ZSE2E_L2_QEMU_DATA", "").split(":") if d]
-    else:
-        q, dirs = build.pinned_qemu()
-    tmp = Path(tempfile.mkdtemp(prefix="zsfw-"))
+    l2_mem, hugepages = l2_memory(man, mem)
     cur = None
     ended = "timeout"
-    try:
-        initrd = tmp / "initrd.cpio"
-        shutil.copyfile(man["initramfs"], initrd)
-        with open(initrd, "ab") as f:
-            extra.write(f)
-        cmd = [str(q), *[x for d in dirs for x in ("-L", str(d))],
-               "-accel", os.environ.get("ZSFW_L2_ACCEL", "tcg,thread=multi"),
-               "-cpu", os.environ.get("ZSE2E_L2_CPU", "EPYC,+svm"), "-m", f"{l2_mem}M", "-smp", "1",
-               "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
-               "-monitor", "none", "-no-reboot", "-mem-prealloc",
-               "-kernel", man["vmlinuz"], "-initrd", str(initrd),
-               "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages}"]
-        deadline = time.monotonic() + 120 + tmo + 60
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        os.set_blocking(proc.stdout.fileno(), False)
-        buf = b""
+    deadline = time.monotonic() + 120 + tmo + 60
+    with start_l2(man, extra, l2_mem, hugepages, log=log, smp=1, echo=verbose,
+                  accel=os.environ.get("ZSFW_L2_ACCEL", "tcg,thread=multi"), prealloc=["-mem-prealloc"]) as con:
         try:
-            while time.monotonic() < deadline:
-                chunk = proc.stdout.read()
-                if chunk:
-                    buf += chunk
-                elif proc.poll() is not None:
+            while True:
+                line = con.next(deadline)
+                if line is None:
                     if ended == "timeout":  # keep "finished" or the abort line
-                        ended = f"L2 QEMU exited {proc.returncode}"
+                        ended = f"L2 QEMU exited {con.exit_code()}"
                     break
-                else:
-                    time.sleep(0.2)
-                    continue
-                *lines, buf = buf.split(b"\n")
-                for raw in lines:
-                    line = raw.decode(errors="replace").rstrip("\r")
-                    log.write(line + "\n")
-                    log.flush()
-                    if verbose:
-                        print(line, flush=True)
-                    if line.startswith("ZSFW-BEGIN"):
-                        cur = {"name": name, "fw": [], "l3": [], "vmm": [], "rc": None, "wall_ms": None}
-                    elif cur and line.startswith("FW| "):
-                        cur["fw"].append(line[4:])
-                    elif cur and line.startswith("L3| "):
-                        cur["l3"].append(line[4:])
-                    elif cur and line.startswith("VMM| "):
-                        cur["vmm"].append(line[5:])
-                    elif cur and line.startswith("ZSFW-END"):
-                        kv = dict(x.split("=", 1) for x in line.split()[1:] if "=" in x)
-                        cur["rc"], cur["wall_ms"] = int(kv["rc"]), int(kv["wall_ms"])
-                        ended = "finished"
-                    elif QEMU_CR8_BUG in line or L2_ABORT.match(line):
-                        ended = "L2 QEMU aborted: " + line.strip()
-                    elif line.startswith("ZSE2E-FATAL"):
-                        ended = line
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+                if line.startswith("ZSFW-BEGIN"):
+                    cur = {"name": name, "fw": [], "l3": [], "vmm": [], "rc": None, "wall_ms": None}
+                elif cur and line.startswith("FW| "):
+                    cur["fw"].append(line[4:])
+                elif cur and line.startswith("L3| "):
+                    cur["l3"].append(line[4:])
+                elif cur and line.startswith("VMM| "):
+                    cur["vmm"].append(line[5:])
+                elif cur and line.startswith("ZSFW-END"):
+                    kv = dict(x.split("=", 1) for x in line.split()[1:] if "=" in x)
+                    cur["rc"], cur["wall_ms"] = int(kv["rc"]), int(kv["wall_ms"])
+                    ended = "finished"
+                elif QEMU_CR8_BUG in line or L2_ABORT.match(line):
+                    ended = "L2 QEMU aborted: " + line.strip()
+                elif line.startswith("ZSE2E-FATAL"):
+                    ended = line
+        except TimeoutError:
+            pass
     return cur, ended
 
 

@@ -4,13 +4,9 @@ control must fail when the planted byte goes unseen, and a guest kernel bug
 line fails a run whose verdict passed. Run: python3 tests/firmware-boot/test_run.py
 """
 
-import sys
 import unittest
-from pathlib import Path
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run  # noqa: E402
+import run
 
 FW = ["QemuFwCfgProbe: Supported 1, DMA 1",
       "ZeroStart: PEI: zero hint, 1 entries, 1000 bytes, claimed 1000 bytes",

@@ -134,7 +134,8 @@ qemu_boot() {
 make_hinted_image() {
 	local dir="$1" name="$2" image="$3" ranges="$4"
 	shift 4
-	python3 "$KTEST/mkhint.py" --ranges "$ranges" --addr "$HINT_ADDR" --bzimage "$image" \
+	# mkhint imports zstest (tests/): make sets PYTHONPATH; so does this, for a direct run.
+	PYTHONPATH="$ROOT/tests${PYTHONPATH:+:$PYTHONPATH}" python3 "$KTEST/mkhint.py" --ranges "$ranges" --addr "$HINT_ADDR" --bzimage "$image" \
 		--out-image "$dir/$name.bzImage" --out-blob "$dir/$name.blob" "$@"
 }
 

@@ -20,6 +20,8 @@ import struct
 import sys
 import zlib
 
+from zstest.sizes import parse_size
+
 SETUP_ZEROSTART_HINT = 0x5A480001
 
 
@@ -34,12 +36,6 @@ def build_hint(ranges, scrub=False):
     crc = zlib.crc32(header + entries) & 0xFFFFFFFF
     header = header[:0x18] + struct.pack("<I", crc) + header[0x1C:]
     return header + entries
-
-
-def parse_size(text):
-    text = text.strip().lower()
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
-    return int(text[:-1] if text[-1:] in "kmg" else text, 0) * mult
 
 
 def main():

@@ -34,9 +34,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import build
 import launch
 import run as e2e
+from zstest import l2image as build
 
 OUT = build.REPO / "target" / "demo"
 MIB = 1 << 20
@@ -102,11 +102,11 @@ def row(r: launch.LaunchResult) -> dict:
     return out
 
 
-def chart(report: Path, png: Path) -> str:
-    """Draws the PNG with plotters (vmm/slo's demo_chart example); returns a note."""
-    cmd = [os.environ.get("CARGO", "cargo"), "run", "-q", "--release", "-p", "slo", "--example", "demo_chart", "--",
-           str(report), str(png)]
-    r = subprocess.run(cmd, cwd=build.REPO, capture_output=True, text=True)
+def chart(bin_path: str | None, report: Path, png: Path) -> str:
+    """Draws the PNG with plotters (vmm/slo's demo_chart example, built by make); returns a note."""
+    if not bin_path or not Path(bin_path).exists():
+        return f"chart not drawn: no demo_chart binary ({bin_path}; make demo builds it)"
+    r = subprocess.run([bin_path, str(report), str(png)], cwd=build.REPO, capture_output=True, text=True)
     if r.returncode != 0:
         return f"chart not drawn: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
     return f"chart {png}"
@@ -155,19 +155,7 @@ def ratios(rows: list[dict], sizes: list[int]) -> list[str]:
 
 def cmd_demo(a) -> int:
     t0 = time.monotonic()
-    zs = e2e.zerostart_path(a.zerostart)
-    if zs is None:
-        print("demo: no static zerostart binary; run `make demo` (it builds one)", flush=True)
-        return 1
-    ovmf = Path(a.firmware) if getattr(a, "firmware", None) else launch.firmware_dir() / "OVMF.fd"
-    if not ovmf.exists():
-        print(f"demo: {ovmf} missing; run `make firmware`", flush=True)
-        return 1
-    kernels = build.default_l3_kernels()
-    if "patched" not in kernels:
-        print("demo: no patched guest kernel; build it with guest-kernel-patches/build.sh (make demo does)",
-              flush=True)
-        return 1
+    zs, ovmf, _ = launch.inputs(a, "demo", need_patched=True)
     sizes = [int(x) * 1024 for x in os.environ.get("ZSDEMO_SIZES_GIB", "1,4,8").split(",")]
     scs = scenarios(sizes, "patched", "debian-6.12")
     if a.only:
@@ -190,7 +178,7 @@ def cmd_demo(a) -> int:
     print("\n" + table(rows, sizes) + "\n")
     for ln in ratios(rows, sizes):
         print(ln)
-    print(f"\ndemo: report {path}; {chart(path, OUT / 'chart.png')}; console log {OUT / 'console.log'}; "
+    print(f"\ndemo: report {path}; {chart(getattr(a, 'chart_bin', None), path, OUT / 'chart.png')}; console log {OUT / 'console.log'}; "
           f"{time.monotonic() - t0:.0f} s in all")
     for r in rows:
         for fl in r["failures"]:

@@ -28,15 +28,10 @@ pool_start() {
 
 # wait_clean: until every region is clean (the pool is idle: no measurement
 # shares the CPUs with its fill or with replacing a returned region), at
-# most 300 s; false if it never is.
+# most 300 s; false (and the reason on stdout) if it never is.
 wait_clean() {
-  want=$((pool_mib * 1024 * 1024))
-  i=0
-  while [ $i -lt 1500 ]; do
-    c=$(/zs/zerostart pool status --json --socket "$sock" 2>/dev/null | tr ',' '\n' | sed -n 's/.*"clean_bytes": *\([0-9]*\).*/\1/p')
-    [ "$c" = "$want" ] && return 0
-    sleep 0.2; i=$((i + 1))
-  done
+  /zs/zerostart pool status --wait-clean --timeout 300 --socket "$sock" >/dev/null 2>/tmp/wait-clean.err && return 0
+  sed 's/^/POOL| /' /tmp/wait-clean.err
   return 1
 }
 

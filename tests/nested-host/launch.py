@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import build
 import run as e2e
+from zstest import l2image as build
+from zstest import timeline as tlschema
+from zstest.qemu import boot_l2, l2_memory
 
 REPO = build.REPO
 OUT = REPO / "target" / "launch"
@@ -174,6 +174,8 @@ def judge(r: LaunchResult) -> None:
     nonzero = int(v.get("nonzero_bytes", -1))
     if r.timeline is None:
         f.append("no launcher timeline")
+    else:
+        f += [f"launcher timeline JSON: {p}" for p in tlschema.check(r.timeline, "launch")]
     if sc.expect == "pass":
         if v["status"] != "PASS":
             f.append(f"guest verdict FAIL: {v.get('reason', '?')}")
@@ -232,31 +234,12 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
         extra.file(path, blob, mode)
     extra.file("zs/launch.txt", ("\n".join([f"pool|{pool_mib}|{region_mib}"] + [s.line() for s in scenarios])
                                  + "\n").encode())
-    init_size = Path(manifest["initramfs"]).stat().st_size // MIB
-    l2_mem = pool_mib + 32 + 1536 + 2 * init_size
-    hugepages = pool_mib // 2 + 16
-    tmp = Path(tempfile.mkdtemp(prefix="zslaunch-"))
-    console_log.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        initrd = tmp / "initrd.cpio"
-        shutil.copyfile(manifest["initramfs"], initrd)
-        with open(initrd, "ab") as fh:
-            extra.write(fh)
-        cmd = e2e.l2_command(manifest, initrd, l2_mem, hugepages, smp, append="zse2e.script=launch.sh")
-        print(f"launch: booting L2 ({l2_mem} MiB, pool {pool_mib} MiB in {region_mib} MiB regions) "
-              f"for {len(scenarios)} scenario(s)", flush=True)
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        con = None
-        try:
-            con = e2e.Console(proc, console_log, echo)
-            return _drive(con, scenarios, judge_fn or judge)
-        finally:
-            e2e.kill(proc)
-            if con:
-                con.log.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    l2_mem, hugepages = l2_memory(manifest, pool_mib)
+    print(f"launch: booting L2 ({l2_mem} MiB, pool {pool_mib} MiB in {region_mib} MiB regions) "
+          f"for {len(scenarios)} scenario(s)", flush=True)
+    with boot_l2(manifest, extra, l2_mem, hugepages, log=console_log, smp=smp, echo=echo,
+                 append="zse2e.script=launch.sh") as con:
+        return _drive(con, scenarios, judge_fn or judge)
 
 
 def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[LaunchResult], str | None]:
@@ -335,17 +318,26 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def cmd_launch(a) -> int:
-    t0 = time.monotonic()
+def inputs(a, who: str, need_patched: bool) -> tuple[Path, Path, dict]:
+    """What `run.py launch` and `run.py demo` both start from: the static
+    zerostart, OVMF.fd and the L3 kernels; raises BuildError naming what is
+    missing and the make target that makes it."""
     zs = e2e.zerostart_path(a.zerostart)
     if zs is None:
-        print("launch: no static zerostart binary (make e2e-zerostart)", flush=True)
-        return 1
+        raise build.BuildError(f"no static zerostart binary; run `make {who}` (it builds one with e2e-zerostart)")
     ovmf = Path(a.firmware) if getattr(a, "firmware", None) else firmware_dir() / "OVMF.fd"
     if not ovmf.exists():
-        print(f"launch: {ovmf} missing; run `make firmware`", flush=True)
-        return 1
+        raise build.BuildError(f"{ovmf} missing; run `make firmware`")
     kernels = build.default_l3_kernels()
+    if need_patched and "patched" not in kernels:
+        raise build.BuildError(f"no patched guest kernel; build it with guest-kernel-patches/build.sh "
+                               f"(make {who} does)")
+    return zs, ovmf, kernels
+
+
+def cmd_launch(a) -> int:
+    t0 = time.monotonic()
+    zs, ovmf, kernels = inputs(a, "launch", need_patched=False)
     kernel = "patched" if "patched" in kernels else "debian-6.12"
     if kernel != "patched":
         print("launch: WARNING: no patched guest kernel (guest-kernel-patches/build.sh); the verify checks need it",

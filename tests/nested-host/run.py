@@ -2,7 +2,7 @@
 """Runs zerostart end-to-end scenarios on real KVM inside the nested test host.
 
 Why: this machine's /dev/kvm cannot boot Linux, so the harness boots the L2
-image (build.py) under QEMU TCG with an emulated AMD SVM CPU, lets L2 run
+image (zstest.l2image) under QEMU TCG with an emulated AMD SVM CPU, lets L2 run
 each scenario (zerostart or the QEMU baseline booting an L3 Linux guest whose
 /init is tests/guest-init/zsinit), streams L2's serial console, and turns the
 ZSE2E-/ZSINIT: lines into target/e2e/report.json. Every wait is bounded; on
@@ -21,44 +21,29 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.dont_write_bytecode = True  # no __pycache__ in the work tree
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import build  # noqa: E402
+from zstest import l2image as build
+from zstest import timeline as tlschema
+from zstest.qemu import L2_BOOT_TIMEOUT_S, L2_CPU, Console, boot_l2, l2_memory
 
 REPO = build.REPO
 OUT = REPO / "target" / "e2e"
 MIB = 1 << 20
 CONSOLE_LOG = OUT / "console.log"
 REQUIRED_PHASES = ["process_start", "memory_ready", "first_kvm_run", "init_started", "test_done", "exit"]
-L2_BOOT_TIMEOUT_S = 180  # L2 boot to "kvm ready" under TCG (normally ~5-15 s)
 GRACE_S = 60  # harness slack over each scenario's in-L2 timeout
-# The L2 CPU: AMD with SVM so kvm-amd loads. ZSE2E_L2_CPU overrides (experiments).
-L2_CPU = os.environ.get("ZSE2E_L2_CPU", "EPYC,+svm")
-# This machine backs its own memory lazily: the first touch of a page costs
-# ~2.5 s/GiB. Without prealloc the first scenario that fills 4 GiB in L2 paid
-# that inside zerostart's memory_ready (21.8 s vs 3.7 s on reuse), which is the
-# outer host's cost, not zerostart's. QEMU touches L2's RAM up front instead.
-PREALLOC = [] if os.environ.get("ZSE2E_L2_PREALLOC", "on") == "off" else ["-mem-prealloc"]
 # Share of the L3 guest's MemAvailable that every scenario checks (guest_args).
 CHECK_PCT = 85
 # The L2 QEMU (TCG) itself aborting is outside every guest: L2 is booted again
 # for the scenarios it had not finished, at most this many times, and each
 # time is recorded. A crash of the L3 guest is never retried.
 L2_ABORT_RETRIES = int(os.environ.get("ZSE2E_L2_RETRIES", "2"))
-# What QEMU prints when TCG or QEMU itself gives up (cpu_abort, g_assert, assert()).
-L2_ABORT_RE = re.compile(r"^(qemu: fatal:|qemu-system-x86_64: .*(ssertion|fatal|tcg)|\*\*\s*ERROR:.*|.*: Assertion .* failed\.)")
 # Lines of the L3 console that mean its kernel hit a bug, whatever the verdict says.
 L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault")
 
@@ -230,10 +215,8 @@ def judge(r: Result) -> None:
         if r.timeline_json is None:
             r.failures.append("no timeline JSON from zerostart")
         else:
-            names = [p.get("name") for p in r.timeline_json.get("phases", [])]
-            missing = [p for p in REQUIRED_PHASES if p not in names]
-            if missing:
-                r.failures.append(f"timeline lacks phases {missing} (has {names})")
+            # The checked schema (zstest.timeline), with the phases every scenario must reach.
+            r.failures += [f"timeline JSON: {p}" for p in tlschema.check(r.timeline_json, "run", REQUIRED_PHASES)]
 
 
 def timeline_of(r: Result) -> list[dict]:
@@ -291,81 +274,6 @@ def report_entry(r: Result) -> dict:
 # running L2
 
 
-class Console:
-    """Reads a child's stdout on a thread so every wait can have a deadline."""
-
-    def __init__(self, proc: subprocess.Popen, log_path: Path, echo: bool):
-        self.proc, self.q = proc, queue.Queue()
-        self.log = open(log_path, "w", errors="replace")
-        self.echo = echo
-        self.lines: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        for raw in iter(self.proc.stdout.readline, b""):
-            self.q.put(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", ""))
-        self.q.put(None)
-
-    def next(self, deadline: float) -> str | None:
-        """Next line, None at EOF; raises TimeoutError past `deadline`."""
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        try:
-            line = self.q.get(timeout=left)
-        except queue.Empty:
-            raise TimeoutError from None
-        if line is not None:
-            self.lines.append(line)
-            self.log.write(line + "\n")
-            self.log.flush()
-            if self.echo:
-                print(f"  | {line}", flush=True)
-        return line
-
-
-def kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: int, append: str = "") -> list[str]:
-    """The QEMU command line that boots L2 (also used by tests/pool/nested-bench.py)."""
-    # The pinned QEMU (see versions.lock for why not the machine's 7.2);
-    # ZSE2E_L2_QEMU=/path/qemu-system-x86_64 with ZSE2E_L2_QEMU_DATA=dir:dir overrides.
-    if os.environ.get("ZSE2E_L2_QEMU"):
-        qemu = os.environ["ZSE2E_L2_QEMU"]
-        data = [d for d in os.environ.get("ZSE2E_L2_QEMU_DATA", "").split(":") if d]
-    else:
-        q, dirs = build.pinned_qemu()
-        qemu, data = str(q), [str(d) for d in dirs]
-    datadirs = [x for d in data for x in ("-L", d)]
-    # init_on_alloc=0 in L2 (the test bed, not the system under test): Debian's
-    # default init_on_alloc=1 made reserving 4 GiB of hugepages at boot take 11 s under TCG.
-    return [qemu, *datadirs, "-accel", "tcg,thread=multi", "-cpu", L2_CPU, "-m", f"{l2_mem}M",
-            "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
-            "-serial", "stdio", "-monitor", "none", "-no-reboot", *PREALLOC,
-            "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
-            "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
-            + (append + " " if append else "")
-            + os.environ.get("ZSE2E_L2_APPEND", "")]
-
-
-def l2_abort(lines: list[str], rc: int | None) -> str | None:
-    """The line by which the L2 QEMU reported its own abort, when it exited
-    non-zero with one: proof that a failure happened outside every guest."""
-    if rc is None or rc == 0:
-        return None
-    return next((ln for ln in reversed(lines) if L2_ABORT_RE.match(ln)), None)
-
-
 def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
                l2_retries: list[str] | None = None) -> tuple[list[Result], str | None]:
     """Runs every scenario in L2; returns results and a fatal error, if any.
@@ -389,42 +297,18 @@ def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
 def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
             attempt: int = 0) -> tuple[list[Result], str | None, str | None]:
     """Boots L2 once and runs every scenario: results, fatal error, L2 abort line."""
-    OUT.mkdir(parents=True, exist_ok=True)
     max_mem = max(s.mem_mib for s in scenarios)
-    hugepages = max_mem // 2 + 16
-    init_size = Path(manifest["initramfs"]).stat().st_size // MIB
-    l2_mem = max_mem + 32 + 1536 + 2 * init_size
+    l2_mem, hugepages = l2_memory(manifest, max_mem)
     # The scenario list rides as a second cpio archive after the cached image.
     lst = build.Cpio()
     lst.file("zs/scenarios.txt", ("\n".join(s.line() for s in scenarios) + "\n").encode())
-    tmpdir = Path(tempfile.mkdtemp(prefix="zse2e-"))
-    try:
-        initrd = tmpdir / "initrd.cpio"
-        shutil.copyfile(manifest["initramfs"], initrd)
-        with open(initrd, "ab") as f:
-            lst.write(f)
-        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp)
-        print(f"e2e: booting L2 (TCG, -cpu {L2_CPU}, {l2_mem} MiB, {hugepages} x 2M hugepages) "
-              f"for {len(scenarios)} scenario(s)", flush=True)
-        CONSOLE_LOG.parent.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        con = None
-        log = CONSOLE_LOG if attempt == 0 else CONSOLE_LOG.with_suffix(f".l2-retry{attempt}.log")
-        try:
-            con = Console(proc, log, echo)
-            results, fatal = _drive(con, scenarios)
-            try:
-                rc = proc.wait(timeout=5) if fatal else None
-            except subprocess.TimeoutExpired:
-                rc = None
-            return results, fatal, l2_abort(con.lines, rc) if fatal else None
-        finally:
-            kill(proc)  # whatever happened above, L2 does not outlive the harness
-            if con:
-                con.log.close()
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+    print(f"e2e: booting L2 (TCG, -cpu {L2_CPU}, {l2_mem} MiB, {hugepages} x 2M hugepages) "
+          f"for {len(scenarios)} scenario(s)", flush=True)
+    log = CONSOLE_LOG if attempt == 0 else CONSOLE_LOG.with_suffix(f".l2-retry{attempt}.log")
+    with boot_l2(manifest, lst, l2_mem, hugepages, log=log, smp=smp, echo=echo) as con:
+        results, fatal = _drive(con, scenarios)
+        rc = con.exit_code() if fatal else None
+        return results, fatal, con.abort_line(rc) if fatal else None
 
 
 def _drive(con: Console, scenarios: list[Scenario]) -> tuple[list[Result], str | None]:
@@ -747,6 +631,7 @@ def main() -> int:
     ap.add_argument("cmd", choices=["e2e", "demo", "launch"])
     ap.add_argument("--firmware", help="launch, demo: OVMF.fd (default: firmware/build.sh --print-dir)")
     ap.add_argument("--zerostart", help="static zerostart binary (default target/x86_64-unknown-linux-gnu/static/zerostart)")
+    ap.add_argument("--chart-bin", help="demo: vmm/slo's demo_chart example (make demo builds it)")
     ap.add_argument("--vmm", choices=["zerostart", "qemu"], help="run every e2e scenario with this VMM")
     ap.add_argument("--only", help="comma-separated scenario names")
     ap.add_argument("--repeat", type=int, default=1, help="run each scenario N times (flakiness hunts)")

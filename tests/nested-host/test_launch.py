@@ -7,35 +7,40 @@ corrupt hint would make the suite unable to fail. Synthetic L2 consoles.
 Run: python3 tests/nested-host/test_launch.py
 """
 
-import sys
 import unittest
-from pathlib import Path
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import launch  # noqa: E402
-from fakes import FakeConsole  # noqa: E402
+import launch
+from zstest.fakes import FakeConsole
 
 launch.print = lambda *a, **k: None
 
 V = ("ZSINIT: PASS hint=absent ranges=0 hinted_bytes=0 zero_checked_bytes=201326592 nonzero_bytes=0 "
      "hinted_checked_bytes=0 populate_ms=236 uptime_ms=8540 kernel_pages_skipped={sk} "
      "kernel_bytes_verified=325771264 kernel_verify_failures={vf} kernel=6.12.107")
-TL = '{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_ms":21.7}]}'
+# The shape `zerostart launch --timeline` writes (checked by zstest.timeline).
+TL = ('{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_ms":21.7},'
+      '{"name":"hint_ready","t_ms":22.0},{"name":"vmm_spawned","t_ms":23.1},{"name":"exit","t_ms":9000.0}],'
+      '"vmm":"qemu","argv":["qemu-system-x86_64","-m","1024M"],"memory_bytes":1073741824,'
+      '"memory_source":"pool","lease":1,"hint":{"ranges":[[1048576,1072693248]]},"exit":{"code":0,"signal":null}}')
 
 
-def drive(sc, verdict, fw=(), rc=0):
+def drive(sc, verdict, fw=(), rc=0, tl=TL):
     lines = ["ZSL-POOL ready ms=1", f"ZSL-BEGIN name={sc.name} t0_ms=1000",
              "L3| 5000 ZSINIT: START kernel=6.12 uptime_ms=300",
              "L3| 5100 ZSINIT: kernel-zerostart start pristine_pages_at_boot=155506",
              f"L3| 9000 {verdict}", *[f"FW| {x}" for x in fw],
-             f"ZSL-TIMELINE name={sc.name} {TL}", f"ZSL-END name={sc.name} rc={rc} wall_ms=9000", "ZSE2E-DONE rc=0"]
+             f"ZSL-TIMELINE name={sc.name} {tl}", f"ZSL-END name={sc.name} rc={rc} wall_ms=9000", "ZSE2E-DONE rc=0"]
     results, fatal = launch._drive(FakeConsole(lines), [sc])
     assert fatal is None, fatal
     return results[0]
 
 
 class Judge(unittest.TestCase):
+    def test_launcher_timeline_schema_is_checked(self):
+        sc = launch.LaunchScenario("a", 1024)
+        r = drive(sc, V.format(sk=46766, vf=0), tl=TL.replace('"memory_source"', '"source"'))
+        self.assertIn("launcher timeline JSON: memory_source missing", r.failures)
+
     def test_pass_and_row(self):
         sc = launch.LaunchScenario("a", 1024, debugcon=True)
         r = drive(sc, V.format(sk=46766, vf=0), fw=["ZeroStart: published 1 bytes in 1 ranges"])

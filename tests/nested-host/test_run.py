@@ -7,14 +7,12 @@ whole suite into a test that cannot fail. These feed it synthetic L2
 consoles. Run: python3 tests/nested-host/test_run.py
 """
 
-import sys
 import unittest
 from pathlib import Path
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run  # noqa: E402
-from fakes import FakeConsole  # noqa: E402
+import run
+from zstest import qemu
+from zstest.fakes import FakeConsole
 
 run.print = lambda *a, **k: None  # the harness's progress lines are noise here
 
@@ -23,7 +21,10 @@ PASS_LINE = ("ZSINIT: PASS hint=valid ranges=3 hinted_bytes=4234989568 zero_chec
              "kernel_pages_skipped=-1 kernel_bytes_verified=-1 kernel_verify_failures=-1 kernel=6.12")
 TIMELINE = ('{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_ms":3400.0},'
             '{"name":"first_kvm_run","t_ms":3600.0},{"name":"init_started","t_ms":8800.0},'
-            '{"name":"test_done","t_ms":9400.0},{"name":"exit","t_ms":9500.0}],"memory_bytes":4294967296}')
+            '{"name":"test_done","t_ms":9400.0},{"name":"exit","t_ms":9500.0}],"memory_bytes":4294967296,'
+            '"vcpus":1,"prezero":{"mode":"auto","backend":"avx2-nt","method":"engine","backing":"memfd-hugetlb-2M",'
+            '"bytes":4294967296,"ms":1200.5,"gib_per_s":3.3,"threads":2,"hint_ranges":3,"hint_bytes":4234989568,'
+            '"verified_bytes":0},"exit":{"reason":"i8042 reset","kind":"reset","code":0}}')
 
 
 def sc(name="s", **kw):
@@ -71,6 +72,13 @@ class Judge(unittest.TestCase):
         tl = TIMELINE.replace('{"name":"test_done","t_ms":9400.0},', "")
         res, _ = self.drive(sc(), console_for("s", timeline=tl))
         self.assertTrue(any("test_done" in f for f in res[0].failures))
+
+    def test_timeline_schema_is_checked(self):
+        # Negative control of the schema: a renamed key and phases out of order fail by name.
+        res, _ = self.drive(sc(), console_for("s", timeline=TIMELINE.replace('"vcpus"', '"cpus"')))
+        self.assertTrue(any("timeline JSON: vcpus missing" in f for f in res[0].failures), res[0].failures)
+        res, _ = self.drive(sc(), console_for("s", timeline=TIMELINE.replace('"t_ms":3600.0', '"t_ms":3000.0')))
+        self.assertTrue(any("not in order" in f for f in res[0].failures), res[0].failures)
 
     def test_hint_expectations(self):
         res, _ = self.drive(sc(expect_hint="absent"), console_for("s"))
@@ -127,10 +135,10 @@ class Judge(unittest.TestCase):
 
     def test_l2_abort_is_recognised_only_with_qemu_s_own_line_and_status(self):
         lines = ["L3| ok", "qemu: fatal: Trying to execute code outside RAM or ROM at 0x0000000000000000"]
-        self.assertEqual(run.l2_abort(lines, -6), lines[1])
-        self.assertIsNone(run.l2_abort(lines, 0))
-        self.assertIsNone(run.l2_abort(["L3| Kernel panic - not syncing"], 1))
-        self.assertTrue(run.l2_abort(["qemu-system-x86_64: ../accel/tcg/cpu-exec.c:1000: cpu_exec: "
+        self.assertEqual(qemu.l2_abort(lines, -6), lines[1])
+        self.assertIsNone(qemu.l2_abort(lines, 0))
+        self.assertIsNone(qemu.l2_abort(["L3| Kernel panic - not syncing"], 1))
+        self.assertTrue(qemu.l2_abort(["qemu-system-x86_64: ../accel/tcg/cpu-exec.c:1000: cpu_exec: "
                                       "Assertion `x' failed."], -6))
 
     def test_l2_abort_retries_the_unfinished_scenarios_and_records_it(self):
@@ -223,14 +231,14 @@ class Judge(unittest.TestCase):
 
 
 class L2Command(unittest.TestCase):
-    """run.py's L2 command line, shared with tests/pool/nested-bench.py."""
+    """zstest.qemu.l2_command: the L2 command line of every harness."""
 
     def cmd(self, append=""):
         old = dict(run.os.environ)
         run.os.environ.update(ZSE2E_L2_QEMU="/x/qemu", ZSE2E_L2_QEMU_DATA="/d1:/d2")
         run.os.environ.pop("ZSE2E_L2_APPEND", None)
         try:
-            return run.l2_command({"vmlinuz": "/v"}, Path("/i"), 2048, 528, 2, append)
+            return qemu.l2_command({"vmlinuz": "/v"}, Path("/i"), 2048, 528, 2, append)
         finally:
             run.os.environ.clear()
             run.os.environ.update(old)

@@ -6,13 +6,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
+# The example binary, built by make (scripts build nothing).
+bin="${1:?usage: bench.sh BIN ...: the pool example memready, built by make}"
+shift
 sizes="${1:-1,4,8}"
 reps="${2:-3}"
 max=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -1)
 need=$((max * 512))
 
-cargo build --release --locked -p pool --example memready
 # shellcheck source=../lib/hugepages.sh
 source "$root/tests/lib/hugepages.sh"
 hugepages_reserve 2048 "$need"
-"${CARGO_TARGET_DIR:-$root/target}/release/examples/memready" "$sizes" "$reps"
+"$bin" "$sizes" "$reps"

@@ -6,10 +6,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
+# The example binary, built by make (scripts build nothing).
+bin="${1:?usage: first-fill.sh BIN ...: the pool example first_fill, built by make}"
+shift
 gib="${1:-1}"
 reps="${2:-5}"
-cargo build --release --locked -p pool --example first_fill
 # shellcheck source=../lib/hugepages.sh
 source "$root/tests/lib/hugepages.sh"
 hugepages_reserve 2048 $((gib * 512)) || echo "first-fill: SKIP 2M: cannot reserve $((gib * 512)) pages; 4K shmem instead" >&2
-"${CARGO_TARGET_DIR:-$root/target}/release/examples/first_fill" "$gib" "$reps"
+"$bin" "$gib" "$reps"

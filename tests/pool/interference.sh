@@ -7,12 +7,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
+# The example binary, built by make (scripts build nothing).
+bin="${1:?usage: interference.sh BIN ...: the pool example interference, built by make}"
+shift
 gib="${1:-4}"
 reps="${2:-3}"
 threads="${3:-1}"
 cap="${4:-1024}"
 window="${5:-5}"
-cargo build --release --locked -p pool --example interference
 # shellcheck source=../lib/hugepages.sh
 source "$root/tests/lib/hugepages.sh"
 page=2M
@@ -20,4 +22,4 @@ if ! hugepages_reserve 2048 $((gib * 512)); then
   echo "interference: SKIP 2M: cannot reserve $((gib * 512)) pages; measuring on 4K shmem instead" >&2
   page=4K
 fi
-"${CARGO_TARGET_DIR:-$root/target}/release/examples/interference" "$page" "$gib" "$reps" "$threads" "$cap" "$window"
+"$bin" "$page" "$gib" "$reps" "$threads" "$cap" "$window"

@@ -74,16 +74,9 @@ field() { echo "$1" | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"; }
 
 # Until every byte of the pool is clean (bounded; the daemon must stay alive).
 wait_clean() {
-  end=$(($(ms) + tmo * 1000))
-  while :; do
-    j=$(status_json)
-    size=$(field "$j" size_bytes)
-    clean=$(field "$j" clean_bytes)
-    [ -n "$size" ] && [ "$size" = "$clean" ] && return 0
-    kill -0 "$pool_pid" 2>/dev/null || { sed 's/^/POOL| /' /tmp/pool.log; fatal "pool daemon died"; }
-    [ "$(ms)" -gt "$end" ] && fatal "pool not clean after ${tmo}s: $j"
-    sleep 0.1
-  done
+  "$Z" pool status --socket "$S" --wait-clean --timeout "$tmo" >/dev/null 2>/tmp/wait-clean.err && return 0
+  kill -0 "$pool_pid" 2>/dev/null || { sed 's/^/POOL| /' /tmp/pool.log; fatal "pool daemon died"; }
+  fatal "$(cat /tmp/wait-clean.err)"
 }
 
 pool_start() {

@@ -28,19 +28,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-sys.dont_write_bytecode = True
+from zstest import l2image as build
+from zstest import timeline as tlschema
+from zstest.qemu import L2_BOOT_TIMEOUT_S, Console, boot_l2, l2_memory
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "nested-host"))
-import build  # noqa: E402
-import run  # noqa: E402
 
 REPO = build.REPO
 OUT = REPO / "target" / "pool-nested"
@@ -93,6 +90,7 @@ def judge(s: dict, patched: bool) -> list[str]:
     elif checked < s["size_gib"] * 1024 * MIB // 2:
         f.append(f"probe checked only {checked} bytes")
     tl = s.get("timeline") or {}
+    f += [f"timeline JSON: {p}" for p in tl.get("schema", [])]
     missing = [p for p in (LINUX_PHASES if linux else PHASES) if p not in tl.get("t_ms", {})]
     if missing:
         f.append(f"timeline lacks {missing}")
@@ -114,7 +112,7 @@ def judge_leak(s: dict) -> list[str]:
     return []
 
 
-def drive(con: run.Console, deadline: float, patched: bool) -> tuple[list[dict], list[dict], str | None]:
+def drive(con: Console, deadline: float, patched: bool) -> tuple[list[dict], list[dict], str | None]:
     samples: list[dict] = []
     want = None  # from ZSPOOL-END: how many boots L2 ran
     pools: list[dict] = []
@@ -137,7 +135,9 @@ def drive(con: run.Console, deadline: float, patched: bool) -> tuple[list[dict],
                 print(f"pool-nested: {line[len('ZSPOOL-'):]}", flush=True)
             elif line.startswith("ZSPOOL-TIMELINE "):
                 js = json.loads(line.split(" ", 1)[1])
+                schema = tlschema.check(js, "run")
                 pending_tl = {
+                    "schema": schema,
                     "t_ms": {p["name"]: p["t_ms"] for p in js.get("phases", []) if "t_ms" in p},
                     "prezero_method": (js.get("prezero") or {}).get("method"),
                     "prezero": js.get("prezero"),
@@ -274,38 +274,24 @@ def main() -> int:
     # Hugepages for the largest guest only by default (see nested-bench-l2.sh), +16 pages slack.
     reserve = max(a.reserve_gib, max(sizes), a.leak_check)
     hugepages = reserve * 512 + 16
-    init_mib = Path(manifest["initramfs"]).stat().st_size // MIB
-    l2_mem = reserve * 1024 + 32 + 1536 + 2 * init_mib
+    l2_mem, _ = l2_memory(manifest, reserve * 1024)
     kernel = "patched" if "patched" in manifest["l3_kernels"] else "debian-6.12"
     # Only to bound the wait: L2 reports how many boots it ran (ZSPOOL-END).
     most = 3 + len(sizes) * len(methods) * a.reps + len(methods) * a.linux_reps
     extra = build.Cpio()
     extra.file("zs/nested-bench-l2.sh", (HERE / "nested-bench-l2.sh").read_bytes(), 0o755)
     extra.file("zs/probe.bzImage", probe.read_bytes())
-    tmp = Path(tempfile.mkdtemp(prefix="zspool-"))
-    proc = None
-    try:
-        initrd = tmp / "initrd.cpio"
-        shutil.copyfile(manifest["initramfs"], initrd)
-        with open(initrd, "ab") as f:
-            extra.write(f)
-        append = (f"zse2e.script=nested-bench-l2.sh zspool.sizes={','.join(map(str, sizes))} "
+    append = (f"zse2e.script=nested-bench-l2.sh zspool.sizes={','.join(map(str, sizes))} "
                   f"zspool.reps={a.reps} zspool.timeout={a.boot_timeout} "
                   f"zspool.linux={a.linux} zspool.linux_reps={a.linux_reps} zspool.kernel={kernel} "
-                  f"zspool.methods={','.join(methods)} zspool.leakcheck={a.leak_check}")
-        cmd = run.l2_command(manifest, initrd, l2_mem, hugepages, a.smp, append)
-        print(f"pool-nested: booting L2 (TCG, {l2_mem} MiB, {hugepages} x 2M hugepages, {a.smp} vCPUs) "
-              f"for up to {most} boots", flush=True)
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        con = run.Console(proc, console_log, a.verbose)
+              f"zspool.methods={','.join(methods)} zspool.leakcheck={a.leak_check}")
+    print(f"pool-nested: booting L2 (TCG, {l2_mem} MiB, {hugepages} x 2M hugepages, {a.smp} vCPUs) "
+          f"for up to {most} boots", flush=True)
+    with boot_l2(manifest, extra, l2_mem, hugepages, log=console_log, smp=a.smp, echo=a.verbose,
+                 append=append) as con:
         # Bounded: L2 boot plus a generous per-boot budget (each boot also has its in-L2 limit).
-        deadline = time.monotonic() + run.L2_BOOT_TIMEOUT_S + most * 90 + len(sizes) * a.reps * 60
+        deadline = time.monotonic() + L2_BOOT_TIMEOUT_S + most * 90 + len(sizes) * a.reps * 60
         samples, pools, fatal = drive(con, deadline, kernel == "patched")
-    finally:
-        if proc is not None:
-            run.kill(proc)
-        shutil.rmtree(tmp, ignore_errors=True)
 
     failures = [f"{s['size_gib']} GiB {s['method']} rep {s['rep']}: {f}" for s in samples for f in s["failures"]]
     for p in pools:

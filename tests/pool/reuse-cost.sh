@@ -6,10 +6,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
+# The example binary, built by make (scripts build nothing).
+bin="${1:?usage: reuse-cost.sh BIN ...: the pool example reuse_cost, built by make}"
+shift
 gib="${1:-1}"
 reps="${2:-5}"
-cargo build --release --locked -p pool --example reuse_cost
 # shellcheck source=../lib/hugepages.sh
 source "$root/tests/lib/hugepages.sh"
 hugepages_reserve 2048 $((gib * 512)) || echo "reuse-cost: SKIP: 2M: cannot reserve $((gib * 512)) pages" >&2
-"${CARGO_TARGET_DIR:-$root/target}/release/examples/reuse_cost" "$gib" "$reps"
+"$bin" "$gib" "$reps"

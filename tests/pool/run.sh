@@ -1,99 +1,72 @@
 #!/usr/bin/env bash
-# make test-pool: the pool's crate tests, then the kill tests, the holder
-# attacks (tests/holders.rs) and the --hugetlbfs tests again on 2M hugetlb
-# memfds and on a hugetlbfs mount (files that survive a daemon SIGKILL and
-# are replaced, never reused, by the next daemon).
+# make test-pool, the VMM part: zerostart boots the probe guest from pool
+# memory (4K shmem and 2M hugetlb pools). The pool's crate tests and its
+# kill, holder and --hugetlbfs tests on 2M memory are make's
+# (mk/pool.mk, tests/pool/with-hugetlbfs.sh); this script builds nothing.
 #
-# Needs root for the hugetlb part: 2M pages are added through
-# tests/lib/hugepages.sh, which gives them back however the script ends, and a
-# private hugetlbfs is mounted and unmounted again. Without root only the
-# 4K tests run (with a note).
+#   ZEROSTART_BIN=... PROBE_BZIMAGE=... tests/pool/run.sh
+#
+# Needs root for the 2M pool: its pages are added through
+# tests/lib/hugepages.sh, which gives them back however the script ends.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
+Z="${ZEROSTART_BIN:?set ZEROSTART_BIN to a release zerostart (make test-pool builds it)}"
+K="${PROBE_BZIMAGE:?set PROBE_BZIMAGE to the probe guest (make probe builds it)}"
+[ -x "$Z" ] && [ -f "$K" ] || { echo "test-pool: $Z or $K missing; run make test-pool" >&2; exit 1; }
 
-cargo test --locked -p pool
-
-if [ "$(id -u)" != 0 ]; then
-  # Under make (ZEROSTART_REQUIRE_HUGEPAGES=1) what the tests need must be had.
-  if [ "${ZEROSTART_REQUIRE_HUGEPAGES:-}" = 1 ]; then
-    echo "FAIL test-pool: not root, so the 2M hugetlb and hugetlbfs kill tests cannot reserve hugepages; run as root (or set ZEROSTART_REQUIRE_HUGEPAGES=0 to skip them)" >&2
-    exit 1
-  fi
-  echo "SKIP test-pool: the 2M hugetlb and hugetlbfs kill tests: not root (hugepages cannot be reserved)" >&2
-  exit 0
+pages="4K"
+if [ "$(id -u)" = 0 ]; then
+  pages="4K 2M"
+elif [ "${ZEROSTART_REQUIRE_HUGEPAGES:-}" = 1 ]; then
+  echo "FAIL test-pool: not root, so the 2M pool cannot reserve hugepages; run as root (or set ZEROSTART_REQUIRE_HUGEPAGES=0 to skip it)" >&2
+  exit 1
+else
+  echo "SKIP test-pool: probe boots from a 2M pool: not root (hugepages cannot be reserved)" >&2
 fi
 
+hugepages_who=test-pool
 # shellcheck source=../lib/hugepages.sh
 source "$root/tests/lib/hugepages.sh"
-mnt="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-pool-hugetlbfs.XXXXXX")"
 work=
 pool_pid=
 stop_pool() { if [ -n "$pool_pid" ]; then kill "$pool_pid" 2>/dev/null || true; wait "$pool_pid" 2>/dev/null || true; pool_pid=; fi; }
 cleanup() {
   stop_pool
   [ -z "$work" ] || rm -rf "$work"
-  if mountpoint -q "$mnt"; then
-    rm -f "$mnt"/zerostart-pool-* || true
-    umount "$mnt" || echo "test-pool: could not unmount $mnt" >&2
-  fi
-  rmdir "$mnt" 2>/dev/null || true
 }
-# Runs before the hugepages this script added are given back.
 hugepages_on_exit cleanup
-
-# Tests run in parallel, each with up to two pools of 3 x 8 MiB.
-hugepages_reserve 2048 192
-mount -t hugetlbfs -o pagesize=2M,mode=0700 none "$mnt"
-
-# --nocapture: a test that skips says SKIP and why.
-ZEROSTART_POOL_TEST_PAGE=2M ZEROSTART_POOL_TEST_HUGETLBFS="$mnt" \
-  cargo test --locked -p pool --test kill --test holders --test hugetlbfs -- --test-threads 4 --nocapture 2>&1 |
-  tee "$mnt.log" | grep -E '^(test |SKIP|test result)' || true
-grep -q '^test result: FAILED' "$mnt.log" && { grep -B2 -A12 'panicked' "$mnt.log" >&2; rm -f "$mnt.log"; exit 1; }
-[ "$(grep -c '^test result: ok' "$mnt.log")" = 3 ] || { echo "test-pool: the 2M tests did not all run" >&2; tail -20 "$mnt.log" >&2; rm -f "$mnt.log"; exit 1; }
-rm -f "$mnt.log"
-echo "test-pool: kill, holder (vmsplice, io_uring, fd in flight) and --hugetlbfs tests passed on 4K shmem, 2M hugetlb memfds and hugetlbfs files"
+[ "$pages" = 4K ] || hugepages_reserve 2048 192
 
 # The VMM path: zerostart boots the probe guest from pool memory; the probe
 # reads every hinted byte and must report them all zero. Three boots from a
 # two-region pool, so a region is reused after a VM dirtied it; every lease
 # must come back and be scrubbed without being retired.
-if [ -n "${ZEROSTART_BIN:-}" ]; then
-  Z="$ZEROSTART_BIN"
-else
-  Z="${CARGO_TARGET_DIR:-$root/target}/release/zerostart"
-  cargo build --release --locked -p zerostart
-fi
 if ! "$Z" pool --help >/dev/null 2>&1; then
   echo "SKIP test-pool: the VM boots from pool memory: this zerostart has no 'pool' subcommand (prezero=pool not mounted)" >&2
   exit 0
 fi
-bash tests/probe/build.sh
-# shellcheck source=../lib/wait.sh
-source "$root/tests/lib/wait.sh"
-wait_who=test-pool
-# True when the pool's every byte is clean (scrubbed and not leased).
+# Until the pool's every byte is clean (scrubbed and not leased), at most
+# 120 s; then one line naming the pool's state and its log.
 pool_clean() {
-  "$Z" pool status --socket "$work/pool.sock" --json 2>/dev/null |
-    python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(s["clean_bytes"] != s["size_bytes"])'
+  "$Z" pool status --socket "$work/pool.sock" --wait-clean --timeout 120 >/dev/null ||
+    { echo "test-pool: $1 ($work/pool.log)" >&2; return 1; }
 }
 work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-test-pool.XXXXXX")"
-for page in 4K 2M; do
+for page in $pages; do
   hp=$([ "$page" = 2M ] && echo "hugepages=on," || true)
   "$Z" pool serve --socket "$work/pool.sock" --size 256M --region-size 128M --page "$page" --verify 2>"$work/pool.log" &
   pool_pid=$!
   for i in 1 2 3; do
-    wait_until 120 "the $page pool to have every region clean (boot $i; $work/pool.log)" pool_clean
-    timeout 120 "$Z" run --kernel target/probe/probe.bzImage --serial "file=$work/serial" \
-      --timeline "$work/tl.json" --memory "size=128M,${hp}prezero=pool:$work/pool.sock" 2>"$work/run.err" ||
-      { echo "test-pool: zerostart run from a $page pool failed:" >&2; cat "$work/run.err" >&2; exit 1; }
-    grep -q '^ZSPROBE: PASS hint=valid .* nonzero_bytes=0 ' "$work/serial" ||
-      { echo "test-pool: probe verdict on $page pool memory (boot $i):" >&2; grep ZSPROBE "$work/serial" | tail -3 >&2; exit 1; }
-    rm -f "$work/serial"
+    pool_clean "the $page pool never had every region clean (boot $i)"
+    # zstest.probe boots and judges (exit 0, one verdict, the timeline schema).
+    ZEROSTART_BIN="$Z" PROBE_BZIMAGE="$K" WORK="$work" python3 -m zstest.probe "pool-$page-boot$i" 0 \
+      '^ZSPROBE: PASS hint=valid .* nonzero_bytes=0 ' --timeout 120 \
+      --check "j['prezero']['method'] == 'pool_lease'" -- --memory "size=128M,${hp}prezero=pool:$work/pool.sock" ||
+      { echo "test-pool: probe boot $i from a $page pool failed (above)" >&2; exit 1; }
   done
-  wait_until 120 "the $page pool to scrub its 3 returned leases ($work/pool.log)" pool_clean
+  pool_clean "the $page pool did not scrub its 3 returned leases"
   "$Z" pool status --socket "$work/pool.sock" --json | python3 -c '
 import json, sys
 s = json.load(sys.stdin)

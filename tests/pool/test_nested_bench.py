@@ -21,8 +21,7 @@ spec = importlib.util.spec_from_file_location("nested_bench", HERE / "nested-ben
 nb = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(nb)
 nb.print = lambda *a, **k: None  # progress lines are noise here
-sys.path.insert(0, str(HERE.parent / "nested-host"))
-from fakes import FakeConsole  # noqa: E402
+from zstest.fakes import FakeConsole  # noqa: E402
 
 GIB = 1 << 30
 PROBE_PASS = ("ZSPROBE: PASS hint=valid ranges=1 hinted_bytes=1072283648 zero_bytes=1072283648 "
@@ -39,7 +38,11 @@ def timeline(method: str, linux: bool = False) -> str:
         (["init_started", "test_done"] if linux else ["kernel_started", "init_started", "test_done"]) + ["exit"]
     return "ZSPOOL-TIMELINE " + json.dumps({
         "phases": [{"name": n, "t_ms": float(i * 10)} for i, n in enumerate(names)],
-        "prezero": {"method": method}})
+        "memory_bytes": 1 << 30, "vcpus": 1,
+        "prezero": {"mode": "pool" if method == "pool_lease" else "on", "backend": None, "method": method,
+                    "backing": "memfd-hugetlb-2M", "bytes": 1 << 30, "ms": 1.5, "gib_per_s": 9.0, "threads": 1,
+                    "hint_ranges": 1, "hint_bytes": 1 << 30, "verified_bytes": 0},
+        "exit": {"reason": "i8042 reset", "kind": "reset", "code": 0}})
 
 
 def sample(method: str, verdict: str, guest: str = "probe", rc: int = 0) -> str:

@@ -5,7 +5,7 @@
 # `prezero=pool` mounted (ZEROSTART_BIN, default target/release/zerostart),
 # root (2M hugepages reserved and restored), `make probe`.
 #
-#   tests/pool/vm-bench.sh [SIZES_GIB=1,4,8] [REPS=3]
+#   PYTHONPATH=tests tests/pool/vm-bench.sh [SIZES_GIB=1,4,8] [REPS=3]   (zstest.probe boots)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -29,10 +29,10 @@ max=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -1)
 hugepages_reserve 2048 $((max * 512))
 
 boot() { # label gib memory-opts
-  local tl="$work/tl.json"
-  "$Z" run --kernel "$K" --serial "file=$work/serial" --timeline "$tl" --memory "size=$2G,$3" 2>/dev/null
-  grep -q '^ZSPROBE: PASS' "$work/serial" || { echo "vm-bench: $1 $2G: probe did not pass" >&2; tail -3 "$work/serial" >&2; exit 1; }
-  rm -f "$work/serial"
+  local tl="$work/$1-$2g.json" out
+  # zstest.probe boots and judges (exit 0, one PASS verdict, the timeline schema).
+  out=$(ZEROSTART_BIN="$Z" PROBE_BZIMAGE="$K" WORK="$work" python3 -m zstest.probe "$1-$2g" 0 '^ZSPROBE: PASS' \
+    -- --memory "size=$2G,$3") || { echo "vm-bench: $1 $2G: $out" >&2; exit 1; }
   python3 - "$tl" "$1" "$2" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -42,16 +42,11 @@ print(json.dumps({"method": sys.argv[2], "gib": int(sys.argv[3]), "memory_ready_
 PY
 }
 
-status_clean() {
-  "$Z" pool status --socket "$work/pool.sock" --json 2>/dev/null |
-    python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s["clean_bytes"]==s["size_bytes"] else 1)' 2>/dev/null
-}
-
 for g in ${sizes//,/ }; do
   "$Z" pool serve --socket "$work/pool.sock" --size "${g}G" --region-size "${g}G" --page 2M 2>"$work/pool.log" &
   pool_pid=$!
   for _ in $(seq 1 $((reps + 1))); do
-    until status_clean; do sleep 0.1; done
+    "$Z" pool status --socket "$work/pool.sock" --wait-clean --timeout 300 >/dev/null
     boot pool "$g" "hugepages=on,prezero=pool:$work/pool.sock"
   done | tail -n "$reps"
   kill "$pool_pid"; wait "$pool_pid" 2>/dev/null || true; pool_pid=

@@ -26,10 +26,10 @@ if [ ! -c /dev/kvm ]; then
   exit 1
 fi
 
-cargo build --release --locked -p zerostart
-bash tests/probe/build.sh
-Z="${CARGO_TARGET_DIR:-$root/target}/release/zerostart"
-K="$root/target/probe/probe.bzImage"
+# Built by make (scripts build nothing): the release zerostart and the probe.
+Z="${ZEROSTART_BIN:?set ZEROSTART_BIN to a release zerostart (make test-redteam builds it)}"
+K="${PROBE_BZIMAGE:?set PROBE_BZIMAGE to the probe guest (make probe builds it)}"
+[ -x "$Z" ] && [ -f "$K" ] || { echo "test-redteam: $Z or $K missing; run make test-redteam" >&2; exit 1; }
 DIRTY="$root/tests/redteam/dirty.py"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-redteam.XXXXXX")"
@@ -58,48 +58,17 @@ failures=()
 # With EXPECTED_EXIT 0 the serial log must hold exactly one verdict line
 # matching VERDICT_REGEX and, when --verify-hint was given, the timeline
 # must show every hinted byte verified; otherwise zerostart's stderr must
-# match VERDICT_REGEX.
+# match VERDICT_REGEX. The boot and the judging are zstest.probe's (shared
+# with tests/kvm/run.sh).
+export ZEROSTART_BIN="$Z" PROBE_BZIMAGE="$K" WORK="$work"
 boot() {
   local name=$1 want_rc=$2 want=$3
   shift 4
-  local log="$work/$name.serial" tl="$work/$name.json" err="$work/$name.stderr" rc=0 ok=1 why=""
-  rm -f "$log" "$tl"
-  timeout 300 "$Z" run --kernel "$K" --serial "file=$log" --timeline "$tl" "$@" 2>"$err" || rc=$?
-  if [ "$rc" != "$want_rc" ]; then
-    ok=0
-    why="exit code $rc, expected $want_rc"
-  elif [ "$want_rc" != 0 ]; then
-    grep -Eq "$want" "$err" || { ok=0; why="stderr does not match /$want/"; }
-  else
-    local n
-    n=$(grep -c '^ZSPROBE: \(PASS\|FAIL\)' "$log" || true)
-    if [ "$n" != 1 ]; then
-      ok=0
-      why="$n verdict lines, expected exactly 1"
-    elif ! grep -Eq "$want" "$log"; then
-      ok=0
-      why="verdict does not match /$want/"
-    elif [[ " $* " == *" --verify-hint "* ]] && ! python3 -c '
-import json, sys
-p = json.load(open(sys.argv[1]))["prezero"]
-assert p["hint_bytes"] > 0 and p["verified_bytes"] == p["hint_bytes"], p
-' "$tl" 2>"$work/$name.check"; then
-      ok=0
-      why="timeline: $(tail -1 "$work/$name.check")"
-    fi
-  fi
-  if [ "$ok" = 1 ]; then
+  if python3 -m zstest.probe "$name" "$want_rc" "$want" -- "$@"; then
     passed=$((passed + 1))
-    echo "ok   $name: $(grep -E '^ZSPROBE: (PASS|FAIL)' "$log" 2>/dev/null || tail -1 "$err")"
   else
     failed=$((failed + 1))
     failures+=("$name")
-    echo "FAIL $name: $why"
-    echo "---- zerostart $* (stderr)"
-    cat "$err"
-    echo "---- serial log"
-    cat "$log" 2>/dev/null || true
-    echo "----"
   fi
 }
 
@@ -120,28 +89,12 @@ pass="^ZSPROBE: PASS hint=valid ranges=[0-9]+ hinted_bytes=([0-9]+) zero_bytes=\
 cmd="console=ttyS0 reboot=k panic=1 zsprobe.expect=valid"
 
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(crate-tests control-dirty control-verify anon-freed-dirty hugetlb-freed-dirty
+[ ${#cases[@]} -gt 0 ] || cases=(control-dirty control-verify anon-freed-dirty hugetlb-freed-dirty
   hugetlb-1g-freed-dirty
   hugetlbfs-reused sizes max-cmdline big-initramfs smp32)
 
 for c in "${cases[@]}"; do
   case "$c" in
-    crate-tests)
-      # The redteam_* crate tests: the hint as the guest receives it from
-      # the real binary (hintdump guest), write-after-freeze, named
-      # hugetlbfs files (need hugepages: required, not skipped, here),
-      # trimming above 512 ranges.
-      reserve_2m 16
-      if ZEROSTART_REQUIRE_HUGEPAGES=1 cargo test --locked -p zerostart -p guestmem -p zerohint \
-        --test 'redteam_*' >"$work/crate-tests.log" 2>&1; then
-        passed=$((passed + 1))
-        echo "ok   crate-tests: $(grep -c '^test .* ok$' "$work/crate-tests.log") redteam_* tests"
-      else
-        failed=$((failed + 1))
-        failures+=(crate-tests)
-        echo "FAIL crate-tests"
-        cat "$work/crate-tests.log"
-      fi ;;
     control-dirty)
       # The hunt can see a leak: one byte planted behind the tracker's back
       # is found by the probe...

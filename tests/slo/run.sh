@@ -15,16 +15,16 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 out="${SLO_OUT:-$root/target/slo}"
-T="${CARGO_TARGET_DIR:-$root/target}"
 
 # The chart's text needs a TrueType font (pure-Rust renderer, no fontconfig).
 if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
   apt-get install -y -q fonts-dejavu-core >/dev/null
 fi
 
-cargo build --release --locked -p zerostart -p slo
-bash tests/probe/build.sh
-bash tests/slo/prepare.sh
+# Built by make (mk/slo.mk: zerostart, the SLO runner, the probe, the Linux
+# guest of tests/slo/prepare.sh, the firmware); this script builds nothing.
+: "${ZEROSTART_BIN:?set ZEROSTART_BIN to a release zerostart (make test-slo builds it)}"
+: "${SLO_BIN:?set SLO_BIN to the release zerostart-slo (make test-slo builds it)}"
 
 hp_file=/proc/sys/vm/nr_hugepages
 hp_old="$(cat "$hp_file")"
@@ -40,13 +40,8 @@ if [ "$free" -lt "$need" ]; then
   echo $((hp_old + need - free)) >"$hp_file"
 fi
 
-export ZEROSTART_BIN="${ZEROSTART_BIN:-$T/release/zerostart}"
-# `zerostart slo` when mounted in the VMM, else the standalone runner.
-if "$ZEROSTART_BIN" slo --help >/dev/null 2>&1; then
-  SLO=("$ZEROSTART_BIN" slo)
-else
-  SLO=("$T/release/zerostart-slo")
-fi
+export ZEROSTART_BIN
+SLO=("$SLO_BIN")
 rm -rf "$out"
 "${SLO[@]}" --config tests/slo/example.toml --out "$out"
 
@@ -91,19 +86,16 @@ if "$ZEROSTART_BIN" pool --help >/dev/null 2>&1; then
   "$ZEROSTART_BIN" pool serve --socket "$ZEROSTART_POOL_SOCKET" --size 1G --region-size 256M 2>"$pool_dir/pool.log" &
   pool_pid=$!
   trap 'kill $pool_pid 2>/dev/null; wait $pool_pid 2>/dev/null; rm -rf "$pool_dir"; restore' EXIT
+  # Until every region is clean, at most 120 s; else one line naming why.
   pool_clean() {
-    "$ZEROSTART_BIN" pool status --socket "$ZEROSTART_POOL_SOCKET" --json 2>/dev/null |
-      python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(s["clean_bytes"] != s["size_bytes"])'
+    "$ZEROSTART_BIN" pool status --socket "$ZEROSTART_POOL_SOCKET" --wait-clean --timeout 120 >/dev/null ||
+      { echo "test-slo: the SLO pool was not clean before the $1 run ($pool_dir/pool.log)" >&2; return 1; }
   }
-  # shellcheck source=../lib/wait.sh
-  source tests/lib/wait.sh
-  wait_who=test-slo
   # QEMU (TCG) through `zerostart launch` on the same pool: leases a region,
   # gets the hint over fw_cfg, boots OVMF + Linux (tests/slo/launch.toml).
-  bash firmware/build.sh >&2
   ZEROSTART_FIRMWARE_DIR="$(bash firmware/build.sh --print-dir)"
   export ZEROSTART_FIRMWARE_DIR
-  wait_until 120 "the SLO pool to be clean before the launch run ($pool_dir/pool.log)" pool_clean
+  pool_clean launch
   "${SLO[@]}" --config tests/slo/launch.toml --out "$out-launch"
   check "$out-launch" pass
   python3 - "$out-launch" <<'PY'
@@ -121,7 +113,7 @@ print(f"test-slo: {sc['name']}: {len(sc['reps'])} boots through zerostart launch
       f"memory_ready max {max(x['phases']['memory_ready'] for x in sc['reps']):.1f} ms")
 PY
 
-  wait_until 120 "the SLO pool to be clean before the pool run ($pool_dir/pool.log)" pool_clean
+  pool_clean pool
   "${SLO[@]}" --config tests/slo/pool.toml --out "$out-pool"
   check "$out-pool" pass
 else

@@ -25,8 +25,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import zshint  # noqa: E402
+import zshint
 
 MiB = zshint.MiB
 GiB = zshint.GiB

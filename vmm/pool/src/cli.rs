@@ -102,6 +102,15 @@ pub struct StatusArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Wait until every region is clean (none dirty, scrubbing or leased),
+    /// then print the status. A socket that does not answer yet is asked
+    /// again: scripts start the daemon in the background and wait at once.
+    /// Fails with one line after --timeout.
+    #[arg(long)]
+    pub wait_clean: bool,
+    /// Seconds --wait-clean waits at most.
+    #[arg(long, default_value_t = 300, requires = "wait_clean")]
+    pub timeout: u64,
 }
 
 /// `zerostart pool lease`.
@@ -219,8 +228,47 @@ fn gib(b: u64) -> String {
     format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
 }
 
+/// How often --wait-clean asks the daemon.
+const WAIT_CLEAN_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Asks the daemon until every byte is clean or `timeout` has passed. Why
+/// here and not in each script: the test scripts had four shell loops that
+/// scraped `clean_bytes` out of the JSON, each with its own bound.
+fn wait_clean(
+    socket: &std::path::Path,
+    timeout: std::time::Duration,
+) -> Result<crate::proto::Status, Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last = match crate::client::status(socket) {
+            Ok(s) if s.clean_bytes == s.size_bytes => return Ok(s),
+            Ok(s) => format!(
+                "clean {} of {} bytes (dirty {}, scrubbing {}, leased {})",
+                s.clean_bytes, s.size_bytes, s.dirty_bytes, s.scrubbing_bytes, s.leased_bytes
+            ),
+            // Not listening yet (or any more): ask again until the deadline.
+            Err(e @ (Error::Connect { .. } | Error::Io { .. } | Error::Protocol(_))) => {
+                e.to_string()
+            }
+            Err(e) => return Err(e),
+        };
+        if Instant::now() >= deadline {
+            return Err(Error::NotClean {
+                socket: socket.to_path_buf(),
+                secs: timeout.as_secs(),
+                last,
+            });
+        }
+        std::thread::sleep(WAIT_CLEAN_POLL);
+    }
+}
+
 fn status(a: &StatusArgs) -> Result<(), Error> {
-    let s = crate::client::status(&a.socket)?;
+    let s = if a.wait_clean {
+        wait_clean(&a.socket, std::time::Duration::from_secs(a.timeout))?
+    } else {
+        crate::client::status(&a.socket)?
+    };
     if a.json {
         println!(
             "{}",

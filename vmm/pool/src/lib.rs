@@ -129,6 +129,16 @@ pub enum Error {
     /// The peer broke the protocol.
     #[error("pool protocol error: {0}")]
     Protocol(String),
+    /// `pool status --wait-clean` ran out of time.
+    #[error("the pool at {socket} was not clean after {secs} s ({last}); see the daemon's log for why, or raise --timeout")]
+    NotClean {
+        /// Socket path.
+        socket: PathBuf,
+        /// The --timeout.
+        secs: u64,
+        /// The last status (or connection error) seen.
+        last: String,
+    },
     /// The daemon refused a request (its message says why and what to do).
     #[error("the pool refused: {0}")]
     Refused(String),

@@ -46,15 +46,8 @@ pub fn find_binary(s: &Scenario) -> Result<PathBuf, String> {
         return Ok(b.clone());
     }
     if let Some(n) = &s.nested {
-        which("python3").ok_or("python3 is not on PATH (the nested host harness needs it)")?;
-        return if n.harness.is_file() {
-            Ok(n.harness.clone())
-        } else {
-            Err(format!(
-                "{} is missing (no nested test host in this tree)",
-                n.harness.display()
-            ))
-        };
+        // Never a skip: read_nested fails every run when the report is missing.
+        return Ok(n.report.clone());
     }
     if s.vmm == Vmm::Zerostart {
         if let Some(b) = find_zerostart() {
@@ -519,17 +512,19 @@ pub fn run_rep(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> RepResult {
     res
 }
 
-/// Runs a nested-host scenario `repetitions` times in one L2 boot
-/// (`tests/nested-host/run.py e2e --only NAME --repeat N`) and turns each
-/// run's zerostart timeline into a boot result (phases as for zerostart:
-/// times inside L2, from zerostart's process start).
-pub fn run_nested(s: &Scenario, harness: &Path, work: &Path) -> Vec<RepResult> {
+/// The runs of a nested-host scenario, from the report of
+/// `tests/nested-host/run.py e2e --only NAME --repeat N --report PATH`
+/// (make runs it; `make slo-nested`), each run's zerostart timeline turned
+/// into a boot result (phases as for zerostart: times inside L2, from
+/// zerostart's process start). The harness's console log is next to the
+/// report (`PATH` with `.console.log`).
+pub fn read_nested(s: &Scenario) -> Vec<RepResult> {
     let n = s
         .nested
         .as_ref()
         .expect("nested scenarios have a nested config");
-    let report = work.join(format!("{}.nested-report.json", s.name));
-    let log = work.join(format!("{}.nested.log", s.name));
+    let report = &n.report;
+    let log = report.with_extension("console.log");
     let fail_all = |why: String| -> Vec<RepResult> {
         (0..s.repetitions)
             .map(|rep| RepResult {
@@ -543,67 +538,18 @@ pub fn run_nested(s: &Scenario, harness: &Path, work: &Path) -> Vec<RepResult> {
             })
             .collect()
     };
-    let _ = std::fs::remove_file(&report);
-    let out = match std::fs::File::create(&log) {
-        Ok(f) => f,
-        Err(e) => return fail_all(format!("creating {}: {e}", log.display())),
-    };
-    let err = match out.try_clone() {
-        Ok(f) => f,
-        Err(e) => return fail_all(format!("{}: {e}", log.display())),
-    };
-    let mut cmd = Command::new("python3");
-    cmd.arg(harness)
-        .args(["e2e", "--only", &n.scenario])
-        .args(["--repeat", &s.repetitions.to_string()])
-        .arg("--report")
-        .arg(&report);
-    if let Some(v) = &n.vmm {
-        cmd.args(["--vmm", v]);
-    }
-    if let Some(root) = harness
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-    {
-        cmd.current_dir(root);
-    }
-    cmd.stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return fail_all(format!("starting {}: {e}", harness.display())),
-    };
-    let pid = child.id() as i32;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
-    // The L2 image build (cached after the first) and L2 boot come on top
-    // of the scenarios themselves.
-    let limit = s.timeout * s.repetitions + std::time::Duration::from_secs(900);
-    if rx.recv_timeout(limit).is_err() {
-        // SAFETY: signalling the process group we created.
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-        let _ = rx.recv();
-        return fail_all(format!(
-            "nested host run timed out after {} s; see {}",
-            limit.as_secs(),
-            log.display()
-        ));
-    }
-    let doc: serde_json::Value = match std::fs::read_to_string(&report)
+    let doc: serde_json::Value = match std::fs::read_to_string(report)
         .map_err(|e| e.to_string())
         .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
     {
         Ok(d) => d,
         Err(e) => {
             return fail_all(format!(
-                "nested host wrote no report {} ({e}); see {}",
+                "no nested host report {} ({e}); run `tests/nested-host/run.py e2e --only {} --repeat {} --report {}` first (make slo-nested does)",
                 report.display(),
-                log.display()
+                n.scenario,
+                s.repetitions,
+                report.display()
             ))
         }
     };
@@ -651,6 +597,14 @@ pub fn run_nested(s: &Scenario, harness: &Path, work: &Path) -> Vec<RepResult> {
                 .as_array()
                 .map(|f| f.iter().map(|x| x.to_string()).collect())
                 .unwrap_or_default();
+            if let Some(want) = n.vmm.as_deref().filter(|w| run["vmm"].as_str() != Some(w)) {
+                r.error = Some(format!(
+                    "nested run {} used vmm {}, the config asks for {want}; run the harness with --vmm {want}",
+                    run["name"].as_str().unwrap_or("?"),
+                    run["vmm"]
+                ));
+                return r;
+            }
             if run["passed"].as_bool() != Some(true) || !failures.is_empty() {
                 r.error = Some(format!(
                     "nested scenario {} failed: {}",

@@ -1,22 +1,18 @@
-#!/usr/bin/env python3
-"""Unit tests of build.py's pieces that need no network: the cpio writer
+"""Unit tests of zstest.l2image's pieces that need no network: the cpio writer
 (device nodes without mknod, reproducible bytes, readable by GNU cpio and
 by the kernel's concatenated-archive rule) and the lock-file parser.
-Run: python3 tests/nested-host/test_build.py
+Run: python3 -m unittest zstest.test_l2image (PYTHONPATH=tests; make does)
 """
 
 import gzip
 import io
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import build  # noqa: E402
+from zstest import l2image as build
 
 
 def sample() -> build.Cpio:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Builds the nested KVM test host (the "L2" image) from Debian packages.
 
 Why this exists: the machines zerostart is developed on expose a software KVM
@@ -13,9 +12,12 @@ $ZEROSTART_CACHE/nested/:
                                L3 kernels, L3 initramfs, scenario script
   l2-<hash>/manifest.json      what went in (paths, hashes, package versions)
 
-The scenario list is not part of the image: run.py appends it as a second
-cpio archive at boot (the kernel unpacks concatenated archives), so changing
-scenarios never rebuilds the image. Python 3 standard library only.
+The scenario list is not part of the image: the harness appends it as a
+second cpio archive at boot (the kernel unpacks concatenated archives, see
+zstest.qemu.boot_l2), so changing scenarios never rebuilds the image.
+Python 3 standard library only.
+
+  python3 -m zstest.l2image [--zerostart PATH] [--no-qemu] [--fetch-only]
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
+# The files L2 runs (l2-*.sh, scenario.sh) and the pinned versions.
+HERE = REPO / "tests" / "nested-host"
 GUEST_INIT = REPO / "tests" / "guest-init"
 LOCK = HERE / "versions.lock"
 

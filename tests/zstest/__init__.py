@@ -1,0 +1,21 @@
+"""zerostart's host-side test harness: one package for every Python driver.
+
+Why one package: the nested-host e2e, launch and demo harnesses, the
+firmware-boot runs and the pool's nested bench each had their own QEMU
+start, serial reader, L2 image import (by sys.path edits) and parsers.
+They now share:
+
+  zstest.l2image   the nested test host's image (Debian packages, cached)
+  zstest.qemu      the one QEMU boot-and-read-serial driver (boot_l2, Console)
+  zstest.probe     the one probe-boot-and-judge helper (zerostart run on /dev/kvm)
+  zstest.timeline  the checked schema of zerostart's --timeline JSON
+  zstest.sizes     the one size parser ("4G", "512M", "0x1000")
+  zstest.fakes     test doubles for the drivers' unit tests
+
+make puts tests/ on PYTHONPATH once (the Makefile); outside make run
+`PYTHONPATH=tests python3 ...`. Python 3 standard library only.
+"""
+
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the work tree

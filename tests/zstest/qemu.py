@@ -1,0 +1,175 @@
+"""The one QEMU boot-and-read-serial driver of the harness.
+
+Why one: the e2e, launch/demo, firmware-boot and pool-bench harnesses each
+started the nested test host (L2) under QEMU TCG and read its serial console
+with their own reader, timeouts and kill; one of them polled a non-blocking
+pipe. Every harness now boots L2 with `boot_l2` and reads lines with
+`Console.next(deadline)`: every wait has a deadline, the whole QEMU process
+group is killed however the harness ends, and the console goes to a log.
+
+  with boot_l2(manifest, extra, l2_mem_mib, hugepages, log=path) as con:
+      line = con.next(deadline)   # str; None at EOF; TimeoutError past deadline
+
+`extra` (an l2image.Cpio) is appended to the cached L2 initramfs as a second
+archive (the kernel unpacks concatenated archives), so scenario lists and
+test binaries never rebuild the image.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator, TextIO
+
+from zstest import l2image
+
+# The L2 CPU: AMD with SVM so kvm-amd loads. ZSE2E_L2_CPU overrides (experiments).
+L2_CPU = os.environ.get("ZSE2E_L2_CPU", "EPYC,+svm")
+# This machine backs its own memory lazily: the first touch of a page costs
+# ~2.5 s/GiB. Without prealloc the first scenario that fills 4 GiB in L2 paid
+# that inside zerostart's memory_ready (21.8 s vs 3.7 s on reuse), which is the
+# outer host's cost, not zerostart's. QEMU touches L2's RAM up front instead.
+PREALLOC = [] if os.environ.get("ZSE2E_L2_PREALLOC", "on") == "off" else ["-mem-prealloc"]
+# What QEMU prints when TCG or QEMU itself gives up (cpu_abort, g_assert, assert()).
+L2_ABORT_RE = re.compile(r"^(qemu: fatal:|qemu-system-x86_64: .*(ssertion|fatal|tcg)|\*\*\s*ERROR:.*|.*: Assertion .* failed\.)")
+MIB = 1 << 20
+L2_BOOT_TIMEOUT_S = 180  # L2 boot to "kvm ready" under TCG (normally ~5-15 s)
+
+
+class Console:
+    """Reads a child's stdout on a thread so every wait can have a deadline.
+    `log` is a path (written from the start) or an open file (appended to,
+    left open: a harness that boots L2 several times keeps one log)."""
+
+    def __init__(self, proc: subprocess.Popen, log: Path | TextIO, echo: bool):
+        self.proc, self.q = proc, queue.Queue()
+        self.owns_log = not hasattr(log, "write")
+        self.log = open(log, "w", errors="replace") if self.owns_log else log
+        self.echo = echo
+        self.lines: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for raw in iter(self.proc.stdout.readline, b""):
+            self.q.put(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", ""))
+        self.q.put(None)
+
+    def next(self, deadline: float) -> str | None:
+        """Next line, None at EOF; raises TimeoutError past `deadline`."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        try:
+            line = self.q.get(timeout=left)
+        except queue.Empty:
+            raise TimeoutError from None
+        if line is not None:
+            self.lines.append(line)
+            self.log.write(line + "\n")
+            self.log.flush()
+            if self.echo:
+                print(f"  | {line}", flush=True)
+        return line
+
+    def exit_code(self, wait_s: float = 5) -> int | None:
+        """QEMU's exit status once it has ended (None if it is still running after `wait_s`)."""
+        try:
+            return self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def abort_line(self, rc: int | None) -> str | None:
+        """The line by which the L2 QEMU reported its own abort, when it exited
+        non-zero with one: proof that a failure happened outside every guest."""
+        return l2_abort(self.lines, rc)
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group (QEMU and its helpers) and reap it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def l2_abort(lines: list[str], rc: int | None) -> str | None:
+    """See Console.abort_line."""
+    if rc is None or rc == 0:
+        return None
+    return next((ln for ln in reversed(lines) if L2_ABORT_RE.match(ln)), None)
+
+
+def qemu_binary() -> tuple[str, list[str]]:
+    """The pinned QEMU (see tests/nested-host/versions.lock for why not the
+    machine's 7.2) and its data dirs; ZSE2E_L2_QEMU=/path/qemu-system-x86_64
+    with ZSE2E_L2_QEMU_DATA=dir:dir overrides."""
+    if os.environ.get("ZSE2E_L2_QEMU"):
+        return os.environ["ZSE2E_L2_QEMU"], [d for d in os.environ.get("ZSE2E_L2_QEMU_DATA", "").split(":") if d]
+    q, dirs = l2image.pinned_qemu()
+    return str(q), [str(d) for d in dirs]
+
+
+def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: int, append: str = "",
+               accel: str = "tcg,thread=multi", prealloc: list[str] | None = None) -> list[str]:
+    """The QEMU command line that boots L2."""
+    qemu, data = qemu_binary()
+    datadirs = [x for d in data for x in ("-L", d)]
+    # init_on_alloc=0 in L2 (the test bed, not the system under test): Debian's
+    # default init_on_alloc=1 made reserving 4 GiB of hugepages at boot take 11 s under TCG.
+    return [qemu, *datadirs, "-accel", accel, "-cpu", L2_CPU, "-m", f"{l2_mem}M",
+            "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
+            "-serial", "stdio", "-monitor", "none", "-no-reboot", *(PREALLOC if prealloc is None else prealloc),
+            "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
+            "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
+            + (append + " " if append else "")
+            + os.environ.get("ZSE2E_L2_APPEND", "")]
+
+
+def l2_memory(manifest: dict, guest_mib: int) -> tuple[int, int]:
+    """L2's RAM (MiB) and 2M hugepages for guests (or a pool) of `guest_mib`:
+    the guest memory, L2's own 1.5 GiB and room for its initramfs twice."""
+    init_mib = Path(manifest["initramfs"]).stat().st_size // MIB
+    return guest_mib + 32 + 1536 + 2 * init_mib, guest_mib // 2 + 16
+
+
+@contextlib.contextmanager
+def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *, log: Path | TextIO,
+            smp: int = 2, append: str = "", echo: bool = False, accel: str = "tcg,thread=multi",
+            prealloc: list[str] | None = None) -> Iterator[Console]:
+    """Boots L2 with `extra` appended to its initramfs and yields its Console;
+    QEMU is killed and the temporary initrd removed on the way out."""
+    tmp = Path(tempfile.mkdtemp(prefix="zstest-l2-"))
+    try:
+        initrd = tmp / "initrd.cpio"
+        shutil.copyfile(manifest["initramfs"], initrd)
+        with open(initrd, "ab") as f:
+            extra.write(f)
+        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc)
+        if isinstance(log, Path):
+            log.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        con = None
+        try:
+            con = Console(proc, log, echo)
+            yield con
+        finally:
+            kill(proc)  # whatever happened, L2 does not outlive the harness
+            if con and con.owns_log:
+                con.log.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
