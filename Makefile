@@ -30,7 +30,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 # Every crate's tests run once in `make test`: test-fast runs them all
 # (cargo test --workspace) and `test` calls the area targets with
-# CRATE_TESTS=0; an area target called alone (make test-kvm) runs its own
+# CRATE_TESTS=0; an area target called alone (make test-vmm) runs its own
 # crates' tests too. $(call crate_tests,-p CRATE ...) is that step.
 CRATE_TESTS ?= 1
 crate_tests = $(if $(filter 1,$(CRATE_TESTS)),$(CARGO) test --locked $(1),@echo "crate tests $(1): run once, by test-fast")

@@ -63,7 +63,7 @@ if [ "$MODE" = build ] && [ -f "$OUT/bzImage" ] && [ -f "$OUT/bzImage-noprezero"
 fi
 
 # One builder at a time on the shared tree and build dir: test-kernel,
-# test-e2e and test-fwboot all call this script, and two of them applying
+# test-nested-host and test-firmware-boot all call this script, and two of them applying
 # the series or running Kbuild in one O= dir at once corrupt each other's
 # work. A --dev build in its own ZEROSTART_KERNEL_DEV_ROOT needs no lock.
 mkdir -p "$CACHE"

@@ -461,7 +461,7 @@ def l3_kernel_name(kernels: dict) -> str:
     if "patched" in kernels:
         return "patched"
     if os.environ.get("E2E_KERNEL") == "patched":
-        # `make test-e2e` asked for the kernel under test: testing stock instead would pass without it.
+        # `make test-nested-host` asked for the kernel under test: testing stock instead would pass without it.
         raise build.BuildError("E2E_KERNEL=patched but no patched guest kernel is built "
                                "(guest-kernel-patches/build.sh --print names none); build it with `make kernel`, "
                                "or run with E2E_KERNEL=stock to test stock Debian 6.12 on purpose")

@@ -59,7 +59,7 @@ failures=()
 # matching VERDICT_REGEX and, when --verify-hint was given, the timeline
 # must show every hinted byte verified; otherwise zerostart's stderr must
 # match VERDICT_REGEX. The boot and the judging are zstest.probe's (shared
-# with tests/kvm/run.sh).
+# with tests/vmm/run.sh).
 export ZEROSTART_BIN="$Z" PROBE_BZIMAGE="$K" WORK="$work"
 boot() {
   local name=$1 want_rc=$2 want=$3

@@ -499,7 +499,7 @@ def default_l3_kernels() -> dict[str, Path]:
     own; `make` the kernel area first). Without either, run.py falls back to
     stock Debian 6.12 for the "kernel under test" and says so.
     """
-    if os.environ.get("E2E_KERNEL") == "stock":  # `make test-e2e E2E_KERNEL=stock`
+    if os.environ.get("E2E_KERNEL") == "stock":  # `make test-nested-host E2E_KERNEL=stock`
         return {}
     env = os.environ.get("ZS_L3_KERNEL")
     if env:

@@ -1,7 +1,7 @@
 """The one probe-boot-and-judge helper: boots the probe guest (tests/probe)
 through `zerostart run` on this host's /dev/kvm and judges the run.
 
-Why one: tests/kvm/run.sh and tests/redteam/run.sh each had their own boot
+Why one: tests/vmm/run.sh and tests/redteam/run.sh each had their own boot
 loop with the same judging (exit code, exactly one ZSPROBE verdict line,
 its text, the timeline), which had drifted (one checked the timeline, the
 other only --verify-hint). Both suites are case tables that call this.

@@ -1,5 +1,5 @@
 //! hugetlb backings against the real kernel. They need free 2 MiB hugepages
-//! (and root to mount hugetlbfs): `make test-memdev` reserves them around
+//! (and root to mount hugetlbfs): `make test-guestmem` reserves them around
 //! the run and sets ZEROSTART_REQUIRE_HUGEPAGES=1, which turns a missing
 //! resource into a failure instead of a skip.
 
@@ -29,7 +29,7 @@ fn memfd_hugetlb_is_zero_and_hinted_with_2m_pages() {
     }
 }
 
-/// 1 GiB pages: `make test-memdev` tries to reserve one, but a fragmented
+/// 1 GiB pages: `make test-guestmem` tries to reserve one, but a fragmented
 /// host may not have a free contiguous GiB, so this one only skips.
 #[test]
 fn memfd_hugetlb_1g() {

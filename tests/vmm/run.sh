@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# make test-kvm: boots the bare-metal probe guest through `zerostart run` on
+# make test-vmm: boots the bare-metal probe guest through `zerostart run` on
 # /dev/kvm with each memory backing, with and without the pre-zeroed hint,
 # with a corrupted and a dirty hint, several vCPUs and RAM above the 3 GiB
 # hole, and checks the probe's verdict line and the timeline JSON.
 #
-#   tests/kvm/run.sh [CASE...]     (default: every case)
+#   tests/vmm/run.sh [CASE...]     (default: every case)
 #
 # Needs root for the 2M hugepage cases: the pool is grown and given back on
 # exit, even on failure or a signal (tests/lib/hugepages.sh).
@@ -16,17 +16,17 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 
 if [ ! -c /dev/kvm ]; then
-  echo "test-kvm: /dev/kvm is missing; these tests need KVM (load kvm_intel/kvm_amd)" >&2
+  echo "test-vmm: /dev/kvm is missing; these tests need KVM (load kvm_intel/kvm_amd)" >&2
   exit 1
 fi
 
 # Built by make (scripts build nothing): the release zerostart and the probe.
-Z="${ZEROSTART_BIN:?set ZEROSTART_BIN to a release zerostart (make test-kvm builds it)}"
+Z="${ZEROSTART_BIN:?set ZEROSTART_BIN to a release zerostart (make test-vmm builds it)}"
 K="${PROBE_BZIMAGE:?set PROBE_BZIMAGE to the probe guest (make probe builds it)}"
-[ -x "$Z" ] && [ -f "$K" ] || { echo "test-kvm: $Z or $K missing; run make test-kvm" >&2; exit 1; }
+[ -x "$Z" ] && [ -f "$K" ] || { echo "test-vmm: $Z or $K missing; run make test-vmm" >&2; exit 1; }
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-test-kvm.XXXXXX")"
-hugepages_who=test-kvm
+work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-test-vmm.XXXXXX")"
+hugepages_who=test-vmm
 # shellcheck source=../lib/hugepages.sh
 source "$root/tests/lib/hugepages.sh"
 hugepages_on_exit 'rm -rf "$work"'
@@ -109,14 +109,14 @@ for c in "${cases[@]}"; do
       run_case 4g 0 "^ZSPROBE: PASS hint=valid ranges=2 " "j['memory_bytes'] == 4096*$MIB and j['prezero']['hint_ranges'] == 2" -- \
         --memory size=4G --cmdline "$cmd_valid" ;;
     *)
-      echo "test-kvm: unknown case $c" >&2
+      echo "test-vmm: unknown case $c" >&2
       exit 2 ;;
   esac
 done
 
-echo "test-kvm: $passed passed, $failed failed"
+echo "test-vmm: $passed passed, $failed failed"
 echo "$passed passed, $failed failed"
 if [ "$failed" -gt 0 ]; then
-  echo "test-kvm: failed cases: ${failures[*]}" >&2
+  echo "test-vmm: failed cases: ${failures[*]}" >&2
   exit 1
 fi

@@ -1,5 +1,6 @@
-# Guest memory (vmm/guestmem) and legacy devices (vmm/devices). See docs/memory.md.
-#   make test-memdev     crate tests, incl. hugetlb memfd/hugetlbfs tests with
+# Guest memory (vmm/guestmem, vmm/hostmem). See docs/memory.md. (The devices
+# crate's tests run with the VMM's, in mk/vmm.mk.)
+#   make test-guestmem     crate tests, incl. hugetlb memfd/hugetlbfs tests with
 #                        2 MiB hugepages reserved for the run and given back
 #   make bench-prefault  NT engine vs MADV_POPULATE_WRITE prefault per backing
 #                        (PREFAULT_SIZE, PREFAULT_REPS), hugepages reserved likewise;
@@ -7,9 +8,9 @@
 #                        MADV_POPULATE_WRITE rule at PREFAULT_CH_SIZES GiB
 #                        (THP and 2M hugetlb; reserves the largest size)
 
-TEST_TARGETS += test-memdev
+TEST_TARGETS += test-guestmem
 
-MEMDEV_HUGEPAGES := vmm/guestmem/scripts/with-hugepages.sh
+GUESTMEM_HUGEPAGES := vmm/guestmem/scripts/with-hugepages.sh
 PREFAULT_SIZE ?= 2G
 PREFAULT_REPS ?= 5
 PREFAULT_CH_SIZES ?= 1,4,8
@@ -20,25 +21,25 @@ PREFAULT_CH_2M_PAGES = $(shell python3 -c "print(max(int(x) for x in '$(PREFAULT
 PREFAULT_2M_PAGES = $(shell python3 -m zstest.sizes --pages 2048 $(PREFAULT_SIZE))
 PREFAULT_1G_PAGES = $(shell python3 -m zstest.sizes --pages 1048576 $(PREFAULT_SIZE))
 
-.PHONY: test-memdev bench-prefault
+.PHONY: test-guestmem bench-prefault
 
 # A missing hugepage pool or hugetlbfs mount fails the run instead of
 # skipping the hugetlb tests (ZEROSTART_REQUIRE_HUGEPAGES=1, from the Makefile).
-test-memdev: deps
+test-guestmem: deps
 ifeq ($(CRATE_TESTS),1)
-	$(CARGO) clippy -p guestmem -p devices --all-targets -- -D warnings
-	$(CARGO) test --locked -p devices
-	bash $(MEMDEV_HUGEPAGES) 2048 64 -- bash $(MEMDEV_HUGEPAGES) 1048576 1 -- \
+	$(CARGO) clippy -p guestmem -p hostmem --all-targets -- -D warnings
+	$(CARGO) test --locked -p hostmem
+	bash $(GUESTMEM_HUGEPAGES) 2048 64 -- bash $(GUESTMEM_HUGEPAGES) 1048576 1 -- \
 	  $(CARGO) test --locked -p guestmem
 else
-	@echo "crate tests and clippy of guestmem, devices: run once, by test-fast"
+	@echo "crate tests and clippy of guestmem, hostmem: run once, by test-fast"
 endif
 
 bench-prefault: deps
 	$(CARGO) build --release -p guestmem --example prefault_bench
-	bash $(MEMDEV_HUGEPAGES) 2048 $(PREFAULT_2M_PAGES) -- \
-	  bash $(MEMDEV_HUGEPAGES) 1048576 $(PREFAULT_1G_PAGES) -- \
+	bash $(GUESTMEM_HUGEPAGES) 2048 $(PREFAULT_2M_PAGES) -- \
+	  bash $(GUESTMEM_HUGEPAGES) 1048576 $(PREFAULT_1G_PAGES) -- \
 	  $(TARGET_DIR)/release/examples/prefault_bench $(PREFAULT_SIZE) $(PREFAULT_REPS)
 	$(CARGO) build --release -p guestmem --example prefault_vs_ch
-	bash $(MEMDEV_HUGEPAGES) 2048 $(PREFAULT_CH_2M_PAGES) -- \
+	bash $(GUESTMEM_HUGEPAGES) 2048 $(PREFAULT_CH_2M_PAGES) -- \
 	  $(TARGET_DIR)/release/examples/prefault_vs_ch $(PREFAULT_CH_SIZES) $(PREFAULT_CH_REPS)

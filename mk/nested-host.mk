@@ -1,10 +1,10 @@
 # End-to-end tests on real KVM inside the nested test host, and `make demo`.
 # Owner: tests/nested-host, tests/guest-init. See docs/e2e.md.
-TEST_TARGETS += test-e2e
+TEST_TARGETS += test-nested-host
 
 E2E_PY = E2E_KERNEL=$(E2E_KERNEL) python3 tests/nested-host/run.py
 
-.PHONY: e2e-zerostart e2e-kernel test-e2e-units test-e2e demo e2e-image
+.PHONY: e2e-zerostart e2e-kernel test-nested-host-units test-nested-host demo e2e-image
 
 # The kernel under test in L3: the patched one from guest-kernel-patches/
 # (built once, cached by its inputs; the e2e scenarios are where its skip
@@ -31,7 +31,7 @@ e2e-zerostart: deps
 
 # Host-side units: the L3 guest's hint validator against the golden vectors,
 # a dry run of the guest's zero check, and the harness's judging/timeouts.
-test-e2e-units: deps
+test-nested-host-units: deps
 	@mkdir -p target/e2e
 	gcc -std=c11 -O2 -Wall -Wextra -Werror -I tests/vectors -o target/e2e/test_zshint \
 	  tests/guest-init/test_zshint.c tests/guest-init/zshint.c
@@ -47,7 +47,7 @@ test-e2e-units: deps
 e2e-image: deps e2e-zerostart
 	python3 -m zstest.l2image --zerostart $(ZEROSTART_STATIC) >/dev/null
 
-test-e2e: deps test-e2e-units e2e-zerostart e2e-kernel
+test-nested-host: deps test-nested-host-units e2e-zerostart e2e-kernel
 	$(E2E_PY) e2e --zerostart $(ZEROSTART_STATIC) $(E2E_ARGS)
 
 # The side-by-side of tests/nested-host/demo.py: stock QEMU, QEMU through
