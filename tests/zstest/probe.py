@@ -1,10 +1,12 @@
 """The one probe-boot-and-judge helper: boots the probe guest (tests/probe)
 through `zerostart run` on this host's /dev/kvm and judges the run.
 
-Why one: tests/vmm/run.sh and tests/redteam/run.sh each had their own boot
-loop with the same judging (exit code, exactly one ZSPROBE verdict line,
-its text, the timeline), which had drifted (one checked the timeline, the
-other only --verify-hint). Both suites are case tables that call this.
+Why one: the vmm and red-team suites each had their own boot loop with the
+same judging (exit code, exactly one ZSPROBE verdict line, its text, the
+timeline), which had drifted (one checked the timeline, the other only
+--verify-hint). Both suites are case tables (tests/vmm/cases.py,
+tests/redteam/cases.py) whose Boot rows zstest.suite runs through boot().
+One boot by hand:
 
   python3 -m zstest.probe NAME RC VERDICT [--check EXPR] [--phases P,...] -- zerostart-run-args...
 
@@ -65,6 +67,49 @@ def judge(rc: int, want_rc: int, want: str, serial: str, stderr: str, tl: dict |
     return None
 
 
+def log_stem(name: str) -> str:
+    """A file name for NAME's logs: only letters, digits, `.`, `_`, `+`, `-`.
+
+    Why: the log paths go into `--serial file=PATH`, a key=value list split
+    at commas, so a case named `anon-freed-dirty[thp=on,prefault=on]` used as
+    the file name made zerostart refuse the run ("unknown key 'prefault'").
+    """
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", name)
+
+
+def boot(name: str, want_rc: int, verdict: str, args: list[str], check: str | None = None, phases: tuple = (),
+         timeout: int = 300, *, zerostart: str, kernel: str, work: Path) -> bool:
+    """Boots the probe through `zerostart run ARGS`, judges it, prints
+    `ok   NAME: <verdict>` or `FAIL NAME: <why>` with stderr and serial log."""
+    log, tl_path, err = (work / f"{log_stem(name)}.{x}" for x in ("serial", "json", "stderr"))
+    for p in (log, tl_path):
+        p.unlink(missing_ok=True)
+    cmd = [zerostart, "run", "--kernel", kernel, "--serial", f"file={log}", "--timeline", str(tl_path), *args]
+    with open(err, "w") as ef:
+        try:
+            rc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stderr=ef, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    serial = log.read_text(errors="replace") if log.exists() else ""
+    stderr = err.read_text(errors="replace")
+    try:
+        tl = json.loads(tl_path.read_text()) if tl_path.exists() else None
+    except json.JSONDecodeError as e:
+        tl = {"unparsable": str(e)}
+    why = judge(rc, want_rc, verdict, serial, stderr, tl, list(args), check, tuple(phases))
+    if why is None:
+        line = next((ln for ln in serial.splitlines() if VERDICT_RE.match(ln)), None)
+        print(f"ok   {name}: {line or (stderr.strip().splitlines() or [''])[-1]}")
+        exits = [ln for ln in stderr.splitlines() if ln.startswith("zerostart: exit")]
+        if exits:
+            print(f"     {exits[-1]}")
+        sys.stdout.flush()
+        return True
+    print(f"FAIL {name}: {why}")
+    print(f"---- zerostart {' '.join(args)} (stderr)\n{stderr}---- serial log\n{serial}----", flush=True)
+    return False
+
+
 def main(argv: list[str]) -> int:
     if "--" not in argv:
         print("usage: python3 -m zstest.probe NAME RC VERDICT [--check EXPR] [--phases P,...] -- args...",
@@ -79,40 +124,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--phases", default="")
     ap.add_argument("--timeout", type=int, default=300)
     a = ap.parse_args(argv[:i])
-    args = argv[i + 1:]
     try:
         zs, kernel, work = os.environ["ZEROSTART_BIN"], os.environ["PROBE_BZIMAGE"], Path(os.environ["WORK"])
     except KeyError as e:
         print(f"zstest.probe: set {e.args[0]} (make passes ZEROSTART_BIN and PROBE_BZIMAGE; WORK is the log dir)",
               file=sys.stderr)
         return 2
-    log, tl_path, err = (work / f"{a.name}.{x}" for x in ("serial", "json", "stderr"))
-    for p in (log, tl_path):
-        p.unlink(missing_ok=True)
-    cmd = [zs, "run", "--kernel", kernel, "--serial", f"file={log}", "--timeline", str(tl_path), *args]
-    with open(err, "w") as ef:
-        try:
-            rc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stderr=ef, timeout=a.timeout).returncode
-        except subprocess.TimeoutExpired:
-            rc = 124
-    serial = log.read_text(errors="replace") if log.exists() else ""
-    stderr = err.read_text(errors="replace")
-    try:
-        tl = json.loads(tl_path.read_text()) if tl_path.exists() else None
-    except json.JSONDecodeError as e:
-        tl = {"unparsable": str(e)}
     phases = tuple(x for x in a.phases.split(",") if x)
-    why = judge(rc, a.rc, a.verdict, serial, stderr, tl, args, a.check, phases)
-    if why is None:
-        verdict = next((ln for ln in serial.splitlines() if VERDICT_RE.match(ln)), None)
-        print(f"ok   {a.name}: {verdict or (stderr.strip().splitlines() or [''])[-1]}")
-        exits = [ln for ln in stderr.splitlines() if ln.startswith("zerostart: exit")]
-        if exits:
-            print(f"     {exits[-1]}")
-        return 0
-    print(f"FAIL {a.name}: {why}")
-    print(f"---- zerostart {' '.join(args)} (stderr)\n{stderr}---- serial log\n{serial}----")
-    return 1
+    ok = boot(a.name, a.rc, a.verdict, argv[i + 1:], a.check, phases, a.timeout, zerostart=zs, kernel=kernel,
+              work=work)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -121,6 +121,11 @@ class Probe(unittest.TestCase):
                 self.assertIsNotNone(got)
                 self.assertIn(want, got)
 
+    def test_log_names_survive_the_serial_option(self):
+        # `--serial file=PATH` is a key=value list: no comma may reach it.
+        self.assertEqual(probe.log_stem("anon-freed-dirty[thp=on,prefault=on]"), "anon-freed-dirty_thp_on_prefault_on_")
+        self.assertEqual(probe.log_stem("size-3145724K"), "size-3145724K")
+
 
 class Sizes(unittest.TestCase):
     def test_units_and_bases(self):
