@@ -11,7 +11,8 @@
 #                       negative controls (about 2 minutes; needs root and
 #                       /dev/kvm)
 #
-# REDTEAM_CASES=... limits the hunt to some cases (see tests/redteam/run.sh).
+# REDTEAM_CASES=... limits the hunt to some cases of the table in
+# tests/redteam/cases.py (python3 tests/redteam/cases.py --list names them).
 
 REDTEAM_CASES ?=
 TEST_TARGETS += test-redteam
@@ -26,4 +27,4 @@ ifeq ($(CRATE_TESTS),1)
 else
 	@echo "redteam_* crate tests: run once, by test-fast"
 endif
-	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) bash tests/redteam/run.sh $(REDTEAM_CASES)
+	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) python3 tests/redteam/cases.py $(REDTEAM_CASES)

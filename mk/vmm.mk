@@ -9,7 +9,8 @@
 #                     and 4 GiB (about a minute after the build)
 #   make vmm-static   the statically linked binary for the nested test host
 #
-# VMM_CASES=... limits the probe boots to some cases (see tests/vmm/run.sh).
+# VMM_CASES=... limits the probe boots to some cases of the table in
+# tests/vmm/cases.py (python3 tests/vmm/cases.py --list names them).
 
 VMM_CASES ?=
 TEST_TARGETS += test-vmm
@@ -18,7 +19,7 @@ TEST_TARGETS += test-vmm
 
 test-vmm: deps zerostart-release probe
 	$(call crate_tests,-p arch -p devices -p options -p zerostart)
-	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) bash tests/vmm/run.sh $(VMM_CASES)
+	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) python3 tests/vmm/cases.py $(VMM_CASES)
 
 # The same binary as e2e-zerostart (mk/nested-host.mk).
 vmm-static: e2e-zerostart

@@ -1,6 +1,8 @@
 # shellcheck shell=bash
 # Hugepage pool handling for test scripts, in one place: grow a pool for a
 # run and give the pages back however the script ends.
+# The Python suites (zstest.suite) use tests/zstest/hugepages.py, a port
+# with the same rules and messages: keep the two in step.
 #
 #   source "$root/tests/lib/hugepages.sh"
 #   hugepages_on_exit cleanup           # the script's own cleanup (instead of `trap cleanup EXIT`)

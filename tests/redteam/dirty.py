@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Leaves host memory dirty for the leak hunt (tests/redteam/run.sh).
+"""Leaves host memory dirty for the leak hunt (tests/redteam/cases.py).
 
   dirty.py anon MIB          fill MIB of anonymous memory with a secret, exit
                              (the pages go back to the host allocator dirty)

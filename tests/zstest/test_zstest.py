@@ -1,4 +1,6 @@
-"""Unit tests of zstest.timeline (the timeline schema) and zstest.sizes.
+"""Unit tests of zstest.timeline (the timeline schema), zstest.sizes,
+zstest.probe's judging, the suite runner (zstest.suite) and its hugepage
+pools (zstest.hugepages).
 
 Why: the schema is what makes a renamed or missing timeline key fail by
 name in every harness; a checker that accepted anything would make those
@@ -6,14 +8,22 @@ checks ones that cannot fail, so each rule has a document that breaks it.
 Run: python3 -m unittest zstest.test_zstest (PYTHONPATH=tests; make does)
 """
 
+import contextlib
 import copy
+import io
 import json
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+import unittest.mock
+from pathlib import Path
 
-from zstest import probe, sizes, timeline
+from lib import make_test  # tests/lib/make_test.py: what `make test` counts
+from zstest import hugepages, probe, sizes, suite, timeline
+from zstest.suite import Boot, Case, Check, Group, Reserve, Setup, SkipUnless
 
 # The shape `zerostart run --timeline` writes (vmm/zerostart/src/main.rs).
 RUN = {
@@ -125,6 +135,221 @@ class Probe(unittest.TestCase):
         # `--serial file=PATH` is a key=value list: no comma may reach it.
         self.assertEqual(probe.log_stem("anon-freed-dirty[thp=on,prefault=on]"), "anon-freed-dirty_thp_on_prefault_on_")
         self.assertEqual(probe.log_stem("size-3145724K"), "size-3145724K")
+
+
+class FakePools:
+    """HugePages stand-in: grants reservations of the sizes in `have`."""
+
+    def __init__(self, have=(2048,)):
+        self.have, self.reserved, self.restored = set(have), [], 0
+
+    def reserve(self, kb, pages):
+        self.reserved.append((kb, pages))
+        return kb in self.have
+
+    def restore(self):
+        self.restored += 1
+
+
+class Suite(unittest.TestCase):
+    """zstest.suite: selection, step semantics, the summary make counts."""
+
+    TABLE = [
+        Case("a", Boot("a", 0, "^ok", ("--memory", "size=512M"))),
+        Case("b", Reserve(2048, 8), Boot("b", 1, "refused", ("--memory", "file={work}/f"))),
+        Case("loop", *(Group(Setup(f"fill-{i}", ("fill", str(i))), Boot(f"loop[{i}]", 0, "^ok", ())) for i in (1, 2))),
+        Case("big", SkipUnless("/nonexistent-1g", "no 1G hugepage support"), Boot("big-1", 0, "^ok", ())),
+        Case("frag", Reserve(1048576, 1, skip="fragmented host"), Boot("frag-1", 0, "^ok", ())),
+        Case("strict", Reserve(1048576, 1), Boot("strict-1", 0, "^ok", ())),
+        Case("chk", Check("size-zero", lambda w: (True, "file truncated to 0")),
+             Check("size-left", lambda w: (False, "4096 bytes left in the file"))),
+    ]
+
+    def run_cases(self, names=(), bad_boots=(), bad_setups=()):
+        boots, cmds = [], []
+
+        def boot(name, rc, verdict, args, check, phases):
+            boots.append((name, rc, verdict, args))
+            print(f"ok   {name}: fake" if name not in bad_boots else f"FAIL {name}: fake")
+            return name not in bad_boots
+
+        def run(argv, **kw):
+            cmds.append(argv)
+            return subprocess.CompletedProcess(argv, 1 if argv[0] in bad_setups or argv[-1] in bad_setups else 0,
+                                               "setup output\n")
+
+        with tempfile.TemporaryDirectory() as d:
+            work = Path(d) / "work"
+            work.mkdir()
+            pools = FakePools()
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                rc = suite.run_suite(suite.Runner("test-x", work, boot, pools, run), suite.select(self.TABLE, names))
+            self.assertFalse(work.exists(), "the scratch directory outlives the run")
+            self.assertEqual(pools.restored, 1)
+        return rc, out.getvalue(), err.getvalue(), boots, cmds, pools
+
+    def test_select(self):
+        self.assertEqual([c.name for c in suite.select(self.TABLE, [])], [c.name for c in self.TABLE])
+        self.assertEqual([c.name for c in suite.select(self.TABLE, ["loop", "a"])], ["loop", "a"])
+        with self.assertRaisesRegex(ValueError, "unknown case nope; cases: a b loop big"):
+            suite.select(self.TABLE, ["a", "nope"])
+
+    def test_table_problems(self):
+        self.assertEqual(suite.table_problems(self.TABLE), [])
+        dup = self.TABLE + [Case("a", Boot("a2", 0, "x", ())), Case("c", Group(Boot("loop[1]", 0, "x", ()))),
+                            Case("empty")]
+        got = suite.table_problems(dup)
+        self.assertEqual(len(got), 3, got)
+        self.assertIn("case a is in the table twice", got)
+        self.assertIn("Boot loop[1] (case c): the name is used twice", got)
+        self.assertIn("case empty has no steps", got)
+
+    def test_the_real_tables_are_well_formed(self):
+        # The suites' own tables (python3 tests/<area>/cases.py --list).
+        for area in ("vmm", "redteam"):
+            p = subprocess.run([sys.executable, f"tests/{area}/cases.py", "--list"], capture_output=True, text=True,
+                               cwd=Path(__file__).resolve().parents[2])
+            with self.subTest(area=area):
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertGreater(len(p.stdout.split()), 5)
+
+    def test_every_step_and_the_counts_make_sees(self):
+        rc, out, err, boots, cmds, pools = self.run_cases(bad_setups=("1",))
+        self.assertEqual(rc, 1)
+        lines = out.splitlines()
+        # {work} is the scratch directory.
+        self.assertTrue(boots[1][3][1].startswith("file=/") and boots[1][3][1].endswith("/work/f"), boots[1])
+        # A failed setup abandons its Group only: loop[1] never booted, loop[2] did.
+        self.assertIn("FAIL fill-1: setup step failed: fill 1", lines)
+        self.assertEqual([b[0] for b in boots], ["a", "b", "loop[2]"])
+        self.assertIn("SKIP big: no 1G hugepage support", lines)
+        self.assertIn("SKIP frag: fragmented host", lines)
+        self.assertIn("FAIL strict: could not reserve 1 free 1048576kB hugepages (the line above says why)", lines)
+        self.assertIn("ok   size-zero: file truncated to 0", lines)
+        self.assertIn("FAIL size-left: 4096 bytes left in the file", lines)
+        self.assertEqual(pools.reserved, [(2048, 8), (1048576, 1), (1048576, 1)])
+        self.assertEqual(lines[-1], "test-x: 4 passed, 3 failed, 2 skipped")
+        self.assertEqual(err.strip(), "test-x: failed cases: fill-1 strict size-left")
+        # tests/lib/make_test.py counts the same from these lines.
+        c, _ = make_test.count(out.splitlines(keepends=True), 0, rc)
+        self.assertEqual((c.passed, c.failed, c.skipped), (4, 3, 2))
+
+    def test_all_passing_selection(self):
+        rc, out, err, boots, _, _ = self.run_cases(names=["a", "loop"])
+        self.assertEqual(rc, 0)
+        self.assertEqual([b[0] for b in boots], ["a", "loop[1]", "loop[2]"])
+        self.assertEqual(out.splitlines()[-1], "test-x: 3 passed, 0 failed, 0 skipped")
+        self.assertEqual(err, "")
+
+    def test_a_failed_boot_fails_the_run(self):
+        rc, out, err, _, _, _ = self.run_cases(names=["a"], bad_boots=("a",))
+        self.assertEqual((rc, out.splitlines()[-1]), (1, "test-x: 0 passed, 1 failed, 0 skipped"))
+        c, _ = make_test.count(out.splitlines(keepends=True), 0, rc)
+        self.assertEqual((c.passed, c.failed), (0, 1))
+
+    def test_main_refuses_unknown_cases_before_running_any(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(suite.main("test-x", self.TABLE, ["a", "nope"]), 2)
+        self.assertIn("test-x: unknown case nope; cases: a b loop", err.getvalue())
+
+    def test_signal_restores_pools_and_removes_work(self):
+        # A real SIGTERM in the middle of a setup step: the child exits 143
+        # (as bash did) after giving the pages back and removing its work dir.
+        with tempfile.TemporaryDirectory() as d:
+            sysfs = Path(d) / "sysfs"
+            pool = sysfs / "hugepages-2048kB"
+            pool.mkdir(parents=True)
+            for f, v in (("nr_hugepages", 8), ("free_hugepages", 0), ("resv_hugepages", 0)):
+                (pool / f).write_text(f"{v}\n")
+            work = Path(d) / "work"
+            work.mkdir()
+            child = f"""
+from pathlib import Path
+from zstest import hugepages, suite
+pools = hugepages.HugePages("t", Path({str(sysfs)!r}))
+pools.added[2048] = 5  # as if reserve() had grown the pool 3 -> 8
+table = [suite.Case("slow", suite.Setup("slow", ("sh", "-c", "touch {{work}}/started; sleep 60")))]
+suite.run_suite(suite.Runner("t", Path({str(work)!r}), None, pools), table)
+"""
+            p = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+            deadline = time.monotonic() + 20
+            while not (work / "started").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            p.send_signal(signal.SIGTERM)
+            out, err = p.communicate(timeout=20)
+            self.assertEqual(p.returncode, 143, err)
+            self.assertEqual((pool / "nr_hugepages").read_text().strip(), "3")
+            self.assertIn("t: 2048kB hugepage pool restored to 3", err)
+            self.assertFalse(work.exists())
+
+
+class HugePagesPort(unittest.TestCase):
+    """zstest.hugepages on a fake sysfs: the bash helper's rules."""
+
+    def pool(self, d, nr, free, resv=0):
+        p = Path(d) / "hugepages-2048kB"
+        p.mkdir(parents=True, exist_ok=True)
+        for f, v in (("nr_hugepages", nr), ("free_hugepages", free), ("resv_hugepages", resv)):
+            (p / f).write_text(f"{v}\n")
+        return p
+
+    def test_missing_size_enough_free_and_restore(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = io.StringIO()
+            hp = hugepages.HugePages("t", Path(d), log)
+            self.assertFalse(hp.reserve(1048576, 1))
+            self.assertIn("t: this kernel has no 1048576kB hugepages", log.getvalue())
+            p = self.pool(d, 16, 16, resv=4)
+            self.assertEqual(hp.free(2048), 12)
+            self.assertTrue(hp.reserve(2048, 12))  # already free: the pool is not touched
+            self.assertEqual((p / "nr_hugepages").read_text(), "16\n")
+            hp.restore()
+            self.assertEqual((p / "nr_hugepages").read_text(), "16\n")
+
+    def test_a_kernel_that_finds_too_few_pages(self):
+        # free_hugepages does not follow the write: the kernel found no
+        # memory. What was written is recorded and given back all the same.
+        with tempfile.TemporaryDirectory() as d:
+            log = io.StringIO()
+            p = self.pool(d, 4, 1)
+            hp = hugepages.HugePages("t", Path(d), log)
+            self.assertFalse(hp.reserve(2048, 10))
+            self.assertEqual((p / "nr_hugepages").read_text(), "13\n")
+            self.assertIn("could only get 1 of 10 free 2048kB hugepages (pool 4 -> 13)", log.getvalue())
+            (p / "nr_hugepages").write_text("14\n")  # another process added one meanwhile: kept
+            hp.restore()
+            hp.restore()  # idempotent
+            self.assertEqual((p / "nr_hugepages").read_text(), "5\n")
+            self.assertEqual(log.getvalue().count("restored to 5"), 1)
+
+    def test_a_kernel_that_grants_the_pages(self):
+        class Kernel(hugepages.HugePages):
+            def free(self, kb):  # every page above the 4 in use is free
+                return self._read(kb, "nr_hugepages") - 4
+
+        with tempfile.TemporaryDirectory() as d:
+            log = io.StringIO()
+            p = self.pool(d, 6, 2)
+            hp = Kernel("t", Path(d), log)
+            self.assertTrue(hp.reserve(2048, 10))
+            self.assertTrue(hp.reserve(2048, 12))  # repeated reserves add up
+            self.assertEqual(hp.added, {2048: 10})
+            self.assertIn("t: 2048kB hugepage pool 6 -> 14 for 10 free pages", log.getvalue())
+            hp.restore()
+            self.assertEqual((p / "nr_hugepages").read_text(), "6\n")
+
+    def test_not_writable_says_the_fix(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = io.StringIO()
+            p = self.pool(d, 0, 0)
+            # Root may write a 0444 file, so the permission check is what is faked.
+            with unittest.mock.patch.object(hugepages.os, "access", return_value=False):
+                self.assertFalse(hugepages.HugePages("t", Path(d), log).reserve(2048, 3))
+            self.assertEqual((p / "nr_hugepages").read_text(), "0\n")
+            self.assertIn("is not writable (run as root, or: echo 3 | sudo tee", log.getvalue())
 
 
 class Sizes(unittest.TestCase):

@@ -1,0 +1,343 @@
+"""The one suite runner: runs the selected cases of a case table (the probe
+suites tests/vmm/cases.py and tests/redteam/cases.py) and counts them.
+
+Why: each suite was a bash `case` block around its own counters, setup
+steps, hugepage reservation and `python3 -m zstest.probe` per boot. A suite
+is now data: a list of Case rows, each a name (what `make test-vmm
+VMM_CASES=...` selects) and the steps it runs, in order:
+
+  Boot(name, rc, verdict, args, check, phases)
+      one probe boot through `zerostart run ARGS`, judged by zstest.probe
+  Setup(name, argv, show=False)
+      a command that must succeed for the case to mean anything (e.g.
+      dirty.py filling host memory with a secret); on failure: FAIL NAME
+      with its output, and the rest of the case (or Group) is abandoned
+  Reserve(kb, pages, skip=None)
+      at least PAGES free KB-sized hugepages (zstest.hugepages), given back
+      when the run ends however it ends; on failure FAIL, or with `skip`
+      SKIP and that reason (a host that cannot assemble a 1G page)
+  SkipUnless(path, reason)
+      SKIP the case with REASON unless PATH exists
+  Mount(path, fstype, options) / Unmount(path)
+      a mount for the case; any still mounted at the end is unmounted
+      before the hugepages are given back (its pages are free by then)
+  Check(name, fn)
+      fn(work) -> (ok, text): a check in Python, e.g. a file's size
+  Group(*steps)
+      steps whose Setup failing abandons only them (one of a loop's rounds)
+
+`{work}` in args and argv is the run's scratch directory (removed at the
+end). Lines printed are the ones tests/lib/make_test.py counts: `ok   NAME:`
+per passed boot or check, `FAIL NAME: why`, `SKIP CASE: reason`, then
+`SUITE: N passed, N failed, N skipped` and, on failure, the failed names on
+stderr; exit 0, 1 (a failure) or 2 (bad usage: unknown case, missing binary).
+
+  python3 tests/vmm/cases.py [--list] [CASE...]     (default: every case)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zstest import probe
+from zstest.hugepages import HugePages
+
+
+@dataclass(frozen=True)
+class Boot:
+    name: str
+    rc: int
+    verdict: str
+    args: tuple[str, ...]
+    check: str | None = None
+    phases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Setup:
+    name: str
+    argv: tuple[str, ...]
+    show: bool = False
+
+
+@dataclass(frozen=True)
+class Reserve:
+    kb: int
+    pages: int
+    skip: str | None = None
+
+
+@dataclass(frozen=True)
+class SkipUnless:
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Mount:
+    path: str
+    fstype: str
+    options: str
+
+
+@dataclass(frozen=True)
+class Unmount:
+    path: str
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    fn: Callable[[Path], tuple[bool, str]]
+
+
+@dataclass(frozen=True)
+class Group:
+    steps: tuple
+
+    def __init__(self, *steps):
+        object.__setattr__(self, "steps", steps)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    steps: tuple = field(default=())
+
+    def __init__(self, name: str, *steps):
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "steps", steps)
+
+
+def _leaves(steps):
+    for s in steps:
+        if isinstance(s, Group):
+            yield from _leaves(s.steps)
+        else:
+            yield s
+
+
+def table_problems(cases: Sequence[Case]) -> list[str]:
+    """What is wrong with a case table: a name twice (cases are selected by
+    name; boots, setups and checks name their logs and result lines)."""
+    bad, seen, results = [], set(), set()
+    for c in cases:
+        if c.name in seen:
+            bad.append(f"case {c.name} is in the table twice")
+        seen.add(c.name)
+        if not c.steps:
+            bad.append(f"case {c.name} has no steps")
+        for s in _leaves(c.steps):
+            if isinstance(s, (Boot, Setup, Check)):
+                if s.name in results:
+                    bad.append(f"{type(s).__name__} {s.name} (case {c.name}): the name is used twice")
+                results.add(s.name)
+    return bad
+
+
+def select(cases: Sequence[Case], names: Sequence[str]) -> list[Case]:
+    """The cases NAMES picks, in the order given; every case when empty."""
+    if not names:
+        return list(cases)
+    by = {c.name: c for c in cases}
+    unknown = [n for n in names if n not in by]
+    if unknown:
+        raise ValueError(f"unknown case {' '.join(unknown)}; cases: {' '.join(by)}")
+    return [by[n] for n in names]
+
+
+class _Abandon(Exception):
+    """The rest of the case (or Group) cannot mean anything."""
+
+
+class Runner:
+    """Runs cases and counts results. BOOT is zstest.probe.boot with the
+    binaries bound (a fake in unit tests), RUN subprocess.run."""
+
+    def __init__(self, suite: str, work: Path, boot: Callable[..., bool], pools: HugePages,
+                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run):
+        self.suite, self.work, self.boot, self.pools, self.run = suite, Path(work), boot, pools, run
+        self.passed = self.failed = self.skipped = 0
+        self.failures: list[str] = []
+        self.mounts: list[str] = []
+
+    def sub(self, s: str) -> str:
+        return s.replace("{work}", str(self.work))
+
+    def _ok(self, name: str, text: str) -> None:
+        self.passed += 1
+        print(f"ok   {name}: {text}", flush=True)
+
+    def _fail(self, name: str, text: str) -> None:
+        self.failed += 1
+        self.failures.append(name)
+        print(f"FAIL {name}: {text}", flush=True)
+
+    def run_case(self, case: Case) -> None:
+        try:
+            self._steps(case, case.steps)
+        except _Abandon:
+            pass
+
+    def _steps(self, case: Case, steps) -> None:
+        for s in steps:
+            if isinstance(s, Group):
+                try:
+                    self._steps(case, s.steps)
+                except _Abandon:
+                    pass
+            else:
+                self._step(case, s)
+
+    def _cmd(self, argv: Sequence[str]) -> subprocess.CompletedProcess:
+        return self.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        text=True, errors="replace")
+
+    def _step(self, case: Case, s) -> None:
+        if isinstance(s, Boot):
+            if self.boot(s.name, s.rc, s.verdict, [self.sub(a) for a in s.args], s.check, s.phases):
+                self.passed += 1
+            else:
+                self.failed += 1
+                self.failures.append(s.name)
+        elif isinstance(s, Setup):
+            argv = [self.sub(a) for a in s.argv]
+            p = self._cmd(argv)
+            if p.returncode != 0:
+                self._fail(s.name, f"setup step failed: {' '.join(argv)}")
+                print(p.stdout, end="", flush=True)
+                raise _Abandon
+            if s.show:
+                print(p.stdout, end="", flush=True)
+        elif isinstance(s, Reserve):
+            if self.pools.reserve(s.kb, s.pages):
+                return
+            if s.skip:
+                self.skipped += 1
+                print(f"SKIP {case.name}: {s.skip}", flush=True)
+            else:
+                self._fail(case.name, f"could not reserve {s.pages} free {s.kb}kB hugepages (the line above says why)")
+            raise _Abandon
+        elif isinstance(s, SkipUnless):
+            if not Path(self.sub(s.path)).exists():
+                self.skipped += 1
+                print(f"SKIP {case.name}: {s.reason}", flush=True)
+                raise _Abandon
+        elif isinstance(s, Mount):
+            path = self.sub(s.path)
+            os.makedirs(path, exist_ok=True)
+            p = self._cmd(["mount", "-t", s.fstype, "-o", s.options, "none", path])
+            if p.returncode != 0:
+                self._fail(case.name, f"mount -t {s.fstype} -o {s.options} none {path}: {p.stdout.strip()}")
+                raise _Abandon
+            self.mounts.append(path)
+        elif isinstance(s, Unmount):
+            path = self.sub(s.path)
+            p = self._cmd(["umount", path])
+            if p.returncode != 0:
+                self._fail(case.name, f"umount {path}: {p.stdout.strip()}")
+                raise _Abandon
+            self.mounts.remove(path)
+        elif isinstance(s, Check):
+            try:
+                ok, text = s.fn(self.work)
+            except OSError as e:
+                ok, text = False, str(e)
+            (self._ok if ok else self._fail)(s.name, text)
+        else:
+            raise TypeError(f"case {case.name}: {s!r} is not a suite step")
+
+    def cleanup(self) -> None:
+        """Mounts first (their hugetlbfs pages become free), then the scratch
+        directory, then the hugepages this run added."""
+        for m in reversed(self.mounts):
+            if self._cmd(["umount", m]).returncode != 0:
+                self._cmd(["umount", "-l", m])
+        self.mounts.clear()
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.pools.restore()
+
+    def summary(self) -> int:
+        print(f"{self.suite}: {self.passed} passed, {self.failed} failed, {self.skipped} skipped", flush=True)
+        if self.failed:
+            print(f"{self.suite}: failed cases: {' '.join(self.failures)}", file=sys.stderr, flush=True)
+            return 1
+        return 0
+
+
+def _exit_on_signal(signum, _frame):
+    # SystemExit unwinds through the runner's `finally` (and subprocess.run
+    # kills the boot or setup it was waiting for), with the shell's status.
+    raise SystemExit(128 + signum)
+
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run_suite(runner: Runner, cases: Sequence[Case]) -> int:
+    """Runs CASES; whatever ends the run (a failure, an exception, SIGINT,
+    SIGTERM, SIGHUP) runs runner.cleanup() before the process exits."""
+    old = {s: signal.signal(s, _exit_on_signal) for s in SIGNALS}
+    try:
+        for c in cases:
+            runner.run_case(c)
+        return runner.summary()
+    finally:
+        for s in SIGNALS:  # a second ^C must not cut the restore short
+            signal.signal(s, signal.SIG_IGN)
+        try:
+            runner.cleanup()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+
+def main(suite: str, cases: Sequence[Case], argv: Sequence[str], env: dict[str, str] | None = None) -> int:
+    """The entry point of a suite module: `python3 tests/<area>/cases.py [--list] [CASE...]`."""
+    ap = argparse.ArgumentParser(prog=suite, description=f"{suite}: the probe boots of its case table")
+    ap.add_argument("--list", action="store_true", help="print the case names and exit")
+    ap.add_argument("cases", nargs="*", metavar="CASE", help="cases to run, in this order (default: all)")
+    a = ap.parse_args(argv)
+    problems = table_problems(cases)
+    if problems:
+        for p in problems:
+            print(f"{suite}: case table: {p}", file=sys.stderr)
+        return 2
+    if a.list:
+        print("\n".join(c.name for c in cases))
+        return 0
+    try:
+        chosen = select(cases, a.cases)
+    except ValueError as e:
+        print(f"{suite}: {e}", file=sys.stderr)
+        return 2
+    try:
+        kvm = stat.S_ISCHR(os.stat("/dev/kvm").st_mode)
+    except OSError:
+        kvm = False
+    if not kvm:
+        print(f"{suite}: /dev/kvm is missing; these tests boot the probe guest on KVM (load kvm_intel or kvm_amd)",
+              file=sys.stderr)
+        return 1
+    zs, kernel = os.environ.get("ZEROSTART_BIN", ""), os.environ.get("PROBE_BZIMAGE", "")
+    if not (zs and os.access(zs, os.X_OK) and os.path.isfile(kernel)):
+        print(f"{suite}: ZEROSTART_BIN={zs!r} (a release zerostart) or PROBE_BZIMAGE={kernel!r} (the probe guest) "
+              f"is missing; run make {suite}, which builds both", file=sys.stderr)
+        return 2
+    os.environ.update(env or {})
+    work = Path(tempfile.mkdtemp(prefix=f"zerostart-{suite}."))
+
+    def boot(name, rc, verdict, args, check, phases):
+        return probe.boot(name, rc, verdict, args, check, phases, zerostart=zs, kernel=kernel, work=work)
+
+    return run_suite(Runner(suite, work, boot, HugePages(suite)), chosen)
