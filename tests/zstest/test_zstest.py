@@ -270,7 +270,7 @@ from pathlib import Path
 from zstest import hugepages, suite
 pools = hugepages.HugePages("t", Path({str(sysfs)!r}))
 pools.added[2048] = 5  # as if reserve() had grown the pool 3 -> 8
-table = [suite.Case("slow", suite.Setup("slow", ("sh", "-c", "touch {{work}}/started; sleep 60")))]
+table = [suite.Case("slow", suite.Setup("slow", ("sh", "-c", "touch {{work}}/started; exec sleep 60")))]
 suite.run_suite(suite.Runner("t", Path({str(work)!r}), None, pools), table)
 """
             p = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
