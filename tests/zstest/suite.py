@@ -46,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from zstest import probe
@@ -101,7 +101,7 @@ class Check:
     fn: Callable[[Path], tuple[bool, str]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Group:
     steps: tuple
 
@@ -109,10 +109,10 @@ class Group:
         object.__setattr__(self, "steps", steps)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Case:
     name: str
-    steps: tuple = field(default=())
+    steps: tuple
 
     def __init__(self, name: str, *steps):
         object.__setattr__(self, "name", name)
