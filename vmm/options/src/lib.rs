@@ -21,7 +21,7 @@ use guestmem::{Backing, HugePageSize, MemoryConfig, PrefaultMethod, Prezero};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An option list item without `=`.
-    #[error("--{opt}: '{item}' is not key=value; write e.g. --{opt} {example}")]
+    #[error("--{opt}: '{item}' is not key=value; write e.g. --{opt} {example} (a value that holds a comma must be double-quoted: key=\"a,b\")")]
     NotKeyValue {
         /// Option name.
         opt: &'static str,
@@ -31,7 +31,7 @@ pub enum Error {
         example: &'static str,
     },
     /// An unknown key.
-    #[error("--{opt}: unknown key '{key}'; valid keys: {valid}")]
+    #[error("--{opt}: unknown key '{key}'; valid keys: {valid} (a value that holds a comma must be double-quoted: key=\"a,b\")")]
     UnknownKey {
         /// Option name.
         opt: &'static str,
@@ -39,6 +39,14 @@ pub enum Error {
         key: String,
         /// Valid keys.
         valid: &'static str,
+    },
+    /// A double quote that is never closed.
+    #[error("--{opt}: '{value}' has an unterminated double quote; close it (key=\"a,b\")")]
+    UnterminatedQuote {
+        /// Option name.
+        opt: &'static str,
+        /// The whole option string.
+        value: String,
     },
     /// A key given twice: refused rather than "last one wins", so that a
     /// value appended by a script cannot silently override an earlier one.
@@ -67,6 +75,38 @@ pub enum Error {
     },
 }
 
+/// Splits an option string at the commas outside double quotes, as
+/// cloud-hypervisor's `option_parser` does, so that a value may hold a
+/// comma (`file="/tmp/a,b"`).
+fn split_items<'a>(opt: &'static str, s: &'a str) -> Result<Vec<&'a str>, Error> {
+    let (mut items, mut start, mut quoted) = (Vec::new(), 0, false);
+    for (i, c) in s.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                items.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if quoted {
+        return Err(Error::UnterminatedQuote {
+            opt,
+            value: s.to_string(),
+        });
+    }
+    items.push(&s[start..]);
+    Ok(items)
+}
+
+/// A value without the double quotes that let it hold a comma.
+fn unquote(v: &str) -> &str {
+    v.strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(v)
+}
+
 /// A parsed option list: the items of one option string, each a known
 /// key given at most once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,13 +126,17 @@ impl OptionList {
         example: &'static str,
     ) -> Result<Self, Error> {
         let mut items: Vec<(String, String)> = Vec::new();
-        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        for item in split_items(opt, s)? {
+            let item = item.trim();
+            if item.is_empty() {
+                continue;
+            }
             let (k, v) = item.split_once('=').ok_or_else(|| Error::NotKeyValue {
                 opt,
                 item: item.to_string(),
                 example,
             })?;
-            let (k, v) = (k.trim(), v.trim());
+            let (k, v) = (k.trim(), unquote(v.trim()));
             if !keys.contains(&k) {
                 return Err(Error::UnknownKey {
                     opt,
@@ -378,13 +422,27 @@ mod tests {
         assert_eq!(l.get("a"), Some("1"));
         assert_eq!(l.get("b"), Some("2"));
         assert!(!OptionList::parse("x", "", KEYS, "a=1").unwrap().is_set("a"));
+        // A quoted value may hold commas (a serial log path, say).
+        let l = OptionList::parse("x", "a=\"/tmp/x[b=1,c=2].log\",b=3", KEYS, "a=1").unwrap();
+        assert_eq!(l.get("a"), Some("/tmp/x[b=1,c=2].log"));
+        assert_eq!(l.get("b"), Some("3"));
         for (s, want) in [
             (
                 "a=1,a=2",
                 "--x: a= given more than once; give each key at most once",
             ),
-            ("c=1", "--x: unknown key 'c'; valid keys: a, b"),
-            ("a", "--x: 'a' is not key=value; write e.g. --x a=1"),
+            (
+                "c=1",
+                "--x: unknown key 'c'; valid keys: a, b (a value that holds a comma must be double-quoted: key=\"a,b\")",
+            ),
+            (
+                "a",
+                "--x: 'a' is not key=value; write e.g. --x a=1 (a value that holds a comma must be double-quoted: key=\"a,b\")",
+            ),
+            (
+                "a=\"1,b=2",
+                "--x: 'a=\"1,b=2' has an unterminated double quote; close it (key=\"a,b\")",
+            ),
         ] {
             let e = OptionList::parse("x", s, KEYS, "a=1")
                 .unwrap_err()
