@@ -20,7 +20,7 @@ use crate::prefault::{self, Span};
 use crate::track::Tracker;
 use crate::{
     check_backing_hugepages, check_mem_available, Backing, BackingKind, Error, GuestMemory,
-    GuestRegion, HugePageSize, MemoryConfig, PrefaultMethod, Prezero,
+    GuestRegion, MemoryConfig, PageSize, PrefaultMethod, Prezero,
 };
 
 /// What preparing guest RAM cost, for the boot timeline (JSON via serde).
@@ -123,8 +123,8 @@ fn check_regions(cfg: &MemoryConfig, regions: &[(GuestAddress, u64)]) -> Result<
     Ok(())
 }
 
-fn memfd(page: HugePageSize, size: u64) -> Result<File, Error> {
-    hostmem::memfd(c"zerostart-guest-ram", size, page.into(), false).map_err(|source| {
+fn memfd(page: PageSize, size: u64) -> Result<File, Error> {
+    hostmem::memfd(c"zerostart-guest-ram", size, page, false).map_err(|source| {
         // memfd_create fails on a kernel without the size; ftruncate on a
         // size that is not a multiple of it.
         if source.raw_os_error() == Some(libc::EINVAL) && size.checked_rem(page.bytes()) != Some(0)
@@ -146,11 +146,11 @@ fn memfd(page: HugePageSize, size: u64) -> Result<File, Error> {
 
 // The hugetlbfs and privacy checks are `hostmem::hugetlbfs` (the pool's too), so
 // guest RAM files and pool region files refuse the same things.
-pub(crate) fn check_hugetlbfs(dir: &Path, page: HugePageSize) -> io::Result<()> {
+pub(crate) fn check_hugetlbfs(dir: &Path, page: PageSize) -> io::Result<()> {
     hostmem::hugetlbfs::check_path(dir, page.bytes())
 }
 
-fn check_hugetlbfs_fd(file: &File, page: HugePageSize) -> io::Result<()> {
+fn check_hugetlbfs_fd(file: &File, page: PageSize) -> io::Result<()> {
     use std::os::fd::AsFd;
     hostmem::hugetlbfs::check_fd(file.as_fd(), page.bytes())
 }
@@ -164,7 +164,7 @@ fn check_hugetlbfs_fd(file: &File, page: HugePageSize) -> io::Result<()> {
 /// memory behind the hint's back (and read the live guest), which `flock`
 /// cannot stop. Returns the file and whether it is named (not a fresh
 /// unlinked one).
-fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<(File, bool), Error> {
+fn hugetlbfs_file(path: &Path, page: PageSize, size: u64) -> Result<(File, bool), Error> {
     let fix_mount = "put the file on a hugetlbfs mount with that page size, e.g. mount -t hugetlbfs -o pagesize=2M none /dev/hugepages";
     let err = |what: String, source: io::Error, fix| Error::Backing { what, source, fix };
     // Check the filesystem before creating anything, so a wrong path leaves
@@ -377,6 +377,7 @@ impl GuestRam {
         progress: Option<&(dyn Fn(u64, u64) + Sync)>,
         leased: Option<LeasedMemory>,
     ) -> Result<GuestRam, Error> {
+        cfg.backing.check()?;
         check_regions(cfg, regions)?;
         let pool = matches!(cfg.backing, Backing::Pool { .. });
         if pool != leased.is_some() {
@@ -771,7 +772,7 @@ mod tests {
         let cfg = cfg(|c| {
             c.backing = Backing::Pool {
                 socket: socket.clone(),
-                page: None,
+                page: PageSize::Size4K,
             }
         });
         for round in 0..3 {
@@ -809,6 +810,35 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    /// A hugetlb backing with 4K pages cannot be mapped: hand-built (the
+    /// option parser never builds one), it is refused with the one-line
+    /// error before any memory is touched, and so is the pool check.
+    #[test]
+    fn hugetlb_backing_refuses_4k_pages() {
+        for b in [
+            Backing::MemfdHugetlb(PageSize::Size4K),
+            Backing::HugetlbfsFile {
+                path: "/dev/hugepages".into(),
+                page: PageSize::Size4K,
+            },
+        ] {
+            assert!(matches!(b.check(), Err(Error::NotHugePage { page: "4K" })));
+            let e = GuestRam::create(&cfg(|c| c.backing = b), &regions(), None)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("cannot use 4K pages") && e.contains("; use hugepage_size=2M"),
+                "{e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+        assert!(matches!(
+            crate::check_hugepages(PageSize::Size4K, 4096),
+            Err(Error::NotHugePage { .. })
+        ));
+        assert!(Backing::MemfdHugetlb(PageSize::Size2M).check().is_ok());
+    }
+
     #[test]
     fn pool_backing_needs_leased_memory() {
         // Leasing is the VMM's (zerostart's ram::create, where the
@@ -816,7 +846,7 @@ mod tests {
         let cfg = cfg(|c| {
             c.backing = Backing::Pool {
                 socket: "/nonexistent/pool.sock".into(),
-                page: None,
+                page: PageSize::Size4K,
             }
         });
         let e = GuestRam::create(&cfg, &regions(), None)

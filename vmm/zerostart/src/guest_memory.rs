@@ -54,7 +54,7 @@ pub fn create(cfg: &MemoryConfig) -> Result<GuestRam, Error> {
         _ => {
             // A cgroup limit would fail the guest's faults later (SIGBUS,
             // OOM kill): refuse now.
-            hostmem::cgroup::check_limits(cfg.backing.hugepage().map(Into::into), cfg.size)?;
+            hostmem::cgroup::check_limits(cfg.backing.hugepage(), cfg.size)?;
             GuestRam::create(cfg, planned.regions(), progress)
         }
     }
@@ -63,15 +63,10 @@ pub fn create(cfg: &MemoryConfig) -> Result<GuestRam, Error> {
 /// Leases `size` bytes of known-zero memory from the pool at `socket`.
 fn lease_from_pool(
     socket: &std::path::Path,
-    page: Option<guestmem::HugePageSize>,
+    page: hostmem::PageSize,
     size: u64,
 ) -> Result<guestmem::LeasedMemory, Error> {
-    let pp = match page {
-        None => pool::PageSize::Size4K,
-        Some(guestmem::HugePageSize::Size2M) => pool::PageSize::Size2M,
-        Some(guestmem::HugePageSize::Size1G) => pool::PageSize::Size1G,
-    };
-    let lease = pool::client::lease(socket, size, pp).map_err(|e| Error::Backing {
+    let lease = pool::client::lease(socket, size, page).map_err(|e| Error::Backing {
         what: format!("leasing {} MiB from the pool at {}", size >> 20, socket.display()),
         source: std::io::Error::other(e.to_string()),
         fix: "start it (zerostart pool serve) with --region-size >= size= and the same page size, or drop prezero=pool",
