@@ -115,27 +115,33 @@ pub fn check_huge(page: PageSize) -> Result<PageSize, Error> {
     }
 }
 
-/// The backing classes the prefault measurement distinguishes. Serialized
-/// (the timeline's `prezero.backing`) as `anon_4k`, `anon_thp`,
-/// `hugetlb_2m`, `hugetlb_1g`, `pool`: the row names of `prefault_bench`
-/// (serde's `snake_case` would split the sizes into `anon4_k`, `hugetlb2_m`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// The backing classes the prefault measurement distinguishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackingKind {
     /// Anonymous, 4 KiB pages.
-    #[serde(rename = "anon_4k")]
     Anon4K,
     /// Anonymous with THP.
-    #[serde(rename = "anon_thp")]
     AnonThp,
     /// hugetlb 2 MiB.
-    #[serde(rename = "hugetlb_2m")]
     Hugetlb2M,
     /// hugetlb 1 GiB.
-    #[serde(rename = "hugetlb_1g")]
     Hugetlb1G,
     /// Leased from a `zerostart pool`.
-    #[serde(rename = "pool")]
     Pool,
+}
+
+impl BackingKind {
+    /// `anon_4k`, `anon_thp`, `hugetlb_2m`, `hugetlb_1g`, `pool`: the row
+    /// names of `prefault_bench` and the timeline's `prezero.backing`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BackingKind::Anon4K => "anon_4k",
+            BackingKind::AnonThp => "anon_thp",
+            BackingKind::Hugetlb2M => "hugetlb_2m",
+            BackingKind::Hugetlb1G => "hugetlb_1g",
+            BackingKind::Pool => "pool",
+        }
+    }
 }
 
 /// Whether guest RAM is pre-zeroed (and so whether a zero hint is given).
@@ -149,8 +155,7 @@ pub enum Prezero {
 }
 
 /// How `prefault=on` populates memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrefaultMethod {
     /// The measured-fastest method for the backing (see
     /// [`crate::PREFAULT_TABLE`]).

@@ -45,7 +45,7 @@ pub use host::{check_backing_hugepages, check_hugepages, check_mem_available, me
 /// [`Backing`] need not depend on `hostmem`.
 pub use hostmem::PageSize;
 pub use prefault::PREFAULT_TABLE;
-pub use ram::{GuestRam, LeasedMemory, PrezeroReport};
+pub use ram::{GuestRam, LeasedMemory, PrefaultStats, PrepMethod};
 
 /// The pool daemon's socket when `prezero=pool` names none (the pool's
 /// `--socket` default; the VMM's tests check they agree, as guestmem does

@@ -46,8 +46,11 @@ fn memfd_hugetlb_1g() {
     assert!(h.entries.iter().all(|e| e.page_shift == 30));
     assert_eq!(h.total_bytes(), (1 << 30) - 4096);
     assert_eq!(r.verify_zero(&h).unwrap(), (1 << 30) - 4096);
-    assert_eq!(r.report().method, "populate_write");
-    assert_eq!(r.report().backing, guestmem::BackingKind::Hugetlb1G);
+    assert_eq!(
+        r.prefault_stats().method,
+        guestmem::PrepMethod::PopulateWrite
+    );
+    assert_eq!(r.prefault_stats().backing, guestmem::BackingKind::Hugetlb1G);
 }
 
 #[test]

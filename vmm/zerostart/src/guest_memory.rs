@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use arch::layout::RamLayout;
 use kvm_bindings::kvm_userspace_memory_region;
 use kvm_ioctls::VmFd;
-use serde::Serialize;
 use vm_memory::{GuestAddress, GuestMemoryBackend};
-use zerohint::Hint;
 
 pub use guestmem::{Error, GuestRam, MemoryConfig};
 
@@ -179,31 +177,4 @@ pub fn write_untracked(ram: &GuestRam, data: &[u8], addr: GuestAddress) -> Resul
     // RAM (checked above) and no vCPU runs yet.
     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), host, data.len()) };
     Ok(())
-}
-
-/// The `prezero` object of the timeline JSON.
-#[derive(Debug, Serialize)]
-pub struct Report {
-    /// From guestmem: mode, backend, method, backing, bytes, ms, gib_per_s,
-    /// threads.
-    #[serde(flatten)]
-    pub ram: guestmem::PrezeroReport,
-    /// Entries in the hint passed to the guest.
-    pub hint_ranges: usize,
-    /// Bytes the hint claims zero.
-    pub hint_bytes: u64,
-    /// Bytes re-read by `--verify-hint` (0 when not asked).
-    pub verified_bytes: u64,
-}
-
-impl Report {
-    /// Report for `ram` and the hint it produced.
-    pub fn new(ram: &GuestRam, hint: Option<&Hint>, verified_bytes: u64) -> Self {
-        Report {
-            ram: ram.report(),
-            hint_ranges: hint.map_or(0, |h| h.entries.len()),
-            hint_bytes: hint.map_or(0, |h| h.total_bytes()),
-            verified_bytes,
-        }
-    }
 }
