@@ -73,7 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 match GuestRam::create(&cfg, &[(GuestAddress(0), size)], None) {
                     Ok(r) => {
                         cpu[i].push(gib / (cpu_seconds() - c0).max(1e-9));
-                        wall[i].push(r.report().gib_per_s);
+                        wall[i].push(r.prefault_stats().gib_per_s());
                     }
                     Err(e) => {
                         skipped = Some(e.to_string());

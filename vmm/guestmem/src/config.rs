@@ -4,42 +4,9 @@
 
 use std::path::PathBuf;
 
+use hostmem::PageSize;
+
 use crate::Error;
-
-/// Size of a hugetlb page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum HugePageSize {
-    /// 2 MiB pages.
-    Size2M,
-    /// 1 GiB pages.
-    Size1G,
-}
-
-impl HugePageSize {
-    /// The page size in bytes.
-    pub fn bytes(self) -> u64 {
-        match self {
-            HugePageSize::Size2M => 2 << 20,
-            HugePageSize::Size1G => 1 << 30,
-        }
-    }
-
-    /// log2 of [`HugePageSize::bytes`] (the hint's `page_shift`).
-    pub fn shift(self) -> u8 {
-        match self {
-            HugePageSize::Size2M => 21,
-            HugePageSize::Size1G => 30,
-        }
-    }
-
-    /// The name used in config strings and sysfs (`2M`, `1G`).
-    pub fn name(self) -> &'static str {
-        match self {
-            HugePageSize::Size2M => "2M",
-            HugePageSize::Size1G => "1G",
-        }
-    }
-}
 
 /// What host memory backs guest RAM.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,15 +19,17 @@ pub enum Backing {
     },
     /// A fresh `memfd_create(MFD_HUGETLB)` file: hugetlb pages, reserved at
     /// map time (so a shortage is an error at start, never a SIGBUS later).
-    MemfdHugetlb(HugePageSize),
+    /// The page must be a hugetlb size: [`Backing::check`] refuses 4K.
+    MemfdHugetlb(PageSize),
     /// A file on a hugetlbfs mount. A directory gets a fresh file, created
     /// `O_EXCL` and unlinked at once; a named file is locked, truncated to 0
     /// and re-grown so no earlier content survives.
     HugetlbfsFile {
         /// File or directory on hugetlbfs.
         path: PathBuf,
-        /// The mount's page size.
-        page: HugePageSize,
+        /// The mount's page size (a hugetlb size; [`Backing::check`]
+        /// refuses 4K).
+        page: PageSize,
     },
     /// Memory leased from a `zerostart pool` daemon (`prezero=pool[:SOCKET]`):
     /// populated and known zero before the lease, so the VM needs no
@@ -69,8 +38,8 @@ pub enum Backing {
     Pool {
         /// The pool's socket.
         socket: PathBuf,
-        /// The pool's hugepage size; `None` for a 4K (test-mode) pool.
-        page: Option<HugePageSize>,
+        /// The pool's page size (4K for a test-mode pool).
+        page: PageSize,
     },
 }
 
@@ -82,14 +51,14 @@ impl Backing {
             Backing::Anonymous { thp: false } => 12,
             Backing::Anonymous { thp: true } => 21,
             Backing::MemfdHugetlb(p) | Backing::HugetlbfsFile { page: p, .. } => p.shift(),
-            Backing::Pool { page, .. } => page.map_or(12, |p| p.shift()),
+            Backing::Pool { page, .. } => page.shift(),
         }
     }
 
     /// The hugetlb page size this VM must reserve itself, if hugetlb-backed
     /// (`None` for pool memory: the pool reserved it; see
     /// [`Backing::page_bytes`]).
-    pub fn hugepage(&self) -> Option<HugePageSize> {
+    pub fn hugepage(&self) -> Option<PageSize> {
         match self {
             Backing::Anonymous { .. } | Backing::Pool { .. } => None,
             Backing::MemfdHugetlb(p) | Backing::HugetlbfsFile { page: p, .. } => Some(*p),
@@ -100,8 +69,21 @@ impl Backing {
     /// of hugetlb and pool memory, else 4 KiB.
     pub fn page_bytes(&self) -> u64 {
         match self {
-            Backing::Pool { page, .. } => page.map_or(4096, |p| p.bytes()),
+            Backing::Pool { page, .. } => page.bytes(),
             b => b.hugepage().map_or(4096, |p| p.bytes()),
+        }
+    }
+
+    /// Refuses what no host can map: a hugetlb backing with 4 KiB pages
+    /// (hugetlb pages are 2M or 1G). `options` never builds one, and
+    /// [`crate::GuestRam::create`] calls this before anything is mapped, so
+    /// a hand-built `Backing` cannot reach the kernel either.
+    pub fn check(&self) -> Result<(), Error> {
+        match self {
+            Backing::MemfdHugetlb(p) | Backing::HugetlbfsFile { page: p, .. } => {
+                check_huge(*p).map(|_| ())
+            }
+            Backing::Anonymous { .. } | Backing::Pool { .. } => Ok(()),
         }
     }
 
@@ -110,42 +92,56 @@ impl Backing {
         match self {
             Backing::Anonymous { thp: false } => BackingKind::Anon4K,
             Backing::Anonymous { thp: true } => BackingKind::AnonThp,
-            Backing::MemfdHugetlb(HugePageSize::Size2M)
+            Backing::MemfdHugetlb(PageSize::Size1G)
             | Backing::HugetlbfsFile {
-                page: HugePageSize::Size2M,
-                ..
-            } => BackingKind::Hugetlb2M,
-            Backing::MemfdHugetlb(HugePageSize::Size1G)
-            | Backing::HugetlbfsFile {
-                page: HugePageSize::Size1G,
+                page: PageSize::Size1G,
                 ..
             } => BackingKind::Hugetlb1G,
+            // 2M (4K is refused by `Backing::check` before any memory
+            // exists, so no report ever names it).
+            Backing::MemfdHugetlb(_) | Backing::HugetlbfsFile { .. } => BackingKind::Hugetlb2M,
             Backing::Pool { .. } => BackingKind::Pool,
         }
     }
 }
 
-/// The backing classes the prefault measurement distinguishes. Serialized
-/// (the timeline's `prezero.backing`) as `anon_4k`, `anon_thp`,
-/// `hugetlb_2m`, `hugetlb_1g`, `pool`: the row names of `prefault_bench`
-/// (serde's `snake_case` would split the sizes into `anon4_k`, `hugetlb2_m`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// `page` if it is a hugetlb size, else the one-line error: where guest RAM
+/// is hugetlb-backed, 4K is not a choice.
+pub fn check_huge(page: PageSize) -> Result<PageSize, Error> {
+    if page.is_huge() {
+        Ok(page)
+    } else {
+        Err(Error::NotHugePage { page: page.name() })
+    }
+}
+
+/// The backing classes the prefault measurement distinguishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackingKind {
     /// Anonymous, 4 KiB pages.
-    #[serde(rename = "anon_4k")]
     Anon4K,
     /// Anonymous with THP.
-    #[serde(rename = "anon_thp")]
     AnonThp,
     /// hugetlb 2 MiB.
-    #[serde(rename = "hugetlb_2m")]
     Hugetlb2M,
     /// hugetlb 1 GiB.
-    #[serde(rename = "hugetlb_1g")]
     Hugetlb1G,
     /// Leased from a `zerostart pool`.
-    #[serde(rename = "pool")]
     Pool,
+}
+
+impl BackingKind {
+    /// `anon_4k`, `anon_thp`, `hugetlb_2m`, `hugetlb_1g`, `pool`: the row
+    /// names of `prefault_bench` and the timeline's `prezero.backing`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BackingKind::Anon4K => "anon_4k",
+            BackingKind::AnonThp => "anon_thp",
+            BackingKind::Hugetlb2M => "hugetlb_2m",
+            BackingKind::Hugetlb1G => "hugetlb_1g",
+            BackingKind::Pool => "pool",
+        }
+    }
 }
 
 /// Whether guest RAM is pre-zeroed (and so whether a zero hint is given).
@@ -159,8 +155,7 @@ pub enum Prezero {
 }
 
 /// How `prefault=on` populates memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrefaultMethod {
     /// The measured-fastest method for the backing (see
     /// [`crate::PREFAULT_TABLE`]).

@@ -4,26 +4,20 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{Backing, Error, HugePageSize};
+use hostmem::PageSize;
 
-impl From<HugePageSize> for hostmem::PageSize {
-    fn from(p: HugePageSize) -> hostmem::PageSize {
-        match p {
-            HugePageSize::Size2M => hostmem::PageSize::Size2M,
-            HugePageSize::Size1G => hostmem::PageSize::Size1G,
-        }
-    }
-}
+use crate::{check_huge, Backing, Error};
 
-fn pool_dir(page: HugePageSize) -> PathBuf {
-    hostmem::hugepages::dir(page.into())
+fn pool_dir(page: PageSize) -> PathBuf {
+    hostmem::hugepages::dir(page)
 }
 
 /// Checks that `bytes` of `page`-sized hugepages can be had right now:
 /// `free_hugepages - resv_hugepages` (pages other mappings reserved but have
 /// not faulted yet) must cover it. The error gives the exact command that
-/// grows the pool.
-pub fn check_hugepages(page: HugePageSize, bytes: u64) -> Result<(), Error> {
+/// grows the pool. 4K is refused ([`Error::NotHugePage`]): it has no pool.
+pub fn check_hugepages(page: PageSize, bytes: u64) -> Result<(), Error> {
+    let page = check_huge(page)?;
     check_hugepages_in(&pool_dir(page), page, bytes, 0)
 }
 
@@ -37,6 +31,7 @@ pub fn check_hugepages(page: HugePageSize, bytes: u64) -> Result<(), Error> {
 /// shrink between this check and the truncation, the `mmap` reservation
 /// fails with a clean error, never a SIGBUS.
 pub fn check_backing_hugepages(backing: &Backing, bytes: u64) -> Result<(), Error> {
+    backing.check()?;
     let Some(page) = backing.hugepage() else {
         return Ok(());
     };
@@ -50,7 +45,7 @@ pub fn check_backing_hugepages(backing: &Backing, bytes: u64) -> Result<(), Erro
 /// Hugepages of `page`'s pool that `path` holds now and that truncating it
 /// gives back: 0 unless it is an existing regular file on a hugetlbfs mount
 /// with that page size (a directory gets a fresh file; nothing to free).
-fn reclaimable_file_pages(path: &Path, page: HugePageSize) -> u64 {
+fn reclaimable_file_pages(path: &Path, page: PageSize) -> u64 {
     use std::os::unix::fs::MetadataExt;
     match std::fs::metadata(path) {
         Ok(md) if md.is_file() && crate::ram::check_hugetlbfs(path, page).is_ok() => {
@@ -65,7 +60,7 @@ fn reclaimable_file_pages(path: &Path, page: HugePageSize) -> u64 {
 /// The pool check with `credit` pages that will be freed before the mapping.
 pub(crate) fn check_hugepages_in(
     dir: &Path,
-    page: HugePageSize,
+    page: PageSize,
     bytes: u64,
     credit: u64,
 ) -> Result<(), Error> {
@@ -83,11 +78,11 @@ pub(crate) fn check_hugepages_in(
     }
     let fix_path = match page {
         // The classic knob is the same pool for the default 2M size.
-        HugePageSize::Size2M => format!(
+        PageSize::Size2M => format!(
             "{} (or /proc/sys/vm/nr_hugepages)",
             dir.join("nr_hugepages").display()
         ),
-        HugePageSize::Size1G => dir.join("nr_hugepages").display().to_string(),
+        _ => dir.join("nr_hugepages").display().to_string(),
     };
     Err(Error::NotEnoughHugepages {
         page: page.name(),
@@ -178,13 +173,13 @@ mod tests {
     #[test]
     fn enough_pages_pass() {
         let d = pool(1024, 600, 88);
-        check_hugepages_in(&d.0, HugePageSize::Size2M, 512 * (2 << 20), 0).unwrap();
+        check_hugepages_in(&d.0, PageSize::Size2M, 512 * (2 << 20), 0).unwrap();
     }
 
     #[test]
     fn shortage_names_numbers_and_fix() {
         let d = pool(100, 50, 10);
-        let e = check_hugepages_in(&d.0, HugePageSize::Size2M, 1 << 30, 0).unwrap_err();
+        let e = check_hugepages_in(&d.0, PageSize::Size2M, 1 << 30, 0).unwrap_err();
         let s = e.to_string();
         assert!(s.contains("needs 512 free 2M hugepages but only 40"), "{s}");
         assert!(s.contains("echo 572 | sudo tee"), "{s}");
@@ -197,21 +192,21 @@ mod tests {
     fn file_pages_are_credited() {
         let d = pool(100, 50, 10);
         // 512 needed, 40 usable: 472 from the file suffice, 471 do not.
-        check_hugepages_in(&d.0, HugePageSize::Size2M, 1 << 30, 472).unwrap();
-        let e = check_hugepages_in(&d.0, HugePageSize::Size2M, 1 << 30, 471).unwrap_err();
+        check_hugepages_in(&d.0, PageSize::Size2M, 1 << 30, 472).unwrap();
+        let e = check_hugepages_in(&d.0, PageSize::Size2M, 1 << 30, 471).unwrap_err();
         let s = e.to_string();
         assert!(s.contains("but only 40 are free"), "{s}");
         assert!(s.contains("471 more that the RAM file frees"), "{s}");
         assert!(s.contains("echo 101 | sudo tee"), "{s}");
         // No file: no note.
-        let e = check_hugepages_in(&d.0, HugePageSize::Size2M, 1 << 30, 0).unwrap_err();
+        let e = check_hugepages_in(&d.0, PageSize::Size2M, 1 << 30, 0).unwrap_err();
         assert!(!e.to_string().contains("RAM file"), "{e}");
     }
 
     #[test]
     fn missing_pool_is_an_error() {
         let d = tempdir::Dir::new();
-        let e = check_hugepages_in(&d.0, HugePageSize::Size1G, 1 << 30, 0).unwrap_err();
+        let e = check_hugepages_in(&d.0, PageSize::Size1G, 1 << 30, 0).unwrap_err();
         assert!(e.to_string().contains("no 1G hugepage pool"), "{e}");
     }
 

@@ -38,11 +38,14 @@ mod verify;
 use std::path::PathBuf;
 
 pub use config::{
-    parse_size, Backing, BackingKind, HugePageSize, MemoryConfig, PrefaultMethod, Prezero,
+    check_huge, parse_size, Backing, BackingKind, MemoryConfig, PrefaultMethod, Prezero,
 };
 pub use host::{check_backing_hugepages, check_hugepages, check_mem_available, mem_available};
+/// The one page-size type (`hostmem`'s), re-exported so users of
+/// [`Backing`] need not depend on `hostmem`.
+pub use hostmem::PageSize;
 pub use prefault::PREFAULT_TABLE;
-pub use ram::{GuestRam, LeasedMemory, PrezeroReport};
+pub use ram::{GuestRam, LeasedMemory, PrefaultStats, PrepMethod};
 
 /// The pool daemon's socket when `prezero=pool` names none (the pool's
 /// `--socket` default; the VMM's tests check they agree, as guestmem does
@@ -99,6 +102,12 @@ pub enum Error {
         fix_total: u64,
         /// The sysfs/procfs file to write.
         fix_path: String,
+    },
+    /// A hugetlb backing was given a page size that is not huge (4K).
+    #[error("hugetlb guest RAM cannot use {page} pages (hugetlb pages are 2M or 1G); use hugepage_size=2M or 1G, or hugepages=off for 4K pages")]
+    NotHugePage {
+        /// Page size name.
+        page: &'static str,
     },
     /// The host does not have this hugepage size at all.
     #[error("host has no {page} hugepage pool ({path}: {source}); use hugepage_size=2M, or boot the host with hugepagesz={page}")]

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use vm_memory::bitmap::AtomicBitmap;
 use vm_memory::mmap::MmapRegionBuilder;
@@ -20,29 +20,54 @@ use crate::prefault::{self, Span};
 use crate::track::Tracker;
 use crate::{
     check_backing_hugepages, check_mem_available, Backing, BackingKind, Error, GuestMemory,
-    GuestRegion, HugePageSize, MemoryConfig, PrefaultMethod, Prezero,
+    GuestRegion, MemoryConfig, PageSize, PrefaultMethod, Prezero,
 };
 
-/// What preparing guest RAM cost, for the boot timeline (JSON via serde).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct PrezeroReport {
-    /// `off` (no hint) or `engine` (hint given).
-    pub mode: &'static str,
-    /// The zeroing engine's backend when it ran (`nt_engine`), else `None`.
-    pub backend: Option<String>,
-    /// `nt_engine`, `populate_write`, `kernel_fault_on_demand` (no prefault:
-    /// the kernel clears pages as the guest touches them) or `none`.
-    pub method: &'static str,
+/// How guest RAM came to be zero (or whether it is promised to be).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrepMethod {
+    /// Leased from a pool that zeroed and populated it beforehand.
+    PoolLease,
+    /// No prefault and no hint: nothing is promised.
+    Nothing,
+    /// No prefault, hint on: the kernel clears each page as the guest
+    /// first touches it.
+    KernelFaultOnDemand,
+    /// Prefaulted with `MADV_POPULATE_WRITE` (the kernel cleared every page).
+    PopulateWrite,
+    /// Prefaulted by writing zeros with the `prezero` engine.
+    NtEngine,
+}
+
+/// What preparing guest RAM did and cost: plain facts, no report format.
+/// The VMM turns them into its boot timeline (zerostart's
+/// `timeline::PrezeroReport`); guestmem knows nothing of that JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefaultStats {
+    /// How the memory was made ready.
+    pub method: PrepMethod,
+    /// The zeroing engine's backend when it ran ([`PrepMethod::NtEngine`]).
+    pub backend: Option<&'static str>,
     /// The backing class.
     pub backing: BackingKind,
     /// Bytes prefaulted (0 without prefault).
     pub bytes: u64,
-    /// Wall time of the prefault in milliseconds.
-    pub ms: f64,
-    /// Prefault throughput.
-    pub gib_per_s: f64,
-    /// Worker threads used for the prefault.
+    /// Wall time of the prefault (zero without prefault).
+    pub duration: Duration,
+    /// Worker threads used for the prefault (0 without prefault).
     pub threads: usize,
+}
+
+impl PrefaultStats {
+    /// Prefault throughput in GiB/s (0 when nothing was timed).
+    pub fn gib_per_s(&self) -> f64 {
+        let secs = self.duration.as_secs_f64();
+        if secs > 0.0 {
+            self.bytes as f64 / (1u64 << 30) as f64 / secs
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Guest RAM: the mappings, the vm-memory view of them, and the record of
@@ -51,7 +76,7 @@ pub struct GuestRam {
     memory: GuestMemory,
     cfg: MemoryConfig,
     tracker: Mutex<Tracker>,
-    report: PrezeroReport,
+    stats: PrefaultStats,
     /// Keeps the hugetlbfs file and its `flock` for the VM's lifetime.
     file: Option<Arc<File>>,
     /// A named hugetlbfs file, truncated to 0 when the RAM is dropped so it
@@ -86,7 +111,7 @@ impl std::fmt::Debug for GuestRam {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GuestRam")
             .field("cfg", &self.cfg)
-            .field("report", &self.report)
+            .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
@@ -123,8 +148,8 @@ fn check_regions(cfg: &MemoryConfig, regions: &[(GuestAddress, u64)]) -> Result<
     Ok(())
 }
 
-fn memfd(page: HugePageSize, size: u64) -> Result<File, Error> {
-    hostmem::memfd(c"zerostart-guest-ram", size, page.into(), false).map_err(|source| {
+fn memfd(page: PageSize, size: u64) -> Result<File, Error> {
+    hostmem::memfd(c"zerostart-guest-ram", size, page, false).map_err(|source| {
         // memfd_create fails on a kernel without the size; ftruncate on a
         // size that is not a multiple of it.
         if source.raw_os_error() == Some(libc::EINVAL) && size.checked_rem(page.bytes()) != Some(0)
@@ -146,11 +171,11 @@ fn memfd(page: HugePageSize, size: u64) -> Result<File, Error> {
 
 // The hugetlbfs and privacy checks are `hostmem::hugetlbfs` (the pool's too), so
 // guest RAM files and pool region files refuse the same things.
-pub(crate) fn check_hugetlbfs(dir: &Path, page: HugePageSize) -> io::Result<()> {
+pub(crate) fn check_hugetlbfs(dir: &Path, page: PageSize) -> io::Result<()> {
     hostmem::hugetlbfs::check_path(dir, page.bytes())
 }
 
-fn check_hugetlbfs_fd(file: &File, page: HugePageSize) -> io::Result<()> {
+fn check_hugetlbfs_fd(file: &File, page: PageSize) -> io::Result<()> {
     use std::os::fd::AsFd;
     hostmem::hugetlbfs::check_fd(file.as_fd(), page.bytes())
 }
@@ -164,7 +189,7 @@ fn check_hugetlbfs_fd(file: &File, page: HugePageSize) -> io::Result<()> {
 /// memory behind the hint's back (and read the live guest), which `flock`
 /// cannot stop. Returns the file and whether it is named (not a fresh
 /// unlinked one).
-fn hugetlbfs_file(path: &Path, page: HugePageSize, size: u64) -> Result<(File, bool), Error> {
+fn hugetlbfs_file(path: &Path, page: PageSize, size: u64) -> Result<(File, bool), Error> {
     let fix_mount = "put the file on a hugetlbfs mount with that page size, e.g. mount -t hugetlbfs -o pagesize=2M none /dev/hugepages";
     let err = |what: String, source: io::Error, fix| Error::Backing { what, source, fix };
     // Check the filesystem before creating anything, so a wrong path leaves
@@ -377,6 +402,7 @@ impl GuestRam {
         progress: Option<&(dyn Fn(u64, u64) + Sync)>,
         leased: Option<LeasedMemory>,
     ) -> Result<GuestRam, Error> {
+        cfg.backing.check()?;
         check_regions(cfg, regions)?;
         let pool = matches!(cfg.backing, Backing::Pool { .. });
         if pool != leased.is_some() {
@@ -426,21 +452,16 @@ impl GuestRam {
             memory,
             cfg: cfg.clone(),
             tracker: Mutex::new(Tracker::new(ram, hint_page_shift(&cfg.backing))),
-            report: PrezeroReport {
-                mode: match cfg.prezero {
-                    Prezero::Off => "off",
-                    Prezero::Engine(_) => "engine",
+            stats: PrefaultStats {
+                method: match (&cfg.backing, cfg.prezero) {
+                    (Backing::Pool { .. }, _) => PrepMethod::PoolLease,
+                    (_, Prezero::Off) => PrepMethod::Nothing,
+                    (_, Prezero::Engine(_)) => PrepMethod::KernelFaultOnDemand,
                 },
                 backend: None,
-                method: match (&cfg.backing, cfg.prezero) {
-                    (Backing::Pool { .. }, _) => "pool_lease",
-                    (_, Prezero::Off) => "none",
-                    (_, Prezero::Engine(_)) => "kernel_fault_on_demand",
-                },
                 backing: cfg.backing.kind(),
                 bytes: 0,
-                ms: 0.0,
-                gib_per_s: 0.0,
+                duration: Duration::ZERO,
                 threads: 0,
             },
             file,
@@ -496,7 +517,7 @@ impl GuestRam {
                 let st = unsafe {
                     z.try_zero_ranges(&ranges, p.as_ref().map(|f| f as &(dyn Fn(u64) + Sync)))?
                 };
-                (st.threads, Some(st.backend.name().to_string()))
+                (st.threads, Some(st.backend.name()))
             }
             _ => {
                 let chunks = prefault::chunks(&spans, align, 64 << 20);
@@ -504,21 +525,15 @@ impl GuestRam {
                 (threads.min(chunks.len()), None)
             }
         };
-        let secs = t0.elapsed().as_secs_f64();
-        let r = &mut self.report;
-        r.method = match method {
-            PrefaultMethod::Nt => "nt_engine",
-            _ => "populate_write",
+        let s = &mut self.stats;
+        s.duration = t0.elapsed();
+        s.method = match method {
+            PrefaultMethod::Nt => PrepMethod::NtEngine,
+            _ => PrepMethod::PopulateWrite,
         };
-        r.backend = backend;
-        r.bytes = self.cfg.size;
-        r.ms = secs * 1e3;
-        r.gib_per_s = if secs > 0.0 {
-            self.cfg.size as f64 / (1u64 << 30) as f64 / secs
-        } else {
-            0.0
-        };
-        r.threads = used_threads;
+        s.backend = backend;
+        s.bytes = self.cfg.size;
+        s.threads = used_threads;
         Ok(())
     }
 
@@ -655,8 +670,8 @@ impl GuestRam {
     }
 
     /// What preparing guest RAM did and cost.
-    pub fn report(&self) -> PrezeroReport {
-        self.report.clone()
+    pub fn prefault_stats(&self) -> &PrefaultStats {
+        &self.stats
     }
 
     /// Reads every byte `hint` claims zero, in parallel on the configured
@@ -771,7 +786,7 @@ mod tests {
         let cfg = cfg(|c| {
             c.backing = Backing::Pool {
                 socket: socket.clone(),
-                page: None,
+                page: PageSize::Size4K,
             }
         });
         for round in 0..3 {
@@ -784,7 +799,7 @@ mod tests {
                 keep: Box::new(lease),
             };
             let mut r = GuestRam::create_leased(&cfg, &regions(), None, leased).unwrap();
-            assert_eq!(r.report().method, "pool_lease");
+            assert_eq!(r.prefault_stats().method, PrepMethod::PoolLease);
             let h = r.zero_hint().unwrap().unwrap();
             assert_eq!(h.total_bytes(), 32 * M);
             assert_eq!(r.verify_zero(&h).unwrap(), 32 * M, "round {round}");
@@ -809,6 +824,35 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    /// A hugetlb backing with 4K pages cannot be mapped: hand-built (the
+    /// option parser never builds one), it is refused with the one-line
+    /// error before any memory is touched, and so is the pool check.
+    #[test]
+    fn hugetlb_backing_refuses_4k_pages() {
+        for b in [
+            Backing::MemfdHugetlb(PageSize::Size4K),
+            Backing::HugetlbfsFile {
+                path: "/dev/hugepages".into(),
+                page: PageSize::Size4K,
+            },
+        ] {
+            assert!(matches!(b.check(), Err(Error::NotHugePage { page: "4K" })));
+            let e = GuestRam::create(&cfg(|c| c.backing = b), &regions(), None)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("cannot use 4K pages") && e.contains("; use hugepage_size=2M"),
+                "{e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+        assert!(matches!(
+            crate::check_hugepages(PageSize::Size4K, 4096),
+            Err(Error::NotHugePage { .. })
+        ));
+        assert!(Backing::MemfdHugetlb(PageSize::Size2M).check().is_ok());
+    }
+
     #[test]
     fn pool_backing_needs_leased_memory() {
         // Leasing is the VMM's (zerostart's ram::create, where the
@@ -816,7 +860,7 @@ mod tests {
         let cfg = cfg(|c| {
             c.backing = Backing::Pool {
                 socket: "/nonexistent/pool.sock".into(),
-                page: None,
+                page: PageSize::Size4K,
             }
         });
         let e = GuestRam::create(&cfg, &regions(), None)
@@ -851,30 +895,33 @@ mod tests {
         });
         assert_eq!(r.zero_hint().unwrap(), None);
         assert_eq!(r.finalize_hint().unwrap(), None);
-        assert_eq!(r.report().mode, "off");
-        assert_eq!(r.report().method, "populate_write");
+        assert_eq!(r.config().prezero, Prezero::Off);
+        assert_eq!(r.prefault_stats().method, PrepMethod::PopulateWrite);
     }
 
     #[test]
-    fn report_names_method() {
-        assert_eq!(ram(|_| {}).report().method, "kernel_fault_on_demand");
+    fn stats_name_method() {
+        assert_eq!(
+            ram(|_| {}).prefault_stats().method,
+            PrepMethod::KernelFaultOnDemand
+        );
         let r = ram(|c| {
             c.prefault = true;
             c.prefault_method = PrefaultMethod::Nt;
         });
-        let rep = r.report();
-        assert_eq!(rep.method, "nt_engine");
-        assert!(rep.backend.is_some() && rep.bytes == 32 * M && rep.threads >= 1);
-        let j = serde_json::to_value(&rep).unwrap();
-        assert_eq!(j["method"], "nt_engine");
-        assert_eq!(j["backing"], "anon_thp");
-        assert!(j["gib_per_s"].as_f64().unwrap() > 0.0);
+        let st = r.prefault_stats();
+        assert_eq!(st.method, PrepMethod::NtEngine);
+        assert!(st.backend.is_some() && st.bytes == 32 * M && st.threads >= 1);
+        // The timeline's JSON of these facts is zerostart's (its
+        // timeline::PrezeroReport test checks `method`, `backing`, rate).
+        assert_eq!(st.backing, BackingKind::AnonThp);
+        assert!(st.gib_per_s() > 0.0);
         let r = ram(|c| {
             c.prefault = true;
             c.prefault_method = PrefaultMethod::Populate;
         });
-        assert_eq!(r.report().method, "populate_write");
-        assert_eq!(r.report().backend, None);
+        assert_eq!(r.prefault_stats().method, PrepMethod::PopulateWrite);
+        assert_eq!(r.prefault_stats().backend, None);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{create, dirty_file, have_pages, pool_2m, read_file, Mount, M, POOL};
-use guestmem::{check_hugepages, Error, GuestRam, HugePageSize};
+use guestmem::{check_hugepages, Error, GuestRam, PageSize};
 use vm_memory::GuestAddress;
 
 #[test]
@@ -34,7 +34,7 @@ fn memfd_hugetlb_is_zero_and_hinted_with_2m_pages() {
 #[test]
 fn memfd_hugetlb_1g() {
     let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
-    if let Err(e) = check_hugepages(HugePageSize::Size1G, 1 << 30) {
+    if let Err(e) = check_hugepages(PageSize::Size1G, 1 << 30) {
         common::skip(&format!(
             "no free 1G hugepage (the host cannot always find a contiguous GiB): {e}"
         ));
@@ -46,8 +46,11 @@ fn memfd_hugetlb_1g() {
     assert!(h.entries.iter().all(|e| e.page_shift == 30));
     assert_eq!(h.total_bytes(), (1 << 30) - 4096);
     assert_eq!(r.verify_zero(&h).unwrap(), (1 << 30) - 4096);
-    assert_eq!(r.report().method, "populate_write");
-    assert_eq!(r.report().backing, guestmem::BackingKind::Hugetlb1G);
+    assert_eq!(
+        r.prefault_stats().method,
+        guestmem::PrepMethod::PopulateWrite
+    );
+    assert_eq!(r.prefault_stats().backing, guestmem::BackingKind::Hugetlb1G);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use common::{create, dirty_file, have_pages, pool_2m, read_file, Mount, M, POOL};
-use guestmem::{check_backing_hugepages, check_hugepages, Error, HugePageSize};
+use guestmem::{check_backing_hugepages, check_hugepages, Error, PageSize};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend};
 
 /// Leak hunted: a write through vm-memory (a loader, a device model) after
@@ -154,7 +154,7 @@ fn reused_file_on_a_full_pool_is_accepted_and_zero() {
     // ...and the next VM needs more than the pool has left.
     let vm = (usable() + held) * 2 * M;
     assert!(
-        check_hugepages(HugePageSize::Size2M, vm).is_err(),
+        check_hugepages(PageSize::Size2M, vm).is_err(),
         "the pool alone must be short for this test to mean anything"
     );
     let backing = options::memory(&format!("size={vm},file={}", path.display()))

@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use arch::layout::RamLayout;
 use kvm_bindings::kvm_userspace_memory_region;
 use kvm_ioctls::VmFd;
-use serde::Serialize;
 use vm_memory::{GuestAddress, GuestMemoryBackend};
-use zerohint::Hint;
 
 pub use guestmem::{Error, GuestRam, MemoryConfig};
 
@@ -54,7 +52,7 @@ pub fn create(cfg: &MemoryConfig) -> Result<GuestRam, Error> {
         _ => {
             // A cgroup limit would fail the guest's faults later (SIGBUS,
             // OOM kill): refuse now.
-            hostmem::cgroup::check_limits(cfg.backing.hugepage().map(Into::into), cfg.size)?;
+            hostmem::cgroup::check_limits(cfg.backing.hugepage(), cfg.size)?;
             GuestRam::create(cfg, planned.regions(), progress)
         }
     }
@@ -63,15 +61,10 @@ pub fn create(cfg: &MemoryConfig) -> Result<GuestRam, Error> {
 /// Leases `size` bytes of known-zero memory from the pool at `socket`.
 fn lease_from_pool(
     socket: &std::path::Path,
-    page: Option<guestmem::HugePageSize>,
+    page: hostmem::PageSize,
     size: u64,
 ) -> Result<guestmem::LeasedMemory, Error> {
-    let pp = match page {
-        None => pool::PageSize::Size4K,
-        Some(guestmem::HugePageSize::Size2M) => pool::PageSize::Size2M,
-        Some(guestmem::HugePageSize::Size1G) => pool::PageSize::Size1G,
-    };
-    let lease = pool::client::lease(socket, size, pp).map_err(|e| Error::Backing {
+    let lease = pool::client::lease(socket, size, page).map_err(|e| Error::Backing {
         what: format!("leasing {} MiB from the pool at {}", size >> 20, socket.display()),
         source: std::io::Error::other(e.to_string()),
         fix: "start it (zerostart pool serve) with --region-size >= size= and the same page size, or drop prezero=pool",
@@ -184,31 +177,4 @@ pub fn write_untracked(ram: &GuestRam, data: &[u8], addr: GuestAddress) -> Resul
     // RAM (checked above) and no vCPU runs yet.
     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), host, data.len()) };
     Ok(())
-}
-
-/// The `prezero` object of the timeline JSON.
-#[derive(Debug, Serialize)]
-pub struct Report {
-    /// From guestmem: mode, backend, method, backing, bytes, ms, gib_per_s,
-    /// threads.
-    #[serde(flatten)]
-    pub ram: guestmem::PrezeroReport,
-    /// Entries in the hint passed to the guest.
-    pub hint_ranges: usize,
-    /// Bytes the hint claims zero.
-    pub hint_bytes: u64,
-    /// Bytes re-read by `--verify-hint` (0 when not asked).
-    pub verified_bytes: u64,
-}
-
-impl Report {
-    /// Report for `ram` and the hint it produced.
-    pub fn new(ram: &GuestRam, hint: Option<&Hint>, verified_bytes: u64) -> Self {
-        Report {
-            ram: ram.report(),
-            hint_ranges: hint.map_or(0, |h| h.entries.len()),
-            hint_bytes: hint.map_or(0, |h| h.total_bytes()),
-            verified_bytes,
-        }
-    }
 }

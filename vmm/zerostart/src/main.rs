@@ -104,7 +104,7 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     }
     let written = match &args.timeline {
         Some(path) => {
-            let report = guest_memory::Report::new(&vm.ram, hint, vm.verified_bytes);
+            let report = timeline::PrezeroReport::new(&vm.ram, hint, vm.verified_bytes);
             write_timeline(path, &tl, &plan, &report, event)
         }
         None => Ok(()),
@@ -132,7 +132,7 @@ fn write_timeline(
     path: &Path,
     tl: &Timeline,
     plan: &builder::Plan,
-    report: &guest_memory::Report,
+    report: &timeline::PrezeroReport,
     event: &VmEvent,
 ) -> anyhow::Result<()> {
     let doc = json!({

@@ -13,7 +13,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use guestmem::{check_hugepages, Error, GuestRam, HugePageSize};
+use guestmem::{check_hugepages, Error, GuestRam, PageSize};
 use vm_memory::GuestAddress;
 
 pub const M: u64 = 1 << 20;
@@ -31,7 +31,7 @@ pub fn create(opts: &str, size: u64) -> Result<GuestRam, Error> {
 /// True when `bytes` of free 2M hugepages are available; otherwise skips
 /// (prints why) or, with ZEROSTART_REQUIRE_HUGEPAGES=1, panics.
 pub fn have_pages(bytes: u64) -> bool {
-    match check_hugepages(HugePageSize::Size2M, bytes) {
+    match check_hugepages(PageSize::Size2M, bytes) {
         Ok(()) => true,
         Err(e) if required("ZEROSTART_REQUIRE_HUGEPAGES") => {
             panic!("ZEROSTART_REQUIRE_HUGEPAGES=1 but {e}")

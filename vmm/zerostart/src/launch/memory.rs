@@ -7,7 +7,7 @@ use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::path::PathBuf;
 
-use guestmem::HugePageSize;
+use hostmem::PageSize;
 
 use super::Error;
 
@@ -46,8 +46,8 @@ pub enum Region {
         file: File,
         /// Bytes.
         len: u64,
-        /// Hugepage size, `None` for 4 KiB shmem.
-        page: Option<HugePageSize>,
+        /// Page size (4K: shmem).
+        page: PageSize,
     },
 }
 
@@ -64,17 +64,12 @@ impl Region {
     pub fn acquire(
         source: &Source,
         size: u64,
-        page: Option<HugePageSize>,
+        page: PageSize,
         threads: usize,
     ) -> Result<Region, Error> {
         match source {
             Source::Pool(socket) => {
-                let p = match page {
-                    None => pool::PageSize::Size4K,
-                    Some(HugePageSize::Size2M) => pool::PageSize::Size2M,
-                    Some(HugePageSize::Size1G) => pool::PageSize::Size1G,
-                };
-                let lease = pool::client::lease(socket, size, p).map_err(|e| Error::Pool {
+                let lease = pool::client::lease(socket, size, page).map_err(|e| Error::Pool {
                     socket: socket.clone(),
                     err: e.to_string(),
                 })?;
@@ -87,8 +82,9 @@ impl Region {
                 Ok(Region::Lease(lease))
             }
             Source::Prefault | Source::None => {
-                if let Some(p) = page {
-                    guestmem::check_hugepages(p, size).map_err(|e| Error::Memory(e.to_string()))?;
+                if page.is_huge() {
+                    guestmem::check_hugepages(page, size)
+                        .map_err(|e| Error::Memory(e.to_string()))?;
                 }
                 let file = memfd(page, size)?;
                 let r = Region::Memfd {
@@ -139,11 +135,8 @@ impl Region {
     /// Hugepage size in bytes (`None`: 4 KiB shmem).
     pub fn hugepage_bytes(&self) -> Option<u64> {
         match self {
-            Region::Lease(l) => match l.page() {
-                pool::PageSize::Size4K => None,
-                p => Some(p.bytes()),
-            },
-            Region::Memfd { page, .. } => page.map(HugePageSize::bytes),
+            Region::Lease(l) => l.page().is_huge().then(|| l.page().bytes()),
+            Region::Memfd { page, .. } => page.is_huge().then(|| page.bytes()),
         }
     }
 
@@ -226,13 +219,8 @@ impl Region {
     }
 }
 
-fn memfd(page: Option<HugePageSize>, size: u64) -> Result<File, Error> {
-    let flags = libc::MFD_CLOEXEC
-        | match page {
-            None => 0,
-            Some(HugePageSize::Size2M) => libc::MFD_HUGETLB | libc::MFD_HUGE_2MB,
-            Some(HugePageSize::Size1G) => libc::MFD_HUGETLB | libc::MFD_HUGE_1GB,
-        };
+fn memfd(page: PageSize, size: u64) -> Result<File, Error> {
+    let flags = libc::MFD_CLOEXEC | page.mfd_flags();
     // SAFETY: a NUL-terminated name and flags.
     let fd = unsafe { libc::memfd_create(c"zerostart-launch".as_ptr(), flags) };
     if fd < 0 {

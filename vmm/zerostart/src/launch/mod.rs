@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 use clap::Args;
-use guestmem::HugePageSize;
+use hostmem::PageSize;
 use serde_json::json;
 use zerohint::Hint;
 
@@ -184,8 +184,8 @@ pub struct MemoryOpts {
     pub size: u64,
     /// Where it comes from.
     pub source: Source,
-    /// Hugepage size; `None`: 4 KiB shmem.
-    pub page: Option<HugePageSize>,
+    /// Page size: 2M or 1G hugetlb, or 4K shmem (`hugepages=off`).
+    pub page: PageSize,
     /// Whether to publish a hint.
     pub hint: bool,
     /// Prefault threads (0 = all CPUs).
@@ -209,7 +209,7 @@ impl MemoryOpts {
         let mut size = None;
         let mut source = None;
         let mut huge = true;
-        let mut page = HugePageSize::Size2M;
+        let mut page = PageSize::Size2M;
         let mut hint = true;
         let mut threads = 0;
         let on_off = |k: &str, v: &str| match v {
@@ -236,13 +236,12 @@ impl MemoryOpts {
                 }
                 "hugepages" => huge = on_off(k, v)?,
                 "hugepage_size" => {
-                    page = match v.to_ascii_uppercase().as_str() {
-                        "2M" => HugePageSize::Size2M,
-                        "1G" => HugePageSize::Size1G,
+                    page = match v.parse::<PageSize>() {
+                        Ok(p) if p.is_huge() => p,
                         _ => {
                             return Err(bad(format!(
-                                "hugepage_size='{v}' is invalid; use 2M or 1G"
-                            )))
+                            "hugepage_size='{v}' is invalid; use 2M or 1G (hugepages=off for 4K)"
+                        )))
                         }
                     }
                 }
@@ -260,12 +259,10 @@ impl MemoryOpts {
         let size = size.ok_or_else(|| bad("size= is required, e.g. size=4G,source=pool".into()))?;
         let source = source
             .ok_or_else(|| bad("source= is required: pool[:SOCKET], prefault or none".into()))?;
-        let page = huge.then_some(page);
-        let unit = page.map_or(4096, HugePageSize::bytes);
-        if size % unit != 0 {
+        let page = if huge { page } else { PageSize::Size4K };
+        if size % page.bytes() != 0 {
             return Err(bad(format!(
-                "size={size} is not a multiple of the {} page size; round it",
-                page.map_or("4K", HugePageSize::name)
+                "size={size} is not a multiple of the {page} page size; round it"
             )));
         }
         Ok(MemoryOpts {
@@ -422,7 +419,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
 
     // Argument checks and layout before any memory is taken: the fds are
     // named as placeholders here (a dry run shows them so).
-    let hp = opts.page.map(HugePageSize::bytes);
+    let hp = opts.page.is_huge().then(|| opts.page.bytes());
     let planned = build_args(
         a,
         &opts,
@@ -743,18 +740,18 @@ mod tests {
         let m = MemoryOpts::parse("size=4G,source=pool").unwrap();
         assert_eq!(m.size, 4 << 30);
         assert_eq!(m.source, Source::Pool(pool::cli::DEFAULT_SOCKET.into()));
-        assert_eq!(m.page, Some(HugePageSize::Size2M));
+        assert_eq!(m.page, PageSize::Size2M);
         assert!(m.hint);
         let m =
             MemoryOpts::parse("size=1G,source=pool:/tmp/p.sock,hugepages=off,hint=off").unwrap();
         assert_eq!(m.source, Source::Pool("/tmp/p.sock".into()));
-        assert_eq!(m.page, None);
+        assert_eq!(m.page, PageSize::Size4K);
         assert!(!m.hint);
         assert_eq!(
             MemoryOpts::parse("size=2G,source=prefault,hugepage_size=1G")
                 .unwrap()
                 .page,
-            Some(HugePageSize::Size1G)
+            PageSize::Size1G
         );
         for (bad, want) in [
             ("source=pool", "size= is required"),
@@ -767,6 +764,7 @@ mod tests {
             ("size=1G,source=none,hint=maybe", "on or off"),
             ("size", "key=value"),
             ("size=1G,source=none,size=2G", "at most once"),
+            ("size=1G,source=none,hugepage_size=4K", "use 2M or 1G"),
         ] {
             let e = MemoryOpts::parse(bad).unwrap_err().to_string();
             assert!(e.contains(want), "{bad}: {e}");
@@ -777,7 +775,7 @@ mod tests {
     #[test]
     fn poison_skips_exactly_the_hint() {
         let size = 64u64 << 20;
-        let region = Region::acquire(&Source::None, size, None, 1).unwrap();
+        let region = Region::acquire(&Source::None, size, PageSize::Size4K, 1).unwrap();
         let ram = layout::qemu_q35(size);
         let hinted = layout::hint_ranges(&ram, &[(40 << 20, 4096)]);
         poison_unhinted(&region, &ram, &hinted).unwrap();
