@@ -91,6 +91,11 @@ impl Block {
     /// Opens `path` (read-only with `readonly`, so even a VMM bug cannot
     /// write it) as a raw disk image.
     pub fn open(path: &Path, readonly: bool) -> Result<Self, BlockError> {
+        // Checked before opening: opening a directory for writing fails
+        // with EISDIR, which names the wrong fix.
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(BlockError::NotAFile(path.to_path_buf()));
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(!readonly)

@@ -31,6 +31,25 @@ pub const MMIO_VERSION: u32 = 2;
 pub const MMIO_VENDOR_ID: u32 = 0x5a53;
 /// Size of one device's register window.
 pub const MMIO_WINDOW: u64 = 0x1000;
+/// Guest-physical base of the first device's window, in the 3..4 GiB
+/// MMIO hole (Firecracker's choice too); device `n` is at
+/// `MMIO_BASE + n * MMIO_WINDOW`.
+pub const MMIO_BASE: u64 = 0xd000_0000;
+/// GSI of the first device; device `n` has `FIRST_GSI + n` (COM1 has 4).
+pub const FIRST_GSI: u32 = 5;
+/// Devices that fit: GSIs up to 23 are IOAPIC pins.
+pub const MAX_DEVICES: usize = 24 - FIRST_GSI as usize;
+
+/// Where device `n` sits and how Linux is told: window base, GSI and the
+/// kernel command-line entry `virtio_mmio.device=4K@BASE:GSI`.
+pub fn placement(n: usize) -> Option<(u64, u32, String)> {
+    (n < MAX_DEVICES).then(|| {
+        let base = MMIO_BASE + n as u64 * MMIO_WINDOW;
+        let gsi = FIRST_GSI + n as u32;
+        (base, gsi, format!("virtio_mmio.device=4K@{base:#x}:{gsi}"))
+    })
+}
+
 /// Where device-specific configuration space starts in the window.
 pub const CONFIG_OFFSET: u64 = 0x100;
 

@@ -16,9 +16,11 @@
 
 pub mod block;
 pub mod mmio;
+pub mod mmio_bus;
 
 pub use block::{Block, BlockError};
 pub use mmio::MmioTransport;
+pub use mmio_bus::{MmioBus, MmioBusError, MmioDevice};
 
 use virtio_queue::Queue;
 use vm_memory::GuestMemory;
