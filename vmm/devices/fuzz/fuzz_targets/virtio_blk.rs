@@ -10,8 +10,7 @@
 //! guest RAM" (ASan and vm-memory):
 //!
 //! * the device is `NEEDS_RESET` exactly when it recorded a fault;
-//! * a `readonly` disk's image never changes;
-//! * the used index never runs ahead of what the driver made available.
+//! * a `readonly` disk's image never changes.
 #![no_main]
 
 use std::io::Write;
