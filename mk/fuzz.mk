@@ -1,7 +1,8 @@
 # Device-model fuzzing (vmm/devices/fuzz, cargo-fuzz on nightly): the port
 # bus with every device the VMM puts on it (`port_bus`), and fw_cfg DMA
 # against guest memory with holes checked by a reference model
-# (`fw_cfg_dma`). Seeds live in the tree (vmm/devices/fuzz/corpus/<target>,
+# (`fw_cfg_dma`), and virtio-blk through its virtio-mmio registers against
+# guest RAM with holes (`virtio_blk`). Seeds live in the tree (vmm/devices/fuzz/corpus/<target>,
 # small); what a run finds goes to the cache, not the tree.
 #
 #   make test-devices-fuzz     short run, DEVICES_FUZZ_SMOKE seconds per target (in `make test`)
@@ -16,7 +17,7 @@
 # crash with the reproducer's path and the command to replay it.
 
 DEVICES_FUZZ_DIR := vmm/devices/fuzz
-DEVICES_FUZZ_TARGETS := port_bus fw_cfg_dma
+DEVICES_FUZZ_TARGETS := port_bus fw_cfg_dma virtio_blk
 DEVICES_FUZZ_CACHE := $(ZEROSTART_CACHE)/devices-fuzz
 DEVICES_FUZZ_SEEDS := $(CURDIR)/$(DEVICES_FUZZ_DIR)/corpus
 DEVICES_FUZZ_MAX_LEN := 4096

@@ -14,6 +14,9 @@
 //! log. The
 //! [`PioBus`] dispatches vCPU port-I/O exits to them.
 //!
+//! [`virtio`] has the virtio-mmio transport and the virtio-blk device
+//! (docs/vmm.md, "virtio devices").
+//!
 //! Devices never panic on guest input: a guest can write any value of any
 //! width to any port.
 
@@ -26,6 +29,7 @@ pub mod fw_platform;
 mod i8042;
 mod serial;
 mod timer;
+pub mod virtio;
 
 pub use acpi_pm::AcpiPm;
 pub use bus::{Error, PioBus};

@@ -1,5 +1,5 @@
 //! The one grammar of every `key=value[,key=value...]` option list of
-//! `zerostart run` (`--cpus`, `--memory`, `--serial`) and `zerostart
+//! `zerostart run` (`--cpus`, `--memory`, `--serial`, `--disk`) and `zerostart
 //! launch` (`--memory`), modelled on cloud-hypervisor's `option_parser`:
 //! each option declares its keys, [`OptionList::parse`] splits the string
 //! and refuses, the same way for every option, an item that is not
@@ -188,6 +188,55 @@ impl OptionList {
 /// is built once per list and leaked (a handful of bytes per process).
 fn valid_keys(keys: &'static [&'static str]) -> &'static str {
     Box::leak(keys.join(", ").into_boxed_str())
+}
+
+/// `--disk` keys of `zerostart run`.
+pub const DISK_KEYS: &[&str] = &["path", "readonly"];
+
+/// One `--disk` of `zerostart run`: a raw image for a virtio-blk device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskConfig {
+    /// The raw image file (or block device).
+    pub path: PathBuf,
+    /// Open it read-only and offer `VIRTIO_BLK_F_RO`: the guest cannot
+    /// write it, and neither can a bug in the VMM.
+    pub readonly: bool,
+}
+
+/// Parses `zerostart run --disk path=PATH[,readonly=on|off]`.
+pub fn disk(s: &str) -> Result<DiskConfig, Error> {
+    let list = OptionList::parse("disk", s, DISK_KEYS, "path=rootfs.img,readonly=on")?;
+    let mut path = None;
+    let mut readonly = false;
+    for (k, v) in list.items() {
+        match k {
+            "path" if v.is_empty() => {
+                return Err(Error::BadValue {
+                    opt: "disk",
+                    key: "path",
+                    value: v.to_string(),
+                    hint: "give the raw image's path, e.g. --disk path=rootfs.img",
+                })
+            }
+            "path" => path = Some(PathBuf::from(v)),
+            "readonly" => {
+                readonly = on_off(k, v).map_err(|_| Error::BadValue {
+                    opt: "disk",
+                    key: "readonly",
+                    value: v.to_string(),
+                    hint: "use readonly=on or readonly=off",
+                })?
+            }
+            _ => return Err(list.unknown(k)),
+        }
+    }
+    let path = path.ok_or(Error::BadValue {
+        opt: "disk",
+        key: "path",
+        value: String::new(),
+        hint: "path= is required; write e.g. --disk path=rootfs.img",
+    })?;
+    Ok(DiskConfig { path, readonly })
 }
 
 /// `--memory` keys of `zerostart run`.
@@ -618,5 +667,30 @@ mod tests {
             assert_eq!(kind.name(), name, "{cfg}");
         }
         assert_eq!(BackingKind::Pool.name(), "pool");
+    }
+
+    #[test]
+    fn disk_options() {
+        assert_eq!(
+            disk("path=/img").unwrap(),
+            DiskConfig {
+                path: "/img".into(),
+                readonly: false
+            }
+        );
+        assert!(disk("path=/img,readonly=on").unwrap().readonly);
+        assert!(!disk("readonly=off,path=/img").unwrap().readonly);
+        for (bad, needle) in [
+            ("readonly=on", "path= is required"),
+            ("", "path= is required"),
+            ("path=", "raw image's path"),
+            ("path=/img,readonly=maybe", "readonly=on or readonly=off"),
+            ("path=/img,cache=none", "unknown key 'cache'"),
+            ("path=/a,path=/b", "more than once"),
+            ("/img", "not key=value"),
+        ] {
+            let e = disk(bad).unwrap_err().to_string();
+            assert!(e.contains(needle) && e.contains("--disk"), "{bad}: {e}");
+        }
     }
 }

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use arch::boot::{self, BootParamsConfig, SetupData};
 use arch::layout::LOW_MEMORY_END;
+use devices::virtio::{MmioBus, MmioTransport};
 use devices::{
     BootTimer, I8042Device, PioBus, SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN,
     I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
@@ -142,6 +143,12 @@ pub enum Error {
     /// Computing, publishing or freezing the hint (crate::hint).
     #[error(transparent)]
     Hint(#[from] crate::hint::Error),
+    /// A `--disk` image.
+    #[error(transparent)]
+    Disk(#[from] devices::virtio::BlockError),
+    /// More `--disk` options than GSIs for them.
+    #[error("{0} --disk options given, at most {max} fit (one IOAPIC pin each); attach fewer disks", max = devices::virtio::mmio::MAX_DEVICES)]
+    TooManyDisks(usize),
     /// `--test-corrupt-hint` deliberately hands the guest a false or broken
     /// hint; an operator must never get that by a typo or a copied command.
     #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", hint::TEST_SWITCH_ENV)]
@@ -199,6 +206,8 @@ pub struct Plan {
     pub memory: MemoryConfig,
     /// Serial.
     pub serial: SerialOpt,
+    /// `--disk`s, in order (the first is /dev/vda).
+    pub disks: Vec<options::DiskConfig>,
 }
 
 /// What the boot vCPU enters: a kernel directly, or firmware that gets the
@@ -222,6 +231,19 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
         return Err(Error::UnalignedSize(memory.size));
     }
     let serial = SerialOpt::parse(&args.serial)?;
+    let disks = args
+        .disk
+        .iter()
+        .map(|d| options::disk(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    if disks.len() > devices::virtio::mmio::MAX_DEVICES {
+        return Err(Error::TooManyDisks(disks.len()));
+    }
+    // Opened (and closed) now so a bad path fails before any memory is
+    // mapped; the device opens it again in `build`.
+    for d in &disks {
+        devices::virtio::Block::open(&d.path, d.readonly)?;
+    }
     if let Some(host) = host_memory() {
         if memory.size > host {
             return Err(Error::TooMuchMemory {
@@ -258,6 +280,7 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
             cpus,
             memory,
             serial,
+            disks,
         },
         kernel,
     ))
@@ -273,6 +296,8 @@ pub struct Vm {
     pub vcpus: Vec<VcpuFd>,
     /// Port-I/O devices.
     pub bus: Arc<PioBus>,
+    /// MMIO devices (the virtio-mmio windows).
+    pub mmio: Arc<MmioBus>,
     /// COM1.
     pub serial: Arc<Mutex<SerialDevice>>,
     /// Boot-timer port.
@@ -336,12 +361,18 @@ pub fn build(
     // once it is set (see SerialDevice::with_stop).
     let stop = Arc::new(AtomicBool::new(false));
     let mut devices = attach_legacy_devices(&vm_fd, args, plan, stop.clone())?;
+    let (mmio, virtio_cmdline) = attach_virtio_devices(&vm_fd, &ram, &plan.disks)?;
+    let cmdline = [args.cmdline.as_str()]
+        .into_iter()
+        .chain(virtio_cmdline.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
 
     let vcpus = create_vcpus(&kvm, &vm_fd, plan.cpus.boot)?;
     let base_sregs = vcpus[0].get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
     let inputs = GuestInputs {
         initramfs: args.initramfs.as_deref(),
-        cmdline: &args.cmdline,
+        cmdline: &cmdline,
         layout: &layout,
         cpus: plan.cpus.boot,
         corrupt: args.test_corrupt_hint,
@@ -355,6 +386,7 @@ pub fn build(
         vm_fd,
         vcpus,
         bus: Arc::new(devices.bus),
+        mmio: Arc::new(mmio),
         serial: devices.serial,
         timer: devices.timer,
         ram,
@@ -447,6 +479,37 @@ fn attach_legacy_devices(
             .map_err(dev)?;
     }
     Ok(LegacyDevices { bus, serial, timer })
+}
+
+/// The virtio-mmio devices (one virtio-blk per `--disk`): each gets its
+/// 4 KiB window in the MMIO hole, a GSI driven by an irqfd (as COM1's),
+/// and a kernel command-line entry, returned, that tells Linux where it
+/// is (docs/vmm.md, "virtio devices").
+fn attach_virtio_devices(
+    vm_fd: &VmFd,
+    ram: &GuestRam,
+    disks: &[options::DiskConfig],
+) -> Result<(MmioBus, Vec<String>), Error> {
+    let mut bus = MmioBus::new();
+    let mut cmdline = Vec::new();
+    for (n, d) in disks.iter().enumerate() {
+        let (base, gsi, entry) =
+            devices::virtio::mmio::placement(n).ok_or(Error::TooManyDisks(disks.len()))?;
+        let blk = devices::virtio::Block::open(&d.path, d.readonly)?;
+        let t = MmioTransport::new(blk, ram.memory().clone())
+            .map_err(|e| Error::Devices(format!("virtio-blk {}: {e}", d.path.display())))?;
+        vm_fd
+            .register_irqfd(t.interrupt_evt(), gsi)
+            .map_err(kvm_err("KVM_IRQFD (virtio-blk)"))?;
+        bus.insert(
+            base,
+            devices::virtio::mmio::MMIO_WINDOW,
+            Arc::new(Mutex::new(t)),
+        )
+        .map_err(|e| Error::Devices(e.to_string()))?;
+        cmdline.push(entry);
+    }
+    Ok((bus, cmdline))
 }
 
 /// `n` vCPUs with filtered CPUID, the boot MSRs and LINT0/LINT1 set up;

@@ -82,6 +82,10 @@ pub struct RunArgs {
     /// Guest serial console (COM1): tty (this terminal), off, or file=PATH.
     #[arg(long, default_value = "tty", value_name = "tty|off|file=PATH")]
     pub serial: String,
+    /// A virtio-blk disk on virtio-mmio: path=PATH[,readonly=on], a raw
+    /// image (repeat the option for several disks: /dev/vda, /dev/vdb, ...).
+    #[arg(long, value_name = "path=PATH[,readonly=on]")]
+    pub disk: Vec<String>,
     /// ACPI tables (hardware-reduced FADT, MADT, DSDT with _S5_) so the
     /// guest can power off; off leaves only the MP table.
     #[arg(long, value_enum, default_value = "on")]

@@ -96,6 +96,7 @@ pub fn run(mut vm: Vm, tty: bool) -> anyhow::Result<(Vm, Ended)> {
             index: index as u8,
             fd,
             bus: vm.bus.clone(),
+            mmio: vm.mmio.clone(),
             events: tx.clone(),
             stop: vm.stop.clone(),
             first_run: vm.first_run.clone(),

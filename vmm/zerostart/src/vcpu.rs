@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use devices::virtio::MmioBus;
 use devices::{ExitRequest, PioBus};
 use kvm_bindings::{
     kvm_run, KVM_MP_STATE_HALTED, KVM_MP_STATE_INIT_RECEIVED, KVM_MP_STATE_UNINITIALIZED,
@@ -208,6 +209,8 @@ pub struct Vcpu {
     pub fd: VcpuFd,
     /// Port-I/O devices.
     pub bus: Arc<PioBus>,
+    /// MMIO devices (virtio-mmio windows).
+    pub mmio: Arc<MmioBus>,
     /// Where stop reasons go.
     pub events: Sender<VmEvent>,
     /// Set by the VMM to end the loop.
@@ -272,12 +275,18 @@ impl Vcpu {
                         self.bus.read_string(port, io_size(), data);
                         None
                     }
-                    // No MMIO devices: reads see open bus, writes vanish.
-                    VcpuExit::MmioRead(_, data) => {
-                        data.fill(0xff);
+                    // Outside the virtio-mmio windows: reads see open
+                    // bus, writes vanish.
+                    VcpuExit::MmioRead(addr, data) => {
+                        if !self.mmio.read(addr, data) {
+                            data.fill(0xff);
+                        }
                         None
                     }
-                    VcpuExit::MmioWrite(..) => None,
+                    VcpuExit::MmioWrite(addr, data) => {
+                        self.mmio.write(addr, data);
+                        None
+                    }
                     VcpuExit::Hlt => Some(VmEvent::Poweroff("hlt")),
                     VcpuExit::Shutdown => Some(VmEvent::Crash("triple fault")),
                     VcpuExit::SystemEvent(kind, _) => Some(match kind {

@@ -5,9 +5,9 @@
 //! does for a firmware boot with `--acpi on` and `--debugcon` (the largest
 //! device set): COM1, i8042 (data and command ports), the boot timer, the
 //! ACPI PM register, CMOS, fw_cfg (selector/data and DMA), the PCI host
-//! bridge and PM timer of `fw_platform.rs`, and the debug console. The two
-//! zerostart-only devices are compiled from the VMM's own source files, so
-//! the fuzzer runs the code the VMM runs. Keep the port list in step with
+//! bridge and PM timer of `fw_platform.rs`, and the debug console (both
+//! in the devices crate since the VMM restructure, so the fuzzer runs the
+//! code the VMM runs). Keep the port list in step with
 //! builder.rs (`bus.insert` calls).
 #![allow(dead_code)]
 
@@ -19,13 +19,7 @@ use devices::{FwCfg, PioBus};
 use vm_memory::bitmap::AtomicBitmap;
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
-// Public here (private in the binary), hence lints the VMM does not get.
-#[allow(clippy::new_without_default)]
-#[path = "../../../zerostart/src/fw_platform.rs"]
-pub mod fw_platform;
-
-#[path = "../../../zerostart/src/debugcon.rs"]
-pub mod debugcon;
+use devices::fw_platform;
 
 /// Guest memory as the VMM has it (with vm-memory's dirty bitmap).
 pub type Mem = GuestMemoryMmap<AtomicBitmap>;
@@ -151,9 +145,9 @@ pub fn machine(sizes: &[u32]) -> Machine {
     )
     .unwrap();
     bus.insert(
-        debugcon::DEBUGCON_PORT,
+        devices::DEBUGCON_PORT,
         1,
-        Arc::new(Mutex::new(debugcon::Debugcon::new(Box::new(io::sink())))),
+        Arc::new(Mutex::new(devices::Debugcon::new(Box::new(io::sink())))),
     )
     .unwrap();
     let fw = Arc::new(Mutex::new(fw_cfg(mem.clone(), sizes)));

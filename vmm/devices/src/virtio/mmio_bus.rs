@@ -1,0 +1,140 @@
+//! Guest-physical MMIO dispatch for the virtio-mmio windows: a vCPU's
+//! MMIO exit at an address inside a window goes to that device with the
+//! offset into it; anything else is open bus.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use vm_memory::GuestMemory;
+
+use super::{MmioTransport, VirtioDevice};
+
+/// A device on the MMIO bus.
+pub trait MmioDevice: Send {
+    /// A guest read of `data.len()` bytes at `offset` into the window.
+    fn read(&mut self, offset: u64, data: &mut [u8]);
+    /// A guest write at `offset` into the window.
+    fn write(&mut self, offset: u64, data: &[u8]);
+}
+
+impl<M: GuestMemory + Send, D: VirtioDevice<M>> MmioDevice for MmioTransport<M, D> {
+    fn read(&mut self, offset: u64, data: &mut [u8]) {
+        MmioTransport::read(self, offset, data)
+    }
+    fn write(&mut self, offset: u64, data: &[u8]) {
+        MmioTransport::write(self, offset, data)
+    }
+}
+
+/// A window that cannot go on the bus.
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
+#[error("MMIO window {base:#x}+{len:#x} is empty, wraps or overlaps another; give each device its own window")]
+pub struct MmioBusError {
+    /// Base of the rejected window.
+    pub base: u64,
+    /// Its length.
+    pub len: u64,
+}
+
+/// Non-overlapping MMIO windows `[base, base + len)`.
+#[derive(Default)]
+pub struct MmioBus {
+    devices: BTreeMap<u64, (u64, Arc<Mutex<dyn MmioDevice>>)>,
+}
+
+impl MmioBus {
+    /// An empty bus.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Puts `dev` at `[base, base + len)`.
+    pub fn insert(
+        &mut self,
+        base: u64,
+        len: u64,
+        dev: Arc<Mutex<dyn MmioDevice>>,
+    ) -> Result<(), MmioBusError> {
+        let err = MmioBusError { base, len };
+        let end = base.checked_add(len).filter(|_| len > 0).ok_or(err)?;
+        let before = self.devices.range(..end).next_back();
+        if before.is_some_and(|(&b, &(l, _))| b + l > base) {
+            return Err(err);
+        }
+        self.devices.insert(base, (len, dev));
+        Ok(())
+    }
+
+    fn find(&self, addr: u64, n: usize) -> Option<(u64, &Arc<Mutex<dyn MmioDevice>>)> {
+        let (&base, (len, dev)) = self.devices.range(..=addr).next_back()?;
+        let off = addr - base;
+        (off.checked_add(n as u64)? <= *len).then_some((off, dev))
+    }
+
+    /// A guest read; false if no device claims `[addr, addr + len)`.
+    pub fn read(&self, addr: u64, data: &mut [u8]) -> bool {
+        match self.find(addr, data.len()) {
+            Some((off, dev)) => {
+                // A device poisoned by a panicking thread still answers:
+                // its state is plain registers, and the VM is ending.
+                let mut d = dev.lock().unwrap_or_else(|e| e.into_inner());
+                d.read(off, data);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A guest write; false if no device claims `[addr, addr + len)`.
+    pub fn write(&self, addr: u64, data: &[u8]) -> bool {
+        match self.find(addr, data.len()) {
+            Some((off, dev)) => {
+                let mut d = dev.lock().unwrap_or_else(|e| e.into_inner());
+                d.write(off, data);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Regs([u8; 16]);
+    impl MmioDevice for Regs {
+        fn read(&mut self, offset: u64, data: &mut [u8]) {
+            let o = offset as usize;
+            data.copy_from_slice(&self.0[o..o + data.len()]);
+        }
+        fn write(&mut self, offset: u64, data: &[u8]) {
+            let o = offset as usize;
+            self.0[o..o + data.len()].copy_from_slice(data);
+        }
+    }
+
+    #[test]
+    fn dispatch_and_overlap() {
+        let mut bus = MmioBus::new();
+        bus.insert(0x1000, 16, Arc::new(Mutex::new(Regs([0; 16]))))
+            .unwrap();
+        bus.insert(0x2000, 16, Arc::new(Mutex::new(Regs([0; 16]))))
+            .unwrap();
+        for (b, l) in [(0x1008, 16), (0xff8, 16), (0x1000, 0), (u64::MAX - 4, 16)] {
+            assert!(bus
+                .insert(b, l, Arc::new(Mutex::new(Regs([0; 16]))))
+                .is_err());
+        }
+        assert!(bus.write(0x100c, &[1, 2, 3, 4]));
+        let mut d = [0u8; 4];
+        assert!(bus.read(0x100c, &mut d));
+        assert_eq!(d, [1, 2, 3, 4]);
+        // Straddling the end of a window, between windows, wrapping: open bus.
+        assert!(!bus.read(0x100e, &mut d));
+        assert!(!bus.write(0x1800, &d));
+        assert!(!bus.read(u64::MAX - 1, &mut d));
+        assert!(bus.read(0x2000, &mut d));
+        assert_eq!(d, [0; 4]);
+    }
+}

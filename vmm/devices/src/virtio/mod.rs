@@ -1,0 +1,57 @@
+//! virtio devices on the virtio-mmio transport (docs/vmm.md, "virtio
+//! devices"): [`MmioTransport`] is the register window the guest programs,
+//! [`Block`] the first device behind it.
+//!
+//! The split ring itself (descriptor chains, the avail and used rings) is
+//! rust-vmm's `virtio-queue`; this module owns what it does not: the
+//! transport's registers and state machine, and each device's request
+//! handling (`virtio-blk` has no published crate).
+//!
+//! A guest that misprograms a device never reaches a panic or a host access
+//! outside guest RAM: every guest address goes through vm-memory's checked
+//! accessors, a bad request completes with a virtio error status, and a
+//! queue the device cannot use any more (rings outside RAM, a broken
+//! descriptor chain, an impossible avail index) marks the device
+//! `NEEDS_RESET` until the driver resets it.
+
+pub mod block;
+pub mod mmio;
+pub mod mmio_bus;
+
+pub use block::{Block, BlockError};
+pub use mmio::MmioTransport;
+pub use mmio_bus::{MmioBus, MmioBusError, MmioDevice};
+
+use virtio_queue::Queue;
+use vm_memory::GuestMemory;
+
+/// Why a device gave up on a queue: the transport then sets
+/// `NEEDS_RESET` and ignores the device until the driver resets it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct QueueFault(pub String);
+
+/// A virtio device behind a transport: what the transport asks it, and
+/// the one thing it does, running the requests of a queue.
+pub trait VirtioDevice<M: GuestMemory>: Send {
+    /// virtio device ID (`VIRTIO_ID_*`).
+    fn device_type(&self) -> u32;
+    /// Feature bits the device offers (including `VIRTIO_F_VERSION_1`).
+    fn features(&self) -> u64;
+    /// Maximum size of each queue; the length is the number of queues.
+    fn queue_max_sizes(&self) -> &[u16];
+    /// Reads device configuration space at `offset` (bytes past its end
+    /// read 0).
+    fn read_config(&self, offset: u64, data: &mut [u8]);
+    /// Runs every request the driver made available on queue `index`.
+    /// Returns whether used buffers were added (the driver is then
+    /// interrupted), or the fault that makes the queue unusable.
+    fn process_queue(
+        &mut self,
+        index: usize,
+        queue: &mut Queue,
+        mem: &M,
+    ) -> Result<bool, QueueFault>;
+    /// The driver reset the device (status 0).
+    fn reset(&mut self) {}
+}
