@@ -54,7 +54,7 @@ POOL_INTERF_CAP_MIB ?= 1024
 # The kill, holder and --hugetlbfs tests run again on 2M hugetlb memory (a
 # configuration test-fast's 4K run does not cover), then the VMM boots the
 # probe from pool memory (tests/pool/run.sh), then the nested part.
-test-pool: deps e2e-zerostart zerostart-release probe
+test-pool: deps e2e-zerostart e2e-kernel zerostart-release probe
 	$(call crate_tests,-p pool)
 	set -o pipefail; bash tests/pool/with-hugetlbfs.sh -- \
 	  $(CARGO) test --locked -p pool --test kill --test holders --test hugetlbfs -- --test-threads 4 --nocapture 2>&1 | \
