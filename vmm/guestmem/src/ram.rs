@@ -497,11 +497,8 @@ impl GuestRam {
                     Prezero::Engine(c) => c,
                     Prezero::Off => prezero::Choice::Auto,
                 };
-                let granule = match self.cfg.backing.page_shift() {
-                    30 => prezero::Granule::Huge1G,
-                    21 => prezero::Granule::Huge2M,
-                    _ => prezero::Granule::Page4K,
-                };
+                let granule = hostmem::PageSize::from_shift(self.cfg.backing.page_shift())
+                    .unwrap_or(hostmem::PageSize::Size4K);
                 let z = prezero::Zeroer::new(choice)?
                     .threads(threads)
                     .granule(granule);

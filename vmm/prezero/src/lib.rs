@@ -59,7 +59,8 @@ pub use auto::{
     MAX_SMALL_THRESHOLD, SMALL_THRESHOLD, WINDOWS,
 };
 pub use backend::{available_backends, Backend, Choice};
-pub use zeroer::{Granule, Progress, ZeroStats, Zeroer};
+pub use hostmem::PageSize;
+pub use zeroer::{Progress, ZeroStats, Zeroer};
 
 /// Everything that can go wrong choosing or running a backend.
 #[derive(Debug, thiserror::Error)]

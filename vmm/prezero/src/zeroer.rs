@@ -7,34 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::plan::{make_plan, worker_count, Plan, Worker, MAX_CHUNK};
 use crate::{auto, fault, kernels, numa, Backend, Choice, Error};
-
-/// Chunk alignment: the page size backing the memory.
-///
-/// Chunk boundaries fall on multiples of the granule, so no (huge) page is
-/// ever written by two workers: two threads faulting or zeroing the same
-/// 2 MiB page contend on it, and a page lives on one NUMA node, so a
-/// granule-aligned chunk is entirely on one node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Granule {
-    /// 4 KiB base pages.
-    Page4K,
-    /// 2 MiB huge pages (THP or hugetlbfs); the default, and a multiple of
-    /// 4 KiB so it is also right for base pages.
-    Huge2M,
-    /// 1 GiB huge pages.
-    Huge1G,
-}
-
-impl Granule {
-    /// The granule in bytes.
-    pub fn bytes(self) -> usize {
-        match self {
-            Granule::Page4K => 4 << 10,
-            Granule::Huge2M => 2 << 20,
-            Granule::Huge1G => 1 << 30,
-        }
-    }
-}
+use hostmem::PageSize;
 
 /// What a zeroing job did.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,8 +36,8 @@ impl ZeroStats {
 /// The zeroing engine, configured with a builder.
 ///
 /// ```
-/// use prezero::{Choice, Granule, Zeroer};
-/// let z = Zeroer::new(Choice::Auto)?.threads(0).granule(Granule::Huge2M);
+/// use prezero::{Choice, PageSize, Zeroer};
+/// let z = Zeroer::new(Choice::Auto)?.threads(0).granule(PageSize::Size2M);
 /// let mut buf = vec![0xa5u8; 8 << 20];
 /// let stats = z.zero_slice(&mut buf);
 /// assert!(buf.iter().all(|&b| b == 0));
@@ -75,7 +48,7 @@ impl ZeroStats {
 pub struct Zeroer {
     choice: Choice,
     threads: usize,
-    granule: Granule,
+    granule: PageSize,
     pin: bool,
 }
 
@@ -96,7 +69,7 @@ impl Zeroer {
         Ok(Zeroer {
             choice,
             threads: 0,
-            granule: Granule::Huge2M,
+            granule: PageSize::Size2M,
             pin: false,
         })
     }
@@ -108,8 +81,13 @@ impl Zeroer {
         self
     }
 
-    /// Chunk alignment; set it to the page size backing the memory.
-    pub fn granule(mut self, g: Granule) -> Self {
+    /// Chunk alignment: the page size backing the memory (default 2M, a
+    /// multiple of 4 KiB so also right for base pages). Chunk boundaries
+    /// fall on multiples of it, so no (huge) page is ever written by two
+    /// workers: two threads faulting or zeroing the same 2 MiB page contend
+    /// on it, and a page lives on one NUMA node, so an aligned chunk is
+    /// entirely on one node.
+    pub fn granule(mut self, g: PageSize) -> Self {
         self.granule = g;
         self
     }
@@ -282,7 +260,7 @@ impl Zeroer {
         let plan = make_plan(
             &spans,
             self.max_threads(),
-            self.granule.bytes(),
+            self.granule.bytes() as usize,
             self.pin,
             topo,
             &allowed,
@@ -498,7 +476,7 @@ mod tests {
             let z = Zeroer::new(Choice::Auto)
                 .unwrap()
                 .threads(threads)
-                .granule(Granule::Page4K);
+                .granule(PageSize::Size4K);
             // SAFETY: our mapping; the part past EOF is what is tested.
             let e = unsafe { z.try_zero_raw(m.ptr, map, None) }.unwrap_err();
             assert!(matches!(e, Error::Fault { .. }), "{e}");
@@ -556,7 +534,7 @@ mod tests {
             .unwrap()
             .threads(3)
             .pin_cpus(true)
-            .granule(Granule::Page4K);
+            .granule(PageSize::Size4K);
         let st = z.zero_slice(&mut buf[5..]);
         assert_eq!(st.threads, 3);
         assert_eq!(buf[..5], [9; 5]);

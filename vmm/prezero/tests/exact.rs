@@ -1,7 +1,7 @@
 //! Exactness: every backend and thread count zeroes exactly the range it
 //! is given, for any alignment and length, and touches nothing around it.
 
-use prezero::{available_backends, zero_with, Backend, Choice, Granule, Zeroer};
+use prezero::{available_backends, zero_with, Backend, Choice, PageSize, Zeroer};
 use proptest::prelude::*;
 
 /// Canary bytes on each side of the target range.
@@ -28,8 +28,8 @@ fn backend() -> impl Strategy<Value = Backend> {
     prop::sample::select(available_backends())
 }
 
-fn granule() -> impl Strategy<Value = Granule> {
-    prop::sample::select(vec![Granule::Page4K, Granule::Huge2M, Granule::Huge1G])
+fn granule() -> impl Strategy<Value = PageSize> {
+    prop::sample::select(PageSize::ALL.to_vec())
 }
 
 proptest! {
