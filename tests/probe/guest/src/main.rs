@@ -20,9 +20,9 @@ use core::fmt;
 use core::panic::PanicInfo;
 use core::ptr::addr_of;
 
+use boottimer::marker::TEST_DONE;
 use probe_check::cmdline::Fault;
 use probe_check::{Failure, Image, Platform, Verdict};
-use boottimer::marker::TEST_DONE;
 
 use paging::{Paging, DIRECT_MAP};
 

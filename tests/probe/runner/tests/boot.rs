@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use probe_runner::{layout, Boot, Exit, Hint, Outcome};
 use boottimer::marker::{INIT_STARTED, KERNEL_STARTED, TEST_DONE};
+use probe_runner::{layout, Boot, Exit, Hint, Outcome};
 use zerohint::Entry;
 
 const MIB: u64 = 1 << 20;
