@@ -41,7 +41,8 @@ UNITTEST_END = re.compile(r"^(OK|FAILED)(?: \((.*)\))?\s*$")
 E2E = re.compile(r"^(?:e2e|fwboot): (\d+) passed, (\d+) failed, (\d+) skipped")
 PASS = re.compile(r"^(PASS|ok)\b[: ]")
 FAIL = re.compile(r"^FAIL\b")
-SKIP = re.compile(r"^SKIP\b")
+# `zerostart slo` prints its skipped scenarios as "zerostart slo: SKIP ...".
+SKIP = re.compile(r"^(zerostart slo: )?SKIP\b")
 
 
 @dataclass

@@ -33,6 +33,11 @@ class Count(unittest.TestCase):
                    "ok: a\nPASS: b\nFAIL: c\nSKIP d: no kvm\n", rc=1)
         self.assertEqual((c.passed, c.failed, c.skipped), (6, 3, 2))
 
+    def test_slo_skipped_scenarios(self):
+        c = self.c("zerostart slo: SKIP ch-256M: cloud-hypervisor is not on PATH\n"
+                   "  SKIPPED: cloud-hypervisor is not on PATH\nok: x\n")
+        self.assertEqual((c.passed, c.failed, c.skipped), (1, 0, 1))
+
     def test_e2e_line(self):
         c = self.c("e2e: 8 passed, 1 failed, 2 skipped; 0 L2 retries\n", rc=1)
         self.assertEqual((c.passed, c.failed, c.skipped), (8, 1, 2))

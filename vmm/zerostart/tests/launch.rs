@@ -7,6 +7,8 @@
 //!
 //! SKIPs (printed) without `qemu-system-x86_64` on PATH.
 
+mod common;
+
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -29,9 +31,7 @@ macro_rules! need_qemu {
         match qemu() {
             Some(q) => q,
             None => {
-                println!(
-                    "SKIP: qemu-system-x86_64 is not on PATH (apt-get install qemu-system-x86)"
-                );
+                common::skip("qemu-system-x86_64 is not on PATH (apt-get install qemu-system-x86)");
                 return;
             }
         }
@@ -426,8 +426,8 @@ fn cloud_hypervisor_when_present() {
             .map(|d| d.join("cloud-hypervisor"))
             .find(|p| p.exists())
     }) else {
-        println!(
-            "SKIP: cloud-hypervisor is not on PATH (it is in no package registry; docs/launch.md)"
+        common::skip(
+            "cloud-hypervisor is not on PATH (it is in no package registry; docs/launch.md)",
         );
         return;
     };
