@@ -139,47 +139,24 @@ pub fn check_mem_available(bytes: u64) -> Result<(), Error> {
 mod tests {
     use super::*;
 
-    fn pool(total: u64, free: u64, resv: u64) -> tempdir::Dir {
-        let d = tempdir::Dir::new();
-        std::fs::write(d.0.join("nr_hugepages"), format!("{total}\n")).unwrap();
-        std::fs::write(d.0.join("free_hugepages"), format!("{free}\n")).unwrap();
-        std::fs::write(d.0.join("resv_hugepages"), format!("{resv}\n")).unwrap();
+    fn pool(total: u64, free: u64, resv: u64) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("nr_hugepages"), format!("{total}\n")).unwrap();
+        std::fs::write(d.path().join("free_hugepages"), format!("{free}\n")).unwrap();
+        std::fs::write(d.path().join("resv_hugepages"), format!("{resv}\n")).unwrap();
         d
-    }
-
-    /// A throwaway directory (no extra crate for one test helper).
-    mod tempdir {
-        pub struct Dir(pub std::path::PathBuf);
-        impl Dir {
-            pub fn new() -> Dir {
-                use std::sync::atomic::{AtomicU32, Ordering};
-                static N: AtomicU32 = AtomicU32::new(0);
-                let p = std::env::temp_dir().join(format!(
-                    "guestmem-test-{}-{}",
-                    std::process::id(),
-                    N.fetch_add(1, Ordering::Relaxed)
-                ));
-                std::fs::create_dir_all(&p).unwrap();
-                Dir(p)
-            }
-        }
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
     }
 
     #[test]
     fn enough_pages_pass() {
         let d = pool(1024, 600, 88);
-        check_hugepages_in(&d.0, PageSize::Size2M, 512 * (2 << 20), 0).unwrap();
+        check_hugepages_in(d.path(), PageSize::Size2M, 512 * (2 << 20), 0).unwrap();
     }
 
     #[test]
     fn shortage_names_numbers_and_fix() {
         let d = pool(100, 50, 10);
-        let e = check_hugepages_in(&d.0, PageSize::Size2M, 1 << 30, 0).unwrap_err();
+        let e = check_hugepages_in(d.path(), PageSize::Size2M, 1 << 30, 0).unwrap_err();
         let s = e.to_string();
         assert!(s.contains("needs 512 free 2M hugepages but only 40"), "{s}");
         assert!(s.contains("echo 572 | sudo tee"), "{s}");
@@ -192,21 +169,21 @@ mod tests {
     fn file_pages_are_credited() {
         let d = pool(100, 50, 10);
         // 512 needed, 40 usable: 472 from the file suffice, 471 do not.
-        check_hugepages_in(&d.0, PageSize::Size2M, 1 << 30, 472).unwrap();
-        let e = check_hugepages_in(&d.0, PageSize::Size2M, 1 << 30, 471).unwrap_err();
+        check_hugepages_in(d.path(), PageSize::Size2M, 1 << 30, 472).unwrap();
+        let e = check_hugepages_in(d.path(), PageSize::Size2M, 1 << 30, 471).unwrap_err();
         let s = e.to_string();
         assert!(s.contains("but only 40 are free"), "{s}");
         assert!(s.contains("471 more that the RAM file frees"), "{s}");
         assert!(s.contains("echo 101 | sudo tee"), "{s}");
         // No file: no note.
-        let e = check_hugepages_in(&d.0, PageSize::Size2M, 1 << 30, 0).unwrap_err();
+        let e = check_hugepages_in(d.path(), PageSize::Size2M, 1 << 30, 0).unwrap_err();
         assert!(!e.to_string().contains("RAM file"), "{e}");
     }
 
     #[test]
     fn missing_pool_is_an_error() {
-        let d = tempdir::Dir::new();
-        let e = check_hugepages_in(&d.0, PageSize::Size1G, 1 << 30, 0).unwrap_err();
+        let d = tempfile::tempdir().unwrap();
+        let e = check_hugepages_in(d.path(), PageSize::Size1G, 1 << 30, 0).unwrap_err();
         assert!(e.to_string().contains("no 1G hugepage pool"), "{e}");
     }
 
@@ -218,8 +195,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("exceeds the host's MemAvailable"), "{e}");
-        let d = tempdir::Dir::new();
-        let p = d.0.join("meminfo");
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("meminfo");
         std::fs::write(&p, "MemTotal: 10 kB\nMemAvailable:    2048 kB\n").unwrap();
         assert_eq!(mem_available_from(&p).unwrap(), 2 << 20);
         std::fs::write(&p, "MemTotal: 10 kB\n").unwrap();

@@ -176,33 +176,10 @@ pub fn check_limits(hugepage: Option<PageSize>, bytes: u64) -> Result<(), LimitE
 mod tests {
     use super::*;
 
-    /// A throwaway directory (no extra crate for one test helper).
-    mod tempdir {
-        pub struct Dir(pub std::path::PathBuf);
-        impl Dir {
-            pub fn new() -> Dir {
-                use std::sync::atomic::{AtomicU32, Ordering};
-                static N: AtomicU32 = AtomicU32::new(0);
-                let p = std::env::temp_dir().join(format!(
-                    "hostmem-cgroup-{}-{}",
-                    std::process::id(),
-                    N.fetch_add(1, Ordering::Relaxed)
-                ));
-                std::fs::create_dir_all(&p).unwrap();
-                Dir(p)
-            }
-        }
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-    }
-
     #[test]
     fn cgroup_limits_v1_and_v2_with_ancestors() {
-        let d = tempdir::Dir::new();
-        let root = &d.0;
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
         let mounts = "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n\
                       cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n\
                       cgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\n";

@@ -45,17 +45,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpulists_parse() {
-        assert_eq!(
-            parse_cpulist("0-3,8,10-11\n"),
-            Some(vec![0, 1, 2, 3, 8, 10, 11])
-        );
-        assert_eq!(parse_cpulist("\n"), Some(vec![]));
-        assert_eq!(parse_cpulist("3-1"), None);
-        assert_eq!(parse_cpulist("x"), None);
-    }
-
-    #[test]
     fn a_fake_tree_deals_regions_round_robin() {
         let dir = tempfile::tempdir().unwrap();
         for (n, list) in [("node1", "2-3\n"), ("node0", "0-1\n"), ("node2", "\n")] {
