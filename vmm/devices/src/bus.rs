@@ -371,17 +371,7 @@ mod tests {
     /// splits into 2-byte writes.
     #[test]
     fn string_out_writes_every_element() {
-        #[derive(Clone, Default)]
-        struct Shared(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Shared {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
+        use crate::test_util::Shared;
         let out = Shared::default();
         let mut bus = PioBus::new();
         let uart =

@@ -28,6 +28,8 @@ pub mod fw_cfg;
 pub mod fw_platform;
 mod i8042;
 mod serial;
+#[cfg(test)]
+mod test_util;
 mod timer;
 pub mod virtio;
 

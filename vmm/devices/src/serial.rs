@@ -218,18 +218,7 @@ impl PioDevice for SerialDevice {
 mod tests {
     use super::*;
 
-    /// A writer the test can inspect after handing it to the device.
-    #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-    impl Write for Shared {
-        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::test_util::Shared;
 
     const THR: u16 = 0;
     const IER: u16 = 1;
