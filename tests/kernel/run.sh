@@ -207,6 +207,20 @@ planted_check() {
 	fi
 }
 
+# secret_check NAME: the probe's leak mode in boot NAME saw no page of the
+# secret in freshly touched memory, and, as its negative control, the
+# secret planted into 16 of those pages afterwards is seen by the same scan.
+secret_check() {
+	local v
+	v="$(kv "$WORK/boot-$1.log" ZSPROBE leak_secret_pages)"
+	if [ "${v:-x}" = 0 ]; then
+		pass "$1: no page of the secret was seen in freshly touched memory"
+	else
+		fail "$1: leak_secret_pages=${v:-missing}"
+	fi
+	planted_check "$1" "$WORK/boot-$1.log" ZSPROBE leak
+}
+
 # scan_check NAME EXPECT EXTRA: in any boot, no line reports a marked page
 # that is not zero; with the scans on (the last prezero.verify= is 2 or
 # scan) and a hint in effect (EXPECT skip or any), both scans of the pages
@@ -436,15 +450,7 @@ if want leak; then
 	else
 		fail "leak: fault_batch_misses=${m:-missing}: the test did not exercise a non-pristine batch"
 	fi
-	v="$(kv "$WORK/boot-leak.log" ZSPROBE leak_secret_pages)"
-	if [ "${v:-x}" = 0 ]; then
-		pass "leak: no page of the secret was seen in freshly touched memory"
-	else
-		fail "leak: leak_secret_pages=${v:-missing}"
-	fi
-	# Its negative control: the secret planted into 16 of those pages
-	# afterwards must be seen by the same scan.
-	planted_check leak "$WORK/boot-leak.log" ZSPROBE leak
+	secret_check leak
 fi
 
 # The same with compaction between the free and the first touch: it
@@ -459,13 +465,7 @@ if want compact; then
 	else
 		fail "compact: compact_isolated=${c:-missing} ($(kv "$WORK/boot-compact.log" ZSPROBE compact_error)): compaction did nothing, the case cannot fail"
 	fi
-	v="$(kv "$WORK/boot-compact.log" ZSPROBE leak_secret_pages)"
-	if [ "${v:-x}" = 0 ]; then
-		pass "compact: no page of the secret was seen in freshly touched memory"
-	else
-		fail "compact: leak_secret_pages=${v:-missing}"
-	fi
-	planted_check compact "$WORK/boot-compact.log" ZSPROBE leak
+	secret_check compact
 fi
 
 # The boot-time hugetlb pool must come from pristine memory (patch "mm:
