@@ -124,8 +124,9 @@ def qemu_binary() -> tuple[str, list[str]]:
 
 
 def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: int, append: str = "",
-               accel: str = "tcg,thread=multi", prealloc: list[str] | None = None) -> list[str]:
-    """The QEMU command line that boots L2."""
+               accel: str = "tcg,thread=multi", prealloc: list[str] | None = None,
+               extra_args: list[str] | None = None) -> list[str]:
+    """The QEMU command line that boots L2 (`extra_args`: more devices, e.g. disks)."""
     qemu, data = qemu_binary()
     datadirs = [x for d in data for x in ("-L", d)]
     # init_on_alloc=0 in L2 (the test bed, not the system under test): Debian's
@@ -133,7 +134,7 @@ def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: i
     return [qemu, *datadirs, "-accel", accel, "-cpu", L2_CPU, "-m", f"{l2_mem}M",
             "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
             "-serial", "stdio", "-monitor", "none", "-no-reboot", *(PREALLOC if prealloc is None else prealloc),
-            "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
+            *(extra_args or []), "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
             "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
             + (append + " " if append else "")
             + os.environ.get("ZSE2E_L2_APPEND", "")]
@@ -149,7 +150,7 @@ def l2_memory(manifest: dict, guest_mib: int) -> tuple[int, int]:
 @contextlib.contextmanager
 def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *, log: Path | TextIO,
             smp: int = 2, append: str = "", echo: bool = False, accel: str = "tcg,thread=multi",
-            prealloc: list[str] | None = None) -> Iterator[Console]:
+            prealloc: list[str] | None = None, extra_args: list[str] | None = None) -> Iterator[Console]:
     """Boots L2 with `extra` appended to its initramfs and yields its Console;
     QEMU is killed and the temporary initrd removed on the way out."""
     tmp = Path(tempfile.mkdtemp(prefix="zstest-l2-"))
@@ -158,7 +159,7 @@ def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *,
         shutil.copyfile(manifest["initramfs"], initrd)
         with open(initrd, "ab") as f:
             extra.write(f)
-        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc)
+        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc, extra_args)
         if isinstance(log, Path):
             log.parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
