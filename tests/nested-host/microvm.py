@@ -237,39 +237,58 @@ def rootfs_dir() -> Path:
     return Path(r.stdout.strip().splitlines()[-1])
 
 
-def cmd_microvm(a) -> int:
-    t0 = time.monotonic()
-    zs, ovmf, _ = launch.inputs(a, "test-microvm", need_patched=True)
+def run(a, zs: Path, ovmf: Path, console_log: Path = OUT / "console.log") -> tuple[list[dict], str | None, int]:
+    """Boots L2 once and runs the scenarios (`a.only` selects); returns (report rows, fatal, scenarios asked)."""
     img = rootfs_dir()
     mem = int(os.environ.get("ZSMICROVM_MEM_MIB", "2048"))
     scs = scenarios(mem, int(os.environ.get("ZSMICROVM_TIMEOUT_S", "600")))
-    if a.only:
+    if getattr(a, "only", None):
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
     # Each scenario its own copy-on-write view of the image: the cached image is never written.
     drives = [x for _ in KINDS for x in ("-drive", f"file={img / 'rootfs.ext4'},if=virtio,format=raw,snapshot=on")]
     files = {f"zs/rootfs/{n}": ((img / n).read_bytes(), 0o644) for n in ("vmlinuz", "initrd.img")}
     files["zs/l2-pool.sh"] = ((Path(__file__).parent / "l2-pool.sh").read_bytes(), 0o644)
-    OUT.mkdir(parents=True, exist_ok=True)
     print(f"microvm: the Debian rootfs ({img}) to its app, {mem} MiB, three ways in one nested-host boot:", flush=True)
     for s in scs:
         print(f"  {s.note}", flush=True)
     results, fatal = launch.run_scenarios(scs, zs, ovmf, pool_mib=mem, region_mib=mem, echo=a.verbose, smp=a.smp,
-                                          console_log=OUT / "console.log", extra_files=files,
+                                          console_log=console_log, extra_files=files,
                                           script=Path(__file__).parent / "l2-microvm.sh", judge_fn=judge,
                                           l2_args=drives, l2_extra_mib=768)
     rows = [row(r) for r in results]
+    for r in rows:
+        r["rootfs"] = str(img)
+    return rows, fatal, len(scs)
+
+
+def ratio_line(rows: list[dict]) -> str:
+    """app_ready of (a) and (b) against (c), the stock way."""
+    by = {r["config"]: r["phases_ms"].get("app_ready") for r in rows if r["passed"]}
+    s = by.get("stock")
+    parts = [f"real VM app_ready: stock {e2e.fmt_ms(s)} ms"]
+    for k in ("launch", "zerostart"):
+        x = by.get(k)
+        parts.append(f"{LABEL[k][4:]} {e2e.fmt_ms(x)} ms" + (f", {s / x:.2f}x" if s and x else ""))
+    return "; ".join(parts)
+
+
+def cmd_microvm(a) -> int:
+    t0 = time.monotonic()
+    zs, ovmf, _ = launch.inputs(a, "test-microvm", need_patched=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows, fatal, asked = run(a, zs, ovmf)
     path = OUT / "report.json"
-    path.write_text(json.dumps({"scenarios": rows, "fatal": fatal, "rootfs": str(img), "firmware": str(ovmf),
-                                "memory_mib": mem}, indent=2) + "\n")
+    path.write_text(json.dumps({"scenarios": rows, "fatal": fatal, "firmware": str(ovmf)}, indent=2) + "\n")
     print("\n" + table(rows) + "\n")
+    print(ratio_line(rows))
     for r in rows:
         for fl in r["failures"]:
             print(f"FAIL: microvm: {r['name']}: {fl}")
         if r["passed"]:
             print(f"ok: microvm: {r['name']}")
     print(f"microvm: report {path}; console log {OUT / 'console.log'}; {time.monotonic() - t0:.0f} s in all")
-    ok = fatal is None and len(results) == len(scs) and all(r["passed"] for r in rows)
+    ok = fatal is None and len(rows) == asked and all(r["passed"] for r in rows)
     if not ok:
         e2e.CONSOLE_LOG = OUT / "console.log"
         e2e.fail_loudly(fatal)
