@@ -20,12 +20,12 @@ import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
+from pathlib import Path
 
 import zshint
+from zstest import qemu
 
 MiB = zshint.MiB
 GiB = zshint.GiB
@@ -73,7 +73,7 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, 
     serial = os.path.join(d, "serial.log")
     debug = os.path.join(d, "debug.log")
     cmd = [
-        args.qemu,
+        args.qemu or qemu.KERNEL_QEMU,
         "-machine", "q35",
         "-accel", "tcg,thread=multi",
         "-cpu", "max",
@@ -119,17 +119,15 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, 
                 f.write(chunk)
         cmd += ["-object", f"memory-backend-file,id=ram0,size={mem // MiB}M,mem-path={ramfile},share=off",
                 "-machine", "memory-backend=ram0"]
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              timeout=timeout)
-        rc = proc.returncode
-        if rc != 0:
-            print(f"  qemu exited {rc}: {proc.stdout.decode(errors='replace')[-2000:]}")
-    except subprocess.TimeoutExpired:
-        rc = "timeout"
+    # zstest.qemu: the harness's one QEMU driver (deadline, process-group kill);
+    # the serial console and debugcon go to files, QEMU's own output to qemu.log.
+    b = qemu.boot(cmd, log=Path(d) / "qemu.log", timeout=timeout)
+    rc = "timeout" if b.timed_out else b.rc
+    if b.timed_out:
         print(f"  qemu timed out after {timeout} s")
-    seconds = time.monotonic() - t0
+    elif rc != 0:
+        print(f"  qemu exited {rc}: {chr(10).join(b.lines)[-2000:]}")
+    seconds = b.seconds
     if pattern:
         os.unlink(os.path.join(d, "ram.img"))
 
@@ -389,7 +387,7 @@ def timing(args, work):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fw-dir", required=True, help="firmware/build.sh output directory")
-    ap.add_argument("--qemu", default="qemu-system-x86_64")
+    ap.add_argument("--qemu", help="QEMU binary (default: zstest.qemu.KERNEL_QEMU, qemu-system-x86_64)")
     ap.add_argument("--only", action="append", choices=sorted(CASES), help="run only these cases")
     ap.add_argument("--timing", action="store_true", help="run the timing matrix instead of the cases")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -411,7 +409,7 @@ def main():
                 print(f"firmware qemu test {name} ...", flush=True)
                 boot, errs = CASES[name](args, work)
                 if boot is None:
-                    print(f"  FAIL {name}: {errs[0]}")
+                    print(f"FAIL {name}: {errs[0]}")
                     failed.append(name)
                     continue
                 summary = getattr(boot, "summary", None) or \
@@ -420,8 +418,12 @@ def main():
                 for l in boot.zs_log():
                     if not l.startswith("ZeroStart: scrub cpu") or name.startswith("scrub"):
                         print("  " + l)
+                # One result line per case, at the line start: what
+                # tests/lib/make_test.py counts (ok / FAIL).
                 for e in errs:
-                    print(f"  FAIL {name}: {e}")
+                    print(f"FAIL {name}: {e}")
+                if not errs:
+                    print(f"ok   {name}: {boot.seconds:.1f} s")
                 if errs:
                     failed.append(name)
                     print(f"  (logs kept in {os.path.join(work, name)})")
