@@ -7,7 +7,7 @@
 #   ZEROSTART_BIN=... PROBE_BZIMAGE=... tests/pool/run.sh
 #
 # Needs root for the 2M pool: its pages are added through
-# tests/lib/hugepages.sh, which gives them back however the script ends.
+# zstest.hugepages, which gives them back however the script ends.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -26,9 +26,12 @@ else
   echo "SKIP test-pool: probe boots from a 2M pool: not root (hugepages cannot be reserved)" >&2
 fi
 
-hugepages_who=test-pool
-# shellcheck source=../lib/hugepages.sh
-source "$root/tests/lib/hugepages.sh"
+export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
+# zstest.hugepages reserves the 2M pool's pages and runs this script again,
+# giving them back after it ends.
+if [ "$pages" != 4K ] && [ -z "${_ZS_TEST_POOL:-}" ]; then
+  _ZS_TEST_POOL=1 exec python3 -m zstest.hugepages --who test-pool 2048:192 -- bash "$root/tests/pool/run.sh"
+fi
 work=
 pool_pid=
 stop_pool() { if [ -n "$pool_pid" ]; then kill "$pool_pid" 2>/dev/null || true; wait "$pool_pid" 2>/dev/null || true; pool_pid=; fi; }
@@ -36,8 +39,9 @@ cleanup() {
   stop_pool
   [ -z "$work" ] || rm -rf "$work"
 }
-hugepages_on_exit cleanup
-[ "$pages" = 4K ] || hugepages_reserve 2048 192
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # The VMM path: zerostart boots the probe guest from pool memory; the probe
 # reads every hinted byte and must report them all zero. Three boots from a

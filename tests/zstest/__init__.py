@@ -11,7 +11,8 @@ They now share:
   zstest.probe     the one probe-boot-and-judge helper (zerostart run on /dev/kvm)
   zstest.suite     the one case-table runner (tests/vmm/cases.py, tests/redteam/cases.py,
                    tests/kernel/cases.py)
-  zstest.hugepages hugepage pools grown for a run and given back (tests/lib/hugepages.sh's rules)
+  zstest.hugepages hugepage pools grown for a run and given back (suites in-process,
+                   scripts through its CLI: python3 -m zstest.hugepages KB:PAGES -- CMD)
   zstest.timeline  the checked schema of zerostart's --timeline JSON
   zstest.sizes     the one size parser ("4G", "512M", "0x1000")
   zstest.fakes     test doubles for the drivers' unit tests

@@ -411,6 +411,21 @@ class HugePagesPort(unittest.TestCase):
             self.assertIn("is not writable (run as root, or: echo 3 | sudo tee", log.getvalue())
 
 
+class HugePagesCli(unittest.TestCase):
+    """python3 -m zstest.hugepages: the scripts' way to hold pages around a command."""
+
+    def test_status_env_and_bad_usage(self):
+        if not (hugepages.SYSFS / "hugepages-2048kB").exists():
+            self.skipTest("no 2M hugepages on this kernel")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            # 0 pages are always free: nothing is written, the command runs.
+            self.assertEqual(hugepages.main(["2048:0", "--", "sh", "-c", 'test "$ZS_HUGEPAGES" = ok && exit 5']), 5)
+            self.assertEqual(hugepages.main(["2048", "--", "true"]), 2)
+            self.assertEqual(hugepages.main(["2048:1"]), 2)
+        self.assertIn("'2048' is not KB:PAGES; write e.g. 2048:192", err.getvalue())
+
+
 class Sizes(unittest.TestCase):
     def test_units_and_bases(self):
         for text, want in [("4096", 4096), ("4K", 4096), ("2m", 2 << 20), ("4G", 4 << 30), ("1T", 1 << 40),
