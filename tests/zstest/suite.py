@@ -29,7 +29,10 @@ VMM_CASES=...` selects) and the steps it runs, in order:
       fn(report): Python steps that judge a boot of their own (the guest
       kernel suite, tests/kernel/cases.py) and report any number of results
       under NAME: report.ok(text), report.fail(text), report.skip(reason),
-      report.note(text) (a line that is not a result)
+      report.note(text) (a line that is not a result), report.abandon()
+      (the rest of the case cannot mean anything), report.at_exit(fn) (fn()
+      when the run ends however it ends, before the mounts go: e.g. stop a
+      daemon the step started)
 
 `{work}` in args and argv is the run's scratch directory (removed at the
 end). Lines printed are the ones tests/lib/make_test.py counts: `ok   NAME:`
@@ -134,6 +137,13 @@ class Report:
     def note(self, text: str) -> None:
         print(f"     {self.name}: {text}", flush=True)
 
+    def abandon(self) -> None:
+        """Ends the case (or its Group) here; say why first (fail or skip)."""
+        raise _Abandon
+
+    def at_exit(self, fn: Callable[[], None]) -> None:
+        self.runner.exit_fns.append(fn)
+
     def under(self, name: str) -> "Report":
         """Results of a step another case needs first (the kernel suite's
         "planted" boots "honest" for its memmap range) under that step's name."""
@@ -212,6 +222,7 @@ class Runner:
         self.passed = self.failed = self.skipped = 0
         self.failures: list[str] = []
         self.mounts: list[str] = []
+        self.exit_fns: list[Callable[[], None]] = []
 
     def sub(self, s: str) -> str:
         return s.replace("{work}", str(self.work))
@@ -306,8 +317,14 @@ class Runner:
             raise TypeError(f"case {case.name}: {s!r} is not a suite step")
 
     def cleanup(self) -> None:
-        """Mounts first (their hugetlbfs pages become free), then the scratch
-        directory, then the hugepages this run added."""
+        """What Do steps registered (report.at_exit), then mounts (their
+        hugetlbfs pages become free), then the scratch directory, then the
+        hugepages this run added."""
+        while self.exit_fns:
+            try:
+                self.exit_fns.pop()()
+            except Exception as e:  # noqa: BLE001 - the rest of the cleanup must run
+                print(f"{self.suite}: cleanup: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         for m in reversed(self.mounts):
             if self._cmd(["umount", m]).returncode != 0:
                 self._cmd(["umount", "-l", m])

@@ -207,12 +207,13 @@ class Suite(unittest.TestCase):
 
     def test_the_real_tables_are_well_formed(self):
         # The suites' own tables (python3 tests/<area>/cases.py --list).
-        for area, script in (("vmm", "cases.py"), ("redteam", "cases.py"), ("kernel", "run.py")):
+        for area, script in (("vmm", "cases.py"), ("redteam", "cases.py"), ("pool", "cases.py"),
+                             ("kernel", "run.py")):
             p = subprocess.run([sys.executable, f"tests/{area}/{script}", "--list"], capture_output=True, text=True,
                                cwd=Path(__file__).resolve().parents[2])
             with self.subTest(area=area):
                 self.assertEqual(p.returncode, 0, p.stderr)
-                self.assertGreater(len(p.stdout.split()), 5)
+                self.assertGreater(len(p.stdout.split()), 1)
 
     def test_every_step_and_the_counts_make_sees(self):
         rc, out, err, boots, cmds, pools = self.run_cases(bad_setups=("1",))
@@ -257,8 +258,16 @@ class Suite(unittest.TestCase):
             r.fail("second check")
             r.under("other").ok("a step another case needed first")
 
+        stopped = []
+
+        def start(r):
+            r.at_exit(lambda: stopped.append("daemon"))
+            r.fail("it never became ready")
+            r.abandon()
+
         table = [Case("k", suite.Do("k", judge)), Case("s", suite.Do("s", lambda r: r.skip("no such thing"))),
-                 Case("e", suite.Do("e", lambda r: open(r.work / "missing" / "log")))]
+                 Case("e", suite.Do("e", lambda r: open(r.work / "missing" / "log"))),
+                 Case("d", suite.Do("d", start), suite.Do("never", lambda r: r.ok("ran after abandon")))]
         self.assertEqual(suite.table_problems(table), [])
         with tempfile.TemporaryDirectory() as d:
             out, err = io.StringIO(), io.StringIO()
@@ -271,10 +280,12 @@ class Suite(unittest.TestCase):
                                      "FAIL k: second check", "ok   other: a step another case needed first",
                                      "SKIP s: no such thing"])
         self.assertTrue(lines[5].startswith("FAIL e: FileNotFoundError: "), lines[5])
-        self.assertEqual(lines[-1], "test-k: 2 passed, 2 failed, 1 skipped")
-        self.assertEqual(err.getvalue().strip(), "test-k: failed cases: k e")
+        self.assertEqual(lines[-2], "FAIL d: it never became ready")
+        self.assertEqual(stopped, ["daemon"], "at_exit runs when the run ends")
+        self.assertEqual(lines[-1], "test-k: 2 passed, 3 failed, 1 skipped")
+        self.assertEqual(err.getvalue().strip(), "test-k: failed cases: k e d")
         c, _ = make_test.count(out.getvalue().splitlines(keepends=True), 0, rc)
-        self.assertEqual((c.passed, c.failed, c.skipped), (2, 2, 1))
+        self.assertEqual((c.passed, c.failed, c.skipped), (2, 3, 1))
 
     def test_main_refuses_unknown_cases_before_running_any(self):
         err = io.StringIO()
