@@ -22,7 +22,7 @@ import unittest.mock
 from pathlib import Path
 
 from lib import make_test  # tests/lib/make_test.py: what `make test` counts
-from zstest import hugepages, probe, qemu, sizes, suite, timeline
+from zstest import guestkernel, hugepages, probe, qemu, sizes, suite, timeline
 from zstest.suite import Boot, Case, Check, Group, Reserve, Setup, SkipUnless
 
 # The shape `zerostart run --timeline` writes (vmm/zerostart/src/main.rs).
@@ -354,6 +354,25 @@ class QemuBoot(unittest.TestCase):
         self.assertEqual(cmd[cmd.index("-append") + 1], "console=ttyS0 panic=-1 quiet")
         self.assertEqual(cmd[-2:], ["-initrd", "/i"])
         self.assertIn("-no-reboot", cmd)
+
+
+class GuestKernelKit(unittest.TestCase):
+    """zstest.guestkernel's pure parts: the values lib.sh computed in bash."""
+
+    def test_honest_hint_ranges_match_the_bash_helper(self):
+        # tests/kernel/lib.sh's honest_hint_ranges 2048 and 4096 printed these.
+        self.assertEqual(guestkernel.honest_hint_ranges(2048), "16777216:117440512,134221824:1946152960")
+        self.assertEqual(guestkernel.honest_hint_ranges(4096),
+                         "16777216:117440512,134221824:3019894784,4294967296:1073741824")
+
+    def test_kv_reads_the_last_line_with_the_prefix(self):
+        lines = ["ZSDEBUGFS pages_skipped=1", "[ 1.0] ZSDEBUGFS pages_skipped=9", "ZSPROBE a=1 b=2",
+                 "ZSDEBUGFS pages_skipped=3 x=y", "ZSPROBEX a=7"]
+        self.assertEqual(guestkernel.kv(lines, "ZSDEBUGFS", "pages_skipped"), "3")
+        self.assertEqual(guestkernel.kv(lines, "ZSPROBE", "a"), "1")
+        self.assertIsNone(guestkernel.kv(lines, "ZSPROBE", "c"))
+        self.assertEqual((guestkernel.int_or("12", 0), guestkernel.int_or(None, 7), guestkernel.int_or("x", 9)),
+                         (12, 7, 9))
 
 
 class HugePagesPort(unittest.TestCase):
