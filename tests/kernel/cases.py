@@ -733,8 +733,8 @@ def honest(k: Kernel, r: Report) -> None:
     if lines is None:
         return
     no_warning(r, lines)
-    rng = [int(x, 16) for ln in lines
-           for m in re.finditer(r"on pristine memory within \[mem (0x[0-9a-f]+)-(0x[0-9a-f]+)\]", ln) for x in m.groups()]
+    within = re.compile(r"on pristine memory within \[mem (0x[0-9a-f]+)-(0x[0-9a-f]+)\]")
+    rng = [int(x, 16) for ln in lines for m in within.finditer(ln) for x in m.groups()]
     k.memmap_range = rng
     s = first_int(lines, r"memmap: [0-9]+ struct pages initialised without clearing")
     z = first_int(lines, r"[0-9]+ not zero")

@@ -11,7 +11,9 @@ firmware floor, off the non-RAM hint entries; the firmware's debug log
 (debugcon 0x402) for the claim/scrub/total lines; and, for a corrupted hint,
 no table and exactly one warning naming the error.
 
-  run_tests.py --fw-dir DIR            correctness cases (make test-firmware)
+  run_tests.py --fw-dir DIR            correctness cases (make test-firmware): the
+                                       CASES table on zstest.suite, one ok/FAIL
+                                       line each; QEMU runs through zstest.qemu
   run_tests.py --fw-dir DIR --timing   firmware time, 1/4 GiB x 1/2 vCPUs x
                                        with/without scrub (make firmware-timing)
 """
@@ -26,6 +28,8 @@ from pathlib import Path
 
 import zshint
 from zstest import qemu
+from zstest.hugepages import HugePages
+from zstest.suite import Case, Do, Runner, run_suite
 
 MiB = zshint.MiB
 GiB = zshint.GiB
@@ -399,41 +403,49 @@ def main():
         if not os.path.exists(os.path.join(args.fw_dir, f)):
             sys.exit(f"run_tests.py: {f} missing in {args.fw_dir}; run `make firmware` first")
     work = tempfile.mkdtemp(prefix="zs-fw-qemu-")
-    failed = []
-    try:
-        if args.timing:
-            if not timing(args, work):
-                failed.append("timing")
+    if args.timing:
+        try:
+            ok = timing(args, work)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        if not ok:
+            sys.exit("firmware qemu tests failed: timing")
+        return
+    # The correctness cases: a case table on zstest.suite (one ok/FAIL line
+    # per case, the summary make_test.py does not double-count, the work
+    # directory kept when a case failed).
+    runner = Runner("test-firmware-qemu", Path(work), boot=None, pools=HugePages("test-firmware-qemu"),
+                    keep_work=args.keep)
+    rc = run_suite(runner, [Case(name, Do(name, judged(args, name))) for name in args.only or list(CASES)])
+    if runner.keep_work:
+        print(f"test-firmware-qemu: logs in {work}")
+    sys.exit(rc)
+
+
+def judged(args, name):
+    """The suite step of case NAME: boot, print what the guest and the
+    firmware said, one result line."""
+    def step(r):
+        print(f"firmware qemu test {name} ...", flush=True)
+        boot, errs = CASES[name](args, str(r.work))
+        if boot is None:
+            r.fail(errs[0])
+            return
+        summary = getattr(boot, "summary", None) or \
+            [l for l in boot.dump() if l.startswith(("ranges", "RESULT", "free pages", "non-zero"))]
+        print(f"  {boot.seconds:.1f} s wall; guest: {'; '.join(summary)}")
+        for l in boot.zs_log():
+            if not l.startswith("ZeroStart: scrub cpu") or name.startswith("scrub"):
+                print("  " + l)
+        for e in errs:
+            r.fail(e)
+        if errs:
+            print(f"  (logs kept in {os.path.join(r.work, name)})")
+            r.runner.keep_work = True
         else:
-            for name in args.only or list(CASES):
-                print(f"firmware qemu test {name} ...", flush=True)
-                boot, errs = CASES[name](args, work)
-                if boot is None:
-                    print(f"FAIL {name}: {errs[0]}")
-                    failed.append(name)
-                    continue
-                summary = getattr(boot, "summary", None) or \
-                    [l for l in boot.dump() if l.startswith(("ranges", "RESULT", "free pages", "non-zero"))]
-                print(f"  {boot.seconds:.1f} s wall; guest: {'; '.join(summary)}")
-                for l in boot.zs_log():
-                    if not l.startswith("ZeroStart: scrub cpu") or name.startswith("scrub"):
-                        print("  " + l)
-                # One result line per case, at the line start: what
-                # tests/lib/make_test.py counts (ok / FAIL).
-                for e in errs:
-                    print(f"FAIL {name}: {e}")
-                if not errs:
-                    print(f"ok   {name}: {boot.seconds:.1f} s")
-                if errs:
-                    failed.append(name)
-                    print(f"  (logs kept in {os.path.join(work, name)})")
-                    args.keep = True
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    if failed:
-        sys.exit(f"firmware qemu tests failed: {', '.join(failed)}")
-    print("firmware qemu tests passed")
+            r.ok(f"{boot.seconds:.1f} s")
+    return step
 
 
 if __name__ == "__main__":
