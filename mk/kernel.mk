@@ -8,17 +8,18 @@
 # `make bench-kernel` runs the measurements in guest-kernel-patches/README.md.
 # make builds the kernel and the firmware and hands the scripts their paths.
 # ZEROSTART_KERNEL_IMAGE=path tests an image built elsewhere (e.g. by
-# build.sh --dev while working on the series); ZS_TEST_ONLY="kunit good"
-# runs a subset.
+# build.sh --dev while working on the series, or another kernel line, with
+# ZEROSTART_KERNEL_SERIES_DIR=dir naming the series it was built from);
+# ZS_TEST_ONLY="kunit good" runs a subset.
 .PHONY: kernel test-kernel bench-kernel
 
-KERNEL_SERIES_DIR ?= guest-kernel-patches
+ZEROSTART_KERNEL_SERIES_DIR ?= guest-kernel-patches
 
 kernel:
 	@bash guest-kernel-patches/build.sh
 
 test-kernel: $(if $(ZEROSTART_KERNEL_IMAGE),,kernel) firmware
-	@python3 tests/kernel/run.py --series-dir "$(KERNEL_SERIES_DIR)" --firmware "$(FW_DIR)/OVMF.fd" \
+	@python3 tests/kernel/run.py --series-dir "$(ZEROSTART_KERNEL_SERIES_DIR)" --firmware "$(FW_DIR)/OVMF.fd" \
 	  --kernel "$${ZEROSTART_KERNEL_IMAGE:-$$(bash guest-kernel-patches/build.sh --print)/bzImage}"
 
 bench-kernel: $(if $(ZS_MEASURE_OUT),,kernel)

@@ -10,7 +10,8 @@ The kernel under test is a parameter: --kernel is the bzImage (default
 $ZEROSTART_KERNEL_IMAGE, else the committed series' build in the cache,
 `guest-kernel-patches/build.sh --print`), --series-dir the series it was
 built from (its `series` file and patches/: the vector-copy check and the
-KUnit suites to require), default guest-kernel-patches. make builds both
+KUnit suites to require), default $ZEROSTART_KERNEL_SERIES_DIR, else
+guest-kernel-patches. make builds both
 and the firmware (mk/kernel.mk); this script builds nothing but the
 initramfs (busybox, /init, zsprobe).
 
@@ -64,8 +65,10 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="tests/kernel/run.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", help="the bzImage under test")
-    ap.add_argument("--series-dir", type=Path, default=gk.ROOT / "guest-kernel-patches",
-                    help="the series it was built from (series + patches/)")
+    ap.add_argument("--series-dir", type=Path,
+                    default=Path(os.environ.get("ZEROSTART_KERNEL_SERIES_DIR") or gk.ROOT / "guest-kernel-patches"),
+                    help="the series it was built from (series + patches/; default $ZEROSTART_KERNEL_SERIES_DIR, "
+                         "else guest-kernel-patches)")
     ap.add_argument("--firmware", help="zerostart's OVMF.fd, for the efi case")
     ap.add_argument("--work", type=Path, help="logs and scratch (kept)")
     ap.add_argument("--suite", choices=("kernel", "memmap"), help="run only this table")
