@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from zstest import qemu
+from zstest.suite import StepError
 
 ROOT = Path(__file__).resolve().parents[2]
 KTEST = ROOT / "tests" / "kernel"
@@ -38,7 +39,7 @@ HINT_ADDR = 128 * MIB
 DEPS = ("qemu-system-x86", "busybox-static", "cpio", "gcc", "libc6-dev", "python3")
 
 
-class KitError(Exception):
+class KitError(StepError):
     """A step of the kit that cannot go on; the message says what to do."""
 
 

@@ -53,6 +53,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,19 +116,22 @@ class Do:
     fn: Callable[["Report"], None]
 
 
+class StepError(Exception):
+    """A Do step cannot go on; the message says what to do (e.g.
+    zstest.guestkernel.KitError). Its FAIL line is the message."""
+
+
 class Report:
     """What a Do step's function reports through: each ok/fail/skip is one
     result line of the suite (counted by the runner and by make_test.py)."""
 
     def __init__(self, runner: "Runner", case: "Case", name: str):
         self.runner, self.case, self.name, self.work = runner, case, name, runner.work
-        self.failed = 0
 
     def ok(self, text: str) -> None:
         self.runner._ok(self.name, text)
 
     def fail(self, text: str) -> None:
-        self.failed += 1
         self.runner._fail(self.name, text)
 
     def skip(self, reason: str) -> None:
@@ -311,7 +315,13 @@ class Runner:
         elif isinstance(s, Do):
             try:
                 s.fn(Report(self, case, s.name))
-            except OSError as e:
+            except _Abandon:
+                raise
+            except Exception as e:  # noqa: BLE001 - one step's error is its FAIL, the other cases still run
+                # (an OSError or StepError says what went wrong; anything
+                # else is a bug of the step: its traceback goes to stderr)
+                if not isinstance(e, (OSError, StepError)):
+                    traceback.print_exc()
                 self._fail(s.name, f"{type(e).__name__}: {e}")
         else:
             raise TypeError(f"case {case.name}: {s!r} is not a suite step")

@@ -267,6 +267,7 @@ class Suite(unittest.TestCase):
 
         table = [Case("k", suite.Do("k", judge)), Case("s", suite.Do("s", lambda r: r.skip("no such thing"))),
                  Case("e", suite.Do("e", lambda r: open(r.work / "missing" / "log"))),
+                 Case("x", suite.Do("x", lambda r: (_ for _ in ()).throw(suite.StepError("no mkhint; fix it")))),
                  Case("d", suite.Do("d", start), suite.Do("never", lambda r: r.ok("ran after abandon")))]
         self.assertEqual(suite.table_problems(table), [])
         with tempfile.TemporaryDirectory() as d:
@@ -280,12 +281,13 @@ class Suite(unittest.TestCase):
                                      "FAIL k: second check", "ok   other: a step another case needed first",
                                      "SKIP s: no such thing"])
         self.assertTrue(lines[5].startswith("FAIL e: FileNotFoundError: "), lines[5])
+        self.assertEqual(lines[6], "FAIL x: StepError: no mkhint; fix it")
         self.assertEqual(lines[-2], "FAIL d: it never became ready")
         self.assertEqual(stopped, ["daemon"], "at_exit runs when the run ends")
-        self.assertEqual(lines[-1], "test-k: 2 passed, 3 failed, 1 skipped")
-        self.assertEqual(err.getvalue().strip(), "test-k: failed cases: k e d")
+        self.assertEqual(lines[-1], "test-k: 2 passed, 4 failed, 1 skipped")
+        self.assertEqual(err.getvalue().strip(), "test-k: failed cases: k e x d")
         c, _ = make_test.count(out.getvalue().splitlines(keepends=True), 0, rc)
-        self.assertEqual((c.passed, c.failed, c.skipped), (2, 3, 1))
+        self.assertEqual((c.passed, c.failed, c.skipped), (2, 4, 1))
 
     def test_main_refuses_unknown_cases_before_running_any(self):
         err = io.StringIO()
