@@ -38,6 +38,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ for cases.py in the work tree
 import cases
 from zstest import guestkernel as gk
 from zstest.hugepages import HugePages

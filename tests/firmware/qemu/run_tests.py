@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ for zshint.py in the work tree
 import zshint
 from zstest import qemu
 from zstest.hugepages import HugePages
