@@ -1292,8 +1292,13 @@ max_ms = 1000
         let s = &c.scenarios[0];
         assert_eq!(s.nested.as_ref().unwrap().scenario, "zs-prezero-1g");
         // The real VM's phases are bounds of nested scenarios.
-        let real = base.replace("zs-prezero-1g", "microvm-zerostart").replace("memory_ready", "app_ready");
-        assert_eq!(parse(&real).unwrap().scenarios[0].slos[0].phase, Phase::AppReady);
+        let real = base
+            .replace("zs-prezero-1g", "microvm-zerostart")
+            .replace("memory_ready", "app_ready");
+        assert_eq!(
+            parse(&real).unwrap().scenarios[0].slos[0].phase,
+            Phase::AppReady
+        );
         assert!(s.nested.as_ref().unwrap().report.ends_with("target/n.json"));
         for (from, to, want) in [
             (

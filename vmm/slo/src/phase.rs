@@ -64,7 +64,8 @@ impl Phase {
     ];
 
     /// Phases an SLO can bound.
-    pub const SLO_NAMES: &'static str = "memory_ready, first_output, init_started, userspace_started, \
+    pub const SLO_NAMES: &'static str =
+        "memory_ready, first_output, init_started, userspace_started, \
          network_up, multi_user_reached, app_ready, test_done, exit";
 
     /// Name in configs and reports.
