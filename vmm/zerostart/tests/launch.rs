@@ -421,13 +421,22 @@ fn bad_input_is_one_line() {
 /// one line before anything starts, and a dry run prints the QEMU devices.
 #[test]
 fn device_options_through_the_binary() {
-    let base = ["--vmm", "qemu", "--memory", "size=64M,source=none,hint=off", "--dry-run"];
+    let base = [
+        "--vmm",
+        "qemu",
+        "--memory",
+        "size=64M,source=none,hint=off",
+        "--dry-run",
+    ];
     for (extra, want) in [
         (vec!["--net", "tap=a/b"], "interface name"),
         (vec!["--net", "tap=t0,mac=01:00:00:00:00:01"], "unicast"),
         (vec!["--disk", "readonly=on"], "path= is required"),
         (vec!["--vsock", "cid=1"], "from 3 to"),
-        (vec!["--vsock", "cid=3,socket=/tmp/v.sock"], "give only cid="),
+        (
+            vec!["--vsock", "cid=3,socket=/tmp/v.sock"],
+            "give only cid=",
+        ),
     ] {
         let out = Command::new(BIN)
             .arg("launch")
