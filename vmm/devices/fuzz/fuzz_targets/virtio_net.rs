@@ -87,7 +87,7 @@ fuzz_target!(|data: &[u8]| {
     let mut steps = 0;
     while !inp.is_empty() && steps < 64 {
         steps += 1;
-        match inp.u8() % 7 {
+        match inp.u8() % 8 {
             0 => {
                 let off = u64::from(inp.u16() % 0x120);
                 let v = inp.u32();
@@ -149,6 +149,18 @@ fuzz_target!(|data: &[u8]| {
             5 => {
                 // The RX worker's turn.
                 t.poll_queue(RX as u32);
+            }
+            6 => {
+                // The guest fills a buffer: up to 32 bytes of input, at a
+                // buffer-like address or anywhere.
+                let at = match inp.u8() % 3 {
+                    0 => 0x10000 + u64::from(inp.u16() % 0x8000),
+                    _ => addr(&mut inp),
+                };
+                let n = usize::from(inp.u8() % 33).min(inp.0.len());
+                let (bytes, rest) = inp.0.split_at(n);
+                let _ = mem.write_slice(bytes, GuestAddress(at));
+                inp.0 = rest;
             }
             _ => init(&mut t, 1 << (inp.u8() % 5)),
         }
