@@ -1027,6 +1027,31 @@ mod tests {
         assert_ne!(blob, blob2);
         assert!(zerohint::decode(&blob2).is_err());
     }
+    /// The `--net` backend rule: vhost when /dev/vhost-net exists unless
+    /// vhost=off; vhost=on without it is an error; MACs from the index.
+    #[test]
+    fn net_backend_and_mac_rule() {
+        let n = |s: &str| options::net(s).unwrap();
+        let p = plan_nets(&[n("tap=a"), n("tap=b,vhost=off")], true).unwrap();
+        assert_eq!((p[0].vhost, p[1].vhost), (true, false));
+        assert_eq!(p[0].mac, options::default_mac(0));
+        assert_eq!(p[1].mac, options::default_mac(1));
+        let p = plan_nets(&[n("tap=a")], false).unwrap();
+        assert!(!p[0].vhost, "no /dev/vhost-net: the user-space path");
+        let e = plan_nets(&[n("tap=a,vhost=on")], false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("modprobe vhost_net") && e.contains("vhost=off"),
+            "{e}"
+        );
+        // An explicit MAC equal to another device's default one.
+        let e = plan_nets(&[n("tap=a"), n("tap=b,mac=0a:5a:53:00:00:00")], false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("two devices"), "{e}");
+    }
+
     /// docs/security.md section 4: building every virtio device (a disk,
     /// a net device on a real tap, vhost-vsock where the host has it) and
     /// preparing the guest writes no byte the hint covers: RAM pre-filled
