@@ -29,6 +29,8 @@ from zstest.suite import Boot, Case, Check, Group, Reserve, Setup, SkipUnless
 RUN = {
     "phases": [{"name": "process_start", "t_ms": 0.0}, {"name": "memory_ready", "t_ms": 12.5},
                {"name": "first_kvm_run", "t_ms": 13.0}, {"name": "exit", "t_ms": 900.25}],
+    "guest_phases": [{"name": "userspace_started", "host_ms": 410.5, "guest_uptime_ms": 380},
+                     {"name": "app_ready", "host_ms": 850.0, "guest_uptime_ms": 820}],
     "memory_bytes": 1 << 30, "vcpus": 2,
     "prezero": {"mode": "auto", "backend": "avx2-nt", "method": "engine", "backing": "memfd-hugetlb-2M",
                 "bytes": 1 << 30, "ms": 11.0, "gib_per_s": 90.9, "threads": 2, "hint_ranges": 2,
@@ -38,6 +40,7 @@ RUN = {
 # `zerostart launch --timeline` (vmm/zerostart/src/launch/mod.rs).
 LAUNCH = {
     "phases": [{"name": n, "t_ms": float(i)} for i, n in enumerate(timeline.LAUNCH_PHASES)],
+    "guest_phases": [],
     "vmm": "qemu", "argv": ["qemu-system-x86_64", "-m", "1G"], "memory_bytes": 1 << 30, "memory_source": "pool",
     "lease": 3, "hint": None, "exit": {"code": 0, "signal": None},
 }
@@ -73,6 +76,13 @@ class Timeline(unittest.TestCase):
             (RUN, "run", ("phases", 1, "t_ms"), -1, "not a time"),
             (RUN, "run", ("phases", 1, "extra"), 1, "is not {name, t_ms}"),
             (RUN, "run", ("phases",), [], "phases is empty"),
+            (RUN, "run", ("guest_phases",), KeyError, "guest_phases missing"),
+            (RUN, "run", ("guest_phases", 0, "name"), "root_shell", "is not one of"),
+            (RUN, "run", ("guest_phases", 0, "host_ms"), -2, "host_ms is not a time"),
+            (RUN, "run", ("guest_phases", 0, "guest_uptime_ms"), 1.5, "guest_uptime_ms is not an int"),
+            (RUN, "run", ("guest_phases", 0, "host_ms"), 900.0, "not in arrival order"),
+            (RUN, "run", ("guest_phases", 1, "extra"), 1, "is not {name, host_ms, guest_uptime_ms}"),
+            (LAUNCH, "launch", ("guest_phases",), None, "guest_phases is NoneType"),
             (LAUNCH, "launch", ("memory_source",), KeyError, "memory_source missing"),
             (LAUNCH, "launch", ("argv",), ["q", 1], "argv holds a non-string"),
             (LAUNCH, "launch", ("exit", "signal"), "KILL", "exit.signal is str"),
