@@ -5,8 +5,9 @@
 //! FADT whose sleep control register is an I/O port and a DSDT with an `_S5_`
 //! object, `poweroff` writes `SLP_TYP=5 | SLP_EN` to [`PM_PORT`] and the VMM
 //! ends the run (cloud-hypervisor and Firecracker do the same). The MADT
-//! lists the vCPUs and the I/O APIC; the DSDT also describes COM1 with its
-//! interrupt; the MP table stays for `acpi=off`.
+//! lists the vCPUs and the I/O APIC; the DSDT also describes COM1 and every
+//! virtio-mmio device with its window and interrupt; the MP table (and the
+//! `virtio_mmio.device=` command-line entries) stay for `acpi=off`.
 //!
 //! The FADT's IA-PC boot flags say: no VGA, no MSI, and (by leaving the
 //! 8042 flag clear) no keyboard controller, so Linux skips the i8042 probe;
@@ -75,6 +76,49 @@ fn com1_device() -> Vec<u8> {
     bytes(&aml::Scope::new("_SB_".into(), vec![&dev]))
 }
 
+/// A virtio-mmio device as the DSDT describes it: its register window and
+/// its GSI (an I/O APIC pin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VirtioMmio {
+    /// Guest-physical base of the register window.
+    pub base: u32,
+    /// Window size in bytes.
+    pub size: u32,
+    /// GSI: the I/O APIC pin the device's irqfd raises.
+    pub gsi: u32,
+}
+
+/// The virtio-mmio devices as ACPI devices (`LNRO0005`, the id Linux's
+/// virtio_mmio driver matches, as Firecracker and QEMU's microvm describe
+/// them), each with `Memory32Fixed` and an edge-triggered active-high
+/// `Interrupt`. Why not only `virtio_mmio.device=` on the command line:
+/// with a hardware-reduced FADT Linux maps no ISA IRQ by itself, so a
+/// command-line device's IRQ has no I/O APIC route and the driver's
+/// `request_irq` fails with -EINVAL (seen: virtio_blk "probe failed with
+/// error -22"); an ACPI `Interrupt` resource is a GSI, which Linux routes.
+fn virtio_devices(devs: &[VirtioMmio]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, d) in devs.iter().enumerate() {
+        let mem = aml::Memory32Fixed::new(true, d.base, d.size);
+        let irq = aml::Interrupt::new(true, true, false, false, d.gsi);
+        let crs = aml::ResourceTemplate::new(vec![&mem, &irq]);
+        let uid = i as u32;
+        let hid: aml::AmlStr = "LNRO0005";
+        let names = [
+            aml::Name::new("_HID".into(), &hid),
+            aml::Name::new("_UID".into(), &uid),
+            aml::Name::new("_CRS".into(), &crs),
+        ];
+        let name = format!("VR{i:02X}");
+        let dev = aml::Device::new(
+            name.as_str().into(),
+            names.iter().map(|n| n as &dyn Aml).collect(),
+        );
+        out.extend(bytes(&aml::Scope::new("_SB_".into(), vec![&dev])));
+    }
+    out
+}
+
 fn port_gas(port: u16) -> gas::GAS {
     gas::GAS::new(
         gas::AddressSpace::SystemIo,
@@ -85,9 +129,9 @@ fn port_gas(port: u16) -> gas::GAS {
     )
 }
 
-/// Builds the tables for `cpus` vCPUs as `(address, bytes)` pieces, RSDP
-/// first at [`ACPI_START`].
-pub fn build(cpus: u8) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+/// Builds the tables for `cpus` vCPUs and the `virtio` devices as
+/// `(address, bytes)` pieces, RSDP first at [`ACPI_START`].
+pub fn build(cpus: u8, virtio: &[VirtioMmio]) -> Result<Vec<(u64, Vec<u8>)>, Error> {
     let align = |a: u64| (a + 15) & !15;
     let rsdp_addr = ACPI_START;
     let mut at = align(rsdp_addr + Rsdp::len() as u64);
@@ -96,6 +140,7 @@ pub fn build(cpus: u8) -> Result<Vec<(u64, Vec<u8>)>, Error> {
     let s5 = aml::Name::new("_S5_".into(), &aml::Package::new(vec![&S5_SLP_TYP]));
     dsdt.append_slice(&bytes(&s5));
     dsdt.append_slice(&com1_device());
+    dsdt.append_slice(&virtio_devices(virtio));
     let dsdt = bytes(&dsdt);
     let dsdt_addr = at;
     at = align(at + dsdt.len() as u64);
@@ -152,8 +197,12 @@ pub fn build(cpus: u8) -> Result<Vec<(u64, Vec<u8>)>, Error> {
 
 /// Writes the tables and returns the RSDP address (for
 /// `boot_params.acpi_rsdp_addr`).
-pub fn setup_acpi<M: BootMemory>(mem: &mut M, cpus: u8) -> Result<GuestAddress, Error> {
-    for (addr, data) in build(cpus)? {
+pub fn setup_acpi<M: BootMemory>(
+    mem: &mut M,
+    cpus: u8,
+    virtio: &[VirtioMmio],
+) -> Result<GuestAddress, Error> {
+    for (addr, data) in build(cpus, virtio)? {
         mem.write_tracked(&data, GuestAddress(addr))
             .map_err(MemoryError)?;
     }
@@ -178,7 +227,19 @@ mod tests {
 
     #[test]
     fn tables_chain_and_checksum() {
-        let t = build(4).unwrap();
+        let virtio = [
+            VirtioMmio {
+                base: 0xd000_0000,
+                size: 0x1000,
+                gsi: 5,
+            },
+            VirtioMmio {
+                base: 0xd000_1000,
+                size: 0x1000,
+                gsi: 6,
+            },
+        ];
+        let t = build(4, &virtio).unwrap();
         let find = |a: u64| &t.iter().find(|(x, _)| *x == a).unwrap().1;
         let rsdp = find(ACPI_START);
         assert_eq!(&rsdp[..8], b"RSD PTR ");
@@ -206,6 +267,19 @@ mod tests {
         assert!(dsdt
             .windows(9)
             .any(|w| w == [0x89, 6, 0, 0x03, 1, 4, 0, 0, 0]));
+        // Each virtio-mmio device: LNRO0005, its 4 KiB window at its base
+        // (Memory32Fixed, read-write) and its GSI (extended IRQ, edge).
+        assert_eq!(dsdt.windows(8).filter(|w| w == b"LNRO0005").count(), 2);
+        for (name, d) in [(b"VR00", virtio[0]), (b"VR01", virtio[1])] {
+            assert!(dsdt.windows(4).any(|w| w == name));
+            let mut m = vec![0x86, 9, 0, 1];
+            m.extend(d.base.to_le_bytes());
+            m.extend(d.size.to_le_bytes());
+            assert!(dsdt.windows(m.len()).any(|w| w == m), "window of {name:?}");
+            let irq = [0x89, 6, 0, 0x03, 1, d.gsi as u8, 0, 0, 0];
+            assert!(dsdt.windows(9).any(|w| w == irq), "GSI of {name:?}");
+        }
+        assert!(build(4, &[]).is_ok());
         // MADT: 4 local APICs (8 bytes each) and one I/O APIC (12 bytes).
         assert_eq!(u32_at(madt, 4) as usize, madt.len());
         assert_eq!(madt.len(), 44 + 4 * 8 + 12);

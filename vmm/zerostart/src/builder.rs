@@ -445,10 +445,14 @@ pub fn build(
     // once it is set (see SerialDevice::with_stop).
     let stop = Arc::new(AtomicBool::new(false));
     let mut devices = attach_legacy_devices(&vm_fd, args, plan, stop.clone())?;
-    let (mmio, virtio_cmdline, workers) = attach_virtio_devices(&vm_fd, &ram, plan)?;
+    let (mmio, virtio, workers) = attach_virtio_devices(&vm_fd, &ram, plan)?;
+    let acpi = args.acpi == crate::cli::OnOff::On;
+    // With ACPI the devices are DSDT devices: a hardware-reduced FADT gives
+    // command-line devices' IRQs no I/O APIC route (see arch::acpi).
+    let virtio_acpi: Vec<_> = virtio.iter().map(|v| v.acpi).collect();
     let cmdline = [args.cmdline.as_str()]
         .into_iter()
-        .chain(virtio_cmdline.iter().map(String::as_str))
+        .chain(virtio.iter().filter(|_| !acpi).map(|v| v.cmdline.as_str()))
         .collect::<Vec<_>>()
         .join(" ");
 
@@ -460,7 +464,8 @@ pub fn build(
         layout: &layout,
         cpus: plan.cpus.boot,
         corrupt: args.test_corrupt_hint,
-        acpi: args.acpi == crate::cli::OnOff::On,
+        acpi,
+        virtio: &virtio_acpi,
     };
     let guest = load_guest(&mut ram, boot, &inputs, base_sregs, &mut devices.bus)?;
     configure_boot_vcpu(&vcpus[0], &guest)?;
@@ -578,11 +583,11 @@ fn attach_virtio_devices(
     vm_fd: &VmFd,
     ram: &GuestRam,
     plan: &Plan,
-) -> Result<(MmioBus, Vec<String>, Vec<devices::virtio::Worker>), Error> {
+) -> Result<(MmioBus, Vec<VirtioPlacement>, Vec<devices::virtio::Worker>), Error> {
     use devices::virtio::vhost::{VhostNet, VhostVsock};
     use devices::virtio::{mmio, MmioDevice, Net, Tap};
     let mut bus = MmioBus::new();
-    let mut cmdline = Vec::new();
+    let mut placed = Vec::new();
     let mut workers = Vec::new();
     let total = plan.disks.len() + plan.nets.len() + usize::from(plan.vsock.is_some());
     let mut n = 0usize;
@@ -594,7 +599,14 @@ fn attach_virtio_devices(
         vm_fd.register_irqfd(irq, gsi).map_err(kvm_err(what))?;
         bus.insert(base, mmio::MMIO_WINDOW, dev)
             .map_err(|e| Error::Devices(e.to_string()))?;
-        cmdline.push(entry);
+        placed.push(VirtioPlacement {
+            acpi: arch::acpi::VirtioMmio {
+                base: base as u32,
+                size: mmio::MMIO_WINDOW as u32,
+                gsi,
+            },
+            cmdline: entry,
+        });
         n += 1;
         Ok((base, gsi))
     };
@@ -680,7 +692,16 @@ fn attach_virtio_devices(
             ioevent(k, base, q)?;
         }
     }
-    Ok((bus, cmdline, workers))
+    Ok((bus, placed, workers))
+}
+
+/// Where a virtio-mmio device sits, in both of the forms Linux reads: an
+/// ACPI DSDT device (with `--acpi on`) or a `virtio_mmio.device=` entry on
+/// the command line (with `--acpi off`). Only one form is given to a guest,
+/// so a device is never probed twice.
+struct VirtioPlacement {
+    acpi: arch::acpi::VirtioMmio,
+    cmdline: String,
 }
 
 /// `n` vCPUs with filtered CPUID, the boot MSRs and LINT0/LINT1 set up;
@@ -809,7 +830,7 @@ pub fn prepare_guest(
     let cmdline_len = boot::write_cmdline(&mut mem, inputs.cmdline, k.cmdline_size())?;
     arch::mptable::setup_mptable(&mut mem, inputs.cpus)?;
     let acpi_rsdp = if inputs.acpi {
-        arch::acpi::setup_acpi(&mut mem, inputs.cpus)?.0
+        arch::acpi::setup_acpi(&mut mem, inputs.cpus, inputs.virtio)?.0
     } else {
         0
     };
@@ -930,6 +951,12 @@ mod tests {
                 cpus: 4,
                 corrupt,
                 acpi: true,
+                // A DSDT device, so the hint test covers its table bytes.
+                virtio: &[arch::acpi::VirtioMmio {
+                    base: 0xd000_0000,
+                    size: 0x1000,
+                    gsi: 5,
+                }],
             },
             kvm_sregs::default(),
         )

@@ -279,7 +279,7 @@ pub fn prepare(
         .map_err(arch::pvh::Error::Memory)?;
     arch::mptable::setup_mptable(&mut mem, inputs.cpus)?;
     let rsdp = if inputs.acpi {
-        Some(arch::acpi::setup_acpi(&mut mem, inputs.cpus)?.0)
+        Some(arch::acpi::setup_acpi(&mut mem, inputs.cpus, inputs.virtio)?.0)
     } else {
         None
     };
@@ -474,6 +474,7 @@ mod tests {
             cpus: 2,
             corrupt: None,
             acpi: true,
+            virtio: &[],
         }
     }
 

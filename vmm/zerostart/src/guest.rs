@@ -27,6 +27,8 @@ pub struct GuestInputs<'a> {
     pub corrupt: Option<CorruptHint>,
     /// Write ACPI tables (poweroff support).
     pub acpi: bool,
+    /// virtio-mmio devices for the DSDT (with `acpi`).
+    pub virtio: &'a [arch::acpi::VirtioMmio],
 }
 
 /// The boot vCPU's entry state and the hint, from `builder::prepare_guest`
