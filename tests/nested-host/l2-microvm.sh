@@ -17,7 +17,8 @@
 #
 # /zs/launch.txt: first line "pool|pool_mib|region_mib", then one scenario
 # per line:  name|kind|mem_mib|kernel|timeout_s|tap|vmm_args|guest cmdline
-# (vmm_args: the disk/NIC/vsock arguments in the VMM's own syntax, made by
+# (vmm_args: the disk/NIC/vsock arguments in the syntax of what runs the VM:
+# QEMU's for stock, zerostart launch's and zerostart run's own options; made by
 # microvm.py). Output: the protocol of l2-launch.sh (ZSL-BEGIN / L3| <ms>
 # <line> / VMM| / ZSL-TIMELINE / ZSL-END).
 . /zs/l2-pool.sh
@@ -71,9 +72,10 @@ tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo tap vmm_args
     wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
     # shellcheck disable=SC2086
     run "$name" "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary $q \
-      --memory "size=${mem}M,source=pool:$sock" --firmware /zs/fw/OVMF.fd --timeline "/tmp/$name.tl.json" -- \
+      --memory "size=${mem}M,source=pool:$sock" --firmware /zs/fw/OVMF.fd --timeline "/tmp/$name.tl.json" \
+      $vmm_args -- \
       -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
-      -display none -no-reboot -serial stdio -kernel "$kernel" $vmm_args \
+      -display none -no-reboot -serial stdio -kernel "$kernel" \
       -append "console=ttyS0 panic=-1 oops=panic $gx" ;;
   zerostart)
     tap_up "$tap"

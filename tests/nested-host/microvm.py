@@ -89,7 +89,9 @@ def scenarios(mem_mib: int, timeout_s: int) -> list[MicroScenario]:
             gx = f"prezero.verify=1 {gx}"
         elif kind == "launch":
             kernel = "/zs/kernels/patched"
-            args = qemu_devices(disk, tap, mac, cid)
+            # The launcher's own device options: it maps them onto QEMU (virtio-blk-pci,
+            # virtio-net-pci + vhost-net, vhost-vsock-pci) and listens for the guest's phases.
+            args = f"--disk path={disk} --net tap={tap},mac={mac} --vsock cid={cid}"
             gx = f"prezero.verify=1 {gx}"
         else:
             kernel = f"{ROOTFS_L2}/vmlinuz"

@@ -93,7 +93,9 @@ class Judge(unittest.TestCase):
         self.assertEqual([x.kind for x in s], list(microvm.KINDS))
         self.assertIn("--disk path=/dev/vda", s[0].vmm_args)
         self.assertIn("--vsock cid=3", s[0].vmm_args)
-        self.assertIn("file=/dev/vdb", s[1].vmm_args)
+        # (b) gives the launcher its own device options, so that it also listens on vsock.
+        self.assertIn("--disk path=/dev/vdb", s[1].vmm_args)
+        self.assertIn("--vsock cid=4", s[1].vmm_args)
         self.assertIn("vhost-vsock-pci,guest-cid=5", s[2].vmm_args)
         self.assertIn("-initrd /zs/rootfs/initrd.img", s[2].vmm_args)
         self.assertNotIn("prezero.verify", s[2].guest_args)

@@ -75,11 +75,14 @@ pub enum Error {
     Thread(io::Error),
 }
 
-/// Parses one line `zsphase: <name> uptime_ms=<n>` (without its newline).
+/// Parses one line `zsphase: <name> uptime_ms=<n>[ key=value...]` (without
+/// its newline). The guest may add fields after the uptime (zsapp's
+/// `app_ready` carries `touched_mib=` and `touch_ms=`); they are not read.
 pub fn parse_line(line: &str) -> Option<(&'static str, u64)> {
     let rest = line.strip_prefix("zsphase: ")?;
     let (name, up) = rest.split_once(' ')?;
     let up = up.strip_prefix("uptime_ms=")?;
+    let up = up.split_once(' ').map_or(up, |(n, _)| n);
     if up.is_empty() || !up.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -378,11 +381,19 @@ mod tests {
             parse_line("zsphase: userspace_started uptime_ms=0"),
             Some(("userspace_started", 0))
         );
+        // zsapp's real app_ready line (seen in the nested host) has more
+        // fields after the uptime.
+        assert_eq!(
+            parse_line("zsphase: app_ready uptime_ms=51450 touched_mib=1395 touch_ms=2478"),
+            Some(("app_ready", 51450))
+        );
         for bad in [
             "zsphase: app_ready",
             "zsphase: app_ready uptime_ms=",
             "zsphase: app_ready uptime_ms=-1",
             "zsphase: app_ready uptime_ms=1.5",
+            "zsphase: app_ready uptime_ms=1x touched_mib=2",
+            "zsphase: app_ready uptime_ms= touched_mib=2",
             "zsphase: app_ready uptime_ms=99999999999999999999999",
             "zsphase: evil_phase uptime_ms=1",
             "zsphase:  app_ready uptime_ms=1",
