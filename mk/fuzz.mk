@@ -37,7 +37,7 @@ define fuzz_run
 @set -o pipefail; for t in $(2); do \
 	echo "fuzz: $$t for $(4) s"; \
 	( cd $(1) && $(CARGO) +nightly fuzz run --target-dir $(3)/target $$t \
-		$(3)/corpus-$$t $(if $(6),$(6)/$$t) -- -max_total_time=$(4) -max_len=$(5) \
+		$(3)/corpus-$$t $(if $(6),$$(test -d $(6)/$$t && echo $(6)/$$t)) -- -max_total_time=$(4) -max_len=$(5) \
 		-artifact_prefix=$(3)/artifacts/$$t- -print_final_stats=1 ) 2>&1 \
 		| { grep -v -e '^#[0-9]' -e '^"' -e 'ecommended dictionary' -e '^INFO: ' -e 'NEW_FUNC' -e '^ *Compiling' || true; } \
 	|| { echo "fuzz: $$t failed; reproducer in $(3)/artifacts/ (replay: cd $(1) && cargo +nightly fuzz run $$t <file>)" >&2; exit 1; }; \

@@ -21,7 +21,8 @@ V = ("ZSINIT: PASS hint=absent ranges=0 hinted_bytes=0 zero_checked_bytes=201326
 TL = ('{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_ms":21.7},'
       '{"name":"hint_ready","t_ms":22.0},{"name":"vmm_spawned","t_ms":23.1},{"name":"exit","t_ms":9000.0}],'
       '"vmm":"qemu","argv":["qemu-system-x86_64","-m","1024M"],"memory_bytes":1073741824,'
-      '"memory_source":"pool","lease":1,"hint":{"ranges":[[1048576,1072693248]]},"exit":{"code":0,"signal":null}}')
+      '"memory_source":"pool","lease":1,"hint":{"ranges":[[1048576,1072693248]]},"exit":{"code":0,"signal":null},'
+      '"guest_phases":[]}')
 
 
 def drive(sc, verdict, fw=(), rc=0, tl=TL):

@@ -24,7 +24,7 @@ TIMELINE = ('{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_read
             '{"name":"test_done","t_ms":9400.0},{"name":"exit","t_ms":9500.0}],"memory_bytes":4294967296,'
             '"vcpus":1,"prezero":{"mode":"auto","backend":"avx2-nt","method":"engine","backing":"memfd-hugetlb-2M",'
             '"bytes":4294967296,"ms":1200.5,"gib_per_s":3.3,"threads":2,"hint_ranges":3,"hint_bytes":4234989568,'
-            '"verified_bytes":0},"exit":{"reason":"i8042 reset","kind":"reset","code":0}}')
+            '"verified_bytes":0},"exit":{"reason":"i8042 reset","kind":"reset","code":0},"guest_phases":[]}')
 
 
 def sc(name="s", **kw):

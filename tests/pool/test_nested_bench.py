@@ -42,7 +42,7 @@ def timeline(method: str, linux: bool = False) -> str:
         "prezero": {"mode": "pool" if method == "pool_lease" else "on", "backend": None, "method": method,
                     "backing": "memfd-hugetlb-2M", "bytes": 1 << 30, "ms": 1.5, "gib_per_s": 9.0, "threads": 1,
                     "hint_ranges": 1, "hint_bytes": 1 << 30, "verified_bytes": 0},
-        "exit": {"reason": "i8042 reset", "kind": "reset", "code": 0}})
+        "exit": {"reason": "i8042 reset", "kind": "reset", "code": 0}, "guest_phases": []})
 
 
 def sample(method: str, verdict: str, guest: str = "probe", rc: int = 0) -> str:
