@@ -265,6 +265,7 @@ fn registers_and_config() {
     assert_eq!(b, [0, 0]);
     g.t.read(u64::MAX - 1, &mut b);
 
+    drop(g); // the image's write lock goes with it
     let mut ro = Guest::new(&img, true);
     ro.w(reg::DEVICE_FEATURES_SEL, 0);
     assert_ne!(ro.r(reg::DEVICE_FEATURES) & 1 << VIRTIO_BLK_F_RO, 0);
@@ -569,6 +570,7 @@ fn bad_queue_setup_needs_reset() {
     g.w(reg::STATUS, 3);
     g.w(reg::QUEUE_NUM, 3);
     assert!(g.needs_reset());
+    drop(g); // one writer of an image at a time (its lock)
     let mut g = Guest::new(&img, false);
     g.w(reg::STATUS, 0);
     g.w(reg::STATUS, 3);
@@ -668,4 +670,29 @@ fn device_writes_only_what_the_guest_asks() {
     g.w(reg::QUEUE_NOTIFY, 0);
     assert_eq!(g.status_byte(), OK);
     assert_eq!(dirty_pages(&g.mem), vec![USED, BUF, STATUS]);
+}
+
+/// An image is one VM's while it writes it: a second writable open and a
+/// reader beside a writer are refused with the one-line "in use" error;
+/// readers share; closing the first user frees the image. (OFD locks
+/// conflict within one process, so this runs in one.)
+#[test]
+fn image_lock() {
+    let img = image();
+    let msg = |r: Result<Block, BlockError>| r.err().map(|e| e.to_string()).unwrap_or_default();
+    let writer = Block::open(img.path(), false).unwrap();
+    let second = msg(Block::open(img.path(), false));
+    assert!(
+        second.contains("is in use") && second.contains("write lock"),
+        "{second}"
+    );
+    assert!(msg(Block::open(img.path(), true)).contains("write lock"));
+    drop(writer);
+    let r1 = Block::open(img.path(), true).unwrap();
+    let r2 = Block::open(img.path(), true).unwrap();
+    let w = msg(Block::open(img.path(), false));
+    assert!(w.contains("read lock") && w.contains("readonly=on"), "{w}");
+    assert_eq!(w.lines().count(), 1);
+    drop((r1, r2));
+    Block::open(img.path(), false).unwrap();
 }
