@@ -19,7 +19,7 @@ Cases: CASE... or ZS_TEST_ONLY="kunit good ..." picks a subset (names of
 either table, in table order; qemu-exit and vectors always run); default
 every case. ZEROSTART_KERNEL_TEST_TIMEOUT (s) per boot (default 600, memmap
 900). ZS_TEST_WORK=dir: logs and scratch (default
-$ZEROSTART_CACHE/kernel/test-run, the memmap suite in its memmap/ subdir);
+target/kernel-test of this checkout, the memmap suite in its memmap/ subdir);
 kept after the run, for reading a failure.
 
 Correctness boots run single-threaded TCG (ZS_TCG_THREAD=single unless
@@ -78,7 +78,11 @@ def main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     os.environ.setdefault("ZS_TCG_THREAD", "single")
 
-    work = a.work or Path(os.environ.get("ZS_TEST_WORK") or gk.CACHE / "kernel" / "test-run")
+    # In this checkout's target/, not the shared cache: two checkouts (a CI
+    # clone and a developer's tree) testing at once each wiped the other's
+    # hinted images in a shared test-run/ (seen: "could not open kernel file
+    # .../test-run/good.bzImage" in 9 cases of a fresh-clone run).
+    work = a.work or Path(os.environ.get("ZS_TEST_WORK") or gk.ROOT / "target" / "kernel-test")
     tmo = os.environ.get("ZEROSTART_KERNEL_TEST_TIMEOUT")
     k = cases.Kernel(image=Path("."), series_dir=a.series_dir, firmware=None, work=work,
                      timeout=float(tmo or 600), memmap_timeout=float(tmo or 900))
