@@ -67,7 +67,13 @@ else
 	[ -f "$HERE/source.lock" ] || die "no line '$LINE' (missing $HERE/source.lock); lines: $DEFAULT_LINE$(cd "$SCRIPT_DIR" && for d in */source.lock; do [ -f "$d" ] && printf ' %s' "${d%/source.lock}"; done)"
 fi
 LINE_FRAGMENT=
-[ -f "$HERE/line.config" ] && LINE_FRAGMENT="$HERE/line.config"
+NOT_IN_LINE=
+if [ -f "$HERE/line.config" ]; then
+	LINE_FRAGMENT="$HERE/line.config"
+	# "# not-in-line: CONFIG_X reason": the shared fragment names an
+	# option this line's kernel does not have; its check is skipped.
+	NOT_IN_LINE="$(sed -nE 's/^# not-in-line: (CONFIG_[A-Za-z0-9_]+).*/\1/p' "$LINE_FRAGMENT" | tr '\n' ' ')"
+fi
 # shellcheck source=source.lock
 . "$HERE/source.lock"
 
@@ -211,6 +217,13 @@ configure() {
 		*) continue ;;
 		esac
 		case "$opt" in CONFIG_ZEROSTART_PREZERO|CONFIG_X86_CLEAR_HUGE_NT) want="$variant" ;; esac
+		# An option of the shared fragment this line's kernel does not
+		# have (renamed or removed upstream), named in line.config.
+		if [[ " $NOT_IN_LINE " == *" $opt "* ]]; then
+			grep -rqs --include='Kconfig*' "^config ${opt#CONFIG_}\$" "$SRC" &&
+				die "config: $LINE_FRAGMENT says $opt is not in $VERSION, but it is; remove the not-in-line line"
+			continue
+		fi
 		case "$opt" in CONFIG_ZEROSTART_*|CONFIG_X86_CLEAR_HUGE_NT*)
 			# A tree without the series (pristine baseline) has no such options.
 			grep -q "config ${opt#CONFIG_}\$" -r "$SRC/mm/Kconfig" "$SRC/arch/x86/Kconfig" 2>/dev/null || continue
