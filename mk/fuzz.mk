@@ -1,8 +1,11 @@
 # Device-model fuzzing (vmm/devices/fuzz, cargo-fuzz on nightly): the port
 # bus with every device the VMM puts on it (`port_bus`), and fw_cfg DMA
 # against guest memory with holes checked by a reference model
-# (`fw_cfg_dma`), and virtio-blk through its virtio-mmio registers against
-# guest RAM with holes (`virtio_blk`). Seeds live in the tree (vmm/devices/fuzz/corpus/<target>,
+# (`fw_cfg_dma`), virtio-blk through its virtio-mmio registers against
+# guest RAM with holes (`virtio_blk`), virtio-net's user-space TX/RX queue
+# handling the same way with frames arriving from the "tap" (`virtio_net`),
+# and the ring checks done before a queue goes to a kernel vhost backend
+# against a reference (`vhost_rings`). Seeds live in the tree (vmm/devices/fuzz/corpus/<target>,
 # small); what a run finds goes to the cache, not the tree.
 #
 #   make test-devices-fuzz     short run, DEVICES_FUZZ_SMOKE seconds per target (in `make test`)
@@ -17,7 +20,7 @@
 # crash with the reproducer's path and the command to replay it.
 
 DEVICES_FUZZ_DIR := vmm/devices/fuzz
-DEVICES_FUZZ_TARGETS := port_bus fw_cfg_dma virtio_blk
+DEVICES_FUZZ_TARGETS := port_bus fw_cfg_dma virtio_blk virtio_net vhost_rings
 DEVICES_FUZZ_CACHE := $(ZEROSTART_CACHE)/devices-fuzz
 DEVICES_FUZZ_SEEDS := $(CURDIR)/$(DEVICES_FUZZ_DIR)/corpus
 DEVICES_FUZZ_MAX_LEN := 4096

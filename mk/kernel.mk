@@ -1,21 +1,28 @@
 # Guest kernel (Linux 6.12.y + the zerostart series): build and test.
 # `make kernel` builds $ZEROSTART_CACHE/kernel/<hash>/bzImage{,-noprezero}
 # (cached by the hash of source version, series, config fragment, script);
-# `make test-kernel` boots them in QEMU TCG (KUnit + hint boot tests, one of
-# them through zerostart's OVMF: it builds firmware/ if not cached; then the
-# struct-page boot tests of memmap-test.sh);
+# `make test-kernel` boots it in QEMU TCG: the case tables of
+# tests/kernel/cases.py (KUnit, the hint boot tests, one of them through
+# zerostart's OVMF, then the struct-page boot tests), run by
+# tests/kernel/run.py on zstest.suite + zstest.qemu;
 # `make bench-kernel` runs the measurements in guest-kernel-patches/README.md.
+# make builds the kernel and the firmware and hands the scripts their paths.
+# ZEROSTART_KERNEL_IMAGE=path tests an image built elsewhere (e.g. by
+# build.sh --dev while working on the series, or another kernel line, with
+# ZEROSTART_KERNEL_SERIES_DIR=dir naming the series it was built from);
+# ZS_TEST_ONLY="kunit good" runs a subset.
 .PHONY: kernel test-kernel bench-kernel
+
+ZEROSTART_KERNEL_SERIES_DIR ?= guest-kernel-patches
 
 kernel:
 	@bash guest-kernel-patches/build.sh
 
-test-kernel:
-	@bash tests/kernel/test_lib.sh
-	@bash tests/kernel/run.sh
-	@bash tests/kernel/memmap-test.sh
+test-kernel: $(if $(ZEROSTART_KERNEL_IMAGE),,kernel) firmware
+	@python3 tests/kernel/run.py --series-dir "$(ZEROSTART_KERNEL_SERIES_DIR)" --firmware "$(FW_DIR)/OVMF.fd" \
+	  --kernel "$${ZEROSTART_KERNEL_IMAGE:-$$(bash guest-kernel-patches/build.sh --print)/bzImage}"
 
-bench-kernel:
-	@bash tests/kernel/measure.sh
+bench-kernel: $(if $(ZS_MEASURE_OUT),,kernel)
+	@ZS_MEASURE_OUT="$${ZS_MEASURE_OUT:-$$(bash guest-kernel-patches/build.sh --print)}" bash tests/kernel/measure.sh
 
 TEST_TARGETS += test-kernel

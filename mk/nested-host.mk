@@ -53,6 +53,6 @@ test-nested-host: deps test-nested-host-units e2e-zerostart e2e-kernel
 # The side-by-side of tests/nested-host/demo.py: stock QEMU, QEMU through
 # `zerostart launch`, zerostart's own VMM; OVMF from `make firmware`, the
 # chart from vmm/slo's demo_chart example.
-demo: deps e2e-zerostart e2e-kernel firmware
+demo: deps e2e-zerostart e2e-kernel firmware rootfs
 	$(CARGO) build -q --release --locked -p slo --example demo_chart
 	@$(E2E_PY) demo --zerostart $(ZEROSTART_STATIC) --chart-bin $(TARGET_DIR)/release/examples/demo_chart $(DEMO_ARGS)

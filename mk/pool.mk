@@ -53,13 +53,13 @@ POOL_INTERF_CAP_MIB ?= 1024
 
 # The kill, holder and --hugetlbfs tests run again on 2M hugetlb memory (a
 # configuration test-fast's 4K run does not cover), then the VMM boots the
-# probe from pool memory (tests/pool/run.sh), then the nested part.
+# probe from pool memory (the case table tests/pool/cases.py), then the nested part.
 test-pool: deps e2e-zerostart e2e-kernel zerostart-release probe
 	$(call crate_tests,-p pool)
 	set -o pipefail; bash tests/pool/with-hugetlbfs.sh -- \
 	  $(CARGO) test --locked -p pool --test kill --test holders --test hugetlbfs -- --test-threads 4 --nocapture 2>&1 | \
 	  grep -E '^(test |SKIP|FAIL|test result|thread .* panicked|  left|  right)'
-	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) bash tests/pool/run.sh
+	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) python3 tests/pool/cases.py
 	python3 tests/pool/test_nested_bench.py
 	python3 tests/pool/nested-bench.py --zerostart $(ZEROSTART_STATIC) --sizes 1 --reps 2 --methods pool --reserve-gib 2 \
 	  --linux 1 --linux-reps 1 --leak-check 1 --report target/pool-nested/check.json

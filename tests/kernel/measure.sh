@@ -10,7 +10,7 @@
 # Env: ZS_MEASURE_MEMS="1 4 16" (GiB, boot-to-init rows), ZS_MEASURE_REPS=1,
 # ZS_MEASURE_ONLY="boot huge anon mthp sparse nt hvo" (rows to run),
 # ZS_MEASURE_OUT=dir (take bzImage and bzImage-noprezero from dir instead
-# of building the committed series; for work on the series),
+# of the committed series' build; for work on the series),
 # ZS_MEASURE_WORK=dir (logs; default $ZEROSTART_CACHE/kernel/measure),
 # ZS_MEASURE_ON_ARGS="..." (extra kernel arguments for the "on" boots only,
 # e.g. prezero.fault_batch=0, to find where a difference comes from).
@@ -50,12 +50,10 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 install_test_deps
 ONLY=" ${ZS_MEASURE_ONLY:-boot huge anon mthp sparse nt hvo} "
 T0=$SECONDS
-if [ -n "${ZS_MEASURE_OUT:-}" ]; then
-	OUT="$ZS_MEASURE_OUT"
-else
-	OUT="$("$ROOT/guest-kernel-patches/build.sh" | tail -1)"
-fi
-[ -f "$OUT/bzImage" ] && [ -f "$OUT/bzImage-noprezero" ] || die "no bzImage and bzImage-noprezero in $OUT"
+# make builds the images (make bench-kernel passes ZS_MEASURE_OUT); run
+# directly, this takes the committed series' build from the cache.
+OUT="${ZS_MEASURE_OUT:-$("$ROOT/guest-kernel-patches/build.sh" --print || true)}"
+[ -f "$OUT/bzImage" ] && [ -f "$OUT/bzImage-noprezero" ] || die "no bzImage and bzImage-noprezero in ${OUT:-the cache}; build them with \`make kernel\` or set ZS_MEASURE_OUT=dir"
 build_initramfs "$WORK"
 
 # run NAME KERNEL(bzImage|bzImage-noprezero) MEM_MIB APPEND

@@ -21,39 +21,10 @@
 # timeline, memory_ready is measured right before its boot: the same QEMU
 # command with -S, quit from the monitor once it is up (prealloc done).
 . /zs/l2-pool.sh
-q=/qemu/bin/qemu-system-x86_64
-
-# run NAME TIMEOUT CMD...: the scenario protocol around one VMM run.
-run() {
-  name=$1 tmo=$2; shift 2
-  err=/tmp/$name.err; rcf=/tmp/$name.rc
-  rm -f "$err" "$rcf"
-  t0=$(ms)
-  echo "ZSL-BEGIN name=$name t0_ms=$t0"
-  {
-    timeout -s KILL "$tmo" "$@" 2> "$err" < /dev/null
-    echo $? > "$rcf"
-  } | while IFS= read -r line; do echo "L3| $(ms) $line"; done
-  t1=$(ms)
-  [ -f "$err" ] && sed 's/^/VMM| /' "$err"
-  [ -s "/tmp/$name.tl.json" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "/tmp/$name.tl.json")"
-  echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
-}
-
-# QEMU's memory arguments as an operator writes them for a hugepage VM.
-stock_mem() {
-  echo "-machine q35,accel=kvm,memory-backend=ram -m ${1}M -object memory-backend-file,id=ram,size=${1}M,mem-path=/dev/hugepages,share=on,prealloc=on,prealloc-threads=2"
-}
 
 tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
   [ "$kind" = stock ] || continue
-  # memory_ready: QEMU up to its monitor with guest RAM preallocated.
-  t=$(ms)
-  # shellcheck disable=SC2046
-  echo quit | $q -L /qemu/share $(stock_mem "$mem") -S -nodefaults -no-user-config -display none \
-    -monitor stdio > /tmp/$name.mr 2>&1
-  mr=$(( $(ms) - t ))
-  echo "{\"phases\":[{\"name\":\"process_start\",\"t_ms\":0},{\"name\":\"memory_ready\",\"t_ms\":$mr}]}" > /tmp/$name.tl.json
+  stock_memory_ready "$name" "$mem"
   # shellcheck disable=SC2046
   run "$name" "$tmo" $q -L /qemu/share $(stock_mem "$mem") -cpu host -smp 1 -bios /zs/fw/OVMF.fd \
     -nodefaults -no-user-config -display none -no-reboot -serial stdio \

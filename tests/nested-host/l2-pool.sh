@@ -1,6 +1,8 @@
 #!/bin/sh
 # Sourced by the L2 scripts that run VMs on `zerostart pool` memory
-# (l2-launch.sh, l2-demo.sh): L2's clock and the pool's start and idle wait.
+# (l2-launch.sh, l2-demo.sh, l2-microvm.sh): L2's clock, the pool's start
+# and idle wait, the scenario protocol around one VMM run and QEMU's
+# memory arguments as operators write them.
 # Reads /zs/launch.txt's first line "pool|pool_mib|region_mib".
 
 # L2 uptime in ms (the scripts stamp guest serial lines with it).
@@ -39,4 +41,41 @@ wait_clean() {
 pool_stop() {
   /zs/zerostart pool status --socket "$sock" | sed 's/^/POOL| /'
   kill "$pool_pid"
+}
+
+# run NAME TIMEOUT CMD...: the scenario protocol around one VMM run.
+run() {
+  name=$1 tmo=$2; shift 2
+  err=/tmp/$name.err; rcf=/tmp/$name.rc
+  rm -f "$err" "$rcf"
+  t0=$(ms)
+  echo "ZSL-BEGIN name=$name t0_ms=$t0"
+  {
+    timeout -s KILL "$tmo" "$@" 2> "$err" < /dev/null
+    echo $? > "$rcf"
+  } | while IFS= read -r line; do echo "L3| $(ms) $line"; done
+  t1=$(ms)
+  [ -f "$err" ] && sed 's/^/VMM| /' "$err"
+  [ -s "/tmp/$name.tl.json" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "/tmp/$name.tl.json")"
+  echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
+}
+
+# QEMU's memory arguments as an operator writes them for a hugepage VM.
+stock_mem() {
+  echo "-machine q35,accel=kvm,memory-backend=ram -m ${1}M -object memory-backend-file,id=ram,size=${1}M,mem-path=/dev/hugepages,share=on,prealloc=on,prealloc-threads=2"
+}
+
+q=/qemu/bin/qemu-system-x86_64
+
+# stock_memory_ready NAME MEM_MIB: stock QEMU has no timeline, so its
+# memory_ready is measured right before its boot: the same memory arguments
+# with -S, quit from the monitor once it is up (prealloc done). Writes the
+# timeline /tmp/NAME.tl.json that run() reports.
+stock_memory_ready() {
+  t=$(ms)
+  # shellcheck disable=SC2046
+  echo quit | $q -L /qemu/share $(stock_mem "$2") -S -nodefaults -no-user-config -display none \
+    -monitor stdio > "/tmp/$1.mr" 2>&1
+  mr=$(( $(ms) - t ))
+  echo "{\"phases\":[{\"name\":\"process_start\",\"t_ms\":0},{\"name\":\"memory_ready\",\"t_ms\":$mr}]}" > "/tmp/$1.tl.json"
 }

@@ -215,11 +215,14 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
                   echo: bool = False, smp: int = 2, console_log: Path = OUT / "console.log",
                   extra_files: dict[str, tuple[bytes, int]] | None = None,
                   script: Path = Path(__file__).parent / "l2-launch.sh",
-                  judge_fn=None) -> tuple[list[LaunchResult], str | None]:
+                  judge_fn=None, l2_args: list[str] | None = None,
+                  l2_extra_mib: int = 0) -> tuple[list[LaunchResult], str | None]:
     """Boots L2 once with a pool of `pool_mib` in regions of `region_mib`, runs `scenarios`, returns results.
 
     `script` is the L2 script (l2-launch.sh; the demo's l2-demo.sh speaks the
-    same protocol), `judge_fn` judges each result (default: `judge`)."""
+    same protocol), `judge_fn` judges each result (default: `judge`),
+    `l2_args` adds devices to L2's QEMU (the real-VM disks) and
+    `l2_extra_mib` memory to L2 beyond the guests' (their page cache)."""
     manifest = build.build_l2(build.default_l3_kernels(), None, with_qemu=True)
     extra = build.Cpio()
     extra.file("zs/zerostart", zerostart.read_bytes(), 0o755)
@@ -235,10 +238,11 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
     extra.file("zs/launch.txt", ("\n".join([f"pool|{pool_mib}|{region_mib}"] + [s.line() for s in scenarios])
                                  + "\n").encode())
     l2_mem, hugepages = l2_memory(manifest, pool_mib)
+    l2_mem += l2_extra_mib
     print(f"launch: booting L2 ({l2_mem} MiB, pool {pool_mib} MiB in {region_mib} MiB regions) "
           f"for {len(scenarios)} scenario(s)", flush=True)
     with boot_l2(manifest, extra, l2_mem, hugepages, log=console_log, smp=smp, echo=echo,
-                 append="zse2e.script=launch.sh") as con:
+                 append="zse2e.script=launch.sh", extra_args=l2_args) as con:
         return _drive(con, scenarios, judge_fn or judge)
 
 

@@ -628,7 +628,7 @@ def demo_direct(zs: Path, kernels: dict, timeout_s: int | None) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cmd", choices=["e2e", "demo", "launch"])
+    ap.add_argument("cmd", choices=["e2e", "demo", "launch", "microvm"])
     ap.add_argument("--firmware", help="launch, demo: OVMF.fd (default: firmware/build.sh --print-dir)")
     ap.add_argument("--zerostart", help="static zerostart binary (default target/x86_64-unknown-linux-gnu/static/zerostart)")
     ap.add_argument("--chart-bin", help="demo: vmm/slo's demo_chart example (make demo builds it)")
@@ -645,12 +645,13 @@ def main() -> int:
     a = ap.parse_args()
     global CONSOLE_LOG
     # Runs with their own report keep their own console log: parallel runs must not clobber.
-    if a.cmd == "launch":
+    if a.cmd in ("launch", "microvm"):
         import launch  # noqa: E402  (imports this module)
+        import microvm  # noqa: E402
         try:
-            return launch.cmd_launch(a)
+            return launch.cmd_launch(a) if a.cmd == "launch" else microvm.cmd_microvm(a)
         except build.BuildError as e:
-            print(f"launch: error: {e}", file=sys.stderr)
+            print(f"{a.cmd}: error: {e}", file=sys.stderr)
             return 1
     if a.cmd == "demo":
         CONSOLE_LOG = OUT / "demo-console.log"

@@ -14,7 +14,7 @@ reps="${2:-3}"
 max=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -1)
 need=$((max * 512))
 
-# shellcheck source=../lib/hugepages.sh
-source "$root/tests/lib/hugepages.sh"
-hugepages_reserve 2048 "$need"
-"$bin" "$sizes" "$reps"
+export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
+# zstest.hugepages reserves the pages, runs the benchmark and gives them
+# back however it ends.
+exec python3 -m zstest.hugepages --who bench-pool "2048:$need" -- "$bin" "$sizes" "$reps"

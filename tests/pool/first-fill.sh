@@ -11,7 +11,11 @@ bin="${1:?usage: first-fill.sh BIN ...: the pool example first_fill, built by ma
 shift
 gib="${1:-1}"
 reps="${2:-5}"
-# shellcheck source=../lib/hugepages.sh
-source "$root/tests/lib/hugepages.sh"
-hugepages_reserve 2048 $((gib * 512)) || echo "first-fill: SKIP 2M: cannot reserve $((gib * 512)) pages; 4K shmem instead" >&2
+export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
+# zstest.hugepages reserves the pages and runs this script again under
+# ZS_HUGEPAGES=ok|short, giving them back however it ends.
+[ -n "${_ZS_FIRST_FILL:-}" ] ||
+  _ZS_FIRST_FILL=1 exec python3 -m zstest.hugepages --who first-fill --may-fail "2048:$((gib * 512))" -- \
+    bash "$root/tests/pool/first-fill.sh" "$bin" "$gib" "$reps"
+[ "$ZS_HUGEPAGES" = ok ] || echo "first-fill: SKIP 2M: cannot reserve $((gib * 512)) pages; 4K shmem instead" >&2
 "$bin" "$gib" "$reps"

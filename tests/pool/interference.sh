@@ -15,10 +15,14 @@ reps="${2:-3}"
 threads="${3:-1}"
 cap="${4:-1024}"
 window="${5:-5}"
-# shellcheck source=../lib/hugepages.sh
-source "$root/tests/lib/hugepages.sh"
+export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
+# zstest.hugepages reserves the pages and runs this script again under
+# ZS_HUGEPAGES=ok|short, giving them back however it ends.
+[ -n "${_ZS_INTERFERENCE:-}" ] ||
+  _ZS_INTERFERENCE=1 exec python3 -m zstest.hugepages --who interference --may-fail "2048:$((gib * 512))" -- \
+    bash "$root/tests/pool/interference.sh" "$bin" "$gib" "$reps" "$threads" "$cap" "$window"
 page=2M
-if ! hugepages_reserve 2048 $((gib * 512)); then
+if [ "$ZS_HUGEPAGES" != ok ]; then
   echo "interference: SKIP 2M: cannot reserve $((gib * 512)) pages; measuring on 4K shmem instead" >&2
   page=4K
 fi

@@ -11,7 +11,11 @@ bin="${1:?usage: reuse-cost.sh BIN ...: the pool example reuse_cost, built by ma
 shift
 gib="${1:-1}"
 reps="${2:-5}"
-# shellcheck source=../lib/hugepages.sh
-source "$root/tests/lib/hugepages.sh"
-hugepages_reserve 2048 $((gib * 512)) || echo "reuse-cost: SKIP: 2M: cannot reserve $((gib * 512)) pages" >&2
+export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
+# zstest.hugepages reserves the pages and runs this script again under
+# ZS_HUGEPAGES=ok|short, giving them back however it ends.
+[ -n "${_ZS_REUSE_COST:-}" ] ||
+  _ZS_REUSE_COST=1 exec python3 -m zstest.hugepages --who reuse-cost --may-fail "2048:$((gib * 512))" -- \
+    bash "$root/tests/pool/reuse-cost.sh" "$bin" "$gib" "$reps"
+[ "$ZS_HUGEPAGES" = ok ] || echo "reuse-cost: SKIP: 2M: cannot reserve $((gib * 512)) pages" >&2
 "$bin" "$gib" "$reps"

@@ -16,17 +16,23 @@ reps="${2:-3}"
 "$Z" pool --help >/dev/null 2>&1 || { echo "vm-bench: $Z has no 'pool' subcommand" >&2; exit 1; }
 [ -f "$K" ] || { echo "vm-bench: $K missing; run make probe" >&2; exit 1; }
 
+max=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -1)
+export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
+# zstest.hugepages reserves the pages and runs this script again, giving
+# them back after it ends.
+[ -n "${_ZS_VM_BENCH:-}" ] ||
+  _ZS_VM_BENCH=1 exec python3 -m zstest.hugepages --who vm-bench "2048:$((max * 512))" -- \
+    bash "$root/tests/pool/vm-bench.sh" "$sizes" "$reps"
+
 work="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-vm-bench.XXXXXX")"
 pool_pid=
 cleanup() {
   if [ -n "$pool_pid" ]; then kill "$pool_pid" 2>/dev/null || true; wait "$pool_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
-# shellcheck source=../lib/hugepages.sh
-source "$root/tests/lib/hugepages.sh"
-hugepages_on_exit cleanup
-max=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -1)
-hugepages_reserve 2048 $((max * 512))
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 boot() { # label gib memory-opts
   local tl="$work/$1-$2g.json" out

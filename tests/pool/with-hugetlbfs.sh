@@ -4,7 +4,7 @@
 # parallel, each with up to two pools of 3 x 8 MiB), mounts a private
 # hugetlbfs, exports ZEROSTART_POOL_TEST_PAGE=2M and
 # ZEROSTART_POOL_TEST_HUGETLBFS=<mount>, and unmounts and gives the pages
-# back however the command ends (tests/lib/hugepages.sh).
+# back however the command ends (zstest.hugepages).
 #
 #   with-hugetlbfs.sh -- command args...
 #
@@ -21,9 +21,12 @@ if [ "$(id -u)" != 0 ]; then
   echo "SKIP test-pool: the 2M hugetlb and hugetlbfs kill tests: not root (hugepages cannot be reserved)" >&2
   exit 0
 fi
-hugepages_who=test-pool
-# shellcheck source=../lib/hugepages.sh
-source "$root/tests/lib/hugepages.sh"
+export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
+# zstest.hugepages reserves the pages and runs this script again; they are
+# given back after it ends, so after the unmount below.
+[ -n "${_ZS_WITH_HUGETLBFS:-}" ] ||
+  _ZS_WITH_HUGETLBFS=1 exec python3 -m zstest.hugepages --who test-pool 2048:192 -- \
+    bash "$root/tests/pool/with-hugetlbfs.sh" -- "$@"
 mnt="$(mktemp -d "${TMPDIR:-/tmp}/zerostart-pool-hugetlbfs.XXXXXX")"
 cleanup() {
   if mountpoint -q "$mnt"; then
@@ -32,8 +35,8 @@ cleanup() {
   fi
   rmdir "$mnt" 2>/dev/null || true
 }
-# Runs before the hugepages this script added are given back.
-hugepages_on_exit cleanup
-hugepages_reserve 2048 192
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 mount -t hugetlbfs -o pagesize=2M,mode=0700 none "$mnt"
 ZEROSTART_POOL_TEST_PAGE=2M ZEROSTART_POOL_TEST_HUGETLBFS="$mnt" "$@"

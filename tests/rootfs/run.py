@@ -5,10 +5,11 @@ cloud kernel under stock QEMU (TCG here), to its app.
 Checks, from the serial console: every boot phase zsapp reports
 (userspace_started, network_up: the default gateway answered a ping,
 multi_user_reached, app_ready) in that order of need; zsapp's own memory
-check PASS with its negative control (16 planted bytes found); a clean
-power-off (QEMU exits 0 after "reboot: Power down"). The phases go to
-target/rootfs/report.json. This is the image's own test; zerostart's VMM
-and the patched kernel boot it in the real-VM scenarios (issue 15).
+check PASS with its negative control (16 planted bytes found); its disk
+check (a file written, fsync'ed, dropped from the page cache, read back);
+a clean power-off (QEMU exits 0 after "reboot: Power down"). The phases go
+to target/rootfs/report.json. This is the image's own test; zerostart's
+VMM and the patched kernel boot it in `make test-microvm`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PHASES = ["userspace_started", "network_up", "multi_user_reached", "app_ready"]
 PHASE_RE = re.compile(r"zsphase: (\w+) uptime_ms=(\d+)")
 APP_RE = re.compile(r"zsapp: (PASS|FAIL) (.*)")
+DISK_RE = re.compile(r"zsapp: disk (ok|FAIL) (.*)")
 BOOT_TIMEOUT_S = int(os.environ.get("ZS_ROOTFS_TIMEOUT_S", "420"))
 
 
@@ -53,6 +55,7 @@ def main() -> int:
     con = Console(proc, out / "serial.log", echo=False)
     phases: dict[str, int] = {}
     app: tuple[str, str] | None = None
+    disk: tuple[str, str] | None = None
     powered_off = False
     deadline = t0 + BOOT_TIMEOUT_S
     try:
@@ -61,6 +64,8 @@ def main() -> int:
                 phases.setdefault(m.group(1), int(m.group(2)))
             elif m := APP_RE.search(line):
                 app = (m.group(1), m.group(2))
+            elif m := DISK_RE.search(line):
+                disk = (m.group(1), m.group(2))
             elif "reboot: Power down" in line:
                 powered_off = True
     except TimeoutError:
@@ -84,6 +89,8 @@ def main() -> int:
         kv = dict(x.split("=", 1) for x in app[1].split() if "=" in x)
         check(kv.get("planted") == kv.get("planted_found") == "16",
               f"zsapp's negative control: planted={kv.get('planted')} found={kv.get('planted_found')}")
+    check(disk is not None and disk[0] == "ok",
+          f"disk: a file written, fsync'ed, dropped from the cache and read back: {' '.join(disk) if disk else 'no result'}")
     check(powered_off and rc == 0, f"clean power-off (QEMU exit {rc})")
     (out / "report.json").write_text(json.dumps({
         "kernel": "debian-stock", "vmm": "qemu-tcg", "image": str(image_dir),

@@ -6,10 +6,13 @@ start, serial reader, L2 image import (by sys.path edits) and parsers.
 They now share:
 
   zstest.l2image   the nested test host's image (Debian packages, cached)
-  zstest.qemu      the one QEMU boot-and-read-serial driver (boot_l2, Console)
+  zstest.qemu      the one QEMU boot-and-read-serial driver (boot_l2, Console;
+                   boot for the one-shot TCG boots of the kernel and firmware tests)
   zstest.probe     the one probe-boot-and-judge helper (zerostart run on /dev/kvm)
-  zstest.suite     the one case-table runner (tests/vmm/cases.py, tests/redteam/cases.py)
-  zstest.hugepages hugepage pools grown for a run and given back (tests/lib/hugepages.sh's rules)
+  zstest.suite     the one case-table runner (tests/vmm/cases.py, tests/redteam/cases.py,
+                   tests/kernel/cases.py)
+  zstest.hugepages hugepage pools grown for a run and given back (suites in-process,
+                   scripts through its CLI: python3 -m zstest.hugepages KB:PAGES -- CMD)
   zstest.timeline  the checked schema of zerostart's --timeline JSON
   zstest.sizes     the one size parser ("4G", "512M", "0x1000")
   zstest.fakes     test doubles for the drivers' unit tests

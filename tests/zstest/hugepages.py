@@ -1,12 +1,20 @@
-"""Hugepage pools for the Python suites: grow a pool for a run and give the
-pages back however the run ends.
+"""Hugepage pools for the test harness: grow a pool for a run and give the
+pages back however the run ends. The one copy of these rules (there was a
+bash twin, tests/lib/hugepages.sh): the suites (zstest.suite) reserve per
+case in-process, as their table says (the red team dirties *every* free
+page right after reserving); scripts run their command under the CLI:
 
-Why a port of tests/lib/hugepages.sh and not a call to it: that helper
-records what it added in the shell that sourced it and gives it back when
-that shell exits; the suite runner (zstest.suite) is one Python process
-that reserves per case, as its table says (the red team dirties *every*
-free page right after reserving), so the record has to live in this
-process. The rules and messages are the bash helper's, kept in step:
+  python3 -m zstest.hugepages [--who NAME] [--may-fail] KB:PAGES [KB:PAGES...] -- COMMAND [ARG...]
+
+reserves PAGES free KB-sized pages of each size, runs COMMAND with
+ZS_HUGEPAGES=ok (or =short: --may-fail, some pool could not be grown; the
+reason is on stderr), and gives back what it added when COMMAND ends,
+however it ends (SIGINT, SIGTERM and SIGHUP are passed on to it first, so
+its own cleanup, e.g. unmounting a hugetlbfs, runs before the pages go).
+Exit status: COMMAND's (128+N for a signal N); 1 when a pool could not be
+grown without --may-fail (COMMAND does not run).
+
+The rules:
 
   - "free" is free_hugepages - resv_hugepages (pages another process has
     reserved with mmap are not ours to count); sizes are in kB as in
@@ -95,3 +103,61 @@ class HugePages:
                 continue
             self.added[kb] = 0
             self._say(f"{kb}kB hugepage pool restored to {self._read(kb, 'nr_hugepages')}")
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+    import signal
+    import subprocess
+
+    if "--" not in argv:
+        print("zstest.hugepages: usage: python3 -m zstest.hugepages [--who NAME] [--may-fail] KB:PAGES... -- "
+              "COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    cut = argv.index("--")
+    ap = argparse.ArgumentParser(prog="python3 -m zstest.hugepages")
+    ap.add_argument("--who", default="hugepages", help="prefix of the messages")
+    ap.add_argument("--may-fail", action="store_true", help="run COMMAND (ZS_HUGEPAGES=short) if a pool is short")
+    ap.add_argument("sizes", nargs="+", metavar="KB:PAGES")
+    a = ap.parse_args(argv[:cut])
+    cmd = argv[cut + 1:]
+    if not cmd:
+        print("zstest.hugepages: no COMMAND after --", file=sys.stderr)
+        return 2
+    want = []
+    for spec in a.sizes:
+        kb, _, n = spec.partition(":")
+        if not (kb.isdigit() and n.isdigit()):
+            print(f"zstest.hugepages: {spec!r} is not KB:PAGES; write e.g. 2048:192", file=sys.stderr)
+            return 2
+        want.append((int(kb), int(n)))
+    pools = HugePages(a.who)
+    child = None
+
+    def forward(signum, _frame):
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        got = all([pools.reserve(kb, n) for kb, n in want])
+        if not got and not a.may_fail:
+            return 1
+        if not got:
+            print(f"{a.who}: running the command anyway (ZS_HUGEPAGES=short)", file=sys.stderr, flush=True)
+        child = subprocess.Popen(cmd, env=dict(os.environ, ZS_HUGEPAGES="ok" if got else "short"))
+        while True:
+            try:
+                rc = child.wait()
+                break
+            except InterruptedError:
+                continue
+        return 128 - rc if rc < 0 else rc
+    finally:
+        pools.restore()
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

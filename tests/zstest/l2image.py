@@ -402,6 +402,22 @@ def qemu_bundle(c: Cpio) -> None:
             c.file(f"qemu/share/{rom}", p.read_bytes())
 
 
+# What L2 needs to host the real cloud VM (issue 15, tests/nested-host/
+# l2-microvm.sh loads them in this order, dependencies first): virtio-blk
+# for the root-filesystem disks the harness attaches to L2, tun/tap +
+# vhost-net and vhost-vsock (the kernel backends of zerostart's and QEMU's
+# NICs and vsock), a bridge for the VMs' taps. Debian's cloud kernel has
+# them all as modules; the other L2 boots never load them.
+REAL_VM_MODULES = (
+    "drivers/virtio/virtio_ring.ko", "drivers/virtio/virtio.ko",
+    "drivers/virtio/virtio_pci_modern_dev.ko", "drivers/virtio/virtio_pci_legacy_dev.ko",
+    "drivers/virtio/virtio_pci.ko", "drivers/block/virtio_blk.ko",
+    "drivers/net/tun.ko", "drivers/net/tap.ko", "drivers/vhost/vhost_iotlb.ko", "drivers/vhost/vhost.ko",
+    "drivers/vhost/vhost_net.ko", "net/vmw_vsock/vsock.ko", "net/vmw_vsock/vmw_vsock_virtio_transport_common.ko",
+    "drivers/vhost/vhost_vsock.ko", "net/llc/llc.ko", "net/802/stp.ko", "net/bridge/bridge.ko",
+)
+
+
 def zerostart_binary(path: Path | None) -> Path | None:
     if path is None:
         return None
@@ -436,7 +452,7 @@ def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: boo
     c.symlink("bin/sh", "busybox")
     c.file("init", L2_INIT.read_bytes(), 0o755)
     c.file("zs/scenario.sh", SCENARIO_SH.read_bytes(), 0o755)
-    for m in ("virt/lib/irqbypass.ko", "arch/x86/kvm/kvm.ko", "arch/x86/kvm/kvm-amd.ko"):
+    for m in ("virt/lib/irqbypass.ko", "arch/x86/kvm/kvm.ko", "arch/x86/kvm/kvm-amd.ko", *REAL_VM_MODULES):
         c.file(f"lib/modules/{Path(m).name}", module(l2tree, release, m))
     for name, k in sorted(kernels.items()):
         if not re.fullmatch(r"[A-Za-z0-9._-]+", name):

@@ -18,6 +18,7 @@ test binaries never rebuild the image.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
 import re
@@ -124,8 +125,9 @@ def qemu_binary() -> tuple[str, list[str]]:
 
 
 def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: int, append: str = "",
-               accel: str = "tcg,thread=multi", prealloc: list[str] | None = None) -> list[str]:
-    """The QEMU command line that boots L2."""
+               accel: str = "tcg,thread=multi", prealloc: list[str] | None = None,
+               extra_args: list[str] | None = None) -> list[str]:
+    """The QEMU command line that boots L2 (`extra_args`: more devices, e.g. disks)."""
     qemu, data = qemu_binary()
     datadirs = [x for d in data for x in ("-L", d)]
     # init_on_alloc=0 in L2 (the test bed, not the system under test): Debian's
@@ -133,7 +135,7 @@ def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: i
     return [qemu, *datadirs, "-accel", accel, "-cpu", L2_CPU, "-m", f"{l2_mem}M",
             "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
             "-serial", "stdio", "-monitor", "none", "-no-reboot", *(PREALLOC if prealloc is None else prealloc),
-            "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
+            *(extra_args or []), "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
             "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
             + (append + " " if append else "")
             + os.environ.get("ZSE2E_L2_APPEND", "")]
@@ -149,7 +151,7 @@ def l2_memory(manifest: dict, guest_mib: int) -> tuple[int, int]:
 @contextlib.contextmanager
 def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *, log: Path | TextIO,
             smp: int = 2, append: str = "", echo: bool = False, accel: str = "tcg,thread=multi",
-            prealloc: list[str] | None = None) -> Iterator[Console]:
+            prealloc: list[str] | None = None, extra_args: list[str] | None = None) -> Iterator[Console]:
     """Boots L2 with `extra` appended to its initramfs and yields its Console;
     QEMU is killed and the temporary initrd removed on the way out."""
     tmp = Path(tempfile.mkdtemp(prefix="zstest-l2-"))
@@ -158,7 +160,7 @@ def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *,
         shutil.copyfile(manifest["initramfs"], initrd)
         with open(initrd, "ab") as f:
             extra.write(f)
-        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc)
+        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc, extra_args)
         if isinstance(log, Path):
             log.parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -173,3 +175,94 @@ def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *,
                 con.log.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- one-shot boots
+# The kernel tests (tests/kernel) and the firmware tests (tests/firmware/qemu)
+# boot a guest that powers itself off, and judge its log afterwards: `boot`
+# runs such a QEMU to its end (or its deadline) with the same reader and kill
+# as boot_l2. Their QEMU is the machine's (apt's qemu-system-x86), as before.
+KERNEL_QEMU = os.environ.get("ZS_KERNEL_QEMU", "qemu-system-x86_64")
+
+
+@dataclasses.dataclass
+class Boot:
+    """The outcome of one `boot`: QEMU's exit status (None when it was killed
+    at its deadline), the wall time, the console lines and the log."""
+    rc: int | None
+    seconds: float
+    lines: list[str]
+    log: Path
+    timeout: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.rc is None
+
+    def problem(self) -> str | None:
+        """None when QEMU ran to its end and exited 0, else one line why.
+        A guest panic still exits 0 (panic=-1 with -no-reboot), which is why
+        callers also require the init's last line; any other status is QEMU
+        failing (bad option, missing image, a TCG abort, a signal): the log
+        then holds no boot to judge."""
+        if self.rc is None:
+            return f"QEMU timed out after {self.timeout:g}s: {self.log}"
+        if self.rc != 0:
+            last = next((ln for ln in reversed(self.lines) if ln.strip()), "")
+            return f"QEMU exited with status {self.rc}: {last} ({self.log})"
+        return None
+
+
+def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False) -> Boot:
+    """Runs CMD (a QEMU whose guest powers off) with stdout and stderr read
+    line by line into LOG, until it exits or TIMEOUT seconds pass; the QEMU
+    process group is killed on the way out however this returns."""
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    except OSError as e:  # no such QEMU binary: the same shape as a QEMU that exits at once
+        log.write_text(f"{cmd[0]}: {e.strerror}\n")
+        return Boot(127, 0.0, [f"{cmd[0]}: {e.strerror}"], log, timeout)
+    con = Console(proc, log, echo)
+    rc, eof = None, False
+    try:
+        while True:
+            try:
+                line = con.next(deadline)
+            except TimeoutError:
+                break
+            if line is None:
+                eof = True
+                rc = con.exit_code(max(deadline - time.monotonic(), 0.1))
+                break
+    finally:
+        kill(proc)
+        # The reader thread sees EOF once the group is gone: let it finish
+        # before the pipe is closed.
+        with contextlib.suppress(queue.Empty):
+            while not eof and con.q.get(timeout=5) is not None:
+                pass
+        proc.stdout.close()
+        con.log.close()
+    return Boot(rc, time.monotonic() - t0, con.lines, log, timeout)
+
+
+def tcg_thread() -> str:
+    """TCG's thread mode for the kernel boots: ZS_TCG_THREAD (single|multi),
+    default multi. The correctness suites set single (tests/kernel/run.py
+    says why); timings keep multi."""
+    return os.environ.get("ZS_TCG_THREAD", "multi")
+
+
+def kernel_command(image: Path | str, append: str, mem_mib: int, extra: list[str] = (), *,
+                   thread: str | None = None, smp: int = 2, cpu: str = "max") -> list[str]:
+    """The QEMU TCG direct-kernel boot of the guest kernel tests: serial on
+    stdout, no devices but those in EXTRA, `panic=-1` and -no-reboot so a
+    panic ends QEMU instead of rebooting it."""
+    return [KERNEL_QEMU, "-accel", f"tcg,thread={thread or tcg_thread()}", "-cpu", cpu, "-m", str(mem_mib),
+            "-smp", str(smp), "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
+            "-kernel", str(image), "-append", f"console=ttyS0 panic=-1 {append}", *extra]

@@ -25,6 +25,14 @@ VMM_CASES=...` selects) and the steps it runs, in order:
       fn(work) -> (ok, text): a check in Python, e.g. a file's size
   Group(*steps)
       steps whose Setup failing abandons only them (one of a loop's rounds)
+  Do(name, fn)
+      fn(report): Python steps that judge a boot of their own (the guest
+      kernel suite, tests/kernel/cases.py) and report any number of results
+      under NAME: report.ok(text), report.fail(text), report.skip(reason),
+      report.note(text) (a line that is not a result), report.abandon()
+      (the rest of the case cannot mean anything), report.at_exit(fn) (fn()
+      when the run ends however it ends, before the mounts go: e.g. stop a
+      daemon the step started)
 
 `{work}` in args and argv is the run's scratch directory (removed at the
 end). Lines printed are the ones tests/lib/make_test.py counts: `ok   NAME:`
@@ -45,6 +53,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +110,50 @@ class Check:
     fn: Callable[[Path], tuple[bool, str]]
 
 
+@dataclass(frozen=True)
+class Do:
+    name: str
+    fn: Callable[["Report"], None]
+
+
+class StepError(Exception):
+    """A Do step cannot go on; the message says what to do (e.g.
+    zstest.guestkernel.KitError). Its FAIL line is the message."""
+
+
+class Report:
+    """What a Do step's function reports through: each ok/fail/skip is one
+    result line of the suite (counted by the runner and by make_test.py)."""
+
+    def __init__(self, runner: "Runner", case: "Case", name: str):
+        self.runner, self.case, self.name, self.work = runner, case, name, runner.work
+
+    def ok(self, text: str) -> None:
+        self.runner._ok(self.name, text)
+
+    def fail(self, text: str) -> None:
+        self.runner._fail(self.name, text)
+
+    def skip(self, reason: str) -> None:
+        self.runner.skipped += 1
+        print(f"SKIP {self.name}: {reason}", flush=True)
+
+    def note(self, text: str) -> None:
+        print(f"     {self.name}: {text}", flush=True)
+
+    def abandon(self) -> None:
+        """Ends the case (or its Group) here; say why first (fail or skip)."""
+        raise _Abandon
+
+    def at_exit(self, fn: Callable[[], None]) -> None:
+        self.runner.exit_fns.append(fn)
+
+    def under(self, name: str) -> "Report":
+        """Results of a step another case needs first (the kernel suite's
+        "planted" boots "honest" for its memmap range) under that step's name."""
+        return Report(self.runner, self.case, name)
+
+
 @dataclass(frozen=True, init=False)
 class Group:
     steps: tuple
@@ -138,7 +191,7 @@ def table_problems(cases: Sequence[Case]) -> list[str]:
         if not c.steps:
             bad.append(f"case {c.name} has no steps")
         for s in _leaves(c.steps):
-            if isinstance(s, (Boot, Setup, Check)):
+            if isinstance(s, (Boot, Setup, Check, Do)):
                 if s.name in results:
                     bad.append(f"{type(s).__name__} {s.name} (case {c.name}): the name is used twice")
                 results.add(s.name)
@@ -165,11 +218,15 @@ class Runner:
     binaries bound (a fake in unit tests), RUN subprocess.run."""
 
     def __init__(self, suite: str, work: Path, boot: Callable[..., bool], pools: HugePages,
-                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run):
+                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run, keep_work: bool = False):
         self.suite, self.work, self.boot, self.pools, self.run = suite, Path(work), boot, pools, run
+        # keep_work: the work directory holds logs a failure is read from
+        # (the kernel suite's, under $ZEROSTART_CACHE): cleanup leaves it.
+        self.keep_work = keep_work
         self.passed = self.failed = self.skipped = 0
         self.failures: list[str] = []
         self.mounts: list[str] = []
+        self.exit_fns: list[Callable[[], None]] = []
 
     def sub(self, s: str) -> str:
         return s.replace("{work}", str(self.work))
@@ -180,7 +237,8 @@ class Runner:
 
     def _fail(self, name: str, text: str) -> None:
         self.failed += 1
-        self.failures.append(name)
+        if name not in self.failures:
+            self.failures.append(name)
         print(f"FAIL {name}: {text}", flush=True)
 
     def run_case(self, case: Case) -> None:
@@ -254,17 +312,35 @@ class Runner:
             except OSError as e:
                 ok, text = False, str(e)
             (self._ok if ok else self._fail)(s.name, text)
+        elif isinstance(s, Do):
+            try:
+                s.fn(Report(self, case, s.name))
+            except _Abandon:
+                raise
+            except Exception as e:  # noqa: BLE001 - one step's error is its FAIL, the other cases still run
+                # (an OSError or StepError says what went wrong; anything
+                # else is a bug of the step: its traceback goes to stderr)
+                if not isinstance(e, (OSError, StepError)):
+                    traceback.print_exc()
+                self._fail(s.name, f"{type(e).__name__}: {e}")
         else:
             raise TypeError(f"case {case.name}: {s!r} is not a suite step")
 
     def cleanup(self) -> None:
-        """Mounts first (their hugetlbfs pages become free), then the scratch
-        directory, then the hugepages this run added."""
+        """What Do steps registered (report.at_exit), then mounts (their
+        hugetlbfs pages become free), then the scratch directory, then the
+        hugepages this run added."""
+        while self.exit_fns:
+            try:
+                self.exit_fns.pop()()
+            except Exception as e:  # noqa: BLE001 - the rest of the cleanup must run
+                print(f"{self.suite}: cleanup: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         for m in reversed(self.mounts):
             if self._cmd(["umount", m]).returncode != 0:
                 self._cmd(["umount", "-l", m])
         self.mounts.clear()
-        shutil.rmtree(self.work, ignore_errors=True)
+        if not self.keep_work:
+            shutil.rmtree(self.work, ignore_errors=True)
         self.pools.restore()
 
     def summary(self) -> int:

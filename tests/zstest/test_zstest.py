@@ -22,13 +22,15 @@ import unittest.mock
 from pathlib import Path
 
 from lib import make_test  # tests/lib/make_test.py: what `make test` counts
-from zstest import hugepages, probe, sizes, suite, timeline
+from zstest import guestkernel, hugepages, probe, qemu, sizes, suite, timeline
 from zstest.suite import Boot, Case, Check, Group, Reserve, Setup, SkipUnless
 
 # The shape `zerostart run --timeline` writes (vmm/zerostart/src/main.rs).
 RUN = {
     "phases": [{"name": "process_start", "t_ms": 0.0}, {"name": "memory_ready", "t_ms": 12.5},
                {"name": "first_kvm_run", "t_ms": 13.0}, {"name": "exit", "t_ms": 900.25}],
+    "guest_phases": [{"name": "userspace_started", "host_ms": 410.5, "guest_uptime_ms": 380},
+                     {"name": "app_ready", "host_ms": 850.0, "guest_uptime_ms": 820}],
     "memory_bytes": 1 << 30, "vcpus": 2,
     "prezero": {"mode": "auto", "backend": "avx2-nt", "method": "engine", "backing": "memfd-hugetlb-2M",
                 "bytes": 1 << 30, "ms": 11.0, "gib_per_s": 90.9, "threads": 2, "hint_ranges": 2,
@@ -38,6 +40,7 @@ RUN = {
 # `zerostart launch --timeline` (vmm/zerostart/src/launch/mod.rs).
 LAUNCH = {
     "phases": [{"name": n, "t_ms": float(i)} for i, n in enumerate(timeline.LAUNCH_PHASES)],
+    "guest_phases": [],
     "vmm": "qemu", "argv": ["qemu-system-x86_64", "-m", "1G"], "memory_bytes": 1 << 30, "memory_source": "pool",
     "lease": 3, "hint": None, "exit": {"code": 0, "signal": None},
 }
@@ -73,6 +76,13 @@ class Timeline(unittest.TestCase):
             (RUN, "run", ("phases", 1, "t_ms"), -1, "not a time"),
             (RUN, "run", ("phases", 1, "extra"), 1, "is not {name, t_ms}"),
             (RUN, "run", ("phases",), [], "phases is empty"),
+            (RUN, "run", ("guest_phases",), KeyError, "guest_phases missing"),
+            (RUN, "run", ("guest_phases", 0, "name"), "root_shell", "is not one of"),
+            (RUN, "run", ("guest_phases", 0, "host_ms"), -2, "host_ms is not a time"),
+            (RUN, "run", ("guest_phases", 0, "guest_uptime_ms"), 1.5, "guest_uptime_ms is not an int"),
+            (RUN, "run", ("guest_phases", 0, "host_ms"), 900.0, "not in arrival order"),
+            (RUN, "run", ("guest_phases", 1, "extra"), 1, "is not {name, host_ms, guest_uptime_ms}"),
+            (LAUNCH, "launch", ("guest_phases",), None, "guest_phases is NoneType"),
             (LAUNCH, "launch", ("memory_source",), KeyError, "memory_source missing"),
             (LAUNCH, "launch", ("argv",), ["q", 1], "argv holds a non-string"),
             (LAUNCH, "launch", ("exit", "signal"), "KILL", "exit.signal is str"),
@@ -207,12 +217,13 @@ class Suite(unittest.TestCase):
 
     def test_the_real_tables_are_well_formed(self):
         # The suites' own tables (python3 tests/<area>/cases.py --list).
-        for area in ("vmm", "redteam"):
-            p = subprocess.run([sys.executable, f"tests/{area}/cases.py", "--list"], capture_output=True, text=True,
+        for area, script in (("vmm", "cases.py"), ("redteam", "cases.py"), ("pool", "cases.py"),
+                             ("kernel", "run.py")):
+            p = subprocess.run([sys.executable, f"tests/{area}/{script}", "--list"], capture_output=True, text=True,
                                cwd=Path(__file__).resolve().parents[2])
             with self.subTest(area=area):
                 self.assertEqual(p.returncode, 0, p.stderr)
-                self.assertGreater(len(p.stdout.split()), 5)
+                self.assertGreater(len(p.stdout.split()), 1)
 
     def test_every_step_and_the_counts_make_sees(self):
         rc, out, err, boots, cmds, pools = self.run_cases(bad_setups=("1",))
@@ -247,6 +258,46 @@ class Suite(unittest.TestCase):
         self.assertEqual((rc, out.splitlines()[-1]), (1, "test-x: 0 passed, 1 failed, 0 skipped"))
         c, _ = make_test.count(out.splitlines(keepends=True), 0, rc)
         self.assertEqual((c.passed, c.failed), (0, 1))
+
+    def test_do_steps_report_many_results_and_keep_work(self):
+        # The kernel suite's step: a function judging its own boot, any
+        # number of results under its name; notes are not results.
+        def judge(r):
+            r.note("negative control: 16 of 16 found")
+            r.ok("first check")
+            r.fail("second check")
+            r.under("other").ok("a step another case needed first")
+
+        stopped = []
+
+        def start(r):
+            r.at_exit(lambda: stopped.append("daemon"))
+            r.fail("it never became ready")
+            r.abandon()
+
+        table = [Case("k", suite.Do("k", judge)), Case("s", suite.Do("s", lambda r: r.skip("no such thing"))),
+                 Case("e", suite.Do("e", lambda r: open(r.work / "missing" / "log"))),
+                 Case("x", suite.Do("x", lambda r: (_ for _ in ()).throw(suite.StepError("no mkhint; fix it")))),
+                 Case("d", suite.Do("d", start), suite.Do("never", lambda r: r.ok("ran after abandon")))]
+        self.assertEqual(suite.table_problems(table), [])
+        with tempfile.TemporaryDirectory() as d:
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                rc = suite.run_suite(suite.Runner("test-k", Path(d), None, FakePools(), keep_work=True), table)
+            self.assertTrue(Path(d).exists(), "keep_work: the logs stay")
+        lines = out.getvalue().splitlines()
+        self.assertEqual(rc, 1)
+        self.assertEqual(lines[:5], ["     k: negative control: 16 of 16 found", "ok   k: first check",
+                                     "FAIL k: second check", "ok   other: a step another case needed first",
+                                     "SKIP s: no such thing"])
+        self.assertTrue(lines[5].startswith("FAIL e: FileNotFoundError: "), lines[5])
+        self.assertEqual(lines[6], "FAIL x: StepError: no mkhint; fix it")
+        self.assertEqual(lines[-2], "FAIL d: it never became ready")
+        self.assertEqual(stopped, ["daemon"], "at_exit runs when the run ends")
+        self.assertEqual(lines[-1], "test-k: 2 passed, 4 failed, 1 skipped")
+        self.assertEqual(err.getvalue().strip(), "test-k: failed cases: k e x d")
+        c, _ = make_test.count(out.getvalue().splitlines(keepends=True), 0, rc)
+        self.assertEqual((c.passed, c.failed, c.skipped), (2, 4, 1))
 
     def test_main_refuses_unknown_cases_before_running_any(self):
         err = io.StringIO()
@@ -284,6 +335,56 @@ suite.run_suite(suite.Runner("t", Path({str(work)!r}), None, pools), table)
             self.assertEqual((pool / "nr_hugepages").read_text().strip(), "3")
             self.assertIn("t: 2048kB hugepage pool restored to 3", err)
             self.assertFalse(work.exists())
+
+
+class QemuBoot(unittest.TestCase):
+    """zstest.qemu.boot, the one-shot driver of the kernel and firmware
+    tests, on real processes standing in for QEMU's exit paths."""
+
+    def test_exit_status_timeout_and_missing_binary(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = Path(d) / "sub" / "boot.log"
+            b = qemu.boot(["sh", "-c", "echo 'line 1\r'; echo 'qemu: fatal: x'; exit 3"], log=log, timeout=30)
+            self.assertEqual((b.rc, b.lines), (3, ["line 1", "qemu: fatal: x"]))
+            self.assertEqual(b.problem(), f"QEMU exited with status 3: qemu: fatal: x ({log})")
+            self.assertEqual(log.read_text(), "line 1\nqemu: fatal: x\n")
+            ok = qemu.boot(["sh", "-c", "echo ZSDONE"], log=log, timeout=30)
+            self.assertEqual((ok.rc, ok.problem(), ok.lines), (0, None, ["ZSDONE"]))
+            t0 = time.monotonic()
+            # The child's child holds the pipe open: the process group goes.
+            slow = qemu.boot(["sh", "-c", "echo booting; sleep 60 & wait"], log=log, timeout=1)
+            self.assertLess(time.monotonic() - t0, 15)
+            self.assertTrue(slow.timed_out)
+            self.assertEqual(slow.problem(), f"QEMU timed out after 1s: {log}")
+            gone = qemu.boot(["/nonexistent/qemu-system-x86_64"], log=log, timeout=5)
+            self.assertEqual(gone.rc, 127)
+            self.assertIn("No such file", gone.problem())
+
+    def test_kernel_command(self):
+        cmd = qemu.kernel_command("/k/bzImage", "quiet", 2048, ["-initrd", "/i"], thread="single")
+        self.assertEqual(cmd[1:3], ["-accel", "tcg,thread=single"])
+        self.assertEqual(cmd[cmd.index("-append") + 1], "console=ttyS0 panic=-1 quiet")
+        self.assertEqual(cmd[-2:], ["-initrd", "/i"])
+        self.assertIn("-no-reboot", cmd)
+
+
+class GuestKernelKit(unittest.TestCase):
+    """zstest.guestkernel's pure parts: the values lib.sh computed in bash."""
+
+    def test_honest_hint_ranges_match_the_bash_helper(self):
+        # tests/kernel/lib.sh's honest_hint_ranges 2048 and 4096 printed these.
+        self.assertEqual(guestkernel.honest_hint_ranges(2048), "16777216:117440512,134221824:1946152960")
+        self.assertEqual(guestkernel.honest_hint_ranges(4096),
+                         "16777216:117440512,134221824:3019894784,4294967296:1073741824")
+
+    def test_kv_reads_the_last_line_with_the_prefix(self):
+        lines = ["ZSDEBUGFS pages_skipped=1", "[ 1.0] ZSDEBUGFS pages_skipped=9", "ZSPROBE a=1 b=2",
+                 "ZSDEBUGFS pages_skipped=3 x=y", "ZSPROBEX a=7"]
+        self.assertEqual(guestkernel.kv(lines, "ZSDEBUGFS", "pages_skipped"), "3")
+        self.assertEqual(guestkernel.kv(lines, "ZSPROBE", "a"), "1")
+        self.assertIsNone(guestkernel.kv(lines, "ZSPROBE", "c"))
+        self.assertEqual((guestkernel.int_or("12", 0), guestkernel.int_or(None, 7), guestkernel.int_or("x", 9)),
+                         (12, 7, 9))
 
 
 class HugePagesPort(unittest.TestCase):
@@ -350,6 +451,21 @@ class HugePagesPort(unittest.TestCase):
                 self.assertFalse(hugepages.HugePages("t", Path(d), log).reserve(2048, 3))
             self.assertEqual((p / "nr_hugepages").read_text(), "0\n")
             self.assertIn("is not writable (run as root, or: echo 3 | sudo tee", log.getvalue())
+
+
+class HugePagesCli(unittest.TestCase):
+    """python3 -m zstest.hugepages: the scripts' way to hold pages around a command."""
+
+    def test_status_env_and_bad_usage(self):
+        if not (hugepages.SYSFS / "hugepages-2048kB").exists():
+            self.skipTest("no 2M hugepages on this kernel")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            # 0 pages are always free: nothing is written, the command runs.
+            self.assertEqual(hugepages.main(["2048:0", "--", "sh", "-c", 'test "$ZS_HUGEPAGES" = ok && exit 5']), 5)
+            self.assertEqual(hugepages.main(["2048", "--", "true"]), 2)
+            self.assertEqual(hugepages.main(["2048:1"]), 2)
+        self.assertIn("'2048' is not KB:PAGES; write e.g. 2048:192", err.getvalue())
 
 
 class Sizes(unittest.TestCase):

@@ -5,9 +5,16 @@ instead of reading as a missing number.
 
 Two documents, both written by vmm/zerostart:
   run     `zerostart run --timeline` (src/main.rs write_timeline): phases,
-          memory_bytes, vcpus, prezero (ram::Report), exit {reason, kind, code}
-  launch  `zerostart launch --timeline` (src/launch/mod.rs): phases, vmm,
-          argv, memory_bytes, memory_source, lease, hint, exit {code, signal}
+          guest_phases, memory_bytes, vcpus, prezero (ram::Report),
+          exit {reason, kind, code}
+  launch  `zerostart launch --timeline` (src/launch/mod.rs): phases,
+          guest_phases, vmm, argv, memory_bytes, memory_source, lease, hint,
+          exit {code, signal}
+
+guest_phases (src/phases.rs) are what the guest reported over vsock (port
+5300, `zsphase: <name> uptime_ms=<n>`): [{name, host_ms, guest_uptime_ms}]
+with name one of GUEST_PHASE_NAMES, host_ms from the same origin as phases;
+[] without --vsock.
 
   check(doc, kind="run", phases=()) -> list of problems ([] when it conforms)
   python3 -m zstest.timeline run|launch FILE [PHASE...]   exit 1 and one line per problem
@@ -21,6 +28,7 @@ import sys
 # key -> allowed types (bool is not an int here).
 RUN = {
     "phases": list,
+    "guest_phases": list,
     "memory_bytes": int,
     "vcpus": int,
     "prezero": dict,
@@ -34,6 +42,7 @@ RUN_PREZERO = {
 RUN_EXIT = {"reason": str, "kind": str, "code": int}
 LAUNCH = {
     "phases": list,
+    "guest_phases": list,
     "vmm": str,
     "argv": list,
     "memory_bytes": int,
@@ -44,6 +53,7 @@ LAUNCH = {
 }
 LAUNCH_EXIT = {"code": (int, type(None)), "signal": (int, type(None))}
 LAUNCH_PHASES = ("process_start", "memory_ready", "hint_ready", "vmm_spawned", "exit")
+GUEST_PHASE_NAMES = ("userspace_started", "network_up", "multi_user_reached", "app_ready")
 
 
 def _typed(v, types) -> bool:
@@ -90,6 +100,26 @@ def check_phases(phases: list, want: tuple | list = ()) -> list[str]:
     return out
 
 
+def check_guest_phases(guest: list) -> list[str]:
+    """guest_phases are [{name, host_ms, guest_uptime_ms}], names known,
+    host_ms >= 0 and in arrival order, guest_uptime_ms an int >= 0."""
+    out = []
+    for i, p in enumerate(guest):
+        if not isinstance(p, dict) or set(p) != {"name", "host_ms", "guest_uptime_ms"}:
+            out.append(f"guest_phases[{i}] is not {{name, host_ms, guest_uptime_ms}}: {p!r:.80}")
+        elif p["name"] not in GUEST_PHASE_NAMES:
+            out.append(f"guest_phases[{i}].name {p['name']!r} is not one of {GUEST_PHASE_NAMES}")
+        elif not _typed(p["host_ms"], (int, float)) or p["host_ms"] < 0:
+            out.append(f"guest_phases[{i}].host_ms is not a time >= 0: {p['host_ms']!r}")
+        elif not _typed(p["guest_uptime_ms"], int) or p["guest_uptime_ms"] < 0:
+            out.append(f"guest_phases[{i}].guest_uptime_ms is not an int >= 0: {p['guest_uptime_ms']!r}")
+    if not out:
+        t = [p["host_ms"] for p in guest]
+        if t != sorted(t):
+            out.append(f"guest_phases are not in arrival order: {[(p['name'], p['host_ms']) for p in guest]}")
+    return out
+
+
 def check(doc, kind: str = "run", phases: tuple | list = ()) -> list[str]:
     """Problems of a timeline document of `kind` ("run" or "launch"); [] when it conforms."""
     if not isinstance(doc, dict):
@@ -115,6 +145,8 @@ def check(doc, kind: str = "run", phases: tuple | list = ()) -> list[str]:
         out.append(f"memory_bytes is {doc['memory_bytes']}")
     if isinstance(doc.get("phases"), list):
         out += check_phases(doc["phases"], phases)
+    if isinstance(doc.get("guest_phases"), list):
+        out += check_guest_phases(doc["guest_phases"])
     return out
 
 

@@ -11,7 +11,9 @@ firmware floor, off the non-RAM hint entries; the firmware's debug log
 (debugcon 0x402) for the claim/scrub/total lines; and, for a corrupted hint,
 no table and exactly one warning naming the error.
 
-  run_tests.py --fw-dir DIR            correctness cases (make test-firmware)
+  run_tests.py --fw-dir DIR            correctness cases (make test-firmware): the
+                                       CASES table on zstest.suite, one ok/FAIL
+                                       line each; QEMU runs through zstest.qemu
   run_tests.py --fw-dir DIR --timing   firmware time, 1/4 GiB x 1/2 vCPUs x
                                        with/without scrub (make firmware-timing)
 """
@@ -20,12 +22,15 @@ import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
+from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ for zshint.py in the work tree
 import zshint
+from zstest import qemu
+from zstest.hugepages import HugePages
+from zstest.suite import Case, Do, Runner, run_suite
 
 MiB = zshint.MiB
 GiB = zshint.GiB
@@ -73,7 +78,7 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, 
     serial = os.path.join(d, "serial.log")
     debug = os.path.join(d, "debug.log")
     cmd = [
-        args.qemu,
+        args.qemu or qemu.KERNEL_QEMU,
         "-machine", "q35",
         "-accel", "tcg,thread=multi",
         "-cpu", "max",
@@ -119,17 +124,15 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, 
                 f.write(chunk)
         cmd += ["-object", f"memory-backend-file,id=ram0,size={mem // MiB}M,mem-path={ramfile},share=off",
                 "-machine", "memory-backend=ram0"]
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              timeout=timeout)
-        rc = proc.returncode
-        if rc != 0:
-            print(f"  qemu exited {rc}: {proc.stdout.decode(errors='replace')[-2000:]}")
-    except subprocess.TimeoutExpired:
-        rc = "timeout"
+    # zstest.qemu: the harness's one QEMU driver (deadline, process-group kill);
+    # the serial console and debugcon go to files, QEMU's own output to qemu.log.
+    b = qemu.boot(cmd, log=Path(d) / "qemu.log", timeout=timeout)
+    rc = "timeout" if b.timed_out else b.rc
+    if b.timed_out:
         print(f"  qemu timed out after {timeout} s")
-    seconds = time.monotonic() - t0
+    elif rc != 0:
+        print(f"  qemu exited {rc}: {chr(10).join(b.lines)[-2000:]}")
+    seconds = b.seconds
     if pattern:
         os.unlink(os.path.join(d, "ram.img"))
 
@@ -389,7 +392,7 @@ def timing(args, work):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fw-dir", required=True, help="firmware/build.sh output directory")
-    ap.add_argument("--qemu", default="qemu-system-x86_64")
+    ap.add_argument("--qemu", help="QEMU binary (default: zstest.qemu.KERNEL_QEMU, qemu-system-x86_64)")
     ap.add_argument("--only", action="append", choices=sorted(CASES), help="run only these cases")
     ap.add_argument("--timing", action="store_true", help="run the timing matrix instead of the cases")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -401,37 +404,49 @@ def main():
         if not os.path.exists(os.path.join(args.fw_dir, f)):
             sys.exit(f"run_tests.py: {f} missing in {args.fw_dir}; run `make firmware` first")
     work = tempfile.mkdtemp(prefix="zs-fw-qemu-")
-    failed = []
-    try:
-        if args.timing:
-            if not timing(args, work):
-                failed.append("timing")
+    if args.timing:
+        try:
+            ok = timing(args, work)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        if not ok:
+            sys.exit("firmware qemu tests failed: timing")
+        return
+    # The correctness cases: a case table on zstest.suite (one ok/FAIL line
+    # per case, the summary make_test.py does not double-count, the work
+    # directory kept when a case failed).
+    runner = Runner("test-firmware-qemu", Path(work), boot=None, pools=HugePages("test-firmware-qemu"),
+                    keep_work=args.keep)
+    rc = run_suite(runner, [Case(name, Do(name, judged(args, name))) for name in args.only or list(CASES)])
+    if runner.keep_work:
+        print(f"test-firmware-qemu: logs in {work}")
+    sys.exit(rc)
+
+
+def judged(args, name):
+    """The suite step of case NAME: boot, print what the guest and the
+    firmware said, one result line."""
+    def step(r):
+        print(f"firmware qemu test {name} ...", flush=True)
+        boot, errs = CASES[name](args, str(r.work))
+        if boot is None:
+            r.fail(errs[0])
+            return
+        summary = getattr(boot, "summary", None) or \
+            [l for l in boot.dump() if l.startswith(("ranges", "RESULT", "free pages", "non-zero"))]
+        print(f"  {boot.seconds:.1f} s wall; guest: {'; '.join(summary)}")
+        for l in boot.zs_log():
+            if not l.startswith("ZeroStart: scrub cpu") or name.startswith("scrub"):
+                print("  " + l)
+        for e in errs:
+            r.fail(e)
+        if errs:
+            print(f"  (logs kept in {os.path.join(r.work, name)})")
+            r.runner.keep_work = True
         else:
-            for name in args.only or list(CASES):
-                print(f"firmware qemu test {name} ...", flush=True)
-                boot, errs = CASES[name](args, work)
-                if boot is None:
-                    print(f"  FAIL {name}: {errs[0]}")
-                    failed.append(name)
-                    continue
-                summary = getattr(boot, "summary", None) or \
-                    [l for l in boot.dump() if l.startswith(("ranges", "RESULT", "free pages", "non-zero"))]
-                print(f"  {boot.seconds:.1f} s wall; guest: {'; '.join(summary)}")
-                for l in boot.zs_log():
-                    if not l.startswith("ZeroStart: scrub cpu") or name.startswith("scrub"):
-                        print("  " + l)
-                for e in errs:
-                    print(f"  FAIL {name}: {e}")
-                if errs:
-                    failed.append(name)
-                    print(f"  (logs kept in {os.path.join(work, name)})")
-                    args.keep = True
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    if failed:
-        sys.exit(f"firmware qemu tests failed: {', '.join(failed)}")
-    print("firmware qemu tests passed")
+            r.ok(f"{boot.seconds:.1f} s")
+    return step
 
 
 if __name__ == "__main__":

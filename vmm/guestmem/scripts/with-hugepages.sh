@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a command with at least N free hugepages of a size, then gives back
-# exactly the pages it added (tests/lib/hugepages.sh; also on failure or a
+# exactly the pages it added (zstest.hugepages; also on failure or a
 # signal). Nest it for several sizes.
 #   with-hugepages.sh <2048|1048576> <pages> -- command args...
 # Without root, or if the kernel cannot find the memory, runs the command
@@ -9,8 +9,5 @@
 set -euo pipefail
 kb=$1 want=$2; shift 2; [[ ${1:-} == -- ]] && shift
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
-hugepages_who=with-hugepages
-# shellcheck source=../../../tests/lib/hugepages.sh
-source "$root/tests/lib/hugepages.sh"
-hugepages_reserve "$kb" "$want" || echo "with-hugepages: running anyway" >&2
-"$@"
+export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
+exec python3 -m zstest.hugepages --who with-hugepages --may-fail "$kb:$want" -- "$@"

@@ -1,5 +1,5 @@
 //! The one grammar of every `key=value[,key=value...]` option list of
-//! `zerostart run` (`--cpus`, `--memory`, `--serial`, `--disk`) and `zerostart
+//! `zerostart run` (`--cpus`, `--memory`, `--serial`, `--disk`, `--net`, `--vsock`) and `zerostart
 //! launch` (`--memory`), modelled on cloud-hypervisor's `option_parser`:
 //! each option declares its keys, [`OptionList::parse`] splits the string
 //! and refuses, the same way for every option, an item that is not
@@ -237,6 +237,193 @@ pub fn disk(s: &str) -> Result<DiskConfig, Error> {
         hint: "path= is required; write e.g. --disk path=rootfs.img",
     })?;
     Ok(DiskConfig { path, readonly })
+}
+
+/// `--net` keys (`zerostart run` and `zerostart launch`).
+pub const NET_KEYS: &[&str] = &["tap", "mac", "vhost"];
+
+/// One `--net`: a virtio-net device on an existing host tap interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetConfig {
+    /// The host tap interface (created beforehand, e.g. `ip tuntap add`).
+    pub tap: String,
+    /// The guest's MAC address; `None`: derived from the device index
+    /// ([`default_mac`]).
+    pub mac: Option<[u8; 6]>,
+    /// `vhost=on|off`; `None`: vhost-net when `/dev/vhost-net` exists.
+    pub vhost: Option<bool>,
+}
+
+/// The MAC a `--net` without `mac=` gets: locally administered, unicast
+/// (`52:54:00` is QEMU's and would collide with its guests; `0x0a` sets
+/// the local bit), `0a:5a:53:00:00:<n>`, so the same command line always
+/// gives the same address and two devices of one VM never share one.
+pub fn default_mac(index: usize) -> [u8; 6] {
+    let n = index as u16;
+    [0x0a, 0x5a, 0x53, 0x00, (n >> 8) as u8, n as u8]
+}
+
+/// `aa:bb:cc:dd:ee:ff` for a MAC.
+pub fn format_mac(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Longest interface name Linux takes (`IFNAMSIZ` less the NUL).
+pub const IFNAME_MAX: usize = 15;
+
+fn net_bad(key: &'static str, value: &str, hint: &'static str) -> Error {
+    Error::BadValue {
+        opt: "net",
+        key,
+        value: value.to_string(),
+        hint,
+    }
+}
+
+/// Parses `--net tap=NAME[,mac=MAC][,vhost=on|off]`.
+///
+/// `tap=` must be a valid Linux interface name (1-15 bytes, no `/`, `:`
+/// or blank, not `.` or `..`: what the kernel's `dev_valid_name`
+/// accepts); `mac=` six hex pairs separated by `:`, unicast and not all
+/// zero (the guest driver would refuse it or the bridge would flood it).
+pub fn net(s: &str) -> Result<NetConfig, Error> {
+    let list = OptionList::parse("net", s, NET_KEYS, "tap=tap0,mac=0a:5a:53:00:00:01")?;
+    let mut cfg = NetConfig {
+        tap: String::new(),
+        mac: None,
+        vhost: None,
+    };
+    for (k, v) in list.items() {
+        match k {
+            "tap" => {
+                let ok = !v.is_empty()
+                    && v.len() <= IFNAME_MAX
+                    && v != "."
+                    && v != ".."
+                    && !v
+                        .chars()
+                        .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control());
+                if !ok {
+                    return Err(net_bad(
+                        "tap",
+                        v,
+                        "give an interface name of 1-15 characters without '/', ':' or blanks, e.g. tap=tap0 (create it with: ip tuntap add tap0 mode tap)",
+                    ));
+                }
+                cfg.tap = v.to_string();
+            }
+            "mac" => cfg.mac = Some(parse_mac(v)?),
+            "vhost" => {
+                cfg.vhost = Some(on_off(k, v).map_err(|_| {
+                    net_bad(
+                        "vhost",
+                        v,
+                        "use vhost=on (kernel vhost-net, needs /dev/vhost-net) or vhost=off (the VMM moves packets)",
+                    )
+                })?)
+            }
+            _ => return Err(list.unknown(k)),
+        }
+    }
+    if cfg.tap.is_empty() {
+        return Err(net_bad(
+            "tap",
+            "",
+            "tap= is required; write e.g. --net tap=tap0",
+        ));
+    }
+    Ok(cfg)
+}
+
+/// Parses a MAC address `aa:bb:cc:dd:ee:ff` for `--net mac=`.
+pub fn parse_mac(v: &str) -> Result<[u8; 6], Error> {
+    let hint = "write six hex pairs separated by ':', unicast (first byte even) and not all zero, e.g. mac=0a:5a:53:00:00:01";
+    let parts: Vec<&str> = v.split(':').collect();
+    let mut mac = [0u8; 6];
+    if parts.len() != 6 {
+        return Err(net_bad("mac", v, hint));
+    }
+    for (b, p) in mac.iter_mut().zip(&parts) {
+        if p.len() != 2 {
+            return Err(net_bad("mac", v, hint));
+        }
+        *b = u8::from_str_radix(p, 16).map_err(|_| net_bad("mac", v, hint))?;
+    }
+    if mac[0] & 1 != 0 || mac == [0; 6] {
+        return Err(net_bad("mac", v, hint));
+    }
+    Ok(mac)
+}
+
+/// `--vsock` keys of `zerostart run` (the kernel's vhost-vsock).
+pub const VSOCK_KEYS: &[&str] = &["cid"];
+/// `--vsock` keys of `zerostart launch` (cloud-hypervisor's hybrid vsock
+/// also needs the unix socket it listens on).
+pub const LAUNCH_VSOCK_KEYS: &[&str] = &["cid", "socket"];
+
+/// One `--vsock`: a virtio-vsock device with the guest's context ID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VsockConfig {
+    /// The guest's CID (3 ..= 2^32 - 2: 0-2 are the hypervisor, local and
+    /// host, 2^32 - 1 is `VMADDR_CID_ANY`).
+    pub cid: u32,
+    /// cloud-hypervisor's hybrid vsock socket (`zerostart launch` only).
+    pub socket: Option<PathBuf>,
+}
+
+/// Parses `zerostart run --vsock cid=N`.
+pub fn vsock(s: &str) -> Result<VsockConfig, Error> {
+    vsock_with(s, VSOCK_KEYS)
+}
+
+/// Parses `zerostart launch --vsock cid=N[,socket=PATH]`.
+pub fn launch_vsock(s: &str) -> Result<VsockConfig, Error> {
+    vsock_with(s, LAUNCH_VSOCK_KEYS)
+}
+
+fn vsock_with(s: &str, keys: &'static [&'static str]) -> Result<VsockConfig, Error> {
+    let list = OptionList::parse("vsock", s, keys, "cid=3")?;
+    let bad_cid = |v: &str| {
+        Error::BadValue {
+        opt: "vsock",
+        key: "cid",
+        value: v.to_string(),
+        hint: "give a context ID from 3 to 4294967294, unique among this host's VMs, e.g. cid=3 (0-2 are reserved, 4294967295 is VMADDR_CID_ANY)",
+    }
+    };
+    let mut cid = None;
+    let mut socket = None;
+    for (k, v) in list.items() {
+        match k {
+            "cid" => {
+                let n: u64 = v.parse().map_err(|_| bad_cid(v))?;
+                if !(3..u64::from(u32::MAX)).contains(&n) {
+                    return Err(bad_cid(v));
+                }
+                cid = Some(n as u32);
+            }
+            "socket" if v.is_empty() => {
+                return Err(Error::BadValue {
+                    opt: "vsock",
+                    key: "socket",
+                    value: String::new(),
+                    hint: "give the unix socket path cloud-hypervisor listens on, e.g. socket=/run/vm0.vsock",
+                })
+            }
+            "socket" => socket = Some(PathBuf::from(v)),
+            _ => return Err(list.unknown(k)),
+        }
+    }
+    let cid = cid.ok_or(Error::BadValue {
+        opt: "vsock",
+        key: "cid",
+        value: String::new(),
+        hint: "cid= is required; write e.g. --vsock cid=3",
+    })?;
+    Ok(VsockConfig { cid, socket })
 }
 
 /// `--memory` keys of `zerostart run`.
@@ -692,5 +879,92 @@ mod tests {
             let e = disk(bad).unwrap_err().to_string();
             assert!(e.contains(needle) && e.contains("--disk"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn net_options() {
+        assert_eq!(
+            net("tap=tap0").unwrap(),
+            NetConfig {
+                tap: "tap0".into(),
+                mac: None,
+                vhost: None
+            }
+        );
+        let n = net("tap=zs-tap1,mac=0A:5a:53:00:00:07,vhost=off").unwrap();
+        assert_eq!(n.mac, Some([0x0a, 0x5a, 0x53, 0, 0, 7]));
+        assert_eq!(n.vhost, Some(false));
+        assert_eq!(net("vhost=on,tap=t").unwrap().vhost, Some(true));
+        assert_eq!(net("tap=123456789012345").unwrap().tap.len(), 15);
+        for (bad, needle) in [
+            ("", "tap= is required"),
+            ("mac=0a:00:00:00:00:01", "tap= is required"),
+            ("tap=", "interface name"),
+            ("tap=1234567890123456", "interface name"),
+            ("tap=a/b", "interface name"),
+            ("tap=a:b", "interface name"),
+            ("tap=..", "interface name"),
+            ("tap=\"a b\"", "interface name"),
+            ("tap=t,mac=01:00:00:00:00:01", "unicast"),
+            ("tap=t,mac=00:00:00:00:00:00", "unicast"),
+            ("tap=t,mac=0a:00:00:00:00", "six hex pairs"),
+            ("tap=t,mac=0a:00:00:00:00:0g", "six hex pairs"),
+            ("tap=t,mac=0a:00:00:00:00:001", "six hex pairs"),
+            ("tap=t,mac=0a-00-00-00-00-01", "six hex pairs"),
+            ("tap=t,vhost=maybe", "vhost=on"),
+            ("tap=t,queues=2", "unknown key 'queues'"),
+            ("tap=t,tap=u", "more than once"),
+            ("tap0", "not key=value"),
+        ] {
+            let e = net(bad).unwrap_err().to_string();
+            assert!(e.contains(needle) && e.contains("--net"), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{bad}: one line: {e}");
+        }
+    }
+
+    #[test]
+    fn default_macs_are_local_unicast_and_distinct() {
+        let a = default_mac(0);
+        assert_eq!(a, default_mac(0), "deterministic");
+        assert_eq!(format_mac(&a), "0a:5a:53:00:00:00");
+        assert_eq!(a[0] & 3, 2, "locally administered, unicast");
+        assert_ne!(default_mac(1), a);
+        assert_eq!(
+            parse_mac(&format_mac(&default_mac(300))).unwrap(),
+            default_mac(300)
+        );
+    }
+
+    #[test]
+    fn vsock_options() {
+        assert_eq!(
+            vsock("cid=3").unwrap(),
+            VsockConfig {
+                cid: 3,
+                socket: None
+            }
+        );
+        assert_eq!(vsock("cid=4294967294").unwrap().cid, u32::MAX - 1);
+        let l = launch_vsock("cid=9,socket=/run/v.sock").unwrap();
+        assert_eq!(
+            l.socket.as_deref(),
+            Some(std::path::Path::new("/run/v.sock"))
+        );
+        for (bad, needle) in [
+            ("", "cid= is required"),
+            ("cid=2", "from 3 to"),
+            ("cid=0", "from 3 to"),
+            ("cid=4294967295", "from 3 to"),
+            ("cid=99999999999", "from 3 to"),
+            ("cid=-3", "from 3 to"),
+            ("cid=three", "from 3 to"),
+            ("cid=3,socket=/x", "unknown key 'socket'"),
+            ("cid=3,cid=4", "more than once"),
+        ] {
+            let e = vsock(bad).unwrap_err().to_string();
+            assert!(e.contains(needle) && e.contains("--vsock"), "{bad}: {e}");
+        }
+        let e = launch_vsock("cid=3,socket=").unwrap_err().to_string();
+        assert!(e.contains("unix socket path"), "{e}");
     }
 }

@@ -831,6 +831,14 @@ impl Config {
                         format!("use one of {}", Phase::SLO_NAMES),
                     )
                 })?;
+            if phase.real_vm_only() && vmm != Vmm::Nested {
+                return Err(cx.err(
+                    &n,
+                    &key("phase"),
+                    format!("{} is reported only by the nested host's real VM", phase.name()),
+                    "use it with vmm = \"nested\" and a microvm-* nested_scenario (make test-microvm)",
+                ));
+            }
             let timeline = matches!(vmm, Vmm::Zerostart | Vmm::Nested);
             if phase == Phase::MemoryReady && !timeline && launch.is_none() {
                 return Err(cx.err(
@@ -1086,6 +1094,11 @@ max_ms = 500
                 "phase = \"memory_ready\"",
                 "memory_ready is not observable for qemu",
             ),
+            (
+                "phase = \"init_started\"",
+                "phase = \"app_ready\"",
+                "app_ready is reported only by the nested host's real VM; use it with vmm = \"nested\"",
+            ),
             ("kernel = \"k\"", "kernel = \"missing\"", "`kernel`: "),
             (
                 "kernel = \"k\"",
@@ -1278,6 +1291,14 @@ max_ms = 1000
         let c = parse(base).unwrap();
         let s = &c.scenarios[0];
         assert_eq!(s.nested.as_ref().unwrap().scenario, "zs-prezero-1g");
+        // The real VM's phases are bounds of nested scenarios.
+        let real = base
+            .replace("zs-prezero-1g", "microvm-zerostart")
+            .replace("memory_ready", "app_ready");
+        assert_eq!(
+            parse(&real).unwrap().scenarios[0].slos[0].phase,
+            Phase::AppReady
+        );
         assert!(s.nested.as_ref().unwrap().report.ends_with("target/n.json"));
         for (from, to, want) in [
             (

@@ -9,6 +9,13 @@
 //! | `test_done` | `test_done` (port 0x440) | first line matching `markers.test_done` |
 //! | `exit` | `exit` | the VMM process exits |
 //!
+//! The real cloud VM (the Debian rootfs of `guest-rootfs/`, booted by the
+//! nested host's `make test-microvm`) reports four more, from its own
+//! services: `userspace_started` (systemd began sysinit), `network_up` (the
+//! default gateway answered a ping), `multi_user_reached` and `app_ready`
+//! (its workload touched its memory). Only `vmm = "nested"` scenarios have
+//! them: the harness timestamps the guest's lines as L2 sees them.
+//!
 //! For zerostart the harness also timestamps the serial lines itself, so
 //! the same scenario can be compared both ways (`serial_*` phases in
 //! report.json).
@@ -27,6 +34,14 @@ pub enum Phase {
     FirstOutput,
     /// Guest init (PID 1 / the probe's test) started.
     InitStarted,
+    /// The real VM's systemd started its first unit (nested real-VM only).
+    UserspaceStarted,
+    /// The real VM pinged its default gateway (nested real-VM only).
+    NetworkUp,
+    /// The real VM reached multi-user.target (nested real-VM only).
+    MultiUserReached,
+    /// The real VM's workload touched its memory (nested real-VM only).
+    AppReady,
     /// The guest's test finished.
     TestDone,
     /// The VMM exited.
@@ -35,17 +50,23 @@ pub enum Phase {
 
 impl Phase {
     /// All phases in boot order.
-    pub const ALL: [Phase; 6] = [
+    pub const ALL: [Phase; 10] = [
         Phase::Launch,
         Phase::MemoryReady,
         Phase::FirstOutput,
         Phase::InitStarted,
+        Phase::UserspaceStarted,
+        Phase::NetworkUp,
+        Phase::MultiUserReached,
+        Phase::AppReady,
         Phase::TestDone,
         Phase::Exit,
     ];
 
     /// Phases an SLO can bound.
-    pub const SLO_NAMES: &'static str = "memory_ready, first_output, init_started, test_done, exit";
+    pub const SLO_NAMES: &'static str =
+        "memory_ready, first_output, init_started, userspace_started, \
+         network_up, multi_user_reached, app_ready, test_done, exit";
 
     /// Name in configs and reports.
     pub fn name(self) -> &'static str {
@@ -54,6 +75,10 @@ impl Phase {
             Phase::MemoryReady => "memory_ready",
             Phase::FirstOutput => "first_output",
             Phase::InitStarted => "init_started",
+            Phase::UserspaceStarted => "userspace_started",
+            Phase::NetworkUp => "network_up",
+            Phase::MultiUserReached => "multi_user_reached",
+            Phase::AppReady => "app_ready",
             Phase::TestDone => "test_done",
             Phase::Exit => "exit",
         }
@@ -62,6 +87,14 @@ impl Phase {
     /// From a name.
     pub fn parse(s: &str) -> Option<Phase> {
         Phase::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    /// Phases only the real cloud VM reports (nested `microvm-*` scenarios).
+    pub fn real_vm_only(self) -> bool {
+        matches!(
+            self,
+            Phase::UserspaceStarted | Phase::NetworkUp | Phase::MultiUserReached | Phase::AppReady
+        )
     }
 
     /// Phases marked by a guest serial line for non-timeline VMMs.

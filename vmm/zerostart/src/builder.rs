@@ -146,9 +146,27 @@ pub enum Error {
     /// A `--disk` image.
     #[error(transparent)]
     Disk(#[from] devices::virtio::BlockError),
-    /// More `--disk` options than GSIs for them.
-    #[error("{0} --disk options given, at most {max} fit (one IOAPIC pin each); attach fewer disks", max = devices::virtio::mmio::MAX_DEVICES)]
+    /// More virtio devices than GSIs for them.
+    #[error("{0} virtio devices given (--disk, --net, --vsock), at most {max} fit (one IOAPIC pin each); attach fewer", max = devices::virtio::mmio::MAX_DEVICES)]
     TooManyDisks(usize),
+    /// A `--net` tap.
+    #[error(transparent)]
+    Tap(#[from] devices::virtio::TapError),
+    /// A vhost backend (`--net ... vhost=on`, `--vsock`).
+    #[error(transparent)]
+    Vhost(#[from] devices::virtio::vhost::VhostError),
+    /// `--net vhost=on` without the kernel backend.
+    #[error("--net tap={0},vhost=on: {dev} does not exist; load the module (modprobe vhost_net) or use vhost=off", dev = devices::virtio::vhost::VHOST_NET_DEV)]
+    NoVhostNet(String),
+    /// `--vsock` without the kernel backend.
+    #[error("--vsock: {dev} does not exist; load the module (modprobe vhost_vsock) on the host", dev = devices::virtio::vhost::VHOST_VSOCK_DEV)]
+    NoVhostVsock,
+    /// Two `--net` with one tap.
+    #[error("--net tap={0} is given twice; give each device its own tap")]
+    TapTwice(String),
+    /// Two `--net` with one MAC.
+    #[error("--net mac={0} is given to two devices; give each its own MAC")]
+    MacTwice(String),
     /// `--test-corrupt-hint` deliberately hands the guest a false or broken
     /// hint; an operator must never get that by a typo or a copied command.
     #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", hint::TEST_SWITCH_ENV)]
@@ -208,6 +226,48 @@ pub struct Plan {
     pub serial: SerialOpt,
     /// `--disk`s, in order (the first is /dev/vda).
     pub disks: Vec<options::DiskConfig>,
+    /// `--net`s, in order (eth0, eth1, ...), with the backend decided.
+    pub nets: Vec<NetPlan>,
+    /// `--vsock`.
+    pub vsock: Option<options::VsockConfig>,
+}
+
+/// One `--net` with its MAC and backend decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetPlan {
+    /// The host tap.
+    pub tap: String,
+    /// The guest's MAC (given, or [`options::default_mac`] of the index).
+    pub mac: [u8; 6],
+    /// vhost-net (true) or the user-space path.
+    pub vhost: bool,
+}
+
+/// Decides MAC and backend of each `--net` (`vhost_present`: whether
+/// `/dev/vhost-net` exists): `vhost=on` needs it, unset uses it when
+/// present. Each tap and MAC at most once.
+pub fn plan_nets(nets: &[options::NetConfig], vhost_present: bool) -> Result<Vec<NetPlan>, Error> {
+    let mut out: Vec<NetPlan> = Vec::new();
+    for (i, n) in nets.iter().enumerate() {
+        let vhost = match n.vhost {
+            Some(true) if !vhost_present => return Err(Error::NoVhostNet(n.tap.clone())),
+            Some(v) => v,
+            None => vhost_present,
+        };
+        let mac = n.mac.unwrap_or_else(|| options::default_mac(i));
+        if out.iter().any(|o| o.tap == n.tap) {
+            return Err(Error::TapTwice(n.tap.clone()));
+        }
+        if out.iter().any(|o| o.mac == mac) {
+            return Err(Error::MacTwice(options::format_mac(&mac)));
+        }
+        out.push(NetPlan {
+            tap: n.tap.clone(),
+            mac,
+            vhost,
+        });
+    }
+    Ok(out)
 }
 
 /// What the boot vCPU enters: a kernel directly, or firmware that gets the
@@ -236,8 +296,27 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
         .iter()
         .map(|d| options::disk(d))
         .collect::<Result<Vec<_>, _>>()?;
-    if disks.len() > devices::virtio::mmio::MAX_DEVICES {
-        return Err(Error::TooManyDisks(disks.len()));
+    let nets = args
+        .net
+        .iter()
+        .map(|n| options::net(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let vsock = args.vsock.as_deref().map(options::vsock).transpose()?;
+    let count = disks.len() + nets.len() + usize::from(vsock.is_some());
+    if count > devices::virtio::mmio::MAX_DEVICES {
+        return Err(Error::TooManyDisks(count));
+    }
+    let nets = plan_nets(
+        &nets,
+        Path::new(devices::virtio::vhost::VHOST_NET_DEV).exists(),
+    )?;
+    if vsock.is_some() && !Path::new(devices::virtio::vhost::VHOST_VSOCK_DEV).exists() {
+        return Err(Error::NoVhostVsock);
+    }
+    // Attached (and let go) now so a missing or busy tap fails before
+    // any memory is mapped.
+    for n in &nets {
+        devices::virtio::Tap::open(&n.tap)?;
     }
     // Opened (and closed) now so a bad path fails before any memory is
     // mapped; the device opens it again in `build`.
@@ -281,6 +360,8 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
             memory,
             serial,
             disks,
+            nets,
+            vsock,
         },
         kernel,
     ))
@@ -316,6 +397,9 @@ pub struct Vm {
     pub first_run: Arc<OnceLock<Instant>>,
     /// Unclaimed port writes.
     pub unmapped: Arc<AtomicU64>,
+    /// Device threads (tap RX, vhost call relays): stopped before guest
+    /// RAM goes.
+    pub workers: Vec<devices::virtio::Worker>,
 }
 
 fn serial_output(s: &SerialOpt) -> Result<SerialOutput, Error> {
@@ -361,7 +445,7 @@ pub fn build(
     // once it is set (see SerialDevice::with_stop).
     let stop = Arc::new(AtomicBool::new(false));
     let mut devices = attach_legacy_devices(&vm_fd, args, plan, stop.clone())?;
-    let (mmio, virtio_cmdline) = attach_virtio_devices(&vm_fd, &ram, &plan.disks)?;
+    let (mmio, virtio_cmdline, workers) = attach_virtio_devices(&vm_fd, &ram, plan)?;
     let cmdline = [args.cmdline.as_str()]
         .into_iter()
         .chain(virtio_cmdline.iter().map(String::as_str))
@@ -396,6 +480,7 @@ pub fn build(
         stop,
         first_run: Arc::new(OnceLock::new()),
         unmapped: Arc::new(AtomicU64::new(0)),
+        workers,
     })
 }
 
@@ -481,35 +566,121 @@ fn attach_legacy_devices(
     Ok(LegacyDevices { bus, serial, timer })
 }
 
-/// The virtio-mmio devices (one virtio-blk per `--disk`): each gets its
-/// 4 KiB window in the MMIO hole, a GSI driven by an irqfd (as COM1's),
-/// and a kernel command-line entry, returned, that tells Linux where it
-/// is (docs/vmm.md, "virtio devices").
+/// The virtio-mmio devices: one virtio-blk per `--disk`, one virtio-net
+/// per `--net`, then vhost-vsock for `--vsock`, in that order. Each gets
+/// its 4 KiB window in the MMIO hole, a GSI driven by an irqfd (as
+/// COM1's), and a kernel command-line entry, returned, that tells Linux
+/// where it is (docs/vmm.md, "virtio devices"). A vhost device's queues
+/// get KVM ioeventfds on `QueueNotify` (the kernel's worker reads them)
+/// and a relay thread for its interrupts; a user-space net device an RX
+/// thread. Nothing here writes guest RAM (docs/security.md, section 4).
 fn attach_virtio_devices(
     vm_fd: &VmFd,
     ram: &GuestRam,
-    disks: &[options::DiskConfig],
-) -> Result<(MmioBus, Vec<String>), Error> {
+    plan: &Plan,
+) -> Result<(MmioBus, Vec<String>, Vec<devices::virtio::Worker>), Error> {
+    use devices::virtio::vhost::{VhostNet, VhostVsock};
+    use devices::virtio::{mmio, MmioDevice, Net, Tap};
     let mut bus = MmioBus::new();
     let mut cmdline = Vec::new();
-    for (n, d) in disks.iter().enumerate() {
-        let (base, gsi, entry) =
-            devices::virtio::mmio::placement(n).ok_or(Error::TooManyDisks(disks.len()))?;
+    let mut workers = Vec::new();
+    let total = plan.disks.len() + plan.nets.len() + usize::from(plan.vsock.is_some());
+    let mut n = 0usize;
+    let mut place = |dev: Arc<Mutex<dyn MmioDevice>>,
+                     irq: &vmm_sys_util::eventfd::EventFd,
+                     what: &'static str|
+     -> Result<(u64, u32), Error> {
+        let (base, gsi, entry) = mmio::placement(n).ok_or(Error::TooManyDisks(total))?;
+        vm_fd.register_irqfd(irq, gsi).map_err(kvm_err(what))?;
+        bus.insert(base, mmio::MMIO_WINDOW, dev)
+            .map_err(|e| Error::Devices(e.to_string()))?;
+        cmdline.push(entry);
+        n += 1;
+        Ok((base, gsi))
+    };
+    let ioevent = |evt: &vmm_sys_util::eventfd::EventFd, base: u64, q: usize| {
+        vm_fd
+            .register_ioevent(
+                evt,
+                &kvm_ioctls::IoEventAddress::Mmio(base + mmio::reg::QUEUE_NOTIFY),
+                q as u32,
+            )
+            .map_err(kvm_err("KVM_IOEVENTFD (vhost kick)"))
+    };
+    for d in &plan.disks {
         let blk = devices::virtio::Block::open(&d.path, d.readonly)?;
         let t = MmioTransport::new(blk, ram.memory().clone())
             .map_err(|e| Error::Devices(format!("virtio-blk {}: {e}", d.path.display())))?;
-        vm_fd
-            .register_irqfd(t.interrupt_evt(), gsi)
-            .map_err(kvm_err("KVM_IRQFD (virtio-blk)"))?;
-        bus.insert(
-            base,
-            devices::virtio::mmio::MMIO_WINDOW,
-            Arc::new(Mutex::new(t)),
-        )
-        .map_err(|e| Error::Devices(e.to_string()))?;
-        cmdline.push(entry);
+        let irq = t
+            .interrupt_evt()
+            .try_clone()
+            .map_err(|e| Error::Devices(e.to_string()))?;
+        place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (virtio-blk)")?;
     }
-    Ok((bus, cmdline))
+    let mem = Arc::new(ram.memory().clone());
+    for (i, nc) in plan.nets.iter().enumerate() {
+        let tap = Tap::open(&nc.tap)?;
+        let dev_err = |e: std::io::Error| Error::Devices(format!("virtio-net tap={}: {e}", nc.tap));
+        if nc.vhost {
+            let dev = VhostNet::new(mem.clone(), tap, nc.mac)?;
+            let t = MmioTransport::new(dev, ram.memory().clone()).map_err(dev_err)?;
+            let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
+            workers.push(
+                t.device()
+                    .spawn_relay(format!("zs-vhost-net{i}"), t.interrupt())
+                    .map_err(dev_err)?,
+            );
+            let kicks: Vec<_> = t
+                .device()
+                .kick_fds()
+                .into_iter()
+                .map(|k| k.try_clone())
+                .collect::<Result<_, _>>()
+                .map_err(dev_err)?;
+            let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (vhost-net)")?;
+            for (q, k) in kicks.iter().enumerate() {
+                ioevent(k, base, q)?;
+            }
+            // The kick eventfds stay registered with KVM through the
+            // device's own copies; these were only for registering.
+        } else {
+            let t = MmioTransport::new(
+                Net::new(tap, nc.mac).map_err(dev_err)?,
+                ram.memory().clone(),
+            )
+            .map_err(dev_err)?;
+            let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
+            let t = Arc::new(Mutex::new(t));
+            workers.push(
+                devices::virtio::net::spawn_rx_worker(t.clone(), format!("zs-net{i}-rx"))
+                    .map_err(dev_err)?,
+            );
+            place(t, &irq, "KVM_IRQFD (virtio-net)")?;
+        }
+    }
+    if let Some(v) = &plan.vsock {
+        let dev = VhostVsock::new(mem.clone(), v.cid)?;
+        let dev_err = |e: std::io::Error| Error::Devices(format!("vhost-vsock cid={}: {e}", v.cid));
+        let t = MmioTransport::new(dev, ram.memory().clone()).map_err(dev_err)?;
+        let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
+        workers.push(
+            t.device()
+                .spawn_relay("zs-vhost-vsock".into(), t.interrupt())
+                .map_err(dev_err)?,
+        );
+        let kicks: Vec<_> = t
+            .device()
+            .kick_fds()
+            .into_iter()
+            .map(|k| k.try_clone())
+            .collect::<Result<_, _>>()
+            .map_err(dev_err)?;
+        let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (vhost-vsock)")?;
+        for (q, k) in kicks.iter().enumerate() {
+            ioevent(k, base, q)?;
+        }
+    }
+    Ok((bus, cmdline, workers))
 }
 
 /// `n` vCPUs with filtered CPUID, the boot MSRs and LINT0/LINT1 set up;
@@ -718,14 +889,25 @@ mod tests {
     ) -> (GuestRam, Hint) {
         let mut ram = ram(size);
         if let Some(pattern) = pattern {
-            let fill = vec![pattern; MIB as usize];
-            for &(start, len) in guest_memory::layout(&ram).regions() {
-                for off in (0..len).step_by(MIB as usize) {
-                    guest_memory::write_untracked(&ram, &fill, GuestAddress(start.0 + off))
-                        .unwrap();
-                }
+            fill(&ram, pattern);
+        }
+        let hint = prepare_on(&mut ram, corrupt);
+        (ram, hint)
+    }
+
+    /// Fills all RAM with `pattern`, untracked (as if it had always been
+    /// there).
+    fn fill(ram: &GuestRam, pattern: u8) {
+        let fill = vec![pattern; MIB as usize];
+        for &(start, len) in guest_memory::layout(ram).regions() {
+            for off in (0..len).step_by(MIB as usize) {
+                guest_memory::write_untracked(ram, &fill, GuestAddress(start.0 + off)).unwrap();
             }
         }
+    }
+
+    /// Prepares a guest (kernel, initramfs, boot data, hint) on `ram`.
+    fn prepare_on(ram: &mut GuestRam, corrupt: Option<CorruptHint>) -> Hint {
         let payload: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + 3) as u8).collect();
         let kimg = kernel::test_image(0x20f, 1, &payload);
         let mut k = Kernel::open(kimg.path()).unwrap();
@@ -737,9 +919,9 @@ mod tests {
                     .collect::<Vec<_>>(),
             )
             .unwrap();
-        let layout = guest_memory::layout(&ram);
+        let layout = guest_memory::layout(ram);
         let p = prepare_guest(
-            &mut ram,
+            ram,
             &mut k,
             &GuestInputs {
                 initramfs: Some(initrd.path()),
@@ -752,7 +934,7 @@ mod tests {
             kvm_sregs::default(),
         )
         .unwrap();
-        (ram, p.hint.expect("hint=on (the default) gives a hint"))
+        p.hint.expect("hint=on (the default) gives a hint")
     }
 
     /// Bytes in hinted ranges that differ from `pattern`.
@@ -844,5 +1026,182 @@ mod tests {
             .unwrap();
         assert_ne!(blob, blob2);
         assert!(zerohint::decode(&blob2).is_err());
+    }
+    /// The `--net` backend rule: vhost when /dev/vhost-net exists unless
+    /// vhost=off; vhost=on without it is an error; MACs from the index.
+    #[test]
+    fn net_backend_and_mac_rule() {
+        let n = |s: &str| options::net(s).unwrap();
+        let p = plan_nets(&[n("tap=a"), n("tap=b,vhost=off")], true).unwrap();
+        assert_eq!((p[0].vhost, p[1].vhost), (true, false));
+        assert_eq!(p[0].mac, options::default_mac(0));
+        assert_eq!(p[1].mac, options::default_mac(1));
+        let p = plan_nets(&[n("tap=a")], false).unwrap();
+        assert!(!p[0].vhost, "no /dev/vhost-net: the user-space path");
+        let e = plan_nets(&[n("tap=a,vhost=on")], false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("modprobe vhost_net") && e.contains("vhost=off"),
+            "{e}"
+        );
+        // An explicit MAC equal to another device's default one.
+        let e = plan_nets(&[n("tap=a"), n("tap=b,mac=0a:5a:53:00:00:00")], false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("two devices"), "{e}");
+    }
+
+    /// docs/security.md section 4: building every virtio device (a disk,
+    /// a net device on a real tap, vhost-vsock where the host has it) and
+    /// preparing the guest writes no byte the hint covers: RAM pre-filled
+    /// with a pattern, devices attached to a real KVM VM exactly as
+    /// `build` does (irqfds, ioeventfds, RX thread), then the guest's boot
+    /// data and hint; every hinted byte must still be the pattern. The
+    /// control shows the check sees device writes: the guest (register
+    /// writes through the MMIO bus, rings by plain stores) asks the disk
+    /// for a read into a hinted page, and that page changes. SKIPs without
+    /// /dev/kvm or root (the tap lives in a network namespace of its own).
+    #[test]
+    fn virtio_devices_write_nothing_before_boot() {
+        use devices::virtio::mmio::{reg, MMIO_BASE};
+        if !Path::new("/dev/kvm").exists() {
+            eprintln!("SKIP virtio_devices_write_nothing_before_boot: no /dev/kvm");
+            return;
+        }
+        // SAFETY: plain libc query.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIP virtio_devices_write_nothing_before_boot: the tap needs root");
+            return;
+        }
+        let ns = format!("zsnet-hint-{}", std::process::id());
+        let ip = |args: &[&str]| {
+            std::process::Command::new("ip")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !ip(&["netns", "add", &ns]) {
+            eprintln!("SKIP virtio_devices_write_nothing_before_boot: `ip netns add` failed");
+            return;
+        }
+        struct Del(String);
+        impl Drop for Del {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("ip")
+                    .args(["netns", "del", &self.0])
+                    .status();
+            }
+        }
+        let _del = Del(ns.clone());
+        assert!(ip(&["-n", &ns, "tuntap", "add", "zst0", "mode", "tap"]));
+        assert!(ip(&["-n", &ns, "link", "set", "zst0", "up"]));
+
+        let pattern = 0xa5u8;
+        let mut img = tempfile::NamedTempFile::new().unwrap();
+        img.write_all(&[0x11u8; 64 * 512]).unwrap();
+        img.flush().unwrap();
+        let vsock = Path::new(devices::virtio::vhost::VHOST_VSOCK_DEV)
+            .exists()
+            .then(|| options::vsock("cid=77").unwrap());
+        if vsock.is_none() {
+            eprintln!("SKIP virtio_devices_write_nothing_before_boot (vsock part): no /dev/vhost-vsock here");
+        }
+        let plan = Plan {
+            cpus: CpusConfig::parse("boot=1").unwrap(),
+            memory: options::memory("size=64M").unwrap(),
+            serial: SerialOpt::Off,
+            disks: vec![options::disk(&format!("path={}", img.path().display())).unwrap()],
+            nets: plan_nets(
+                &[options::net("tap=zst0").unwrap()],
+                Path::new(devices::virtio::vhost::VHOST_NET_DEV).exists(),
+            )
+            .unwrap(),
+            vsock,
+        };
+        let kvm = open_kvm(Path::new("/dev/kvm")).unwrap();
+        let vm_fd = kvm.create_vm().unwrap();
+        let mut ram = ram(64 * MIB);
+        fill(&ram, pattern);
+        let layout = guest_memory::layout(&ram);
+        setup_interrupt_controllers(&vm_fd).unwrap();
+        guest_memory::register_slots(&vm_fd, &ram, &layout).unwrap();
+        let nsfile = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        let (bus, cmdline, mut workers) = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                use std::os::fd::AsRawFd;
+                // SAFETY: this thread only.
+                let r = unsafe { libc::setns(nsfile.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(r, 0);
+                attach_virtio_devices(&vm_fd, &ram, &plan).unwrap()
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(cmdline.len(), 2 + usize::from(plan.vsock.is_some()));
+        let hint = prepare_on(&mut ram, None);
+        assert_eq!(
+            changed_in_hint(&ram, &hint, pattern),
+            0,
+            "a device wrote hinted RAM"
+        );
+        // Control: the guest reads sector 0 of the disk into a hinted page.
+        let buf = 40 * MIB;
+        assert!(hint
+            .entries
+            .iter()
+            .any(|e| e.start <= buf && buf + 4096 <= e.start + e.length));
+        let (desc, avail, used, hdr) = (
+            48 * MIB,
+            48 * MIB + 0x1000,
+            48 * MIB + 0x2000,
+            48 * MIB + 0x3000,
+        );
+        let put =
+            |a: u64, b: &[u8]| guest_memory::write_untracked(&ram, b, GuestAddress(a)).unwrap();
+        put(avail, &[0; 0x3000]);
+        let d = |a: u64, l: u32, f: u16, n: u16| {
+            [
+                a.to_le_bytes().as_slice(),
+                &l.to_le_bytes(),
+                &f.to_le_bytes(),
+                &n.to_le_bytes(),
+            ]
+            .concat()
+        };
+        put(
+            desc,
+            &[d(hdr, 16, 1, 1), d(buf, 512, 3, 2), d(hdr + 16, 1, 2, 0)].concat(),
+        );
+        put(hdr, &[0u8; 17]);
+        put(avail, &[0, 0, 1, 0, 0, 0]);
+        let w = |off: u64, v: u32| assert!(bus.write(MMIO_BASE + off, &v.to_le_bytes()));
+        w(reg::STATUS, 3);
+        w(reg::DRIVER_FEATURES_SEL, 1);
+        w(reg::DRIVER_FEATURES, 1);
+        w(reg::STATUS, 0xb);
+        w(reg::QUEUE_NUM, 16);
+        w(reg::QUEUE_DESC_LOW, desc as u32);
+        w(reg::QUEUE_AVAIL_LOW, avail as u32);
+        w(reg::QUEUE_USED_LOW, used as u32);
+        w(reg::QUEUE_READY, 1);
+        w(reg::STATUS, 0xf);
+        // The guest's own stores (rings, header) are in the hint too.
+        let before = changed_in_hint(&ram, &hint, pattern);
+        w(reg::QUEUE_NOTIFY, 0);
+        let mut got = [0u8; 512];
+        ram.memory()
+            .read_slice(&mut got, GuestAddress(buf))
+            .unwrap();
+        assert_eq!(got, [0x11; 512], "the read reached the hinted page");
+        assert_eq!(
+            changed_in_hint(&ram, &hint, pattern) - before,
+            512,
+            "the check must see the device's write"
+        );
+        for wk in &mut workers {
+            assert!(wk.stop(std::time::Duration::from_secs(2)));
+        }
+        assert_eq!(bus.stop_devices(std::time::Duration::from_secs(1)), 0);
     }
 }

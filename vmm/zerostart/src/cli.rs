@@ -86,6 +86,15 @@ pub struct RunArgs {
     /// image (repeat the option for several disks: /dev/vda, /dev/vdb, ...).
     #[arg(long, value_name = "path=PATH[,readonly=on]")]
     pub disk: Vec<String>,
+    /// A virtio-net device on virtio-mmio on an existing host tap:
+    /// tap=NAME[,mac=MAC][,vhost=on|off] (vhost-net when /dev/vhost-net
+    /// exists, else the VMM moves the frames; repeat for several).
+    #[arg(long, value_name = "tap=NAME[,mac=MAC][,vhost=on|off]")]
+    pub net: Vec<String>,
+    /// A vhost-vsock device with guest CID N; the guest reports its boot
+    /// phases over it (port 5300) into the --timeline.
+    #[arg(long, value_name = "cid=N")]
+    pub vsock: Option<String>,
     /// ACPI tables (hardware-reduced FADT, MADT, DSDT with _S5_) so the
     /// guest can power off; off leaves only the MP table.
     #[arg(long, value_enum, default_value = "on")]

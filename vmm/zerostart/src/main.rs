@@ -12,6 +12,7 @@ mod guest_memory;
 mod hint;
 mod kernel;
 mod launch;
+mod phases;
 mod supervisor;
 mod timeline;
 mod tty;
@@ -75,10 +76,23 @@ fn main() {
 fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     let mut tl = Timeline::new(start);
     let (plan, kernel) = builder::plan(args)?;
+    // Listening before the guest exists, so no phase line is missed; a
+    // listener that cannot start costs the phases, not the VM.
+    let listener = match &plan.vsock {
+        Some(v) => match phases::PhaseListener::vsock(v.cid, start) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("zerostart: warning: {e}");
+                None
+            }
+        },
+        None => None,
+    };
     let vm = builder::build(args, &plan, kernel, &mut tl)?;
     let tty = matches!(plan.serial, cli::SerialOpt::Tty);
     let (vm, ended) = supervisor::run(vm, tty)?;
     ended.mark(&vm, &mut tl);
+    let guest_phases = listener.map(|l| l.finish()).unwrap_or_default();
     let event = &ended.event;
 
     let hint = vm.hint.as_ref();
@@ -105,7 +119,7 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     let written = match &args.timeline {
         Some(path) => {
             let report = timeline::PrezeroReport::new(&vm.ram, hint, vm.verified_bytes);
-            write_timeline(path, &tl, &plan, &report, event)
+            write_timeline(path, &tl, &plan, &report, event, &guest_phases)
         }
         None => Ok(()),
     };
@@ -134,9 +148,11 @@ fn write_timeline(
     plan: &builder::Plan,
     report: &timeline::PrezeroReport,
     event: &VmEvent,
+    guest_phases: &[phases::GuestPhase],
 ) -> anyhow::Result<()> {
     let doc = json!({
         "phases": tl.phases(),
+        "guest_phases": guest_phases,
         "memory_bytes": plan.memory.size,
         "vcpus": plan.cpus.boot,
         "prezero": report,

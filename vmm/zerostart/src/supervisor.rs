@@ -126,7 +126,15 @@ pub fn run(mut vm: Vm, tty: bool) -> anyhow::Result<(Vm, Ended)> {
     let stuck = vcpu::stop_all(&vm.stop, threads, VCPU_STOP_TIMEOUT);
     // Devices write guest memory from their own threads too (fw_cfg DMA):
     // stop and join them before guest RAM can be unmapped or truncated.
-    let devices_left = vm.bus.stop_devices(DEVICE_STOP_TIMEOUT);
+    let mut devices_left = vm.bus.stop_devices(DEVICE_STOP_TIMEOUT);
+    // virtio device threads (tap RX, vhost relays), then the vhost
+    // backends themselves (the kernel's workers use guest RAM too).
+    for w in &mut vm.workers {
+        if !w.stop(DEVICE_STOP_TIMEOUT) {
+            devices_left += 1;
+        }
+    }
+    devices_left += vm.mmio.stop_devices(DEVICE_STOP_TIMEOUT);
     drop(raw_stdin);
     Ok((
         vm,

@@ -162,7 +162,7 @@ fn bad_disk_values() {
         args.extend(["--disk", img_arg.as_str()]);
     }
     let out = run_with(k.path(), &args);
-    assert_one_line_error(&out, &["20 --disk options", "at most 19", "fewer disks"]);
+    assert_one_line_error(&out, &["20 virtio devices", "at most 19", "attach fewer"]);
     // Control: a good --disk gets past planning (to the missing KVM device).
     let out = run_with(
         k.path(),
@@ -176,6 +176,93 @@ fn bad_disk_values() {
         ],
     );
     assert_one_line_error(&out, &["/nonexistent/kvm does not exist"]);
+}
+
+/// Every bad `--net` / `--vsock` value is one line naming the fix, before
+/// any memory or KVM is touched.
+#[test]
+fn bad_net_and_vsock_values() {
+    let k = bzimage_64(&OK_GUEST);
+    let vhost_net = Path::new("/dev/vhost-net").exists();
+    let vhost_vsock = Path::new("/dev/vhost-vsock").exists();
+    let mut cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (vec!["--net", ""], vec!["--net", "tap= is required"]),
+        (vec!["--net", "tap=a/b"], vec!["--net", "interface name"]),
+        (
+            vec!["--net", "tap=t0,mac=01:02:03:04:05:06"],
+            vec!["--net", "unicast"],
+        ),
+        (
+            vec!["--net", "tap=t0,mac=zz"],
+            vec!["--net", "six hex pairs"],
+        ),
+        (
+            vec!["--net", "tap=t0,vhost=yes please"],
+            vec!["--net", "vhost=on"],
+        ),
+        (
+            vec!["--net", "tap=t0,queues=4"],
+            vec!["--net", "unknown key 'queues'"],
+        ),
+        (
+            vec!["--net", "tap=zs-no-such0,vhost=off"],
+            vec![
+                "tap=zs-no-such0",
+                "no such network interface",
+                "ip tuntap add",
+            ],
+        ),
+        (
+            vec!["--net", "tap=zs-a,vhost=off", "--net", "tap=zs-a,vhost=off"],
+            vec!["tap=zs-a is given twice"],
+        ),
+        (
+            vec![
+                "--net",
+                "tap=zs-a,mac=0a:00:00:00:00:01,vhost=off",
+                "--net",
+                "tap=zs-b,mac=0a:00:00:00:00:01,vhost=off",
+            ],
+            vec!["mac=0a:00:00:00:00:01", "two devices"],
+        ),
+        (vec!["--vsock", "cid=2"], vec!["--vsock", "from 3 to"]),
+        (vec!["--vsock", "cid=x"], vec!["--vsock", "from 3 to"]),
+        (
+            vec!["--vsock", "socket=/tmp/x"],
+            vec!["--vsock", "unknown key 'socket'"],
+        ),
+    ];
+    if !vhost_net {
+        cases.push((
+            vec!["--net", "tap=zs-no-such0,vhost=on"],
+            vec![
+                "vhost=on",
+                "/dev/vhost-net does not exist",
+                "modprobe vhost_net",
+                "vhost=off",
+            ],
+        ));
+    } else {
+        eprintln!(
+            "SKIP bad_net_and_vsock_values (vhost=on without /dev/vhost-net): it exists here"
+        );
+    }
+    if !vhost_vsock {
+        cases.push((
+            vec!["--vsock", "cid=3"],
+            vec!["/dev/vhost-vsock does not exist", "modprobe vhost_vsock"],
+        ));
+    } else {
+        eprintln!(
+            "SKIP bad_net_and_vsock_values (--vsock without /dev/vhost-vsock): it exists here"
+        );
+    }
+    for (args, needles) in cases {
+        let mut a = args.clone();
+        a.extend(["--kvm-device", "/nonexistent/kvm"]);
+        let out = run_with(k.path(), &a);
+        assert_one_line_error(&out, &needles);
+    }
 }
 
 /// 64-bit guest that reads the first virtio-mmio window through KVM MMIO
@@ -222,6 +309,69 @@ fn guest_sees_the_virtio_mmio_window() {
         assert_eq!(out.status.code(), Some(0), "{err}");
         let log = std::fs::read_to_string(&serial).unwrap();
         assert_eq!(log, expect, "with_disk={with_disk}");
+    }
+}
+
+/// With `--net` on a real tap (in a network namespace of the test's
+/// own) the guest finds a virtio-net device (ID 1) at 0xd0000000: the
+/// whole `--net` path of the builder (tap attach, user-space backend here
+/// where /dev/vhost-net is absent, its RX thread, teardown). The negative
+/// control without `--net` reads open bus. SKIPs without root or `ip`.
+#[test]
+fn guest_sees_a_virtio_net_device() {
+    if !have_kvm() {
+        return;
+    }
+    // SAFETY: plain libc query.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP guest_sees_a_virtio_net_device: a tap in a network namespace needs root");
+        return;
+    }
+    let ns = format!("zsnet-cli-{}", std::process::id());
+    let ip = |args: &[&str]| {
+        std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !ip(&["netns", "add", &ns]) {
+        eprintln!("SKIP guest_sees_a_virtio_net_device: `ip netns add` failed");
+        return;
+    }
+    struct Del(String);
+    impl Drop for Del {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", &self.0])
+                .status();
+        }
+    }
+    let _del = Del(ns.clone());
+    assert!(ip(&["-n", &ns, "tuntap", "add", "zst0", "mode", "tap"]));
+    assert!(ip(&["-n", &ns, "link", "set", "zst0", "up"]));
+    let mut guest = VIRTIO_GUEST;
+    assert_eq!(&guest[17..20], &[0x83, 0xf8, 0x02], "cmp eax, 2");
+    guest[19] = 1; // virtio-net
+    let k = bzimage_64(&guest);
+    let dir = tempfile::tempdir().unwrap();
+    for (with_net, expect) in [(true, "V\n"), (false, "X")] {
+        let serial = dir.path().join(format!("serial-{with_net}.log"));
+        let mut cmd = std::process::Command::new("ip");
+        cmd.args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_zerostart"), "run"])
+            .arg("--kernel")
+            .arg(k.path())
+            .args(["--memory", "size=64M"])
+            .arg("--serial")
+            .arg(format!("file={}", serial.display()))
+            .env_remove("ZEROSTART_KVM_DEVICE");
+        if with_net {
+            cmd.args(["--net", "tap=zst0"]);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        let log = std::fs::read_to_string(&serial).unwrap();
+        assert_eq!(log, expect, "with_net={with_net}: {err}");
     }
 }
 

@@ -417,6 +417,62 @@ fn bad_input_is_one_line() {
     }
 }
 
+/// `--disk` / `--net` / `--vsock` through the real binary: bad values are
+/// one line before anything starts, and a dry run prints the QEMU devices.
+#[test]
+fn device_options_through_the_binary() {
+    let base = [
+        "--vmm",
+        "qemu",
+        "--memory",
+        "size=64M,source=none,hint=off",
+        "--dry-run",
+    ];
+    for (extra, want) in [
+        (vec!["--net", "tap=a/b"], "interface name"),
+        (vec!["--net", "tap=t0,mac=01:00:00:00:00:01"], "unicast"),
+        (vec!["--disk", "readonly=on"], "path= is required"),
+        (vec!["--vsock", "cid=1"], "from 3 to"),
+        (
+            vec!["--vsock", "cid=3,socket=/tmp/v.sock"],
+            "give only cid=",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .arg("launch")
+            .args(base)
+            .args(&extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(err.contains(want), "{extra:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{extra:?}: {err}");
+    }
+    let out = Command::new(BIN)
+        .arg("launch")
+        .args(base)
+        .args([
+            "--disk",
+            "path=/img/root.img",
+            "--net",
+            "tap=zstap0,vhost=off",
+            "--vsock",
+            "cid=5",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for want in [
+        "-drive file=/img/root.img,format=raw,if=none,id=zs-disk0,cache=none -device virtio-blk-pci,drive=zs-disk0",
+        "-netdev tap,id=zs-net0,ifname=zstap0,script=no,downscript=no,vhost=off -device virtio-net-pci,netdev=zs-net0,mac=0a:5a:53:00:00:00,romfile=",
+        "-device vhost-vsock-pci,guest-cid=5",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+}
+
 /// cloud-hypervisor itself when it is on PATH: the launcher's fw_cfg
 /// detection against the real binary's --help.
 #[test]

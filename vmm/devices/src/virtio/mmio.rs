@@ -8,8 +8,16 @@
 //! meant). Queue notifications are handled synchronously, on the vCPU
 //! thread that wrote `QueueNotify` (Firecracker moves them to an event
 //! loop with ioeventfds; for one block device on a raw file the exit
-//! round trip is not what a boot waits on). Interrupts go out through an
-//! [`EventFd`] the VMM registers as a KVM irqfd, as COM1's do.
+//! round trip is not what a boot waits on), except for the queues a vhost
+//! backend runs: the VMM registers their `QueueNotify` as a KVM ioeventfd
+//! (datamatch = queue index) that the kernel's vhost worker reads, so
+//! those writes never reach this code. Interrupts go out through the
+//! [`Interrupt`] (an [`EventFd`] the VMM registers as a KVM irqfd, as
+//! COM1's, plus the `InterruptStatus` bits), which a device's own thread
+//! may raise too (the tap RX worker, the vhost call relay).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use virtio_bindings::virtio_config::{
     VIRTIO_CONFIG_S_DRIVER_OK, VIRTIO_CONFIG_S_FEATURES_OK, VIRTIO_CONFIG_S_NEEDS_RESET,
@@ -21,7 +29,7 @@ use vm_memory::GuestAddress;
 use vm_memory::GuestMemory;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
-use super::VirtioDevice;
+use super::{Activation, VirtioDevice};
 
 /// `"virt"` in little endian.
 pub const MMIO_MAGIC: u32 = 0x7472_6976;
@@ -82,6 +90,65 @@ pub mod reg {
 }
 use reg::*;
 
+/// A device's interrupt line and the state the driver reads behind it:
+/// `InterruptStatus` bits and the fault that made the device
+/// `NEEDS_RESET`. Shared (an `Arc`) between the transport and whatever
+/// thread completes the device's buffers.
+pub struct Interrupt {
+    status: AtomicU32,
+    evt: EventFd,
+    fault: Mutex<Option<String>>,
+}
+
+impl Interrupt {
+    fn new() -> std::io::Result<Self> {
+        Ok(Interrupt {
+            status: AtomicU32::new(0),
+            evt: EventFd::new(EFD_NONBLOCK)?,
+            fault: Mutex::new(None),
+        })
+    }
+
+    /// The eventfd the VMM registers as the device's irqfd.
+    pub fn eventfd(&self) -> &EventFd {
+        &self.evt
+    }
+
+    /// Used buffers were added: set the VRING bit and interrupt.
+    pub fn signal_used(&self) {
+        self.raise(VIRTIO_MMIO_INT_VRING);
+    }
+
+    /// Marks the device broken until the driver resets it (virtio 1.2,
+    /// 2.1.2): records why, sets NEEDS_RESET and sends a configuration
+    /// change interrupt. The first fault is kept.
+    pub fn fail(&self, why: String) {
+        let mut f = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        if f.is_none() {
+            *f = Some(why);
+            drop(f);
+            self.raise(VIRTIO_MMIO_INT_CONFIG);
+        }
+    }
+
+    /// Why the device is `NEEDS_RESET`, if it is.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn raise(&self, bit: u32) {
+        self.status.fetch_or(bit, Ordering::SeqCst);
+        // EAGAIN means the counter is saturated: an interrupt is pending
+        // anyway.
+        let _ = self.evt.write(1);
+    }
+
+    fn clear(&self) {
+        self.status.store(0, Ordering::SeqCst);
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
 /// One device's virtio-mmio register window and transport state.
 pub struct MmioTransport<M: GuestMemory, D: VirtioDevice<M>> {
     device: D,
@@ -93,10 +160,10 @@ pub struct MmioTransport<M: GuestMemory, D: VirtioDevice<M>> {
     driver_features: u64,
     unknown_features_acked: bool,
     status: u32,
-    interrupt_status: u32,
-    irq: EventFd,
-    /// Why the device last went `NEEDS_RESET` (for the VMM's log and tests).
-    fault: Option<String>,
+    irq: Arc<Interrupt>,
+    /// The device was handed its queues ([`VirtioDevice::activate`]) and
+    /// not reset since.
+    active: bool,
 }
 
 impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
@@ -125,16 +192,31 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
             driver_features: 0,
             unknown_features_acked: false,
             status: 0,
-            interrupt_status: 0,
-            irq: EventFd::new(EFD_NONBLOCK)?,
-            fault: None,
+            irq: Arc::new(Interrupt::new()?),
+            active: false,
         })
     }
 
     /// The eventfd the transport signals for an interrupt (register it as
     /// an irqfd on the device's GSI).
     pub fn interrupt_evt(&self) -> &EventFd {
-        &self.irq
+        self.irq.eventfd()
+    }
+
+    /// The device's interrupt, for a thread that completes its buffers.
+    pub fn interrupt(&self) -> Arc<Interrupt> {
+        self.irq.clone()
+    }
+
+    /// The device, mutably (the VMM's own setup; never while the guest
+    /// runs it).
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+
+    /// The guest memory the device works on.
+    pub fn memory(&self) -> &M {
+        &self.mem
     }
 
     /// The device.
@@ -144,12 +226,16 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
 
     /// The device status register (`VIRTIO_CONFIG_S_*` bits).
     pub fn status(&self) -> u32 {
-        self.status
+        if self.irq.fault().is_some() {
+            self.status | VIRTIO_CONFIG_S_NEEDS_RESET
+        } else {
+            self.status & !VIRTIO_CONFIG_S_NEEDS_RESET
+        }
     }
 
     /// Why the device is `NEEDS_RESET`, if it is.
-    pub fn fault(&self) -> Option<&str> {
-        self.fault.as_deref()
+    pub fn fault(&self) -> Option<String> {
+        self.irq.fault()
     }
 
     /// Handles a guest read at `offset` into the window.
@@ -175,8 +261,8 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
             },
             QUEUE_NUM_MAX => self.selected().map_or(0, |q| u32::from(q.max_size())),
             QUEUE_READY => self.selected().map_or(0, |q| u32::from(q.ready())),
-            INTERRUPT_STATUS => self.interrupt_status,
-            STATUS => self.status,
+            INTERRUPT_STATUS => self.irq.status.load(Ordering::SeqCst),
+            STATUS => self.status(),
             // Configuration space never changes after the device is built.
             CONFIG_GENERATION => 0,
             _ => 0,
@@ -223,8 +309,12 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
             {
                 self.queue_op(|q| set_address(q, offset, v))
             }
-            QUEUE_NOTIFY => self.notify(v),
-            INTERRUPT_ACK => self.interrupt_status &= !v,
+            QUEUE_NOTIFY => {
+                self.notify(v);
+            }
+            INTERRUPT_ACK => {
+                self.irq.status.fetch_and(!v, Ordering::SeqCst);
+            }
             STATUS => self.set_status(v),
             _ => {}
         }
@@ -253,9 +343,9 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
             self.reset();
             return;
         }
-        // NEEDS_RESET is the device's bit: the driver cannot set or clear it.
-        let mut new =
-            (v & !VIRTIO_CONFIG_S_NEEDS_RESET) | (self.status & VIRTIO_CONFIG_S_NEEDS_RESET);
+        // NEEDS_RESET is the device's bit (kept in `irq`): the driver
+        // cannot set or clear it.
+        let mut new = v & !VIRTIO_CONFIG_S_NEEDS_RESET;
         if new & VIRTIO_CONFIG_S_FEATURES_OK != 0 && self.status & VIRTIO_CONFIG_S_FEATURES_OK == 0
         {
             // Accept only a subset of what we offer, and only virtio 1.x
@@ -270,6 +360,34 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
             }
         }
         self.status = new;
+        let live = VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK;
+        if !self.active && new & live == live && self.irq.fault().is_none() {
+            self.active = true;
+            let ctx = Activation {
+                mem: &self.mem,
+                queues: &self.queues,
+                features: self.driver_features,
+                interrupt: &self.irq,
+            };
+            if let Err(e) = self.device.activate(ctx) {
+                self.needs_reset(format!("activating the device: {e}"));
+            }
+        }
+    }
+
+    /// Runs queue `index` as if the driver had notified it: for a device
+    /// thread that has new input for the guest (a frame from the tap).
+    /// Returns false if the device could not run it (not live, or
+    /// `NEEDS_RESET`, or the queue not ready).
+    pub fn poll_queue(&mut self, index: u32) -> bool {
+        self.notify(index)
+    }
+
+    /// Stops the device's own work (a vhost backend) before the VMM
+    /// unmaps guest memory.
+    pub fn stop(&mut self) {
+        self.device.reset();
+        self.active = false;
     }
 
     fn reset(&mut self) {
@@ -282,51 +400,45 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
         self.driver_features = 0;
         self.unknown_features_acked = false;
         self.status = 0;
-        self.interrupt_status = 0;
-        self.fault = None;
+        self.irq.clear();
+        self.active = false;
         self.device.reset();
     }
 
-    /// The driver says queue `index` has new buffers.
-    fn notify(&mut self, index: u32) {
+    /// The driver says queue `index` has new buffers; false if the device
+    /// could not run it.
+    fn notify(&mut self, index: u32) -> bool {
         let live = VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK;
-        if self.status & live != live || self.status & VIRTIO_CONFIG_S_NEEDS_RESET != 0 {
-            return;
+        if self.status & live != live || self.irq.fault().is_some() {
+            return false;
         }
         let Some(q) = self.queues.get_mut(index as usize) else {
-            return;
+            return false;
         };
         if !q.ready() {
-            return;
+            return false;
         }
         if !q.is_valid(&self.mem) {
             self.needs_reset(format!(
                 "queue {index}: descriptor table, avail or used ring not inside guest RAM"
             ));
-            return;
+            return false;
         }
         match self.device.process_queue(index as usize, q, &self.mem) {
-            Ok(true) => self.interrupt(VIRTIO_MMIO_INT_VRING),
+            Ok(true) => self.irq.signal_used(),
             Ok(false) => {}
-            Err(e) => self.needs_reset(format!("queue {index}: {e}")),
+            Err(e) => {
+                self.needs_reset(format!("queue {index}: {e}"));
+                return false;
+            }
         }
+        true
     }
 
     /// The device cannot go on until the driver resets it (virtio 1.2,
     /// 2.1.2): set NEEDS_RESET and send a configuration change interrupt.
     fn needs_reset(&mut self, why: String) {
-        if self.status & VIRTIO_CONFIG_S_NEEDS_RESET == 0 {
-            self.status |= VIRTIO_CONFIG_S_NEEDS_RESET;
-            self.fault = Some(why);
-            self.interrupt(VIRTIO_MMIO_INT_CONFIG);
-        }
-    }
-
-    fn interrupt(&mut self, bit: u32) {
-        self.interrupt_status |= bit;
-        // EAGAIN means the counter is saturated: an interrupt is pending
-        // anyway.
-        let _ = self.irq.write(1);
+        self.irq.fail(why);
     }
 }
 

@@ -15,6 +15,8 @@ pub trait MmioDevice: Send {
     fn read(&mut self, offset: u64, data: &mut [u8]);
     /// A guest write at `offset` into the window.
     fn write(&mut self, offset: u64, data: &[u8]);
+    /// Stops the device's own use of guest memory (teardown).
+    fn stop(&mut self) {}
 }
 
 impl<M: GuestMemory + Send, D: VirtioDevice<M>> MmioDevice for MmioTransport<M, D> {
@@ -23,6 +25,9 @@ impl<M: GuestMemory + Send, D: VirtioDevice<M>> MmioDevice for MmioTransport<M, 
     }
     fn write(&mut self, offset: u64, data: &[u8]) {
         MmioTransport::write(self, offset, data)
+    }
+    fn stop(&mut self) {
+        MmioTransport::stop(self)
     }
 }
 
@@ -69,6 +74,31 @@ impl MmioBus {
         let (&base, (len, dev)) = self.devices.range(..=addr).next_back()?;
         let off = addr - base;
         (off.checked_add(n as u64)? <= *len).then_some((off, dev))
+    }
+
+    /// Stops every device's own use of guest memory (a vhost backend)
+    /// before the VMM unmaps it; a device whose lock a stuck vCPU still
+    /// holds is retried until `timeout`, then counted as left.
+    pub fn stop_devices(&self, timeout: std::time::Duration) -> usize {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut left = 0;
+        for (_, dev) in self.devices.values() {
+            loop {
+                match dev.try_lock() {
+                    Ok(mut d) => d.stop(),
+                    Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().stop(),
+                    Err(std::sync::TryLockError::WouldBlock)
+                        if std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        continue;
+                    }
+                    Err(std::sync::TryLockError::WouldBlock) => left += 1,
+                }
+                break;
+            }
+        }
+        left
     }
 
     /// A guest read; false if no device claims `[addr, addr + len)`.

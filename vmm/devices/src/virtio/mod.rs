@@ -17,10 +17,17 @@
 pub mod block;
 pub mod mmio;
 pub mod mmio_bus;
+pub mod net;
+pub mod tap;
+pub mod vhost;
+pub mod worker;
 
 pub use block::{Block, BlockError};
-pub use mmio::MmioTransport;
+pub use mmio::{Interrupt, MmioTransport};
 pub use mmio_bus::{MmioBus, MmioBusError, MmioDevice};
+pub use net::Net;
+pub use tap::{Tap, TapError};
+pub use worker::Worker;
 
 use virtio_queue::Queue;
 use vm_memory::GuestMemory;
@@ -30,6 +37,20 @@ use vm_memory::GuestMemory;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct QueueFault(pub String);
+
+/// What a device gets when the driver sets `DRIVER_OK`: the queues as the
+/// driver programmed them (sizes, ring addresses, ready) and the features
+/// it accepted.
+pub struct Activation<'a, M> {
+    /// Guest memory.
+    pub mem: &'a M,
+    /// Every queue of the device, in index order.
+    pub queues: &'a [Queue],
+    /// The features the driver accepted (a subset of the offer).
+    pub features: u64,
+    /// The device's interrupt, for a thread of the device.
+    pub interrupt: &'a std::sync::Arc<mmio::Interrupt>,
+}
 
 /// A virtio device behind a transport: what the transport asks it, and
 /// the one thing it does, running the requests of a queue.
@@ -52,6 +73,13 @@ pub trait VirtioDevice<M: GuestMemory>: Send {
         queue: &mut Queue,
         mem: &M,
     ) -> Result<bool, QueueFault>;
-    /// The driver reset the device (status 0).
+    /// The driver set `DRIVER_OK`: a device whose queues run elsewhere (a
+    /// vhost backend) hands them over now. An error marks the device
+    /// `NEEDS_RESET`.
+    fn activate(&mut self, _ctx: Activation<'_, M>) -> Result<(), QueueFault> {
+        Ok(())
+    }
+    /// The driver reset the device (status 0), or the VMM is tearing it
+    /// down: stop using the queues.
     fn reset(&mut self) {}
 }

@@ -81,6 +81,20 @@ pub struct LaunchArgs {
     /// ZEROSTART_TEST_SWITCHES=1.
     #[arg(long, hide = true)]
     pub test_no_pdeathsig: bool,
+    /// A raw disk image as the VMM's virtio-blk: path=PATH[,readonly=on]
+    /// (repeatable; QEMU virtio-blk-pci with cache=none, cloud-hypervisor
+    /// --disk).
+    #[arg(long, value_name = "path=PATH[,readonly=on]")]
+    pub disk: Vec<String>,
+    /// A tap as the VMM's virtio-net: tap=NAME[,mac=MAC][,vhost=on|off]
+    /// (repeatable; vhost defaults to on when /dev/vhost-net exists).
+    #[arg(long, value_name = "tap=NAME[,mac=MAC][,vhost=on|off]")]
+    pub net: Vec<String>,
+    /// vsock: cid=N (QEMU vhost-vsock-pci) or cid=N,socket=PATH
+    /// (cloud-hypervisor's hybrid vsock); the launcher records the guest's
+    /// boot phases (port 5300) into --timeline.
+    #[arg(long, value_name = "cid=N[,socket=PATH]")]
+    pub vsock: Option<String>,
     /// The VMM's own arguments, after `--`.
     #[arg(last = true, value_name = "VMM ARGS")]
     pub vmm_args: Vec<String>,
@@ -167,6 +181,12 @@ pub enum Error {
         /// Cause.
         err: std::io::Error,
     },
+    /// A `--disk` / `--net` / `--vsock` value.
+    #[error(transparent)]
+    Device(#[from] crate::builder::Error),
+    /// A device the chosen VMM cannot take as given.
+    #[error("{0}")]
+    BadDevice(String),
     /// Writing the timeline.
     #[error("writing --timeline {path}: {err}; check the path")]
     Timeline {
@@ -314,6 +334,27 @@ impl HintSource for External<'_> {
     }
 }
 
+/// Parses the launcher's `--disk`, `--net` and `--vsock` with zerostart
+/// run's grammar (options crate) and the same MAC/vhost rule.
+pub fn device_opts(a: &LaunchArgs) -> Result<vmm::DeviceOpts, Error> {
+    let disks = a
+        .disk
+        .iter()
+        .map(|d| options::disk(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let nets = a
+        .net
+        .iter()
+        .map(|n| options::net(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let nets = crate::builder::plan_nets(
+        &nets,
+        std::path::Path::new(devices::virtio::vhost::VHOST_NET_DEV).exists(),
+    )?;
+    let vsock = a.vsock.as_deref().map(options::launch_vsock).transpose()?;
+    Ok(vmm::DeviceOpts { disks, nets, vsock })
+}
+
 fn build_args(
     a: &LaunchArgs,
     opts: &MemoryOpts,
@@ -330,6 +371,7 @@ fn build_args(
         hugepage_bytes,
         hint_path,
         firmware: a.firmware.clone(),
+        devices: device_opts(a)?,
     };
     match a.vmm {
         VmmKind::Qemu => {
@@ -465,6 +507,23 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         return Ok(0);
     }
 
+    // The guest's phases: QEMU's vhost-vsock-pci is the kernel's
+    // vhost-vsock (AF_VSOCK, this VM's CID only); cloud-hypervisor's
+    // hybrid vsock connects to `<socket>_5300`. Listening before the VMM
+    // exists, so no line is missed.
+    // A listener that cannot start costs the phases, not the VM.
+    let listener = match device_opts(a)?.vsock {
+        Some(v) => match (a.vmm, &v.socket) {
+            (VmmKind::CloudHypervisor, Some(s)) => {
+                crate::phases::PhaseListener::unix(&crate::phases::chv_listen_path(s), start)
+            }
+            _ => crate::phases::PhaseListener::vsock(v.cid, start),
+        }
+        .map_err(|e| eprintln!("zerostart launch: warning: {e}"))
+        .ok(),
+        None => None,
+    };
+
     // Memory.
     let region = Region::acquire(&opts.source, opts.size, opts.page, opts.threads)?;
     let memory_ready = start.elapsed();
@@ -598,6 +657,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
 
     let status = wait(child.id() as i32);
     let exit = start.elapsed();
+    let guest_phases = listener.map(|l| l.finish()).unwrap_or_default();
     CHILD.store(0, Ordering::SeqCst);
     // The VMM is gone: the region goes back (lease closed; memfd freed).
     let lease_id = region.lease_id();
@@ -641,6 +701,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
                 {"name": "vmm_spawned", "t_ms": ms(vmm_spawned)},
                 {"name": "exit", "t_ms": ms(exit)},
             ],
+            "guest_phases": guest_phases,
             "vmm": a.vmm.name(),
             "argv": std::iter::once(binary.display().to_string()).chain(built.args.iter().cloned()).collect::<Vec<_>>(),
             "memory_bytes": opts.size,

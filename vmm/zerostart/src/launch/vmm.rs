@@ -51,6 +51,126 @@ pub struct Inputs {
     pub hint_path: Option<String>,
     /// Firmware image given with `--firmware`.
     pub firmware: Option<PathBuf>,
+    /// `--disk`, `--net`, `--vsock`.
+    pub devices: DeviceOpts,
+}
+
+/// The launcher's `--disk` / `--net` / `--vsock`, in zerostart run's
+/// grammar, to be mapped onto the VMM's own devices.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceOpts {
+    /// Raw disk images.
+    pub disks: Vec<options::DiskConfig>,
+    /// Taps, with MAC and vhost decided.
+    pub nets: Vec<crate::builder::NetPlan>,
+    /// vsock.
+    pub vsock: Option<options::VsockConfig>,
+}
+
+/// QEMU's devices for `d`: per disk `-drive file=,format=raw,if=none,
+/// id=zs-diskN,cache=none[,readonly=on]` + `-device virtio-blk-pci`
+/// (cache=none: O_DIRECT, as cloud VMs run, so the image must be on a
+/// file system that supports it, not tmpfs); per tap `-netdev tap,
+/// id=zs-netN,ifname=,script=no,downscript=no,vhost=on|off` + `-device
+/// virtio-net-pci,netdev=,mac=,romfile=` (no iPXE option ROM: the
+/// firmware boots the kernel from fw_cfg, never from the network);
+/// `-device vhost-vsock-pci,guest-cid=N`.
+pub fn qemu_devices(d: &DeviceOpts) -> Result<Vec<String>, Error> {
+    let mut a = Vec::new();
+    for (i, disk) in d.disks.iter().enumerate() {
+        let path = disk.path.display().to_string();
+        if path.contains(',') {
+            return Err(Error::BadDevice(format!(
+                "--disk path={path}: QEMU's -drive cannot take a comma in a file name; rename the image"
+            )));
+        }
+        a.extend([
+            "-drive".into(),
+            format!(
+                "file={path},format=raw,if=none,id=zs-disk{i},cache=none{}",
+                if disk.readonly { ",readonly=on" } else { "" }
+            ),
+            "-device".into(),
+            format!("virtio-blk-pci,drive=zs-disk{i}"),
+        ]);
+    }
+    for (i, n) in d.nets.iter().enumerate() {
+        a.extend([
+            "-netdev".into(),
+            format!(
+                "tap,id=zs-net{i},ifname={},script=no,downscript=no,vhost={}",
+                n.tap,
+                if n.vhost { "on" } else { "off" }
+            ),
+            "-device".into(),
+            format!(
+                "virtio-net-pci,netdev=zs-net{i},mac={},romfile=",
+                options::format_mac(&n.mac)
+            ),
+        ]);
+    }
+    if let Some(v) = &d.vsock {
+        if v.socket.is_some() {
+            return Err(Error::BadDevice(
+                "--vsock socket= is cloud-hypervisor's hybrid vsock; QEMU uses the kernel's vhost-vsock, give only cid=".into(),
+            ));
+        }
+        a.extend([
+            "-device".into(),
+            format!("vhost-vsock-pci,guest-cid={}", v.cid),
+        ]);
+    }
+    Ok(a)
+}
+
+/// cloud-hypervisor's devices for `d` (its documented CLI): `--disk
+/// path=[,readonly=on] ...`, `--net tap=,mac= ...` (cloud-hypervisor
+/// picks vhost itself: its virtio-net is user-space, `vhost_user` is a
+/// different backend, so `vhost=on` is refused), `--vsock cid=,socket=`.
+pub fn chv_devices(d: &DeviceOpts) -> Result<Vec<String>, Error> {
+    let mut a = Vec::new();
+    let quote = |s: String| {
+        if s.contains(',') {
+            format!("\"{s}\"")
+        } else {
+            s
+        }
+    };
+    if !d.disks.is_empty() {
+        a.push("--disk".into());
+        for disk in &d.disks {
+            a.push(format!(
+                "path={}{}",
+                quote(disk.path.display().to_string()),
+                if disk.readonly { ",readonly=on" } else { "" }
+            ));
+        }
+    }
+    if !d.nets.is_empty() {
+        a.push("--net".into());
+        for n in &d.nets {
+            if n.vhost {
+                return Err(Error::BadDevice(format!(
+                    "--net tap={},vhost=on: cloud-hypervisor moves tap frames in user space (its vhost is vhost-user, another backend); use vhost=off",
+                    n.tap
+                )));
+            }
+            a.push(format!("tap={},mac={}", n.tap, options::format_mac(&n.mac)));
+        }
+    }
+    if let Some(v) = &d.vsock {
+        let Some(sock) = &v.socket else {
+            return Err(Error::BadDevice(format!(
+                "--vsock cid={}: cloud-hypervisor's vsock is a unix socket on the host; add socket=PATH",
+                v.cid
+            )));
+        };
+        a.extend([
+            "--vsock".into(),
+            format!("cid={},socket={}", v.cid, quote(sock.display().to_string())),
+        ]);
+    }
+    Ok(a)
 }
 
 /// The VMM arguments with the launcher's additions, and the guest layout.
@@ -204,6 +324,10 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     if let Some(fw) = &inp.firmware {
         args.extend(["-bios".into(), fw.display().to_string()]);
     }
+    // virtio-pci devices write no guest RAM before the first instruction
+    // either (their option ROMs, disabled for net anyway, are ROM BARs the
+    // firmware copies into memory it allocates).
+    args.extend(qemu_devices(&inp.devices)?);
     let ram = layout::qemu_q35(inp.size);
     // QEMU itself writes no guest RAM on a q35 + OVMF boot: the firmware
     // is a ROM above RAM, ACPI, SMBIOS, e820 and the -kernel/-initrd/
@@ -275,6 +399,15 @@ pub fn cloud_hypervisor(
                     "NUMA nodes would name memory zones the launcher does not create",
                 ))
             }
+            "disk" if !inp.devices.disks.is_empty() => {
+                return Err(conflict(k, a, "pass every disk as the launcher's --disk"))
+            }
+            "net" if !inp.devices.nets.is_empty() => {
+                return Err(conflict(k, a, "pass every tap as the launcher's --net"))
+            }
+            "vsock" if inp.devices.vsock.is_some() => {
+                return Err(conflict(k, a, "the launcher's --vsock adds it"))
+            }
             "kernel" => kernel = true,
             "cmdline" => cmdline = true,
             "initramfs" => initramfs = true,
@@ -317,6 +450,7 @@ pub fn cloud_hypervisor(
         fwcfg.push_str(&format!(",items=[name={},file={h}]", zerohint::FW_CFG_NAME));
     }
     args.extend(["--fw-cfg-config".into(), fwcfg]);
+    args.extend(chv_devices(&inp.devices)?);
     let ram = layout::cloud_hypervisor(inp.size);
     let exclude: Vec<(u64, u64)> = segs.iter().map(|&(s, e)| (s, e - s)).collect();
     let hint_ranges = layout::hint_ranges(&ram, &exclude);
@@ -370,6 +504,7 @@ mod tests {
             hugepage_bytes: Some(2 * MIB),
             hint_path: Some("/proc/self/fd/8".into()),
             firmware: Some("/fw/CLOUDHV.fd".into()),
+            devices: DeviceOpts::default(),
         }
     }
 
@@ -544,5 +679,122 @@ mod tests {
         let mut i = inputs(GIB + 4096);
         i.firmware = None;
         assert!(qemu(&[], &i).is_err());
+    }
+    fn devices() -> DeviceOpts {
+        DeviceOpts {
+            disks: vec![
+                options::disk("path=/img/root.img").unwrap(),
+                options::disk("path=/img/seed.img,readonly=on").unwrap(),
+            ],
+            nets: crate::builder::plan_nets(
+                &[
+                    options::net("tap=zstap0,vhost=on").unwrap(),
+                    options::net("tap=zstap1,mac=0a:00:00:00:00:09,vhost=off").unwrap(),
+                ],
+                true,
+            )
+            .unwrap(),
+            vsock: Some(options::launch_vsock("cid=7").unwrap()),
+        }
+    }
+
+    /// `--disk` / `--net` / `--vsock` onto QEMU: virtio-blk-pci drives
+    /// (raw, cache=none, read-only when asked), tap netdevs with vhost as
+    /// decided and the MAC (the default one derived from the index),
+    /// vhost-vsock-pci with the CID; the hint is unchanged by devices.
+    #[test]
+    fn qemu_device_arguments() {
+        let mut inp = inputs(GIB);
+        let plain = qemu(&[], &inp).unwrap();
+        inp.devices = devices();
+        let b = qemu(&[], &inp).unwrap();
+        assert_eq!(&b.args[..plain.args.len()], &plain.args[..]);
+        assert_eq!(
+            &b.args[plain.args.len()..],
+            s(&[
+                "-drive",
+                "file=/img/root.img,format=raw,if=none,id=zs-disk0,cache=none",
+                "-device",
+                "virtio-blk-pci,drive=zs-disk0",
+                "-drive",
+                "file=/img/seed.img,format=raw,if=none,id=zs-disk1,cache=none,readonly=on",
+                "-device",
+                "virtio-blk-pci,drive=zs-disk1",
+                "-netdev",
+                "tap,id=zs-net0,ifname=zstap0,script=no,downscript=no,vhost=on",
+                "-device",
+                "virtio-net-pci,netdev=zs-net0,mac=0a:5a:53:00:00:00,romfile=",
+                "-netdev",
+                "tap,id=zs-net1,ifname=zstap1,script=no,downscript=no,vhost=off",
+                "-device",
+                "virtio-net-pci,netdev=zs-net1,mac=0a:00:00:00:00:09,romfile=",
+                "-device",
+                "vhost-vsock-pci,guest-cid=7",
+            ])
+        );
+        assert_eq!(
+            b.hint_ranges, plain.hint_ranges,
+            "devices write no guest RAM"
+        );
+        // Refused: a comma QEMU would split, and CH's socket=.
+        let mut bad = inputs(GIB);
+        bad.devices.disks = vec![options::disk("path=\"/a,b.img\"").unwrap()];
+        let e = qemu(&[], &bad).unwrap_err().to_string();
+        assert!(e.contains("comma") && e.contains("rename"), "{e}");
+        let mut bad = inputs(GIB);
+        bad.devices.vsock = Some(options::launch_vsock("cid=3,socket=/s").unwrap());
+        let e = qemu(&[], &bad).unwrap_err().to_string();
+        assert!(e.contains("socket=") && e.contains("give only cid="), "{e}");
+    }
+
+    /// The same options onto cloud-hypervisor's documented CLI.
+    #[test]
+    fn chv_device_arguments() {
+        let mut inp = inputs(GIB);
+        let plain = cloud_hypervisor(&[], &inp, &cloudhv_like()).unwrap();
+        let mut d = devices();
+        for n in &mut d.nets {
+            n.vhost = false;
+        }
+        d.disks[0] = options::disk("path=\"/img/a,b.img\"").unwrap();
+        d.vsock = Some(options::launch_vsock("cid=7,socket=/run/vm.vsock").unwrap());
+        inp.devices = d.clone();
+        let b = cloud_hypervisor(&[], &inp, &cloudhv_like()).unwrap();
+        assert_eq!(
+            &b.args[plain.args.len()..],
+            s(&[
+                "--disk",
+                "path=\"/img/a,b.img\"",
+                "path=/img/seed.img,readonly=on",
+                "--net",
+                "tap=zstap0,mac=0a:5a:53:00:00:00",
+                "tap=zstap1,mac=0a:00:00:00:00:09",
+                "--vsock",
+                "cid=7,socket=/run/vm.vsock",
+            ])
+        );
+        assert_eq!(b.hint_ranges, plain.hint_ranges);
+        // Refusals: vhost=on, a vsock without its socket, and the user's
+        // own --disk next to the launcher's.
+        let mut bad = inp.clone();
+        bad.devices.nets[0].vhost = true;
+        let e = cloud_hypervisor(&[], &bad, &cloudhv_like())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("vhost=off"), "{e}");
+        let mut bad = inp.clone();
+        bad.devices.vsock = Some(options::launch_vsock("cid=7").unwrap());
+        let e = cloud_hypervisor(&[], &bad, &cloudhv_like())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("add socket=PATH"), "{e}");
+        let e = cloud_hypervisor(&s(&["--disk", "path=/x"]), &inp, &cloudhv_like())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("launcher's --disk"), "{e}");
+        // Without launcher devices the user's own pass through.
+        let own = s(&["--disk", "path=/x"]);
+        let b = cloud_hypervisor(&own, &inputs(GIB), &cloudhv_like()).unwrap();
+        assert_eq!(&b.args[..2], &own[..]);
     }
 }

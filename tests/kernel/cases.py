@@ -1,0 +1,801 @@
+"""The guest kernel suite as case tables (zstest.suite), run by run.py.
+
+`table(k)` is `make test-kernel`'s main suite, `memmap_table(k)` the
+struct-page boots of series file 0006 (guest-kernel-patches/memmap.md); K is
+the kernel under test (Kernel: its bzImage, the series directory it was
+built from, the firmware for the "efi" case, the work directory). Each case
+boots in QEMU TCG through zstest.guestkernel (zstest.qemu) and judges the
+log; every check prints one `ok   CASE: ...` or `FAIL CASE: ...` line (what
+tests/lib/make_test.py counts), a negative control that held prints a
+note line (it is part of the check it controls).
+
+Main suite, in order:
+  qemu-exit   the boot driver itself: a QEMU that exits non-zero (a kernel
+              image that does not exist) fails the boot, with its status;
+  vectors     the kernel's copy of the golden vectors (mm/zshint_*.h in the
+              series) equals tests/vectors/ (no drift);
+  kunit       boot with kunit.filter_glob=zerostart*, parse KTAP: every suite
+              the series brings present and ok, no zs_test_ case skipped;
+  good cover corrupt scrub off nohint
+              the hint delivered as real setup_data (mkhint.py): honest hint,
+              hint covering kernel+initrd+setup_data, corrupted hint, scrub
+              request, prezero=off, no hint; all with prezero.verify=2 (every
+              skipped clear checked, and every page still marked pristine
+              scanned after memblock_discard() and at late_initcall). Pass: no
+              WARNING, no verify or scan failure, no non-zero byte in memory
+              handed to user space, skipped clears > 0 exactly when a good
+              hint is in effect (and then both scans ran), and one line naming
+              the error for a bad hint;
+  memblock    memblock.reserved one entry short of full when memory is
+              released (prezero.test_fill_reserved), so that its array is
+              doubled into hinted memory: no page may be left marked pristine;
+  hibernate hibernatectl   marks dropped before a hibernation image / kept
+              (the control: verify must catch the loading kernel's writes);
+  hugedirty scanctl batch leak compact pool nt   (see each case below);
+  efi         firmware boot: zerostart's OVMF reads the hint from fw_cfg,
+              publishes it in the EFI configuration table, and the kernel
+              takes it from there through its EFI stub.
+qemu-exit and vectors run in every selection (they cost no boot).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zstest import guestkernel as gk
+from zstest.guestkernel import grep, int_or, kv
+from zstest.suite import Case, Do, Report
+
+MIB = gk.MIB
+ALWAYS = ("qemu-exit", "vectors")
+# KUnit suites every series has; patches that bring their own suite add it
+# once `series` lists them (Kernel.suites).
+BASE_SUITES = ("zerostart_hint", "zerostart_pristine", "clear_huge_nt")
+SUITE_FILES = (("mm/zerostart_memmap_test.c", "zerostart_memmap"),
+               ("mm/zerostart_memblock_test.c", "zerostart_memblock"),
+               ("mm/zerostart_freepaths_test.c", "zerostart_freepaths"))
+WARN = r"WARNING:|BUG:|Oops"
+PRINTK_TS = re.compile(r"^\[[^]]*\] ")
+
+
+@dataclass
+class Kernel:
+    """The kernel under test and the run's settings."""
+    image: Path
+    series_dir: Path
+    firmware: Path | None
+    work: Path
+    timeout: float = 600
+    memmap_timeout: float = 900
+    mem_mib: int = 2048
+    initrd: Path | None = None
+    memmap_range: list[int] | None = None
+    _hinted: dict = field(default_factory=dict)
+
+    # ------------------------------------------------------------ helpers
+    def hinted(self, name: str, ranges: str, *flags: str, image: Path | None = None) -> tuple[Path, Path]:
+        """NAME.bzImage + NAME.blob (built once per run)."""
+        if name not in self._hinted:
+            self._hinted[name] = gk.make_hinted_image(self.work, name, image or self.image, ranges, *flags)
+        return self._hinted[name]
+
+    def good(self) -> tuple[Path, Path]:
+        return self.hinted("good", gk.honest_hint_ranges(self.mem_mib))
+
+    def boot(self, logname: str, append: str, image: Path, extra: list[str] = (), mem: int | None = None,
+             timeout: float | None = None, initrd: bool = True):
+        """One boot; the log is WORK/LOGNAME.log. Returns (qemu.Boot, lines)."""
+        logf = self.work / f"{logname}.log"
+        qargs = (["-initrd", str(self.initrd)] if initrd else []) + list(extra)
+        b = gk.boot(logf, timeout or self.timeout, mem or self.mem_mib, image, append, qargs)
+        return b, b.lines
+
+    def series_patches(self) -> list[Path]:
+        """The patches `series` lists, in order."""
+        out = []
+        for ln in (self.series_dir / "series").read_text().splitlines():
+            if ln.startswith("patches/"):
+                out.append(self.series_dir / ln.strip())
+        return out
+
+    def suites(self) -> list[str]:
+        """The KUnit suites this series must show: the base ones, and each
+        one a patch in `series` brings (its test file added)."""
+        texts = [p.read_text(errors="replace").splitlines() for p in self.series_patches() if p.is_file()]
+        return list(BASE_SUITES) + [suite for path, suite in SUITE_FILES
+                                    if any(f"+++ b/{path}" in t for t in texts)]
+
+
+# Common boot arguments of the setup_data cases: the probe's sizes
+# (zsprobe=HUGE_MIB,ANON_MIB,...) and the verify mode.
+PROBE = "zsprobe=256,64"
+COMMON = f"hugepages=128 prezero.verify=2 init_on_alloc=1 {PROBE}"
+
+
+def last_arg(cmdline: str, key: str) -> str | None:
+    vals = [w[len(key) + 1:] for w in cmdline.split() if w.startswith(key + "=")]
+    return vals[-1] if vals else None
+
+
+def planted_check(r: Report, lines: list[str], prefix: str, key: str) -> None:
+    """On the last PREFIX line, KEY_planted_found equals KEY_planted (> 0):
+    the counter behind KEY's zero claim sees planted bytes."""
+    p, f = kv(lines, prefix, f"{key}_planted"), kv(lines, prefix, f"{key}_planted_found")
+    if int_or(p, 0) > 0 and f == p:
+        r.note(f"negative control: {f} of {p} bytes planted after the {key} check were found")
+    else:
+        r.fail(f"negative control of the {key} check: planted={p or 'missing'} found={f or 'missing'} "
+               "(the check cannot see a non-zero byte)")
+
+
+def scan_check(r: Report, lines: list[str], expect: str, cmdline: str) -> None:
+    """In any boot, no line reports a marked page that is not zero; with the
+    scans on (the last prezero.verify= is 2 or scan) and a hint in effect
+    (EXPECT skip or any), both scans of the pages still marked pristine ran
+    and found every one zero."""
+    bad = grep(lines, "marked pristine but is not zero")
+    if bad:
+        r.fail(f"{len(bad)} page(s) marked pristine but not zero: {';'.join(bad[:2])};")
+    if expect == "noskip":
+        return
+    if last_arg(cmdline, "prezero.verify") not in ("2", "scan"):
+        return
+    for at in ("memblock_discard", "late_initcall"):
+        n = [int(m[1]) for ln in lines
+             if (m := re.search(rf"zerostart: scan at {at}: ([0-9]+) pages marked pristine, 0 of them not zero", ln))]
+        if n and n[-1] > 0:
+            r.note(f"scan at {at}: {n[-1]} marked pages read zero")
+        else:
+            first = next((ln for ln in lines if f"scan at {at}" in ln), "")
+            r.fail(f"no clean scan at {at} (prezero.verify=2): {first}")
+
+
+def expect_line(r: Report, lines: list[str], regex: str) -> None:
+    """The boot log has exactly one line matching REGEX."""
+    m = grep(lines, regex)
+    if len(m) == 1:
+        r.ok(f"'{PRINTK_TS.sub('', m[0])}'")
+    else:
+        r.fail(f"expected one line matching /{regex}/, found {len(m)}")
+
+
+def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, qemu_args: list[str] = (),
+              mem: int | None = None, common: str = COMMON) -> list[str]:
+    """Boots case R.name with COMMON + EXTRA and judges the common part.
+    EXPECT: skip (a good hint in effect: clears skipped, all verified),
+    noskip (no clear skipped), any (verify mode off: skips cannot be checked
+    here). Returns the log's lines (also of a failed boot: the case's own
+    checks then fail on them, as they did in run.sh)."""
+    name, cmdline = r.name, f"{common} {extra}"
+    b, lines = k.boot(f"boot-{name}", cmdline, image, qemu_args, mem)
+    if b.problem():
+        r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
+        return lines
+    if not grep(lines, "^ZSDONE"):
+        r.fail(f"init did not finish: {b.log}")
+        return lines
+    warn = grep(lines, r"WARNING:|BUG:")
+    if grep(lines, WARN):
+        r.fail(f"kernel warning: {' '.join(warn[:2])} ")
+    skipped = kv(lines, "ZSDEBUGFS", "pages_skipped")
+    elided = kv(lines, "ZSDEBUGFS", "pages_elided")
+    failed = kv(lines, "ZSDEBUGFS", "verify_failures")
+    verified = int_or(kv(lines, "ZSDEBUGFS", "bytes_verified"), 0) // 4096
+    if expect != "any" and failed != "0":
+        r.fail(f"verify_failures={failed or 'missing'}")
+    scan_check(r, lines, expect, cmdline)
+    # The probe's sizes (the last zsprobe=HUGE_MIB,ANON_MIB,...): a part it
+    # was asked to run must have reported, one it was not has no keys.
+    probe = (last_arg(cmdline, "zsprobe") or "").split(",")
+    huge_mib, anon_mib = int_or(probe[0], 0), int_or(probe[1] if len(probe) > 1 else None, 0)
+    for key, size in (("hugetlb_dirty_pages", huge_mib), ("anon_dirty_pages", anon_mib)):
+        if size <= 0:
+            continue
+        v = kv(lines, "ZSPROBE", key)
+        if v != "0":
+            r.fail(f"{key}={v or 'missing'} (memory handed to user space was not zero)")
+        # The count's negative control (zsprobe.c): bytes planted into the
+        # memory just counted must all be counted.
+        planted_check(r, lines, "ZSPROBE", key.removesuffix("_dirty_pages"))
+    if expect == "skip":
+        # A skip in flight while debugfs is read may not be verified yet:
+        # allow one 2 MiB folio of difference.
+        s = int_or(skipped, 0)
+        if s > 0 and verified + 512 >= s + int_or(elided, 0):
+            # (verify failures, if any, failed the case above: the count here is the real one)
+            r.ok(f"{s} pristine clears skipped, {elided or 0} hugetlb re-clears elided, {verified} pages verified "
+                 f"zero, {failed or 'missing'} failures")
+        else:
+            r.fail(f"expected skipped clears, got skipped={skipped or 'missing'} verified={verified}")
+    elif expect == "any":
+        r.ok(f"{skipped or ''} pristine clears skipped, no page handed to user space was dirty")
+    elif skipped == "0":
+        r.ok(f"no pristine clear skipped ({elided or 0} hugetlb re-clears elided, all verified)")
+    else:
+        r.fail(f"skipped={skipped} but no good hint was in effect")
+    return lines
+
+
+# ---------------------------------------------------------------- cases
+def qemu_exit(k: Kernel, r: Report) -> None:
+    b, _ = k.boot("qemu-exit", "", k.work / "no-such-bzImage", [], mem=128, timeout=60, initrd=False)
+    if b.problem() is None:
+        r.fail(f"the driver returned success for a QEMU that exited with {b.lines[:1]}")
+    elif not (b.problem() or "").startswith("QEMU exited with status 1"):
+        r.fail(f"the driver did not name QEMU's exit status: {b.problem()}")
+    else:
+        r.ok(f"the boot driver fails a boot whose QEMU exits non-zero ({b.problem()})")
+
+
+def vectors(k: Kernel, r: Report) -> None:
+    """The patch carries the golden vectors in kernel style (mm/zshint_*.h),
+    generated from tests/vectors/ by gen-kernel-vectors.py: regenerate and
+    compare with the copy inside the patch."""
+    gen = k.work / "gen"
+    p = subprocess.run([sys.executable, str(gk.KTEST / "gen-kernel-vectors.py"), str(gk.ROOT / "tests" / "vectors"),
+                        str(gen)])
+    if p.returncode != 0:
+        r.fail("cannot generate the kernel's vectors from tests/vectors/")
+        return
+    for name in ("zshint_vectors.h", "zshint_errors.h"):
+        head = f"+++ b/mm/{name}"
+        patch = next((q for q in sorted((k.series_dir / "patches").glob("*.patch"))
+                      if head in q.read_text(errors="replace").splitlines()), None)
+        if patch is None:
+            r.fail(f"no patch adds mm/{name}")
+            continue
+        # The added file's lines, from the patch text.
+        out, on = [], False
+        for ln in patch.read_text(errors="replace").splitlines():
+            if ln == head:
+                on = True
+            elif on and ln.startswith("diff --git "):
+                break
+            elif on and ln.startswith("@@"):
+                continue
+            elif on and ln.startswith("+"):
+                out.append(ln[1:])
+        copy = k.work / name
+        copy.write_text("".join(ln + "\n" for ln in out))
+        d = subprocess.run(["diff", "-u", str(gen / name), str(copy)], capture_output=True, text=True)
+        (k.work / f"{name}.diff").write_text(d.stdout)
+        if d.returncode == 0:
+            r.ok(f"mm/{name} in {patch.name} matches tests/vectors/")
+        else:
+            r.fail(f"mm/{name} in {patch.name} differs from tests/vectors/ (regenerate with "
+                   f"tests/kernel/gen-kernel-vectors.py and update the patch): {k.work / name}.diff")
+
+
+def kunit(k: Kernel, r: Report) -> None:
+    suites = k.suites()
+    # (hugepages and movablecore: the pool folio and the ZONE_MOVABLE block
+    # that zerostart_freepaths frees and offlines. 1G, not 256M: boot
+    # allocations such as the initrd, not yet freed when KUnit runs, can pin
+    # the two top blocks, and the case needs one that offlines.)
+    b, lines = k.boot("kunit", "kunit.enable=1 init_on_alloc=1 hugepages=2 movablecore=1G", k.image, initrd=False)
+    if b.problem():
+        r.fail(f"KUnit boot did not finish: {b.log}")
+        return
+    # KTAP without the printk timestamps.
+    ktap = [re.sub(r"^\[ *[0-9]+\.[0-9]+\] ", "", ln) for ln in lines]
+    (k.work / "kunit.ktap").write_text("".join(ln + "\n" for ln in ktap))
+    # Any suite that ran and failed fails the test, listed or not.
+    for ln in ktap:
+        m = re.match(r"^not ok [0-9]+ (zerostart[a-z_]*|clear_huge_nt)$", ln)
+        if m and m[1] not in suites:
+            r.fail(f"KUnit suite {m[1]}: not ok")
+    for s in suites:
+        if grep(ktap, rf"^ok [0-9]+ {s}$"):
+            r.ok(f"KUnit suite {s}: ok")
+        elif grep(ktap, rf"^not ok [0-9]+ {s}$"):
+            r.fail(f"KUnit suite {s}: not ok")
+        else:
+            r.fail(f"KUnit suite {s} missing from {b.log}")
+    # A case of ours that skipped tested nothing: its reason is a boot
+    # option or a config this run should have given it.
+    skips = grep(ktap, r"^ +ok [0-9]+ zs_test_[a-z_]+ # SKIP")
+    if skips:
+        r.fail(f"KUnit: skipped: {';'.join(skips[:5])};")
+    bad = grep(ktap, r"^ *not ok ")
+    if bad:
+        r.fail(f"KUnit: {';'.join(bad[:5])};")
+    r.ok(f"KUnit: {len(grep(ktap, r'^    ok [0-9]+ '))} test cases ok")
+
+
+def good(k: Kernel, r: Report) -> None:
+    img, blob = k.good()
+    lines = boot_case(k, r, "skip", "", img, gk.loader_args(blob))
+    expect_line(r, lines, r"zerostart: tracking [0-9]+ pristine pages")
+
+
+def cover_ranges(mem_mib: int) -> str:
+    """Lying about what the boot path wrote: from 1 MiB to the end of RAM,
+    i.e. over the compressed and decompressed kernel, the initrd (QEMU puts
+    it at the top of RAM) and the hint itself. The kernel must remove all of
+    that on its own. Left out: [RAM_END - 64 MiB, RAM_END - 4 MiB), where
+    SeaBIOS and QEMU write data before the kernel starts (~108 KiB 16 MiB
+    below the top here, see guest-kernel-patches/memmap.md "Finding"); the
+    kernel cannot know of firmware writes, the ABI makes leaving them out the
+    producer's job, and the boot data this case is about lies outside that
+    window."""
+    end = mem_mib * MIB
+    lo, hi = end - 64 * MIB, end - 4 * MIB
+    return f"{MIB}:{lo - MIB},{hi}:{end - hi}"
+
+
+def cover(k: Kernel, r: Report) -> None:
+    # The case's point needs the initrd inside the hint's top range.
+    if k.initrd.stat().st_size >= 3 * MIB:
+        r.fail("the initrd is over 3 MiB, so it may not lie in the hint's top 4 MiB")
+    img, blob = k.hinted("cover", cover_ranges(k.mem_mib))
+    lines = boot_case(k, r, "skip", "", img, gk.loader_args(blob))
+    expect_line(r, lines, r"zerostart: hint from setup_data: 2 ranges")
+
+
+def bad_hint(flag: str, error: str):
+    def case(k: Kernel, r: Report) -> None:
+        img, blob = k.hinted(r.name, gk.honest_hint_ranges(k.mem_mib), flag)
+        lines = boot_case(k, r, "noskip", "", img, gk.loader_args(blob))
+        expect_line(r, lines, f"zerostart: ignoring pre-zeroed hint from setup_data: {error}")
+    return case
+
+
+def off(k: Kernel, r: Report) -> None:
+    img, blob = k.good()
+    lines = boot_case(k, r, "noskip", "prezero=off", img, gk.loader_args(blob))
+    expect_line(r, lines, "zerostart: prezero=off: ignoring the pre-zeroed hint")
+
+
+def nohint(k: Kernel, r: Report) -> None:
+    boot_case(k, r, "noskip", "", k.image)
+
+
+def memblock(k: Kernel, r: Report) -> None:
+    """Allocations from memblock after the pristine snapshot (the memblock
+    false zero): memblock.reserved one entry short of full when
+    memblock_free_all() starts, and memblock's allocation limit lowered into
+    hinted memory, so that memmap_init_reserved_pages() doubles the array
+    into memory the hint covers (memblock=debug prints the doubling). The
+    array is freed with memblock_free_late() at memblock_discard(); the scan
+    right after, and the one at late_initcall, must find no page marked
+    pristine that is not zero. Before the fix (snapshot at the start of
+    memblock_free_all(), KEEP on every early free) the first scan reported
+    the array's pages."""
+    img, blob = k.good()
+    lines = boot_case(k, r, "skip", "prezero.test_fill_reserved=1 memblock=debug", img, gk.loader_args(blob))
+    expect_line(r, lines, r"zerostart: test: memblock.reserved filled to [0-9]+ of [0-9]+ entries")
+    d = grep(lines, r"memblock: reserved is doubled to [0-9]+ at")
+    if d:
+        r.ok(PRINTK_TS.sub("", d[0]))
+    else:
+        r.fail("memblock.reserved was not doubled: the case did not exercise the path")
+
+
+HIB_ARGS = "hugepages=0 prezero.verify=1 init_on_alloc=1 nokaslr zsprobe=0,1200"
+HIB_SAVED = re.compile(r"PM: hibernation: hibernation exit|PM: Image saving done|PM: hibernation: Image saving done|"
+                       r"Image saving done")
+
+
+def hibernate_case(extra: str, expect: str):
+    """Hibernation (series file "forget every pristine mark before
+    hibernation"): a hibernation image restores the pristine bitmap but not
+    the free pages, which the kernel that loaded the image has written
+    meanwhile. Boot 1 (the honest hint, verify mode) puts swap on a virtio
+    disk and hibernates to it; boot 2, with resume=, loads the image, and
+    boot 1's /init continues: it first-touches 1200 MiB of anonymous memory.
+    With the fix every mark was dropped before the image was made: no clear
+    is skipped after the resume, and nothing is found dirty (EXPECT clean).
+    hibernatectl keeps the marks (prezero.test_hibernate_keep, test builds
+    only): verify mode must then catch pages the loading kernel wrote, or the
+    case cannot fail (EXPECT caught)."""
+    def case(k: Kernel, r: Report) -> None:
+        name = r.name
+        swap = k.work / f"{name}.swap"
+        swap.unlink(missing_ok=True)
+        with open(swap, "wb") as f:
+            f.truncate(1 << 30)
+        img, blob = k.good()
+        qargs = [*gk.loader_args(blob), "-drive", f"file={swap},if=virtio,format=raw"]
+        args = f"{HIB_ARGS} {extra}".strip()
+        b1, l1 = k.boot(f"boot-{name}", f"{args} zshib=1", img, qargs)
+        if b1.problem():
+            r.fail("the hibernating boot timed out")
+            return
+        before = kv(l1, "ZSHIB", "pristine_pages")
+        if not any(HIB_SAVED.search(ln) for ln in l1):
+            r.fail(f"no hibernation image was written: {';'.join(grep(l1, 'ZSHIB FAIL|PM: ')[-3:])};")
+            return
+        b2, l2 = k.boot(f"boot-{name}-resume", f"{args} zshib=2 resume=/dev/vda", img, qargs)
+        if b2.problem():
+            r.fail("the resuming boot timed out")
+            return
+        if not grep(l2, "^ZSHIB resumed") or not grep(l2, "^ZSDONE"):
+            r.fail(f"the image was not resumed to the end: {';'.join(grep(l2, 'ZSHIB|PM: ')[-3:])};")
+            return
+        rs, f = kv(l2, "ZSHIB", "pages_skipped"), kv(l2, "ZSDEBUGFS", "verify_failures")
+        d, n = kv(l2, "ZSPROBE", "anon_dirty_pages"), kv(l2, "ZSDEBUGFS", "pages_skipped")
+        after = kv(l2, "ZSHIB", "pristine_pages")
+        w = len(grep(l2, WARN))
+        if expect == "clean":
+            if (grep(l1, r"zerostart: hibernation: dropped all [0-9]+ pristine marks") and int_or(before, 0) > 0
+                    and after == "0" and (n or "x") == (rs or "y") and f == "0" and d == "0" and w == 0):
+                r.ok(f"{before} pristine marks dropped before the image was made; after the resume 0 marks, no clear "
+                     "skipped, 1200 MiB touched, 0 verify failures")
+            else:
+                r.fail(f"marks before={before or 'missing'} after={after or ''} skipped resumed={rs or '?'} "
+                       f"final={n or '?'} verify_failures={f or '?'} anon_dirty_pages={d or '?'} warnings={w}")
+        elif int_or(f, 0) > 0:
+            r.ok(f"marks kept across the hibernation: verify caught {f} pages the loading kernel had written")
+        else:
+            r.fail(f"marks kept across the hibernation but verify_failures={f or 'missing'}: the hibernate case "
+                   "could not fail")
+    return case
+
+
+def hugedirty(k: Kernel, r: Report) -> None:
+    """A hugetlb pool folio that was used and freed must be cleared when it
+    is faulted again, hint or not: the probe populates the whole 256 MiB pool
+    (fresh folios the allocator cleared or found pristine: their clear is
+    elided, 65536 pages), fills it with a pattern, unmaps it, and populates
+    it again, which must clear every folio (free_huge_folio() drops
+    HPG_zeroed) and read back zero. Verify mode off (scan only), so only the
+    kernel's own logic stands between the pattern and user space."""
+    img, blob = k.good()
+    lines = boot_case(k, r, "any", "prezero.verify=scan zsprobe=256,0,dirty", img, gk.loader_args(blob))
+    e = kv(lines, "ZSDEBUGFS", "pages_elided")
+    if e == "65536":
+        r.ok("only the first populate of the pool was elided (65536 pages); the dirtied folios were cleared on "
+             "the second")
+    else:
+        r.fail(f"pages_elided={e or 'missing'}, want 65536: a freed, dirtied pool folio was faulted without its "
+               "clear")
+
+
+def scanctl(k: Kernel, r: Report) -> None:
+    """Negative control of the checks above: the kernel writes one byte into
+    16 pages right after marking them pristine
+    (prezero.test_dirty_pristine); verify mode and the scans must report all
+    16 (verify_failures=16, each with its pfn), the scans at least one."""
+    img, blob = k.good()
+    b, lines = k.boot("boot-scanctl", f"{COMMON} prezero.test_dirty_pristine=16", img, gk.loader_args(blob))
+    if b.problem():
+        r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
+        return
+    f, s = kv(lines, "ZSDEBUGFS", "verify_failures"), kv(lines, "ZSDEBUGFS", "scan_failures")
+    w = len(grep(lines, "zerostart: test: wrote into 16 pages marked pristine"))
+    if w == 1 and f == "16" and int_or(s, 0) >= 1:
+        r.ok(f"16 planted pages, verify_failures=16 ({s} found by the scans)")
+    else:
+        r.fail(f"planted={w} verify_failures={f or 'missing'} scan_failures={s or 'missing'}: the checks do not "
+               "see planted bytes")
+
+
+def batch_counters(r: Report, lines: list[str]) -> None:
+    """fault_batches > 0 and the batch size in effect."""
+    b, m = kv(lines, "ZSDEBUGFS", "fault_batches"), kv(lines, "ZSDEBUGFS", "fault_batch_misses")
+    kib = kv(lines, "ZSDEBUGFS", "fault_batch_kib")
+    if int_or(b, 0) > 0:
+        r.ok(f"{b} pristine {kib or '?'} KiB folios mapped by one fault each, {m or '?'} batches not pristine, "
+             f"{kv(lines, 'ZSDEBUGFS', 'fault_batch_pauses') or ''} pauses")
+    else:
+        r.fail(f"expected fault_batches > 0, got {b or 'missing'} (fault_batch_kib={kib or 'missing'})")
+
+
+def batch(k: Kernel, r: Report) -> None:
+    """Fault batching (patch "map pristine memory in batches"): with THP and
+    every mTHP size off, first-touch 256 MiB of anonymous memory without
+    MADV_NOHUGEPAGE: faults must map pristine 64 KiB folios (fault_batches >
+    0), every byte verified zero by the kernel and read back zero by the
+    probe; then touch 1 byte per 64 KiB of another 256 MiB and report the
+    RSS it costs."""
+    img, blob = k.good()
+    lines = boot_case(k, r, "skip", "transparent_hugepage=never zsprobe=0,256,thp,sparse,refuse", img,
+                      gk.loader_args(blob))
+    batch_counters(r, lines)
+    # VMAs that forbid large folios must not be batched: 64 MiB touched with
+    # MADV_NOHUGEPAGE, and after prctl(PR_SET_THP_DISABLE), against 64 MiB
+    # touched plainly (1024 batches); a few batches from other processes at
+    # the same time are tolerated.
+    pl, ma, pr = (kv(lines, "ZSPROBE", f"refuse_{x}_batches") for x in ("plain", "madv", "prctl"))
+    if int_or(pl, 0) >= 512 and 0 <= int_or(ma, 999) < 16 and 0 <= int_or(pr, 999) < 16:
+        r.ok(f"64 MiB touched: {pl} batches plain, {ma} with MADV_NOHUGEPAGE, {pr} after PR_SET_THP_DISABLE")
+    else:
+        r.fail(f"refusal: plain={pl or 'missing'} (want >= 512) madvise={ma or 'missing'} prctl={pr or 'missing'} "
+               "(want < 16)")
+    r.note(f"sparse touch (1 byte per 64 KiB): {kv(lines, 'ZSPROBE', 'sparse_touched_kib') or '?'} KiB touched, "
+           f"RSS grew {kv(lines, 'ZSPROBE', 'sparse_rss_kib') or '?'} KiB")
+
+
+def secret_check(r: Report, lines: list[str]) -> None:
+    """The probe's leak mode saw no page of the secret in freshly touched
+    memory, and, as its negative control, the secret planted into 16 of
+    those pages afterwards is seen by the same scan."""
+    v = kv(lines, "ZSPROBE", "leak_secret_pages")
+    if v == "0":
+        r.ok("no page of the secret was seen in freshly touched memory")
+    else:
+        r.fail(f"leak_secret_pages={v or 'missing'}")
+    planted_check(r, lines, "ZSPROBE", "leak")
+
+
+def leak(k: Kernel, r: Report) -> None:
+    """Try to make batching leak: a child writes a secret into 256 MiB of
+    anonymous memory and exits, the probe writes it into 256 MiB more and
+    unmaps it, then first-touches 256 MiB in a batch-eligible area: the
+    freed pages come back, are not pristine, and must be cleared. Verify
+    mode is off (prezero.verify=scan: only the boot-time scans of the marks,
+    which run before the probe) so that only the kernel's own logic stands
+    between the secret and user space."""
+    img, blob = k.good()
+    lines = boot_case(k, r, "any", "transparent_hugepage=never prezero.verify=scan zsprobe=0,256,thp,leak", img,
+                      gk.loader_args(blob))
+    batch_counters(r, lines)
+    # The freed pages must really have come back through the batch path.
+    m = kv(lines, "ZSDEBUGFS", "fault_batch_misses")
+    if int_or(m, 0) > 0:
+        r.ok(f"{m} batch folios were recycled memory (not pristine) and were cleared")
+    else:
+        r.fail(f"fault_batch_misses={m or 'missing'}: the test did not exercise a non-pristine batch")
+    secret_check(r, lines)
+
+
+def compact(k: Kernel, r: Report) -> None:
+    """The same with compaction between the free and the first touch: it
+    migrates pages into pristine free memory and releases the free pages it
+    isolated (mark_allocated() then __free_pages()); the secret must not
+    come back either way."""
+    img, blob = k.good()
+    lines = boot_case(k, r, "any", "transparent_hugepage=never prezero.verify=scan zsprobe=0,256,thp,leak,compact",
+                      img, gk.loader_args(blob))
+    c = kv(lines, "ZSPROBE", "compact_isolated")
+    if int_or(c, 0) > 0:
+        r.ok(f"compaction isolated {c} pages ({kv(lines, 'ZSPROBE', 'compact_migrated') or ''} migrated) between "
+             "the free and the first touch")
+    else:
+        r.fail(f"compact_isolated={c or 'missing'} ({kv(lines, 'ZSPROBE', 'compact_error') or ''}): compaction did "
+               "nothing, the case cannot fail")
+    secret_check(r, lines)
+
+
+def pool(k: Kernel, r: Report) -> None:
+    """The boot-time hugetlb pool must come from pristine memory (patch "mm:
+    release pristine memory to the page allocator first"): 4 GiB, the honest
+    hint, a pool of 1024 2 MiB pages (half of RAM) and init_on_alloc=0, so
+    that the pool's allocations (__GFP_ZERO while pristine memory exists)
+    are about the only clears that can be skipped at boot. Counted when
+    /init starts, before the probe skips more: without the patch the pool
+    took 13 blocks of memory the boot had written (the decompressor's
+    footprint) and the count was ~6 300 short of the pool's 524 288 pages.
+    With it, other skips at boot add ~500 pages, and a page freed during
+    boot can merge into a free block that is handed out early (frees go to
+    the head of the free lists, as they should): allow 4 such blocks (2048
+    pages)."""
+    img, blob = k.hinted("pool", gk.honest_hint_ranges(4096))
+    lines = boot_case(k, r, "skip", "", img, gk.loader_args(blob), mem=4096,
+                      common=f"hugepages=1024 prezero.verify=2 init_on_alloc=0 {PROBE}")
+    s = kv(lines, "ZSBOOT", "pages_skipped")
+    least = 1024 * 512 - 4 * 512
+    if int_or(s, 0) >= least:
+        r.ok(f"the boot-time pool of 1024 2 MiB pages came from pristine memory ({s} clears skipped at boot, "
+             f">= {least})")
+    else:
+        r.fail(f"{s or 'no'} clears skipped at boot, < {least}: the boot-time pool took memory the boot had written")
+
+
+def nt(k: Kernel, r: Report) -> None:
+    """NT clearing of huge pages (patch "x86/mm: clear huge and gigantic
+    pages with non-temporal stores"): prezero=off and init_on_alloc=0, so
+    faults really clear; NT stores forced for 2 MiB pages too (the threshold
+    is the LLC size). The probe fills the hugetlb pool with a pattern, unmaps
+    it, populates it again and checks every byte is zero: 256 MiB of 2 MiB
+    pages with 64 KiB chunks and whole-folio chunks, and one 1 GiB page."""
+    # 4 GiB: a 1 GiB-aligned free gigantic page (RAM above 4 GiB).
+    lines = boot_case(k, r, "noskip", "prezero=off init_on_alloc=0 hugepagesz=1G hugepages=1 zsntdirty=1 "
+                      "zsnt=256,2m,1,64,0 zsnt=1024,1g,1,2048", k.image, mem=4096)
+    zsnt = grep(lines, "^ZSNT ")
+    n = len(grep(zsnt, r"^ZSNT .*hugetlb_dirty_pages=0 "))
+    # Negative control: each populate's count then saw the 16 bytes planted
+    # into the pages it had just read back zero.
+    c = len(grep(zsnt, r"^ZSNT .*hugetlb_planted_found=16([^0-9]|$)"))
+    pages = kv(lines, "ZSNTSTAT", "pages")
+    want_pages = (256 * 2 + 1024) * 256
+    if c != 3:
+        r.fail(f"negative control: {c} of 3 populates counted all 16 planted bytes: {';'.join(zsnt)};")
+    if n == 3 and int_or(pages, 0) >= want_pages:
+        r.ok(f"3 populates of dirtied pool pages (2 MiB x2 chunk sizes, 1 GiB) read back zero, and each count saw 16 "
+             f"planted bytes; {pages} pages cleared with NT stores")
+    else:
+        r.fail(f"{n} of 3 populates clean, NT pages {pages or 'missing'} (want >= {want_pages}): {';'.join(zsnt)};")
+
+
+def efi(k: Kernel, r: Report) -> None:
+    """Firmware boot: zerostart's OVMF reads the hint from fw_cfg, claims its
+    ranges as EfiLoaderData and publishes them in the EFI configuration
+    table; the kernel boots through its EFI stub and must take the hint from
+    that table (same pass criteria as "good", with prezero.verify=2)."""
+    if k.firmware is None or not k.firmware.is_file():
+        r.fail(f"no OVMF.fd at {k.firmware}: build it with `make firmware` (make test-kernel does) or pass "
+               "--firmware PATH")
+        return
+    # All RAM from 1 MiB: QEMU writes nothing to guest RAM on a firmware boot
+    # (the kernel and initrd come through fw_cfg), and the firmware publishes
+    # only what it claimed, free, at the end of PEI.
+    hint = k.work / "efi.hint"
+    p = subprocess.run([sys.executable, str(gk.KTEST / "mkhint.py"), "--ranges",
+                        f"{MIB}:{k.mem_mib * MIB - MIB}", "--out-hint", str(hint)])
+    if p.returncode != 0:
+        r.fail("cannot build the fw_cfg hint")
+        return
+    lines = boot_case(k, r, "skip", "", k.image, [
+        "-machine", "q35", "-bios", str(k.firmware), "-fw_cfg", f"name=opt/org.zerostart/prezeroed,file={hint}",
+        "-debugcon", f"file:{k.work / 'boot-efi.fw.log'}", "-global", "isa-debugcon.iobase=0x402"])
+    expect_line(r, lines, "zerostart: hint from EFI table: 1 ranges")
+
+
+def table(k: Kernel) -> list[Case]:
+    def c(name, fn):
+        return Case(name, Do(name, lambda r: fn(k, r)))
+    return [
+        c("qemu-exit", qemu_exit),
+        c("vectors", vectors),
+        c("kunit", kunit),
+        c("good", good),
+        c("cover", cover),
+        c("corrupt", bad_hint("--corrupt", "BadChecksum")),
+        c("scrub", bad_hint("--scrub", "ScrubRequest")),
+        c("off", off),
+        c("nohint", nohint),
+        c("memblock", memblock),
+        c("hibernate", hibernate_case("", "clean")),
+        c("hibernatectl", hibernate_case("prezero.test_hibernate_keep=1", "caught")),
+        c("hugedirty", hugedirty),
+        c("scanctl", scanctl),
+        c("batch", batch),
+        c("leak", leak),
+        c("compact", compact),
+        c("pool", pool),
+        c("nt", nt),
+        c("efi", efi),
+    ]
+
+
+# ---------------------------------------------------------------- memmap
+# Boot tests for series file 0006, "mm: skip clearing pristine struct pages
+# in deferred init" (guest-kernel-patches/memmap.md):
+#   honest   4 GiB guest, the hint a VMM sends (measure.sh's): memblock puts
+#            the memmap above 4 GiB, in hinted memory; struct pages must skip
+#            their clear, every one verified zero (prezero.verify=1), no
+#            WARNING, and the probe must find user memory zero;
+#   planted  same hint, but 256 KiB of 0xa5 planted (QEMU -device loader)
+#            inside the memmap's backing that the honest boot reported (struct
+#            pages of ZONE_NORMAL, initialised by deferred init): the hint
+#            lies there. Verify must catch it (WARNING naming a pfn, "N not
+#            zero" with N > 0), clear those struct pages, and boot on;
+#   off      prezero.memmap=off: nothing skipped;
+#   nohint   no hint: nothing marked.
+# nokaslr keeps the memmap at the same place in every boot.
+MEMMAP_MIB = 4096
+MEMMAP_APPEND = "nokaslr prezero.verify=2 init_on_alloc=1 hugepages=256 zsprobe=256,64"
+
+
+def memmap_boot(k: Kernel, r: Report, image: Path, extra: str, qargs: list[str] = ()) -> list[str] | None:
+    """Boots, checks the common part; None when the boot did not finish."""
+    b, lines = k.boot(f"memmap-{r.name}", f"{MEMMAP_APPEND} {extra}", image, qargs, mem=MEMMAP_MIB,
+                      timeout=k.memmap_timeout)
+    if b.problem():
+        r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
+        return None
+    if not grep(lines, "^ZSDONE"):
+        r.fail(f"init did not finish: {b.log}")
+        return None
+    for key in ("hugetlb_dirty_pages", "anon_dirty_pages"):
+        v = kv(lines, "ZSPROBE", key)
+        if v != "0":
+            r.fail(f"{key}={v or 'missing'} (memory handed to user space was not zero)")
+    v = kv(lines, "ZSDEBUGFS", "verify_failures")
+    if v != "0":
+        r.fail(f"page verify_failures={v or 'missing'}")
+    # prezero.verify=2: pages still marked pristine were scanned too.
+    n = len(grep(lines, "marked pristine but is not zero"))
+    if n:
+        r.fail(f"{n} page(s) marked pristine but not zero (scan)")
+    return lines
+
+
+def no_warning(r: Report, lines: list[str]) -> None:
+    w = grep(lines, WARN)
+    if w:
+        r.fail(f"kernel warning: {' '.join(w[:2])} ")
+
+
+def first_int(lines: list[str], pattern: str) -> int | None:
+    """The number that starts the first match of PATTERN."""
+    for ln in lines:
+        if m := re.search(pattern, ln):
+            return int(re.match(r"\D*(\d+)", m[0])[1])
+    return None
+
+
+def memmap_hinted(k: Kernel) -> tuple[Path, Path]:
+    return k.hinted("memmap-hinted", gk.honest_hint_ranges(MEMMAP_MIB))
+
+
+def honest(k: Kernel, r: Report) -> None:
+    if k.memmap_range is not None:
+        return  # ran already (planted needs it first)
+    k.memmap_range = []
+    img, blob = memmap_hinted(k)
+    lines = memmap_boot(k, r, img, "", gk.loader_args(blob))
+    if lines is None:
+        return
+    no_warning(r, lines)
+    within = re.compile(r"on pristine memory within \[mem (0x[0-9a-f]+)-(0x[0-9a-f]+)\]")
+    rng = [int(x, 16) for ln in lines for m in within.finditer(ln) for x in m.groups()]
+    k.memmap_range = rng
+    s = first_int(lines, r"memmap: [0-9]+ struct pages initialised without clearing")
+    z = first_int(lines, r"[0-9]+ not zero")
+    shown = " ".join(f"{x:#x}" for x in rng)
+    if rng and (s or 0) > 0 and z == 0:
+        r.ok(f"{s} struct pages initialised without clearing, all verified zero (memmap on pristine [{shown} ])")
+    else:
+        r.fail(f"expected skipped struct-page clears, 0 not zero; got range='{shown}' skipped="
+               f"{'missing' if s is None else s} notzero={'missing' if z is None else z}")
+
+
+def planted(k: Kernel, r: Report) -> None:
+    honest(k, r.under("honest"))
+    if not k.memmap_range:
+        r.fail("needs the memmap range from the honest boot")
+        return
+    _lo, hi = k.memmap_range[:2]
+    # 256 KiB of 0xa5, 8 MiB below the end of the memmap's backing: 4096
+    # struct pages of ZONE_NORMAL (memmap sections are laid out in pfn
+    # order), which deferred struct-page init initialises.
+    at = (hi - 8 * MIB) & ~0xFFF
+    pattern = k.work / "pattern.bin"
+    pattern.write_bytes(b"\xa5" * (256 << 10))
+    img, blob = memmap_hinted(k)
+    lines = memmap_boot(k, r, img, "", [*gk.loader_args(blob), "-device",
+                                        f"loader,file={pattern},addr={at},force-raw=on"])
+    if lines is None:
+        return
+    z = first_int(lines, r"[0-9]+ not zero")
+    if 0 < (z or 0) <= 4096 and grep(
+            lines, r"zerostart: struct page of pfn 0x[0-9a-f]+ was treated as pristine but is not zero"):
+        r.ok(f"verify caught {z} struct pages on planted non-zero memory at {at:#x}, warned, cleared them, booted on")
+    else:
+        r.fail(f"expected verify to catch 1..4096 struct pages at {at:#x}, got notzero={'missing' if z is None else z}")
+
+
+def memmap_off(k: Kernel, r: Report) -> None:
+    img, blob = memmap_hinted(k)
+    lines = memmap_boot(k, r, img, "prezero.memmap=off", gk.loader_args(blob))
+    if lines is None:
+        return
+    no_warning(r, lines)
+    if (grep(lines, "zerostart: memmap: prezero.memmap=off: clearing every struct page")
+            and not grep(lines, "struct pages initialised without clearing")):
+        r.ok("prezero.memmap=off clears every struct page")
+    else:
+        r.fail("expected the prezero.memmap=off line and no skipped struct page")
+
+
+def memmap_nohint(k: Kernel, r: Report) -> None:
+    lines = memmap_boot(k, r, k.image, "")
+    if lines is None:
+        return
+    no_warning(r, lines)
+    if grep(lines, "on pristine memory"):
+        r.fail("struct pages marked pristine without a hint")
+    else:
+        r.ok("no struct page marked pristine")
+
+
+def memmap_table(k: Kernel) -> list[Case]:
+    def c(name, fn):
+        return Case(name, Do(name, lambda r: fn(k, r)))
+    return [c("honest", honest), c("planted", planted), c("off", memmap_off), c("nohint", memmap_nohint)]

@@ -1,0 +1,297 @@
+"""`make test-microvm`: the real cloud VM boots to its app three ways, same rootfs, same L2.
+
+The guest is guest-rootfs/ (Debian trixie, systemd, networkd on DHCP, the
+workload zsapp: write-faults 75 % of MemAvailable, checks it, writes and
+reads back a file on its disk, prints the patched kernel's counters, powers
+off). In one boot of the nested test host (real kvm-amd in L2, docs/e2e.md),
+each scenario gets its own copy-on-write view of the image (L2's /dev/vdX),
+a tap on L2's bridge (DHCP and the ping target are L2 itself) and a vsock
+CID:
+
+  zerostart  (a) zerostart's VMM on pool memory, virtio-mmio disk/NIC/vsock
+             (--disk/--net/--vsock), the patched kernel, prezero.verify=1;
+  launch     (b) QEMU 10 through `zerostart launch` on pool memory, the hint
+             over fw_cfg via OVMF, QEMU's virtio-pci devices, the patched
+             kernel, prezero.verify=1;
+  stock      (c) QEMU 10 as operators run it: hugetlbfs prealloc=on, OVMF,
+             Debian's stock cloud kernel and initrd from the image.
+
+Phases, ms from the VMM's (or launcher's) start, as L2 sees the guest's
+console lines: memory_ready (the VMM's timeline; stock: QEMU -S up to its
+monitor with RAM preallocated, measured right before), userspace_started,
+network_up (the guest pinged L2 over the bridge), multi_user_reached,
+app_ready. Writes target/microvm/report.json:
+  scenarios: [{name, vmm, kernel, passed, disk_ok, net_ok, hint_seen,
+               kernel_verify_failures, nonzero_bytes, phases_ms: {...}, ...}]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import launch
+import run as e2e
+from zstest import l2image as build
+
+REPO = build.REPO
+OUT = REPO / "target" / "microvm"
+MIB = 1 << 20
+PHASES = ("userspace_started", "network_up", "multi_user_reached", "app_ready")
+KINDS = ("zerostart", "launch", "stock")
+LABEL = {"zerostart": "(a) zerostart VMM + pool + patched kernel",
+         "launch": "(b) QEMU via zerostart launch + patched kernel",
+         "stock": "(c) stock QEMU prealloc + Debian stock kernel"}
+PHASE_RE = re.compile(r"zsphase: (\w+) uptime_ms=(\d+)")
+APP_RE = re.compile(r"zsapp: (PASS|FAIL) (.*)")
+DISK_RE = re.compile(r"zsapp: disk (ok|FAIL) (.*)")
+KCOUNT_RE = re.compile(r"zsapp: kernel (.*)")
+# A vsock CID per scenario; 0-2 are reserved (hypervisor, local, host).
+FIRST_CID = 3
+ROOTFS_L2 = "/zs/rootfs"
+
+
+@dataclass
+class MicroScenario(launch.LaunchScenario):
+    kind: str = "zerostart"
+    tap: str = ""
+    vmm_args: str = ""
+
+    def line(self) -> str:
+        return "|".join([self.name, self.kind, str(self.mem_mib), self.kernel, str(self.timeout_s), self.tap,
+                         self.vmm_args, self.guest_args])
+
+
+def qemu_devices(disk: str, tap: str, mac: str, cid: int) -> str:
+    """QEMU's arguments for the VM's disk, NIC (vhost-net) and vsock (vhost-vsock)."""
+    return (f"-drive file={disk},if=virtio,format=raw,cache=none "
+            f"-netdev tap,id=n0,ifname={tap},script=no,downscript=no,vhost=on "
+            # romfile=: no iPXE option ROM (the pinned QEMU bundle has none; the kernel is booted directly).
+            f"-device virtio-net-pci,netdev=n0,mac={mac},romfile= -device vhost-vsock-pci,guest-cid={cid}")
+
+
+def scenarios(mem_mib: int, timeout_s: int) -> list[MicroScenario]:
+    """One per way, in KINDS order; scenario i boots from L2's i-th disk (/dev/vda, vdb, ...)."""
+    out = []
+    extra = os.environ.get("ZSE2E_GUEST_APPEND", "")
+    for i, kind in enumerate(KINDS):
+        disk, tap, mac, cid = f"/dev/vd{chr(ord('a') + i)}", f"zstap{i}", f"52:54:00:77:00:{i + 1:02x}", FIRST_CID + i
+        # quiet: systemd's status lines cost an I/O exit per byte on the serial console of a nested guest.
+        gx = f"root=/dev/vda rw quiet zsapp.poweroff=1 {extra}".strip()
+        if kind == "zerostart":
+            kernel = "/zs/kernels/patched"
+            args = f"--disk path={disk} --net tap={tap},mac={mac} --vsock cid={cid}"
+            gx = f"prezero.verify=1 {gx}"
+        elif kind == "launch":
+            kernel = "/zs/kernels/patched"
+            args = qemu_devices(disk, tap, mac, cid)
+            gx = f"prezero.verify=1 {gx}"
+        else:
+            kernel = f"{ROOTFS_L2}/vmlinuz"
+            args = f"-initrd {ROOTFS_L2}/initrd.img " + qemu_devices(disk, tap, mac, cid)
+        out.append(MicroScenario(f"microvm-{kind}", mem_mib, source="prealloc" if kind == "stock" else "pool",
+                                 kernel=kernel, kind=kind, tap=tap, vmm_args=args, guest_args=gx,
+                                 timeout_s=timeout_s, note=LABEL[kind]))
+    return out
+
+
+def _first(r: launch.LaunchResult, rx: re.Pattern) -> tuple[int, re.Match] | None:
+    for t, ln in r.l3:
+        m = rx.search(ln)
+        if m:
+            return t, m
+    return None
+
+
+def phases(r: launch.LaunchResult) -> tuple[dict, dict]:
+    """(ms from the VMM's start as L2 saw each phase line, the guest's own uptime_ms at each)."""
+    seen, guest = {}, {}
+    for t, ln in r.l3:
+        m = PHASE_RE.search(ln)
+        if m and m.group(1) in PHASES and m.group(1) not in seen and r.t0_ms is not None:
+            seen[m.group(1)] = t - r.t0_ms
+            guest[m.group(1)] = int(m.group(2))
+    return seen, guest
+
+
+def kernel_counters(r: launch.LaunchResult) -> dict:
+    f = _first(r, KCOUNT_RE)
+    if not f:
+        return {}
+    return {k: int(v) for k, v in (x.split("=", 1) for x in f[1].group(1).split() if "=" in x)}
+
+
+def vsock_phases(r: launch.LaunchResult) -> list[dict]:
+    """The guest's phases the VMM (or launcher) received over vsock, from its timeline (the entries
+    of its phase list named after a guest phase)."""
+    tl = r.timeline or {}
+    entries = [p for k in ("guest_phases", "phases") for p in tl.get(k, []) if isinstance(p, dict)]
+    return [p for p in entries if p.get("name") in PHASES]
+
+
+def judge(r: launch.LaunchResult) -> None:
+    sc, f = r.sc, r.failures
+    if r.rc is None:
+        f.append("no ZSL-END line (scenario did not finish)")
+    elif r.rc != 0:
+        f.append(f"the VMM exited {r.rc} (a clean power-off exits 0)")
+    crash = next((ln for _, ln in r.l3 if e2e.L3_KERNEL_BUG_RE.search(ln)), None)
+    if crash:
+        f.append(f"guest kernel crashed: {crash.strip()[:160]}")
+    seen, _ = phases(r)
+    missing = [p for p in PHASES if p not in seen]
+    if missing:
+        f.append(f"phases never reported: {', '.join(missing)}")
+    app = _first(r, APP_RE)
+    if not app:
+        f.append("no zsapp verdict")
+    elif app[1].group(1) != "PASS":
+        f.append(f"zsapp FAIL {app[1].group(2)}")
+    disk = _first(r, DISK_RE)
+    if not disk or disk[1].group(1) != "ok":
+        f.append(f"disk check: {disk[1].group(0) if disk else 'no result'}")
+    if not any("reboot: Power down" in ln for _, ln in r.l3):
+        f.append("the guest did not power off (no 'reboot: Power down')")
+    k = kernel_counters(r)
+    if sc.kind == "stock":
+        if k.get("pages_skipped", -1) > 0:
+            f.append("the stock kernel reports skipped clears")
+    else:
+        if k.get("pages_skipped", -1) <= 0:
+            f.append(f"the patched kernel skipped no clears (hint not used): {k}")
+        if k.get("verify_failures", -1) != 0:
+            f.append(f"prezero.verify found skipped clears non-zero: {k}")
+        if k.get("bytes_verified", -1) <= 0:
+            f.append(f"prezero.verify=1 but the kernel verified no bytes: {k}")
+        got = {p.get("name") for p in vsock_phases(r)}
+        if not set(PHASES) <= got:
+            f.append(f"phases over vsock: got {sorted(got)}, want all of {list(PHASES)}")
+    if (r.timeline or {}).get("phases") is None:
+        f.append("no memory_ready measurement")
+
+
+def row(r: launch.LaunchResult) -> dict:
+    seen, guest = phases(r)
+    k = kernel_counters(r)
+    app = _first(r, APP_RE)
+    disk = _first(r, DISK_RE)
+    kv = {}
+    if app:
+        kv = {a: b for a, b in (x.split("=", 1) for x in app[1].group(2).split() if "=" in x)}
+    tl = {p["name"]: p["t_ms"] for p in (r.timeline or {}).get("phases", []) if "t_ms" in p}
+    nonzero = -1
+    if kv:
+        nonzero = int(kv.get("bad_pages", -1)) + int(kv.get("nonzero_fresh_pages", -1))
+    return {
+        "name": r.sc.name,
+        "vmm": "zerostart" if r.sc.kind == "zerostart" else "qemu",
+        "config": r.sc.kind,
+        "kernel": "stock" if r.sc.kind == "stock" else "patched",
+        "memory_bytes": r.sc.mem_mib * MIB,
+        "passed": not r.failures,
+        "disk_ok": bool(disk and disk[1].group(1) == "ok"),
+        "net_ok": "network_up" in seen,
+        "hint_seen": k.get("pages_skipped", -1) > 0 or k.get("pristine_pages", -1) > 0,
+        "kernel_verify_failures": k.get("verify_failures", -1),
+        "nonzero_bytes": nonzero,
+        "phases_ms": {"memory_ready": tl.get("memory_ready"), **{p: seen.get(p) for p in PHASES}},
+        # The phases as a timeline, the shape the SLO runner reads from nested reports (tests/slo/microvm.toml).
+        "timeline": [{"name": n, "t_ms": t} for n, t in
+                     [("process_start", 0), ("memory_ready", tl.get("memory_ready")),
+                      *((p, seen.get(p)) for p in PHASES), ("exit", r.wall_ms)] if t is not None],
+        # additions
+        "guest_uptime_ms": guest,
+        "vsock_phases": vsock_phases(r),
+        "kernel_counters": k,
+        "zsapp": kv,
+        "vmm_args": r.sc.vmm_args,
+        "guest_args": r.sc.guest_args,
+        "vmm_rc": r.rc,
+        "wall_ms_in_l2": r.wall_ms,
+        "failures": r.failures,
+        "note": r.sc.note,
+    }
+
+
+def table(rows: list[dict]) -> str:
+    head = ("phase (ms from VMM start)", *(LABEL[k] for k in KINDS))
+    by = {r["config"]: r for r in rows}
+    lines = [head]
+    for ph in ("memory_ready", *PHASES):
+        lines.append((ph, *(e2e.fmt_ms((by.get(k) or {}).get("phases_ms", {}).get(ph)) for k in KINDS)))
+    lines.append(("disk / net / hint", *(f"{'ok' if by[k]['disk_ok'] else 'FAIL'} / {'ok' if by[k]['net_ok'] else 'FAIL'} / "
+                                         f"{'seen' if by[k]['hint_seen'] else '-'}" if k in by else "-" for k in KINDS)))
+    lines.append(("verdict", *(("PASS" if by[k]["passed"] else "FAIL") if k in by else "MISSING" for k in KINDS)))
+    return "\n".join(e2e.text_table(lines))
+
+
+def rootfs_dir() -> Path:
+    r = subprocess.run(["bash", str(REPO / "guest-rootfs" / "build.sh"), "--print"], capture_output=True, text=True)
+    if r.returncode != 0 or not r.stdout.strip():
+        raise build.BuildError("no guest rootfs image; build it with `make rootfs` (guest-rootfs/build.sh)")
+    return Path(r.stdout.strip().splitlines()[-1])
+
+
+def run(a, zs: Path, ovmf: Path, console_log: Path = OUT / "console.log") -> tuple[list[dict], str | None, int]:
+    """Boots L2 once and runs the scenarios (`a.only` selects); returns (report rows, fatal, scenarios asked)."""
+    img = rootfs_dir()
+    mem = int(os.environ.get("ZSMICROVM_MEM_MIB", "2048"))
+    scs = scenarios(mem, int(os.environ.get("ZSMICROVM_TIMEOUT_S", "600")))
+    if getattr(a, "only", None):
+        want = set(a.only.split(","))
+        scs = [s for s in scs if s.name in want]
+    # Each scenario its own copy-on-write view of the image: the cached image is never written.
+    drives = [x for _ in KINDS for x in ("-drive", f"file={img / 'rootfs.ext4'},if=virtio,format=raw,snapshot=on")]
+    files = {f"zs/rootfs/{n}": ((img / n).read_bytes(), 0o644) for n in ("vmlinuz", "initrd.img")}
+    files["zs/l2-pool.sh"] = ((Path(__file__).parent / "l2-pool.sh").read_bytes(), 0o644)
+    print(f"microvm: the Debian rootfs ({img}) to its app, {mem} MiB, three ways in one nested-host boot:", flush=True)
+    for s in scs:
+        print(f"  {s.note}", flush=True)
+    results, fatal = launch.run_scenarios(scs, zs, ovmf, pool_mib=mem, region_mib=mem, echo=a.verbose, smp=a.smp,
+                                          console_log=console_log, extra_files=files,
+                                          script=Path(__file__).parent / "l2-microvm.sh", judge_fn=judge,
+                                          l2_args=drives, l2_extra_mib=768)
+    rows = [row(r) for r in results]
+    for r in rows:
+        r["rootfs"] = str(img)
+    return rows, fatal, len(scs)
+
+
+def ratio_line(rows: list[dict]) -> str:
+    """app_ready of (a) and (b) against (c), the stock way."""
+    by = {r["config"]: r["phases_ms"].get("app_ready") for r in rows if r["passed"]}
+    s = by.get("stock")
+    parts = [f"real VM app_ready: stock {e2e.fmt_ms(s)} ms"]
+    for k in ("launch", "zerostart"):
+        x = by.get(k)
+        parts.append(f"{LABEL[k][4:]} {e2e.fmt_ms(x)} ms" + (f", {s / x:.2f}x" if s and x else ""))
+    return "; ".join(parts)
+
+
+def cmd_microvm(a) -> int:
+    t0 = time.monotonic()
+    zs, ovmf, _ = launch.inputs(a, "test-microvm", need_patched=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows, fatal, asked = run(a, zs, ovmf)
+    path = OUT / "report.json"
+    path.write_text(json.dumps({"scenarios": rows, "fatal": fatal, "firmware": str(ovmf)}, indent=2) + "\n")
+    print("\n" + table(rows) + "\n")
+    print(ratio_line(rows))
+    for r in rows:
+        for fl in r["failures"]:
+            print(f"FAIL: microvm: {r['name']}: {fl}")
+        if r["passed"]:
+            print(f"ok: microvm: {r['name']}")
+    print(f"microvm: report {path}; console log {OUT / 'console.log'}; {time.monotonic() - t0:.0f} s in all")
+    ok = fatal is None and len(rows) == asked and all(r["passed"] for r in rows)
+    if not ok:
+        e2e.CONSOLE_LOG = OUT / "console.log"
+        e2e.fail_loudly(fatal)
+        return 1
+    print("microvm: PASS")
+    return 0

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Unit tests of the real-VM harness's judging and report rows (no QEMU).
+
+Why: `make test-microvm` decides whether a real cloud VM reached its app
+with disk, network and an honest hint; a judge that passed a missing
+phase, a failed disk check, a verify failure or a stock kernel claiming
+skips would make it unable to fail. Synthetic L2 consoles.
+Run: python3 tests/nested-host/test_microvm.py
+"""
+
+import unittest
+
+import launch
+import microvm
+from zstest.fakes import FakeConsole
+
+launch.print = lambda *a, **k: None
+
+TL = ('{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_ms":21.7}'
+      '{extra}]}')
+VSOCK = "".join(f',{{"name":"{p}","t_ms":{9000 + i},"guest_uptime_ms":{8000 + i}}}'
+                for i, p in enumerate(microvm.PHASES))
+KC = "zsapp: kernel pages_skipped={sk} bytes_verified={bv} verify_failures={vf} pristine_pages=100"
+
+
+def console(sc, *, phases=microvm.PHASES, app="PASS", disk="ok", kc=None, power=True, rc=0, tl=None, crash=None):
+    lines = ["ZSL-POOL ready ms=1", f"ZSL-BEGIN name={sc.name} t0_ms=1000"]
+    for i, p in enumerate(phases):
+        lines.append(f"L3| {2000 + 1000 * i} [   {i}.0] zsphase: {p} uptime_ms={1500 + 1000 * i}")
+    if crash:
+        lines.append(f"L3| 6500 {crash}")
+    lines += [f"L3| 7000 zsapp: {app} checked_mib=1400 bad_pages=0 nonzero_fresh_pages=0 planted=16 planted_found=16",
+              f"L3| 7100 zsapp: disk {disk} wrote_mib=16 mismatched_bytes={0 if disk == 'ok' else 5}",
+              f"L3| 7200 {kc or KC.format(sk=300000, bv=1 << 30, vf=0)}"]
+    if power:
+        lines.append("L3| 7500 [   9.9] reboot: Power down")
+    tl = tl if tl is not None else TL.replace("{extra}", VSOCK if sc.kind != "stock" else "")
+    lines += [f"ZSL-TIMELINE name={sc.name} {tl}", f"ZSL-END name={sc.name} rc={rc} wall_ms=9000", "ZSE2E-DONE rc=0"]
+    results, fatal = launch._drive(FakeConsole(lines), [sc], microvm.judge)
+    assert fatal is None, fatal
+    return results[0]
+
+
+def sc(kind):
+    return next(s for s in microvm.scenarios(2048, 600) if s.kind == kind)
+
+
+class Judge(unittest.TestCase):
+    def test_pass_and_row(self):
+        for kind in microvm.KINDS:
+            kc = KC.format(sk=-1, bv=-1, vf=-1).replace("=100", "=-1") if kind == "stock" else None
+            r = console(sc(kind), kc=kc)
+            self.assertEqual(r.failures, [], kind)
+            row = microvm.row(r)
+            for k in ("name", "vmm", "kernel", "passed", "disk_ok", "net_ok", "hint_seen",
+                      "kernel_verify_failures", "nonzero_bytes", "phases_ms"):
+                self.assertIn(k, row)
+            self.assertEqual(row["phases_ms"], {"memory_ready": 21.7, "userspace_started": 1000, "network_up": 2000,
+                                                "multi_user_reached": 3000, "app_ready": 4000})
+            self.assertEqual(row["nonzero_bytes"], 0)
+            self.assertEqual(row["hint_seen"], kind != "stock")
+
+    def test_missing_phase_fails(self):
+        r = console(sc("zerostart"), phases=("userspace_started", "multi_user_reached", "app_ready"))
+        self.assertTrue(any("network_up" in f for f in r.failures), r.failures)
+        self.assertFalse(microvm.row(r)["net_ok"])
+
+    def test_disk_and_app_failures_fail(self):
+        self.assertTrue(any("disk check" in f for f in console(sc("launch"), disk="FAIL").failures))
+        self.assertTrue(any("zsapp FAIL" in f for f in console(sc("launch"), app="FAIL").failures))
+
+    def test_verify_failure_and_unused_hint_fail(self):
+        r = console(sc("zerostart"), kc=KC.format(sk=300000, bv=1 << 30, vf=2))
+        self.assertTrue(any("verify found" in f for f in r.failures), r.failures)
+        r = console(sc("launch"), kc=KC.format(sk=0, bv=1 << 30, vf=0))
+        self.assertTrue(any("skipped no clears" in f for f in r.failures), r.failures)
+
+    def test_stock_kernel_must_not_skip(self):
+        r = console(sc("stock"), kc=KC.format(sk=5, bv=0, vf=0))
+        self.assertTrue(any("stock kernel reports skipped" in f for f in r.failures), r.failures)
+
+    def test_phases_over_vsock_required_for_zerostart_and_launch(self):
+        r = console(sc("zerostart"), tl=TL.replace("{extra}", ""))
+        self.assertTrue(any("over vsock" in f for f in r.failures), r.failures)
+
+    def test_no_power_off_crash_and_exit_code_fail(self):
+        self.assertTrue(any("power off" in f for f in console(sc("launch"), power=False).failures))
+        self.assertTrue(any("crashed" in f for f in console(sc("launch"), crash="Oops: 0000 [#1] SMP").failures))
+        self.assertTrue(any("exited 1" in f for f in console(sc("zerostart"), rc=1).failures))
+
+    def test_scenarios_disks_and_devices(self):
+        s = microvm.scenarios(2048, 600)
+        self.assertEqual([x.kind for x in s], list(microvm.KINDS))
+        self.assertIn("--disk path=/dev/vda", s[0].vmm_args)
+        self.assertIn("--vsock cid=3", s[0].vmm_args)
+        self.assertIn("file=/dev/vdb", s[1].vmm_args)
+        self.assertIn("vhost-vsock-pci,guest-cid=5", s[2].vmm_args)
+        self.assertIn("-initrd /zs/rootfs/initrd.img", s[2].vmm_args)
+        self.assertNotIn("prezero.verify", s[2].guest_args)
+        for x in s:
+            self.assertEqual(len(x.line().split("|")), 8)
+
+
+if __name__ == "__main__":
+    unittest.main()
