@@ -14,6 +14,9 @@ Main suite, in order:
               image that does not exist) fails the boot, with its status;
   vectors     the kernel's copy of the golden vectors (mm/zshint_*.h in the
               series) equals tests/vectors/ (no drift);
+  checkpatch  scripts/checkpatch.pl --strict of the line's own tree on every
+              patch of the series: no ERROR, no WARNING, and no CHECK but
+              the ones ALLOWED_CHECKS names with the reason;
   kunit       boot with kunit.filter_glob=zerostart*, parse KTAP: every suite
               the series brings present and ok, no zs_test_ case skipped;
   good cover corrupt scrub off nohint
@@ -35,11 +38,13 @@ Main suite, in order:
   efi         firmware boot: zerostart's OVMF reads the hint from fw_cfg,
               publishes it in the EFI configuration table, and the kernel
               takes it from there through its EFI stub.
-qemu-exit and vectors run in every selection (they cost no boot).
+qemu-exit, vectors and checkpatch run in every selection (they cost no
+boot).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -51,7 +56,13 @@ from zstest.guestkernel import grep, int_or, kv
 from zstest.suite import Case, Do, Report
 
 MIB = gk.MIB
-ALWAYS = ("qemu-exit", "vectors")
+ALWAYS = ("qemu-exit", "vectors", "checkpatch")
+# checkpatch --strict CHECKs a series may keep, each with why (the text
+# after "CHECK: ").
+ALLOWED_CHECKS = {
+    "Avoid CamelCase: <Zeroed>": "HPAGEFLAG(Zeroed, zeroed) follows include/linux/hugetlb.h's own "
+                                 "CamelCase page-flag names (HPAGEFLAG(Freed, freed), ...)",
+}
 # KUnit suites every series has; patches that bring their own suite add it
 # once `series` lists them (Kernel.suites).
 BASE_SUITES = ("zerostart_hint", "zerostart_pristine", "clear_huge_nt")
@@ -268,6 +279,64 @@ def vectors(k: Kernel, r: Report) -> None:
         else:
             r.fail(f"mm/{name} in {patch.name} differs from tests/vectors/ (regenerate with "
                    f"tests/kernel/gen-kernel-vectors.py and update the patch): {k.work / name}.diff")
+
+
+def line_tree(series_dir: Path) -> Path | None:
+    """The kernel tree build.sh unpacked for the line of SERIES_DIR (its
+    source.lock's VERSION; the default line in kernel/src, another in
+    kernel/<line>/src), None if there is none."""
+    lock = series_dir / "source.lock"
+    if not lock.is_file():
+        return None
+    m = re.search(r"^VERSION=(\S+)", lock.read_text(), re.M)
+    if not m:
+        return None
+    root = gk.CACHE / "kernel"
+    if series_dir.resolve() != (gk.ROOT / "guest-kernel-patches").resolve():
+        root = root / series_dir.name
+    tree = root / "src" / f"linux-{m[1]}"
+    return tree if (tree / "scripts" / "checkpatch.pl").is_file() else None
+
+
+def checkpatch(k: Kernel, r: Report) -> None:
+    """checkpatch.pl --strict of the line's tree (build.sh unpacked it; the
+    patch files are read, the tree only supplies the script, its word lists
+    and MAINTAINERS) on every patch in `series`."""
+    tree = line_tree(k.series_dir)
+    if tree is None:
+        r.skip(f"no kernel tree for {k.series_dir} in {gk.CACHE / 'kernel'} (build.sh unpacks it; this kernel was "
+               "built elsewhere)")
+        return
+    # scripts/spdxcheck.py runs as `python3` and needs ply: the system's.
+    env = {**os.environ, "PATH": "/usr/bin:" + os.environ.get("PATH", "")}
+    total = {"errors": 0, "warnings": 0, "checks": 0}
+    failed = r.runner.failed
+    for patch in k.series_patches():
+        p = subprocess.run(["nice", "-n", "19", "perl", "scripts/checkpatch.pl", "--strict", "--color=never",
+                            str(patch.resolve())], cwd=tree, capture_output=True, text=True, env=env)
+        out = p.stdout.splitlines()
+        m = next((re.search(r"total: (\d+) errors, (\d+) warnings, (\d+) checks", ln) for ln in out
+                  if ln.startswith("total: ")), None)
+        if m is None:
+            r.fail(f"{patch.name}: checkpatch printed no total (exit {p.returncode}): {p.stderr.strip()[:200]}")
+            continue
+        for key, v in zip(total, m.groups()):
+            total[key] += int(v)
+        for ln in out:
+            if ln.startswith(("ERROR: ", "WARNING: ")):
+                r.fail(f"{patch.name}: {ln}")
+            elif ln.startswith("CHECK: "):
+                why = ALLOWED_CHECKS.get(ln.removeprefix("CHECK: "))
+                if why:
+                    r.note(f"{patch.name}: {ln} (kept: {why})")
+                else:
+                    r.fail(f"{patch.name}: {ln}")
+        if "ModuleNotFoundError" in p.stderr:
+            r.note(f"{patch.name}: scripts/spdxcheck.py could not run (apt-get install python3-ply): SPDX lines "
+                   "not checked")
+    if r.runner.failed == failed:
+        r.ok(f"checkpatch --strict ({tree.name}): {len(k.series_patches())} patches, {total['errors']} errors, "
+             f"{total['warnings']} warnings, {total['checks']} checks")
 
 
 def kunit(k: Kernel, r: Report) -> None:
@@ -642,6 +711,7 @@ def table(k: Kernel) -> list[Case]:
     return [
         c("qemu-exit", qemu_exit),
         c("vectors", vectors),
+        c("checkpatch", checkpatch),
         c("kunit", kunit),
         c("good", good),
         c("cover", cover),
