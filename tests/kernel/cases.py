@@ -741,10 +741,15 @@ def table(k: Kernel) -> list[Case]:
 #            their clear, every one verified zero (prezero.verify=1), no
 #            WARNING, and the probe must find user memory zero;
 #   planted  same hint, but 256 KiB of 0xa5 planted (QEMU -device loader)
-#            inside the memmap's backing that the honest boot reported (struct
-#            pages of ZONE_NORMAL, initialised by deferred init): the hint
-#            lies there. Verify must catch it (WARNING naming a pfn, "N not
-#            zero" with N > 0), clear those struct pages, and boot on;
+#            inside the memmap's backing that the honest boot reported, 8 MiB
+#            in from each end: the hint lies there. One of the two holds
+#            struct pages of ZONE_NORMAL, initialised by deferred init, in
+#            either memmap layout (6.12 carves one buffer in pfn order, the
+#            highest pfns at the top; 7.3 allocates each section's memmap
+#            top-down, the highest pfns at the bottom); the other holds
+#            struct pages of low zones, which the early init clears anyway.
+#            Verify must catch the first (WARNING naming a pfn, "N not zero"
+#            with 0 < N <= 4096), clear those struct pages, and boot on;
 #   off      prezero.memmap=off: nothing skipped;
 #   nohint   no hint: nothing marked.
 # nokaslr keeps the memmap at the same place in every boot.
@@ -821,24 +826,31 @@ def planted(k: Kernel, r: Report) -> None:
     if not k.memmap_range:
         r.fail("needs the memmap range from the honest boot")
         return
-    _lo, hi = k.memmap_range[:2]
-    # 256 KiB of 0xa5, 8 MiB below the end of the memmap's backing: 4096
-    # struct pages of ZONE_NORMAL (memmap sections are laid out in pfn
-    # order), which deferred struct-page init initialises.
-    at = (hi - 8 * MIB) & ~0xFFF
+    lo, hi = k.memmap_range[:2]
+    # 256 KiB of 0xa5 (4096 struct pages) 8 MiB in from each end of the
+    # memmap's backing: the highest pfns of ZONE_NORMAL, which deferred
+    # struct-page init initialises, are 8 MiB below the top (6.12: one
+    # buffer carved in pfn order) or 8 MiB above the bottom (7.3: each
+    # section's memmap allocated top-down, so in reverse pfn order); the
+    # other plant lands in struct pages of DMA32, which memmap_init()
+    # clears as always (no skip there, nothing for verify to catch).
+    ats = [(hi - 8 * MIB) & ~0xFFF, (lo + 8 * MIB) & ~0xFFF]
     pattern = k.work / "pattern.bin"
     pattern.write_bytes(b"\xa5" * (256 << 10))
     img, blob = memmap_hinted(k)
-    lines = memmap_boot(k, r, img, "", [*gk.loader_args(blob), "-device",
-                                        f"loader,file={pattern},addr={at},force-raw=on"])
+    loaders = [a for at in ats for a in ("-device", f"loader,file={pattern},addr={at},force-raw=on")]
+    lines = memmap_boot(k, r, img, "", [*gk.loader_args(blob), *loaders])
     if lines is None:
         return
     z = first_int(lines, r"[0-9]+ not zero")
+    shown = " and ".join(f"{at:#x}" for at in ats)
     if 0 < (z or 0) <= 4096 and grep(
             lines, r"zerostart: struct page of pfn 0x[0-9a-f]+ was treated as pristine but is not zero"):
-        r.ok(f"verify caught {z} struct pages on planted non-zero memory at {at:#x}, warned, cleared them, booted on")
+        r.ok(f"verify caught {z} struct pages on planted non-zero memory at {shown}, warned, cleared them, "
+             "booted on")
     else:
-        r.fail(f"expected verify to catch 1..4096 struct pages at {at:#x}, got notzero={'missing' if z is None else z}")
+        r.fail(f"expected verify to catch 1..4096 struct pages at {shown}, got notzero="
+               f"{'missing' if z is None else z}")
 
 
 def memmap_off(k: Kernel, r: Report) -> None:
