@@ -14,7 +14,9 @@
 # ZEROSTART_KERNEL_IMAGE=path tests one image built elsewhere (e.g. by
 # build.sh --dev while working on the series, with
 # ZEROSTART_KERNEL_SERIES_DIR=dir naming the series it was built from,
-# default the 6.12 line's); ZS_TEST_ONLY="kunit good" runs a subset.
+# default the 6.12 line's; without ZEROSTART_KERNEL_IMAGE each line takes
+# its own series dir, whatever the environment says);
+# ZS_TEST_ONLY="kunit good" runs a subset.
 .PHONY: kernel kernel-7.3 test-kernel bench-kernel
 
 ZEROSTART_KERNEL_SERIES_DIR ?= guest-kernel-patches
@@ -35,7 +37,7 @@ ifdef ZEROSTART_KERNEL_IMAGE
 	  --kernel "$(ZEROSTART_KERNEL_IMAGE)"
 else
 	@rc=0; for l in $(ZEROSTART_KERNEL_LINES); do \
-	  python3 tests/kernel/run.py --line "$$l" --firmware "$(FW_DIR)/OVMF.fd" || rc=1; \
+	  env -u ZEROSTART_KERNEL_SERIES_DIR python3 tests/kernel/run.py --line "$$l" --firmware "$(FW_DIR)/OVMF.fd" || rc=1; \
 	done; exit $$rc
 endif
 
