@@ -3,6 +3,15 @@
 # source.lock) + the patches in `series` + config/zerostart.config, twice:
 # with CONFIG_ZEROSTART_PREZERO=y (bzImage) and =n (bzImage-noprezero).
 #
+# Lines: `--line 6.12` (the default, this directory) or `--line 7.3`
+# (Debian's linux-source-7.3 from trixie-backports, in 7.3/: its own
+# source.lock, series and patches/). Every line shares this script and
+# config/zerostart.config; a line may add options in <line>/line.config
+# (merged after the shared fragment, checked the same way). A line other
+# than the default keeps its tree, build dir, apt lists and lock under
+# $ZEROSTART_CACHE/kernel/<line>/, so a 7.3 build never resets or waits
+# for the 6.12 tree.
+#
 # Output: $ZEROSTART_CACHE/kernel/<hash>/bzImage{,-noprezero}, where <hash>
 # covers the source version, the series, the config fragment and this
 # script. The last line printed is that directory. A second run with the
@@ -16,7 +25,7 @@
 # and only files the series touches get new mtimes, so rebuilds are
 # incremental; ccache makes switching between the two variants cheap.
 #
-# Usage: build.sh            fetch, unpack, apply series, build both images
+# Usage: build.sh [--line L] fetch, unpack, apply series, build both images
 #        build.sh --dev      build the tree as it is (no re-apply): for
 #                            working on the series inside the cache tree
 #        build.sh --print    print the output dir for the current inputs
@@ -29,25 +38,55 @@
 # path from build dir to source the same, so ccache hits.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${ZEROSTART_CACHE:-$HOME/.cache/zerostart}/kernel"
-MODE="${1:-build}"
-# shellcheck source=source.lock
-. "$HERE/source.lock"
+FRAGMENT="$SCRIPT_DIR/config/zerostart.config"
 
 die() { echo "guest-kernel build: $*" >&2; exit 1; }
 log() { echo "guest-kernel build: $*" >&2; }
+
+DEFAULT_LINE=6.12
+LINE="$DEFAULT_LINE"
+MODE=build
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--line) [ $# -ge 2 ] || die "--line needs a value (6.12 or 7.3)"; LINE="$2"; shift 2 ;;
+	--line=*) LINE="${1#--line=}"; shift ;;
+	--dev|--print|--configure) MODE="$1"; shift ;;
+	*) die "unknown argument '$1'; use [--line 6.12|7.3] [--dev|--print|--configure]" ;;
+	esac
+done
+# HERE: the line's directory (source.lock, series, patches/, line.config).
+# LROOT: where the line keeps tree, build dir and apt lists in the cache.
+if [ "$LINE" = "$DEFAULT_LINE" ]; then
+	HERE="$SCRIPT_DIR"
+	LROOT="$CACHE"
+else
+	HERE="$SCRIPT_DIR/$LINE"
+	LROOT="$CACHE/$LINE"
+	[ -f "$HERE/source.lock" ] || die "no line '$LINE' (missing $HERE/source.lock); lines: $DEFAULT_LINE$(cd "$SCRIPT_DIR" && for d in */source.lock; do [ -f "$d" ] && printf ' %s' "${d%/source.lock}"; done)"
+fi
+LINE_FRAGMENT=
+NOT_IN_LINE=
+if [ -f "$HERE/line.config" ]; then
+	LINE_FRAGMENT="$HERE/line.config"
+	# "# not-in-line: CONFIG_X reason": the shared fragment names an
+	# option this line's kernel does not have; its check is skipped.
+	NOT_IN_LINE="$(sed -nE 's/^# not-in-line: (CONFIG_[A-Za-z0-9_]+).*/\1/p' "$LINE_FRAGMENT" | tr '\n' ' ')"
+fi
+# shellcheck source=source.lock
+. "$HERE/source.lock"
 
 # ---------------------------------------------------------------- inputs
 inputs_hash() {
 	{
 		echo "$VERSION $DEB_SHA256"
-		sha256sum "$HERE/build.sh" "$HERE/config/zerostart.config" "$HERE/series"
+		sha256sum "$SCRIPT_DIR/build.sh" "$FRAGMENT" "$HERE/series" ${LINE_FRAGMENT:+"$LINE_FRAGMENT"}
 		while read -r p; do
 			case "$p" in ''|'#'*) continue ;; esac
 			sha256sum "$HERE/$p"
 		done <"$HERE/series"
-	} | sed "s|$HERE/||" | sha256sum | cut -c1-16
+	} | sed "s|$SCRIPT_DIR/||" | sha256sum | cut -c1-16
 }
 
 [ -f "$HERE/series" ] || die "missing $HERE/series (list of patches, one per line)"
@@ -66,11 +105,11 @@ fi
 # test-nested-host and test-firmware-boot all call this script, and two of them applying
 # the series or running Kbuild in one O= dir at once corrupt each other's
 # work. A --dev build in its own ZEROSTART_KERNEL_DEV_ROOT needs no lock.
-mkdir -p "$CACHE"
+mkdir -p "$CACHE" "$LROOT"
 if [ "$MODE" != --dev ] || [ -z "${ZEROSTART_KERNEL_DEV_ROOT:-}" ]; then
-	exec 9>"$CACHE/.build.lock"
+	exec 9>"$LROOT/.build.lock"
 	if ! flock -n 9; then
-		log "waiting for another kernel build (lock $CACHE/.build.lock)"
+		log "waiting for another kernel build (lock $LROOT/.build.lock)"
 		flock 9
 	fi
 	# The other builder may have built exactly these inputs meanwhile.
@@ -93,7 +132,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # ---------------------------------------------------------------- fetch
-DL="$CACHE/dl"
+DL="$LROOT/dl"
 mkdir -p "$DL/lists/partial"
 deb_ok() { [ -f "$DL/$DEB" ] && echo "$DEB_SHA256  $DL/$DEB" | sha256sum -c --status; }
 if ! deb_ok; then
@@ -109,7 +148,7 @@ if ! deb_ok; then
 fi
 
 # ---------------------------------------------------------------- unpack + git
-SRC="$CACHE/src/linux-$VERSION"
+SRC="$LROOT/src/linux-$VERSION"
 GIT=(git -C "$SRC" -c user.name=zerostart -c user.email=zerostart@localhost
 	-c core.autocrlf=false -c advice.detachedHead=false)
 if ! "${GIT[@]}" rev-parse -q --verify refs/tags/pristine >/dev/null 2>&1; then
@@ -148,7 +187,7 @@ if [ "$MODE" != --dev ] && [ "$MODE" != --configure ]; then
 fi
 
 # ---------------------------------------------------------------- configure
-BUILD="${DEV_ROOT:-$CACHE}/build"
+BUILD="${DEV_ROOT:-$LROOT}/build"
 mkdir -p "$BUILD"
 export CCACHE_DIR="$CACHE/ccache" CCACHE_BASEDIR="$SRC" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=5G
 export KBUILD_BUILD_TIMESTAMP="Thu Jan  1 00:00:00 UTC 2026" KBUILD_BUILD_USER=zerostart KBUILD_BUILD_HOST=zerostart
@@ -159,12 +198,12 @@ KMAKE=(make -s -C "$SRC" O="$BUILD" CC="ccache gcc" HOSTCC="ccache gcc" -j"$JOBS
 # generated in a scratch dir; the build dir's .config is replaced only when
 # the content changes, so Kbuild stays incremental.
 configure() {
-	local variant="$1" cfg="${DEV_ROOT:-$CACHE}/cfg"
+	local variant="$1" cfg="${DEV_ROOT:-$LROOT}/cfg"
 	local tmp="$cfg/.config"
 	mkdir -p "$cfg"
 	make -s -C "$SRC" O="$cfg" CC="ccache gcc" HOSTCC="ccache gcc" defconfig >/dev/null
 	KCONFIG_CONFIG="$tmp" "$SRC/scripts/kconfig/merge_config.sh" -m -O "$cfg" \
-		"$tmp" "$SRC/kernel/configs/kvm_guest.config" "$HERE/config/zerostart.config" >/dev/null
+		"$tmp" "$SRC/kernel/configs/kvm_guest.config" "$FRAGMENT" ${LINE_FRAGMENT:+"$LINE_FRAGMENT"} >/dev/null
 	if [ "$variant" = n ]; then
 		"$SRC/scripts/config" --file "$tmp" -d ZEROSTART_PREZERO -d X86_CLEAR_HUGE_NT
 	fi
@@ -178,6 +217,13 @@ configure() {
 		*) continue ;;
 		esac
 		case "$opt" in CONFIG_ZEROSTART_PREZERO|CONFIG_X86_CLEAR_HUGE_NT) want="$variant" ;; esac
+		# An option of the shared fragment this line's kernel does not
+		# have (renamed or removed upstream), named in line.config.
+		if [[ " $NOT_IN_LINE " == *" $opt "* ]]; then
+			grep -rqs --include='Kconfig*' "^config ${opt#CONFIG_}\$" "$SRC" &&
+				die "config: $LINE_FRAGMENT says $opt is not in $VERSION, but it is; remove the not-in-line line"
+			continue
+		fi
 		case "$opt" in CONFIG_ZEROSTART_*|CONFIG_X86_CLEAR_HUGE_NT*)
 			# A tree without the series (pristine baseline) has no such options.
 			grep -q "config ${opt#CONFIG_}\$" -r "$SRC/mm/Kconfig" "$SRC/arch/x86/Kconfig" 2>/dev/null || continue
@@ -188,7 +234,7 @@ configure() {
 		"") [ "$want" = n ] || die "config: $opt missing, fragment wants $want (check its dependencies)" ;;
 		*) die "config: got '$got', fragment wants $opt=$want" ;;
 		esac
-	done <"$HERE/config/zerostart.config"
+	done < <(cat "$FRAGMENT" ${LINE_FRAGMENT:+"$LINE_FRAGMENT"})
 	cmp -s "$tmp" "$BUILD/.config" || cp "$tmp" "$BUILD/.config"
 }
 
@@ -206,7 +252,7 @@ build_variant() {
 
 if [ "$MODE" = --dev ] || [ "$MODE" = --configure ]; then
 	OUT="${DEV_ROOT:+$DEV_ROOT/out}"
-	OUT="${OUT:-$CACHE/dev}"
+	OUT="${OUT:-$LROOT/dev}"
 fi
 if [ "$MODE" = --configure ]; then
 	configure y

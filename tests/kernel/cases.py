@@ -14,6 +14,9 @@ Main suite, in order:
               image that does not exist) fails the boot, with its status;
   vectors     the kernel's copy of the golden vectors (mm/zshint_*.h in the
               series) equals tests/vectors/ (no drift);
+  checkpatch  scripts/checkpatch.pl --strict of the line's own tree on every
+              patch of the series: no ERROR, no WARNING, and no CHECK but
+              the ones ALLOWED_CHECKS names with the reason;
   kunit       boot with kunit.filter_glob=zerostart*, parse KTAP: every suite
               the series brings present and ok, no zs_test_ case skipped;
   good cover corrupt scrub off nohint
@@ -35,11 +38,13 @@ Main suite, in order:
   efi         firmware boot: zerostart's OVMF reads the hint from fw_cfg,
               publishes it in the EFI configuration table, and the kernel
               takes it from there through its EFI stub.
-qemu-exit and vectors run in every selection (they cost no boot).
+qemu-exit, vectors and checkpatch run in every selection (they cost no
+boot).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -51,7 +56,13 @@ from zstest.guestkernel import grep, int_or, kv
 from zstest.suite import Case, Do, Report
 
 MIB = gk.MIB
-ALWAYS = ("qemu-exit", "vectors")
+ALWAYS = ("qemu-exit", "vectors", "checkpatch")
+# checkpatch --strict CHECKs a series may keep, each with why (the text
+# after "CHECK: ").
+ALLOWED_CHECKS = {
+    "Avoid CamelCase: <Zeroed>": "HPAGEFLAG(Zeroed, zeroed) follows include/linux/hugetlb.h's own "
+                                 "CamelCase page-flag names (HPAGEFLAG(Freed, freed), ...)",
+}
 # KUnit suites every series has; patches that bring their own suite add it
 # once `series` lists them (Kernel.suites).
 BASE_SUITES = ("zerostart_hint", "zerostart_pristine", "clear_huge_nt")
@@ -268,6 +279,64 @@ def vectors(k: Kernel, r: Report) -> None:
         else:
             r.fail(f"mm/{name} in {patch.name} differs from tests/vectors/ (regenerate with "
                    f"tests/kernel/gen-kernel-vectors.py and update the patch): {k.work / name}.diff")
+
+
+def line_tree(series_dir: Path) -> Path | None:
+    """The kernel tree build.sh unpacked for the line of SERIES_DIR (its
+    source.lock's VERSION; the default line in kernel/src, another in
+    kernel/<line>/src), None if there is none."""
+    lock = series_dir / "source.lock"
+    if not lock.is_file():
+        return None
+    m = re.search(r"^VERSION=(\S+)", lock.read_text(), re.M)
+    if not m:
+        return None
+    root = gk.CACHE / "kernel"
+    if series_dir.resolve() != (gk.ROOT / "guest-kernel-patches").resolve():
+        root = root / series_dir.name
+    tree = root / "src" / f"linux-{m[1]}"
+    return tree if (tree / "scripts" / "checkpatch.pl").is_file() else None
+
+
+def checkpatch(k: Kernel, r: Report) -> None:
+    """checkpatch.pl --strict of the line's tree (build.sh unpacked it; the
+    patch files are read, the tree only supplies the script, its word lists
+    and MAINTAINERS) on every patch in `series`."""
+    tree = line_tree(k.series_dir)
+    if tree is None:
+        r.skip(f"no kernel tree for {k.series_dir} in {gk.CACHE / 'kernel'} (build.sh unpacks it; this kernel was "
+               "built elsewhere)")
+        return
+    # scripts/spdxcheck.py runs as `python3` and needs ply: the system's.
+    env = {**os.environ, "PATH": "/usr/bin:" + os.environ.get("PATH", "")}
+    total = {"errors": 0, "warnings": 0, "checks": 0}
+    failed = r.runner.failed
+    for patch in k.series_patches():
+        p = subprocess.run(["nice", "-n", "19", "perl", "scripts/checkpatch.pl", "--strict", "--color=never",
+                            str(patch.resolve())], cwd=tree, capture_output=True, text=True, env=env)
+        out = p.stdout.splitlines()
+        m = next((re.search(r"total: (\d+) errors, (\d+) warnings, (\d+) checks", ln) for ln in out
+                  if ln.startswith("total: ")), None)
+        if m is None:
+            r.fail(f"{patch.name}: checkpatch printed no total (exit {p.returncode}): {p.stderr.strip()[:200]}")
+            continue
+        for key, v in zip(total, m.groups()):
+            total[key] += int(v)
+        for ln in out:
+            if ln.startswith(("ERROR: ", "WARNING: ")):
+                r.fail(f"{patch.name}: {ln}")
+            elif ln.startswith("CHECK: "):
+                why = ALLOWED_CHECKS.get(ln.removeprefix("CHECK: "))
+                if why:
+                    r.note(f"{patch.name}: {ln} (kept: {why})")
+                else:
+                    r.fail(f"{patch.name}: {ln}")
+        if "ModuleNotFoundError" in p.stderr:
+            r.note(f"{patch.name}: scripts/spdxcheck.py could not run (apt-get install python3-ply): SPDX lines "
+                   "not checked")
+    if r.runner.failed == failed:
+        r.ok(f"checkpatch --strict ({tree.name}): {len(k.series_patches())} patches, {total['errors']} errors, "
+             f"{total['warnings']} warnings, {total['checks']} checks")
 
 
 def kunit(k: Kernel, r: Report) -> None:
@@ -642,6 +711,7 @@ def table(k: Kernel) -> list[Case]:
     return [
         c("qemu-exit", qemu_exit),
         c("vectors", vectors),
+        c("checkpatch", checkpatch),
         c("kunit", kunit),
         c("good", good),
         c("cover", cover),
@@ -671,10 +741,15 @@ def table(k: Kernel) -> list[Case]:
 #            their clear, every one verified zero (prezero.verify=1), no
 #            WARNING, and the probe must find user memory zero;
 #   planted  same hint, but 256 KiB of 0xa5 planted (QEMU -device loader)
-#            inside the memmap's backing that the honest boot reported (struct
-#            pages of ZONE_NORMAL, initialised by deferred init): the hint
-#            lies there. Verify must catch it (WARNING naming a pfn, "N not
-#            zero" with N > 0), clear those struct pages, and boot on;
+#            inside the memmap's backing that the honest boot reported, 8 MiB
+#            in from each end: the hint lies there. One of the two holds
+#            struct pages of ZONE_NORMAL, initialised by deferred init, in
+#            either memmap layout (6.12 carves one buffer in pfn order, the
+#            highest pfns at the top; 7.3 allocates each section's memmap
+#            top-down, the highest pfns at the bottom); the other holds
+#            struct pages of low zones, which the early init clears anyway.
+#            Verify must catch the first (WARNING naming a pfn, "N not zero"
+#            with 0 < N <= 4096), clear those struct pages, and boot on;
 #   off      prezero.memmap=off: nothing skipped;
 #   nohint   no hint: nothing marked.
 # nokaslr keeps the memmap at the same place in every boot.
@@ -751,24 +826,31 @@ def planted(k: Kernel, r: Report) -> None:
     if not k.memmap_range:
         r.fail("needs the memmap range from the honest boot")
         return
-    _lo, hi = k.memmap_range[:2]
-    # 256 KiB of 0xa5, 8 MiB below the end of the memmap's backing: 4096
-    # struct pages of ZONE_NORMAL (memmap sections are laid out in pfn
-    # order), which deferred struct-page init initialises.
-    at = (hi - 8 * MIB) & ~0xFFF
+    lo, hi = k.memmap_range[:2]
+    # 256 KiB of 0xa5 (4096 struct pages) 8 MiB in from each end of the
+    # memmap's backing: the highest pfns of ZONE_NORMAL, which deferred
+    # struct-page init initialises, are 8 MiB below the top (6.12: one
+    # buffer carved in pfn order) or 8 MiB above the bottom (7.3: each
+    # section's memmap allocated top-down, so in reverse pfn order); the
+    # other plant lands in struct pages of DMA32, which memmap_init()
+    # clears as always (no skip there, nothing for verify to catch).
+    ats = [(hi - 8 * MIB) & ~0xFFF, (lo + 8 * MIB) & ~0xFFF]
     pattern = k.work / "pattern.bin"
     pattern.write_bytes(b"\xa5" * (256 << 10))
     img, blob = memmap_hinted(k)
-    lines = memmap_boot(k, r, img, "", [*gk.loader_args(blob), "-device",
-                                        f"loader,file={pattern},addr={at},force-raw=on"])
+    loaders = [a for at in ats for a in ("-device", f"loader,file={pattern},addr={at},force-raw=on")]
+    lines = memmap_boot(k, r, img, "", [*gk.loader_args(blob), *loaders])
     if lines is None:
         return
     z = first_int(lines, r"[0-9]+ not zero")
+    shown = " and ".join(f"{at:#x}" for at in ats)
     if 0 < (z or 0) <= 4096 and grep(
             lines, r"zerostart: struct page of pfn 0x[0-9a-f]+ was treated as pristine but is not zero"):
-        r.ok(f"verify caught {z} struct pages on planted non-zero memory at {at:#x}, warned, cleared them, booted on")
+        r.ok(f"verify caught {z} struct pages on planted non-zero memory at {shown}, warned, cleared them, "
+             "booted on")
     else:
-        r.fail(f"expected verify to catch 1..4096 struct pages at {at:#x}, got notzero={'missing' if z is None else z}")
+        r.fail(f"expected verify to catch 1..4096 struct pages at {shown}, got notzero="
+               f"{'missing' if z is None else z}")
 
 
 def memmap_off(k: Kernel, r: Report) -> None:

@@ -8,9 +8,17 @@
 # from this run.
 #
 # Env: ZS_MEASURE_MEMS="1 4 16" (GiB, boot-to-init rows), ZS_MEASURE_REPS=1,
-# ZS_MEASURE_ONLY="boot huge anon mthp sparse nt hvo" (rows to run),
+# ZS_MEASURE_ONLY="boot huge anon mthp sparse nt hvo pf hugeread work ntcost"
+# (rows to run; the last four are issue 17's, see "Bench rows" below and
+# docs/kernel-measurements.md),
+# ZS_MEASURE_LINE=6.12|7.3 (the kernel line: its images come from
+# `build.sh --line LINE --print`; default 6.12),
 # ZS_MEASURE_OUT=dir (take bzImage and bzImage-noprezero from dir instead
-# of the committed series' build; for work on the series),
+# of the line's build; for work on the series),
+# ZS_MEASURE_BASE=path (the baseline image when dir has no
+# bzImage-noprezero, e.g. the line's pristine kernel without the series;
+# without either, every row that compares with and without the series
+# prints SKIP and the reason, and only the "on"-only rows run),
 # ZS_MEASURE_WORK=dir (logs; default $ZEROSTART_CACHE/kernel/measure),
 # ZS_MEASURE_ON_ARGS="..." (extra kernel arguments for the "on" boots only,
 # e.g. prezero.fault_batch=0, to find where a difference comes from).
@@ -48,13 +56,45 @@ fi
 WORK="${ZS_MEASURE_WORK:-$ZS_CACHE/kernel/measure}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 install_test_deps
-ONLY=" ${ZS_MEASURE_ONLY:-boot huge anon mthp sparse nt hvo} "
+ONLY=" ${ZS_MEASURE_ONLY:-boot huge anon mthp sparse nt hvo pf hugeread work ntcost} "
 T0=$SECONDS
 # make builds the images (make bench-kernel passes ZS_MEASURE_OUT); run
-# directly, this takes the committed series' build from the cache.
-OUT="${ZS_MEASURE_OUT:-$("$ROOT/guest-kernel-patches/build.sh" --print || true)}"
-[ -f "$OUT/bzImage" ] && [ -f "$OUT/bzImage-noprezero" ] || die "no bzImage and bzImage-noprezero in ${OUT:-the cache}; build them with \`make kernel\` or set ZS_MEASURE_OUT=dir"
+# directly, this takes the line's build from the cache.
+LINE="${ZS_MEASURE_LINE:-6.12}"
+case "$LINE" in
+6.12) LINE_ARGS=() ;;
+*) LINE_ARGS=(--line "$LINE") ;;
+esac
+OUT="${ZS_MEASURE_OUT:-$("$ROOT/guest-kernel-patches/build.sh" "${LINE_ARGS[@]}" --print || true)}"
+[ -f "$OUT/bzImage" ] || die "no bzImage in ${OUT:-the cache} for line $LINE; build it with \`guest-kernel-patches/build.sh${LINE_ARGS[*]:+ ${LINE_ARGS[*]}}\` or set ZS_MEASURE_OUT=dir"
+# The baseline ("off"): the same tree without the series' features, else
+# the image ZS_MEASURE_BASE names. None: the comparing rows say SKIP.
+BASE=""
+BASE_WHY=""
+if [ -f "$OUT/bzImage-noprezero" ]; then
+	BASE="$OUT/bzImage-noprezero"
+elif [ -n "${ZS_MEASURE_BASE:-}" ]; then
+	[ -f "$ZS_MEASURE_BASE" ] || die "ZS_MEASURE_BASE=$ZS_MEASURE_BASE is no file; name a bzImage without the series or unset it"
+	BASE="$ZS_MEASURE_BASE"
+else
+	BASE_WHY="no baseline: $OUT has no bzImage-noprezero and ZS_MEASURE_BASE is unset (build the line's pristine kernel and name it there)"
+	log "$BASE_WHY; rows that compare with and without the series print SKIP"
+fi
+log "line $LINE: on = $OUT/bzImage, off = ${BASE:-none}"
 build_initramfs "$WORK"
+INITRD="$WORK/initrd.cpio.gz"
+# The bench initramfs (rows pf, hugeread, work): the same busybox, /zsbench
+# (tests/kernel/zsbench.c) and bench-init.sh as /init.
+BENCH_INITRD="$WORK/bench/initrd.cpio.gz"
+build_bench_initramfs() {
+	rm -rf "$WORK/bench" && mkdir -p "$WORK/bench"
+	cp -a "$WORK/initramfs" "$WORK/bench/initramfs"
+	gcc -O2 -static -Wall -Werror -o "$WORK/bench/initramfs/zsbench" "$ROOT/tests/kernel/zsbench.c" ||
+		die "cannot build zsbench (gcc, libc6-dev)"
+	install -m 755 "$ROOT/tests/kernel/bench-init.sh" "$WORK/bench/initramfs/init"
+	(cd "$WORK/bench/initramfs" && find . | cpio -o -H newc --quiet | gzip -1) >"$BENCH_INITRD" ||
+		die "cannot pack $BENCH_INITRD (cpio, gzip)"
+}
 
 # run NAME KERNEL(bzImage|bzImage-noprezero) MEM_MIB APPEND
 # A boot that did not reach the init's last line, or whose kernel printed a
@@ -63,14 +103,21 @@ build_initramfs "$WORK"
 # series is a result, never a row quietly left out of a table or median.
 boots=0
 crashed=()
+# KERNEL bzImage-noprezero is the baseline (BASE), whatever its file.
 run() {
-	local name="$1" kern="$2" mem="$3" append="$4" logf why
+	local name="$1" kern="$2" mem="$3" append="$4" logf why img="$OUT/bzImage"
 	[ "$kern" = bzImage ] && append="$append ${ZS_MEASURE_ON_ARGS:-}"
-	make_hinted_image "$WORK" "$name" "$OUT/$kern" "$(honest_hint_ranges "$mem")"
+	[ "$kern" = bzImage ] || img="$BASE"
 	logf="$WORK/$name.log"
+	if [ -z "$img" ]; then
+		echo "$BASE_WHY" >"$logf.skipped"
+		log "$name: SKIP: $BASE_WHY"
+		return
+	fi
+	make_hinted_image "$WORK" "$name" "$img" "$(honest_hint_ranges "$mem")"
 	boots=$((boots + 1))
 	qemu_boot "$logf" "$TMO" "$mem" "$WORK/$name.bzImage" "$append" \
-		-initrd "$WORK/initrd.cpio.gz" $(hint_loader_args "$WORK/$name.blob") "${ICOUNT[@]}" || true
+		-initrd "$INITRD" $(hint_loader_args "$WORK/$name.blob") "${ICOUNT[@]}" || true
 	why="$({ grep -aE -m1 'Kernel panic|Oops|BUG:|Bad page state|general protection fault' "$logf" || true; } | tr -d '\r')"
 	[ -n "$why" ] || grep -aq "^ZSDONE" "$logf" || why="init did not finish"
 	if [ -n "$why" ]; then
@@ -93,6 +140,10 @@ printf "| case | init_on_alloc | series | boot to init (%s) | Run /init (printk)
 printf "|---|---|---|---|---|---|---|---|---|---|---|\n"
 row() {
 	local name="$1" label="$2" ioa="$3" series="$4"
+	if [ -f "$WORK/$name.log.skipped" ]; then
+		printf "| %s | %s | %s | SKIP: %s | | | | | | | |\n" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.skipped")"
+		return
+	fi
 	if [ -f "$WORK/$name.log.crashed" ]; then
 		printf "| %s | %s | %s | CRASHED: %s | | | | | | | |\n" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.crashed")"
 		return
@@ -191,6 +242,85 @@ if want hvo; then
 	for h in on off; do
 		run "hvo-$h" bzImage 4096 "hugepages=1024 hugetlb_free_vmemmap=$h"
 		printf "HVO %s: %s\n" "$h" "$(grep -a '^ZSMEM ' "$WORK/hvo-$h.log" | tr -d '\r' | tail -1)"
+	done
+fi
+
+# ---------------------------------------------------------------- Bench rows
+# Issue 17's rows (docs/kernel-measurements.md says what each shows and
+# does not). Guests of ZS_MEASURE_BENCH_MEM MiB (default 1024), honest
+# hint, the bench initramfs; "on" and "off" alternate which boots first.
+#  pf:       will-it-scale page_fault1 (zsbench pf): 2 processes, 128 MiB
+#            each, ZS_MEASURE_PF_SECS (default 10) s, 4 KiB faults (THP
+#            off), init_on_alloc=1 and 0, with and without the series.
+#  hugeread: the series' image only, prezero=off init_on_alloc=0 so that
+#            every fault clears: fault 2 MiB pages (hugetlb, then THP) and
+#            read each at once, NT huge clear on (clear_huge_nt.enable=1
+#            min_kib=2048) and off (enable=0). TCG models no caches: this
+#            row shows the clear's and the read's guest work, never the
+#            cache cost; ntcost measures that on the host CPU.
+#  work:     zsbench work (hash tables built and freed, 2 processes,
+#            ZS_MEASURE_WORK_ROUNDS rounds of ZS_MEASURE_WORK_KEYS keys),
+#            distro THP setting, init_on_alloc=1 and 0, with and without.
+#  ntcost:   tests/kernel/ntcost.c on the host: rep stosb vs movnti clear of
+#            256 KiB, 2 MiB and 64 MiB blocks and the read that follows.
+BMEM="${ZS_MEASURE_BENCH_MEM:-1024}"
+PF_SECS="${ZS_MEASURE_PF_SECS:-10}"
+W_ROUNDS="${ZS_MEASURE_WORK_ROUNDS:-6}"
+W_KEYS="${ZS_MEASURE_WORK_KEYS:-524288}"
+# bench_row NAME LABEL IOA SERIES MODE: the ZSBENCH line(s) of MODE, as key=value
+bench_row() {
+	local name="$1" label="$2" ioa="$3" series="$4" mode="$5" vals
+	if [ -f "$WORK/$name.log.skipped" ]; then
+		printf "| %s | %s | %s | SKIP: %s |\n" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.skipped")"
+	elif [ -f "$WORK/$name.log.crashed" ]; then
+		printf "| %s | %s | %s | CRASHED: %s |\n" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.crashed")"
+	else
+		vals="$({ grep -a "^ZSBENCH mode=$mode " "$WORK/$name.log" || true; } | tr -d '\r' | cut -d' ' -f3- | paste -sd';')"
+		printf "| %s | %s | %s | %s |\n" "$label" "$ioa" "$series" "${vals:-no ZSBENCH line: see $WORK/$name.log}"
+	fi
+}
+if want pf || want hugeread || want work; then
+	build_bench_initramfs
+	INITRD="$BENCH_INITRD"
+	printf "\n| bench (%s) | init_on_alloc | series | result |\n|---|---|---|---|\n" "$CLOCK"
+fi
+for rep in $(seq 1 "$REPS"); do
+	order="bzImage bzImage-noprezero"
+	[ $((rep % 2)) = 0 ] && order="bzImage-noprezero bzImage"
+	for ioa in 1 0; do
+		for k in $order; do
+			s=on; [ "$k" = bzImage ] || s=off
+			if want pf; then
+				n="pf-ioa$ioa-$s-$rep"
+				run "$n" "$k" "$BMEM" "init_on_alloc=$ioa transparent_hugepage=never zsbench=pf,2,$PF_SECS,128"
+				bench_row "$n" "page_fault1 ${BMEM} MiB, 2x128 MiB, ${PF_SECS} s" "$ioa" "$s" pf
+			fi
+			if want work; then
+				n="work-ioa$ioa-$s-$rep"
+				run "$n" "$k" "$BMEM" "init_on_alloc=$ioa zsbench=work,2,$W_ROUNDS,$W_KEYS"
+				bench_row "$n" "hash tables ${BMEM} MiB, 2 procs x $W_ROUNDS rounds x $W_KEYS keys" "$ioa" "$s" work
+			fi
+		done
+	done
+	if want hugeread; then
+		hp=$((BMEM / 2 / 2))
+		mib=$((hp * 2 / 2))
+		for e in 1 0; do
+			[ $((rep % 2)) = 0 ] && e=$((1 - e))
+			n="hugeread-nt$e-$rep"
+			run "$n" bzImage "$BMEM" "prezero=off init_on_alloc=0 hugepages=$hp clear_huge_nt.min_kib=2048 clear_huge_nt.enable=$e zsbench=hugeread,$mib,hugetlb zsbench=hugeread,$mib,thp"
+			bench_row "$n" "fault+read 2 MiB pages, $mib MiB, NT clear $([ "$e" = 1 ] && echo on || echo off)" 0 on hugeread
+		done
+	fi
+done
+if want ntcost; then
+	gcc -O2 -Wall -Werror -o "$WORK/ntcost" "$ROOT/tests/kernel/ntcost.c" || die "cannot build ntcost (gcc)"
+	printf "\n| host CPU (%s): clear a cold block, then read it | block | clear (us) | first read (us) | second read (us) |\n|---|---|---|---|---|\n" \
+		"$(lscpu | sed -n 's/^Model name: *//p')"
+	for b in 256 2048 65536; do
+		nice -n 10 "$WORK/ntcost" "$b" 1024 "$((REPS < 5 ? 5 : REPS))" | tr -d '\r' | while read -r _ m bk _ _ c r1 r2; do
+			printf "| %s | %s KiB | %s | %s | %s |\n" "${m#method=}" "${bk#block_kib=}" "${c#clear_us=}" "${r1#read1_us=}" "${r2#read2_us=}"
+		done
 	done
 fi
 log "logs in $WORK; took $((SECONDS - T0)) s"

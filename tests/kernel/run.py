@@ -3,24 +3,29 @@
 tables of cases.py (the main suite, then the memmap suite) on zstest.suite,
 every boot through zstest.qemu.
 
-  python3 tests/kernel/run.py [--kernel BZIMAGE] [--series-dir DIR] [--firmware OVMF.fd]
-                              [--suite kernel|memmap] [--list] [CASE...]
+  python3 tests/kernel/run.py [--line 6.12|7.3] [--kernel BZIMAGE] [--series-dir DIR]
+                              [--firmware OVMF.fd] [--suite kernel|memmap] [--list] [CASE...]
 
-The kernel under test is a parameter: --kernel is the bzImage (default
-$ZEROSTART_KERNEL_IMAGE, else the committed series' build in the cache,
-`guest-kernel-patches/build.sh --print`), --series-dir the series it was
-built from (its `series` file and patches/: the vector-copy check and the
-KUnit suites to require), default $ZEROSTART_KERNEL_SERIES_DIR, else
-guest-kernel-patches. make builds both
-and the firmware (mk/kernel.mk); this script builds nothing but the
-initramfs (busybox, /init, zsprobe).
+The kernel under test is a parameter: --line names a kernel line of
+guest-kernel-patches/ (6.12, the default, is the directory itself; 7.3 is
+guest-kernel-patches/7.3/), and sets the defaults of the rest: --kernel is
+the bzImage (default $ZEROSTART_KERNEL_IMAGE, else the line's committed
+series built in the cache, `guest-kernel-patches/build.sh --line L
+--print`), --series-dir the series it was built from (its `series` file
+and patches/: the vector-copy check and the KUnit suites to require),
+default $ZEROSTART_KERNEL_SERIES_DIR, else the line's directory. Suites of
+a line other than 6.12 carry its name (`kernel-7.3: N passed, ...`), so
+the two lines' results stay apart in one `make test-kernel`. make builds
+the kernels and the firmware (mk/kernel.mk); this script builds nothing
+but the initramfs (busybox, /init, zsprobe).
 
 Cases: CASE... or ZS_TEST_ONLY="kunit good ..." picks a subset (names of
-either table, in table order; qemu-exit and vectors always run); default
+either table, in table order; qemu-exit, vectors and checkpatch always run); default
 every case. ZEROSTART_KERNEL_TEST_TIMEOUT (s) per boot (default 600, memmap
 900). ZS_TEST_WORK=dir: logs and scratch (default
-target/kernel-test of this checkout, the memmap suite in its memmap/ subdir);
-kept after the run, for reading a failure.
+target/kernel-test of this checkout, target/kernel-test-L for line L other
+than 6.12, the memmap suite in its memmap/ subdir); kept after the run, for
+reading a failure.
 
 Correctness boots run single-threaded TCG (ZS_TCG_THREAD=single unless
 set): with thread=multi about 1 boot in 20 died with "Oops: int3" in
@@ -47,10 +52,19 @@ from zstest.suite import Runner, run_suite, table_problems
 WHO = "test-kernel"
 
 
-def default_kernel() -> str | None:
+DEFAULT_LINE = "6.12"
+
+
+def line_dir(line: str) -> Path:
+    """The directory of a kernel line's series (build.sh's HERE)."""
+    base = gk.ROOT / "guest-kernel-patches"
+    return base if line == DEFAULT_LINE else base / line
+
+
+def default_kernel(line: str) -> str | None:
     if os.environ.get("ZEROSTART_KERNEL_IMAGE"):
         return os.environ["ZEROSTART_KERNEL_IMAGE"]
-    p = subprocess.run(["bash", str(gk.ROOT / "guest-kernel-patches" / "build.sh"), "--print"],
+    p = subprocess.run(["bash", str(gk.ROOT / "guest-kernel-patches" / "build.sh"), "--line", line, "--print"],
                        capture_output=True, text=True)
     out = p.stdout.strip().splitlines()
     return f"{out[-1]}/bzImage" if p.returncode == 0 and out else None
@@ -65,11 +79,12 @@ def default_firmware() -> str | None:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="tests/kernel/run.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--line", default=DEFAULT_LINE,
+                    help=f"the kernel line (default {DEFAULT_LINE}; 7.3 is guest-kernel-patches/7.3)")
     ap.add_argument("--kernel", help="the bzImage under test")
     ap.add_argument("--series-dir", type=Path,
-                    default=Path(os.environ.get("ZEROSTART_KERNEL_SERIES_DIR") or gk.ROOT / "guest-kernel-patches"),
                     help="the series it was built from (series + patches/; default $ZEROSTART_KERNEL_SERIES_DIR, "
-                         "else guest-kernel-patches)")
+                         "else the line's directory)")
     ap.add_argument("--firmware", help="zerostart's OVMF.fd, for the efi case")
     ap.add_argument("--work", type=Path, help="logs and scratch (kept)")
     ap.add_argument("--suite", choices=("kernel", "memmap"), help="run only this table")
@@ -77,12 +92,21 @@ def main(argv: list[str]) -> int:
     ap.add_argument("cases", nargs="*", metavar="CASE")
     a = ap.parse_args(argv)
     os.environ.setdefault("ZS_TCG_THREAD", "single")
+    if not (line_dir(a.line) / "series").is_file():
+        print(f"{WHO}: no kernel line '{a.line}' (no {line_dir(a.line)}/series); lines: {DEFAULT_LINE} "
+              + " ".join(d.parent.name for d in sorted((gk.ROOT / "guest-kernel-patches").glob("*/series"))),
+              file=sys.stderr)
+        return 2
+    if a.series_dir is None:
+        a.series_dir = Path(os.environ.get("ZEROSTART_KERNEL_SERIES_DIR") or line_dir(a.line))
+    # Suite names: 6.12's as they always were, another line's with its name.
+    tag = "" if a.line == DEFAULT_LINE else f"-{a.line}"
 
     # In this checkout's target/, not the shared cache: two checkouts (a CI
     # clone and a developer's tree) testing at once each wiped the other's
     # hinted images in a shared test-run/ (seen: "could not open kernel file
     # .../test-run/good.bzImage" in 9 cases of a fresh-clone run).
-    work = a.work or Path(os.environ.get("ZS_TEST_WORK") or gk.ROOT / "target" / "kernel-test")
+    work = a.work or Path(os.environ.get("ZS_TEST_WORK") or gk.ROOT / "target" / f"kernel-test{tag}")
     tmo = os.environ.get("ZEROSTART_KERNEL_TEST_TIMEOUT")
     k = cases.Kernel(image=Path("."), series_dir=a.series_dir, firmware=None, work=work,
                      timeout=float(tmo or 600), memmap_timeout=float(tmo or 900))
@@ -91,6 +115,7 @@ def main(argv: list[str]) -> int:
     tables = [("kernel", k, cases.table(k)), ("memmap", km, cases.memmap_table(km))]
     if a.suite:
         tables = [t for t in tables if t[0] == a.suite]
+    tables = [(name + tag, kk, t) for name, kk, t in tables]
     for name, _, t in tables:
         for p in table_problems(t):
             print(f"{WHO}: {name} case table: {p}", file=sys.stderr)
@@ -107,10 +132,11 @@ def main(argv: list[str]) -> int:
         print(f"{WHO}: unknown case {' '.join(unknown)}; cases: {' '.join(sorted(known))}", file=sys.stderr)
         return 2
 
-    image = a.kernel or default_kernel()
+    image = a.kernel or default_kernel(a.line)
     if not image or not Path(image).is_file():
-        print(f"{WHO}: no kernel image at {image or '(the series is not built)'}; build it with `make kernel` "
-              "or pass --kernel BZIMAGE", file=sys.stderr)
+        build = "make kernel" if a.line == DEFAULT_LINE else f"make kernel-{a.line}"
+        print(f"{WHO}: no kernel image at {image or f'(the {a.line} series is not built)'}; build it with "
+              f"`{build}` or pass --kernel BZIMAGE", file=sys.stderr)
         return 2
     firmware = a.firmware or default_firmware()
     for kk in (k, km):
@@ -119,7 +145,7 @@ def main(argv: list[str]) -> int:
         print(f"{WHO}: no series file in {a.series_dir}; pass --series-dir DIR (the series the kernel was built "
               "from)", file=sys.stderr)
         return 2
-    gk.log(WHO, f"kernel: {k.image} (series {a.series_dir})")
+    gk.log(WHO, f"line {a.line}: kernel {k.image} (series {a.series_dir})")
 
     try:
         gk.install_test_deps(WHO)
@@ -133,12 +159,12 @@ def main(argv: list[str]) -> int:
 
     rc = 0
     for name, kk, t in tables:
-        chosen = [c for c in t if not names or c.name in names or (name == "kernel" and c.name in cases.ALWAYS)]
+        chosen = [c for c in t if not names or c.name in names or (name == "kernel" + tag and c.name in cases.ALWAYS)]
         if not chosen:
             continue
         runner = Runner(name, kk.work, boot=None, pools=HugePages(WHO), keep_work=True)
         rc = max(rc, run_suite(runner, chosen))
-    gk.log(WHO, f"{'all kernel tests passed' if rc == 0 else 'a check failed'} (logs in {work})")
+    gk.log(WHO, f"line {a.line}: {'all kernel tests passed' if rc == 0 else 'a check failed'} (logs in {work})")
     return rc
 
 
