@@ -279,7 +279,9 @@ def ratio_line(rows: list[dict]) -> str:
                 ", ".join(f"{k} {e2e.fmt_ms(mem.get(k))} ms" for k in ("stock", "launch", "zerostart") if k in mem) +
                 "\n(one run each, in one L2 boot: at 2 GiB most of the boot is systemd's userspace under TCG, "
                 "which varies by tens of percent from run to run; what zerostart changes is memory_ready "
-                "and the guest kernel's skipped clears, in report.json)")
+                "and the guest kernel's skipped clears, in report.json. (c) also boots through Debian's "
+                "initrd, whose kernel has its virtio drivers as modules, where (a) and (b) have them "
+                "built in: part of the userspace_started gap is that, not memory)")
     return out
 
 
