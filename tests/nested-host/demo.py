@@ -211,7 +211,7 @@ def cmd_demo(a) -> int:
         ok = real_vm(a, zs, ovmf) and ok
     if not ok:
         e2e.CONSOLE_LOG = OUT / "console.log"
-        e2e.fail_loudly(fatal)
+        e2e.fail_loudly(fatal, [f"{r['name']}: {fl}" for r in rows for fl in r["failures"]])
         return 1
     print("demo: PASS")
     return 0

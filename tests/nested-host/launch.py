@@ -362,6 +362,14 @@ def cmd_launch(a) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rep, indent=2) + "\n")
     print("\n" + summary(rows))
+    # One check line per scenario, as make_test.py counts them.
+    for r in rows:
+        print(f"ok: launch: {r['name']}" if r["passed"] else
+              f"FAIL: launch: {r['name']}: {'; '.join(r['failures']) or 'failed'}")
+    ran = {r["name"] for r in rows}
+    for s in scs:
+        if s.name not in ran:
+            print(f"FAIL: launch: {s.name}: did not run ({fatal or 'L2 ended early'})")
     mr = {s["memory_bytes"] // MIB: s["phases_ms"]["memory_ready"] for s in rows
           if s["passed"] and s["name"].startswith("launch-qemu-pool-")}
     if 1024 in mr and large in mr and mr[1024]:
@@ -371,7 +379,7 @@ def cmd_launch(a) -> int:
     ok = fatal is None and len(results) == len(scs) and all(s["passed"] for s in rows)
     if not ok:
         e2e.CONSOLE_LOG = OUT / "console.log"
-        e2e.fail_loudly(fatal)
+        e2e.fail_loudly(fatal, [f"{r['name']}: {fl}" for r in rows for fl in r["failures"]])
         return 1
     print("launch: all scenarios passed")
     return 0

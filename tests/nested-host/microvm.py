@@ -303,7 +303,7 @@ def cmd_microvm(a) -> int:
     ok = fatal is None and len(rows) == asked and all(r["passed"] for r in rows)
     if not ok:
         e2e.CONSOLE_LOG = OUT / "console.log"
-        e2e.fail_loudly(fatal)
+        e2e.fail_loudly(fatal, [f"{r['name']}: {fl}" for r in rows for fl in r["failures"]])
         return 1
     print("microvm: PASS")
     return 0

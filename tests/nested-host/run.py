@@ -443,7 +443,9 @@ def timeline_table(phases: list[dict], baseline: list[dict] | None = None,
     return "\n".join(lines)
 
 
-def fail_loudly(fatal: str | None) -> None:
+def fail_loudly(fatal: str | None, failures: list[str] | None = None) -> None:
+    """Prints the console tail, then the reasons again as the very last lines:
+    CI shows the end of the output, and the end must name what failed."""
     log = CONSOLE_LOG
     print(f"\ne2e: FAILED{': ' + fatal if fatal else ''}", file=sys.stderr)
     if log.exists():
@@ -451,6 +453,9 @@ def fail_loudly(fatal: str | None) -> None:
         print(f"e2e: last {len(tail)} lines of {log}:", file=sys.stderr)
         for line in tail:
             print(f"  {line}", file=sys.stderr)
+    reasons = ([fatal] if fatal else []) + list(failures or [])
+    for r in reasons or ["no scenario named a failure; see the summary above"]:
+        print(f"FAILED: {r}", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------
@@ -517,7 +522,7 @@ def cmd_e2e(a) -> int:
     print(counts_line(results, scs, skipped, l2_retries))
     ok = fatal is None and len(results) == len(scs) and all(not r.failures for r in results) and scs
     if not ok:
-        fail_loudly(fatal)
+        fail_loudly(fatal, [f"{r.sc.name}: {fl}" for r in results for fl in r.failures])
         return 1
     print("e2e: all scenarios passed")
     return 0
