@@ -11,14 +11,16 @@
 # ZS_MEASURE_ONLY="boot huge anon mthp sparse nt hvo pf hugeread work ntcost"
 # (rows to run; the last four are issue 17's, see "Bench rows" below and
 # docs/kernel-measurements.md),
-# ZS_MEASURE_LINE=6.12|7.3 (the kernel line: its images come from
-# `build.sh --line LINE --print`; default 6.12),
-# ZS_MEASURE_OUT=dir (take bzImage and bzImage-noprezero from dir instead
-# of the line's build; for work on the series),
-# ZS_MEASURE_BASE=path (the baseline image when dir has no
-# bzImage-noprezero, e.g. the line's pristine kernel without the series;
-# without either, every row that compares with and without the series
-# prints SKIP and the reason, and only the "on"-only rows run),
+# ZS_MEASURE_LINE="6.12 7.3" (the kernel lines, one or more: each line's
+# images come from `build.sh --line LINE --print`; default 6.12; with
+# several, every row boots every line's images in the same run,
+# interleaved, and the tables' first column names the line),
+# ZS_MEASURE_OUT=dir (one line only: take bzImage and bzImage-noprezero
+# from dir instead of the line's build; for work on the series),
+# ZS_MEASURE_BASE=path (one line only: the baseline image when there is
+# no bzImage-noprezero, e.g. the line's pristine kernel without the
+# series; without either, every row that compares with and without the
+# series prints SKIP and the reason, and only the "on"-only rows run),
 # ZS_MEASURE_WORK=dir (logs; default $ZEROSTART_CACHE/kernel/measure),
 # ZS_MEASURE_ON_ARGS="..." (extra kernel arguments for the "on" boots only,
 # e.g. prezero.fault_batch=0, to find where a difference comes from).
@@ -58,29 +60,43 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 install_test_deps
 ONLY=" ${ZS_MEASURE_ONLY:-boot huge anon mthp sparse nt hvo pf hugeread work ntcost} "
 T0=$SECONDS
-# make builds the images (make bench-kernel passes ZS_MEASURE_OUT); run
-# directly, this takes the line's build from the cache.
-LINE="${ZS_MEASURE_LINE:-6.12}"
-case "$LINE" in
-6.12) LINE_ARGS=() ;;
-*) LINE_ARGS=(--line "$LINE") ;;
-esac
-OUT="${ZS_MEASURE_OUT:-$("$ROOT/guest-kernel-patches/build.sh" "${LINE_ARGS[@]}" --print || true)}"
-[ -f "$OUT/bzImage" ] || die "no bzImage in ${OUT:-the cache} for line $LINE; build it with \`guest-kernel-patches/build.sh${LINE_ARGS[*]:+ ${LINE_ARGS[*]}}\` or set ZS_MEASURE_OUT=dir"
-# The baseline ("off"): the same tree without the series' features, else
-# the image ZS_MEASURE_BASE names. None: the comparing rows say SKIP.
-BASE=""
-BASE_WHY=""
-if [ -f "$OUT/bzImage-noprezero" ]; then
-	BASE="$OUT/bzImage-noprezero"
-elif [ -n "${ZS_MEASURE_BASE:-}" ]; then
-	[ -f "$ZS_MEASURE_BASE" ] || die "ZS_MEASURE_BASE=$ZS_MEASURE_BASE is no file; name a bzImage without the series or unset it"
-	BASE="$ZS_MEASURE_BASE"
-else
-	BASE_WHY="no baseline: $OUT has no bzImage-noprezero and ZS_MEASURE_BASE is unset (build the line's pristine kernel and name it there)"
-	log "$BASE_WHY; rows that compare with and without the series print SKIP"
+# Each line's images: make builds them (make bench-kernel depends on each
+# line's build target); this takes them from the cache.
+LINES="${ZS_MEASURE_LINE:-6.12}"
+nlines=$(wc -w <<<"$LINES")
+[ "$nlines" -ge 1 ] || die "ZS_MEASURE_LINE is empty; name one or more kernel lines, e.g. \"6.12 7.3\""
+if [ "$nlines" -gt 1 ] && [ -n "${ZS_MEASURE_OUT:-}${ZS_MEASURE_BASE:-}" ]; then
+	die "ZS_MEASURE_OUT and ZS_MEASURE_BASE name one line's images; set ZS_MEASURE_LINE to that one line"
 fi
-log "line $LINE: on = $OUT/bzImage, off = ${BASE:-none}"
+declare -A ON OFF OFF_WHY
+for L in $LINES; do
+	case "$L" in
+	6.12) la=() ;;
+	*) la=(--line "$L") ;;
+	esac
+	o="${ZS_MEASURE_OUT:-$("$ROOT/guest-kernel-patches/build.sh" "${la[@]}" --print || true)}"
+	[ -f "$o/bzImage" ] || die "no bzImage in ${o:-the cache} for line $L; build it with \`guest-kernel-patches/build.sh${la[*]:+ ${la[*]}}\` or set ZS_MEASURE_OUT=dir"
+	ON[$L]="$o/bzImage"
+	# The baseline ("off"): the same tree without the series' features,
+	# else the image ZS_MEASURE_BASE names. None: comparing rows say SKIP.
+	OFF[$L]=""
+	OFF_WHY[$L]=""
+	if [ -f "$o/bzImage-noprezero" ]; then
+		OFF[$L]="$o/bzImage-noprezero"
+	elif [ -n "${ZS_MEASURE_BASE:-}" ]; then
+		[ -f "$ZS_MEASURE_BASE" ] || die "ZS_MEASURE_BASE=$ZS_MEASURE_BASE is no file; name a bzImage without the series or unset it"
+		OFF[$L]="$ZS_MEASURE_BASE"
+	else
+		OFF_WHY[$L]="no baseline for line $L: $o has no bzImage-noprezero and ZS_MEASURE_BASE is unset (build the line's pristine kernel and name it there)"
+		log "${OFF_WHY[$L]}; rows that compare with and without the series print SKIP"
+	fi
+	log "line $L: on = ${ON[$L]}, off = ${OFF[$L]:-none}"
+done
+# The images a comparing row boots, LINE:SERIES; odd repetitions in this
+# order, even ones reversed, so that no image always gets the warmer host.
+KERNELS=""
+for L in $LINES; do KERNELS="$KERNELS $L:on $L:off"; done
+order() { if [ $(($1 % 2)) = 1 ]; then echo $KERNELS; else echo $KERNELS | tr ' ' '\n' | tac | tr '\n' ' '; fi; }
 build_initramfs "$WORK"
 INITRD="$WORK/initrd.cpio.gz"
 # The bench initramfs (rows pf, hugeread, work): the same busybox, /zsbench
@@ -96,22 +112,26 @@ build_bench_initramfs() {
 		die "cannot pack $BENCH_INITRD (cpio, gzip)"
 }
 
-# run NAME KERNEL(bzImage|bzImage-noprezero) MEM_MIB APPEND
+# run NAME LINE:SERIES(on|off) MEM_MIB APPEND
 # A boot that did not reach the init's last line, or whose kernel printed a
 # crash, is recorded in $WORK/NAME.log.crashed: its row says CRASHED, it is
 # listed at the end and the script exits non-zero. A crashed boot of the
 # series is a result, never a row quietly left out of a table or median.
 boots=0
 crashed=()
-# KERNEL bzImage-noprezero is the baseline (BASE), whatever its file.
+# SERIES off is the line's baseline (OFF), whatever its file.
 run() {
-	local name="$1" kern="$2" mem="$3" append="$4" logf why img="$OUT/bzImage"
-	[ "$kern" = bzImage ] && append="$append ${ZS_MEASURE_ON_ARGS:-}"
-	[ "$kern" = bzImage ] || img="$BASE"
+	local name="$1" kern="$2" mem="$3" append="$4" logf why img L="${2%%:*}"
+	if [ "${2##*:}" = on ]; then
+		img="${ON[$L]}"
+		append="$append ${ZS_MEASURE_ON_ARGS:-}"
+	else
+		img="${OFF[$L]}"
+	fi
 	logf="$WORK/$name.log"
 	if [ -z "$img" ]; then
-		echo "$BASE_WHY" >"$logf.skipped"
-		log "$name: SKIP: $BASE_WHY"
+		echo "${OFF_WHY[$L]}" >"$logf.skipped"
+		log "$name: SKIP: ${OFF_WHY[$L]}"
 		return
 	fi
 	make_hinted_image "$WORK" "$name" "$img" "$(honest_hint_ranges "$mem")"
@@ -136,19 +156,20 @@ deferred_ms() {
 	grep -aoE "deferred pages initialised in [0-9]+ms" "$WORK/$1.log" | grep -oE "[0-9]+" | awk '{s+=$1} END {print s+0}'
 }
 
-printf "| case | init_on_alloc | series | boot to init (%s) | Run /init (printk) | init mark (printk) | deferred struct-page init (ms) | hugetlb populate (ms) | 4K first touch (MiB/s) | pages skipped | fault batches |\n" "$CLOCK"
-printf "|---|---|---|---|---|---|---|---|---|---|---|\n"
+printf "| line | case | init_on_alloc | series | boot to init (%s) | Run /init (printk) | init mark (printk) | deferred struct-page init (ms) | hugetlb populate (ms) | 4K first touch (MiB/s) | pages skipped | fault batches |\n" "$CLOCK"
+printf "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+# row NAME LABEL IOA LINE:SERIES
 row() {
-	local name="$1" label="$2" ioa="$3" series="$4"
+	local name="$1" label="$2" ioa="$3" line="${4%%:*}" series="${4##*:}"
 	if [ -f "$WORK/$name.log.skipped" ]; then
-		printf "| %s | %s | %s | SKIP: %s | | | | | | | |\n" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.skipped")"
+		printf "| %s | %s | %s | %s | SKIP: %s | | | | | | | |\n" "$line" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.skipped")"
 		return
 	fi
 	if [ -f "$WORK/$name.log.crashed" ]; then
-		printf "| %s | %s | %s | CRASHED: %s | | | | | | | |\n" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.crashed")"
+		printf "| %s | %s | %s | %s | CRASHED: %s | | | | | | | |\n" "$line" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.crashed")"
 		return
 	fi
-	printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$label" "$ioa" "$series" \
+	printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$line" "$label" "$ioa" "$series" \
 		"$(field "$name" ZSINIT uptime_s)" "$(ptime "$name" "Run /init as init")" "$(ptime "$name" "zsinit: mark")" "$(deferred_ms "$name")" \
 		"$(field "$name" ZSPROBE hugetlb_ms)" "$(field "$name" ZSPROBE anon_mib_per_s)" \
 		"$(field "$name" ZSDEBUGFS pages_skipped)" "$(field "$name" ZSDEBUGFS fault_batches)"
@@ -166,37 +187,31 @@ for rep in $(seq 1 "$REPS"); do
 			fi
 			hp=$((mem / 2 / 2))
 			[ "$mem_g" = 1 ] && hp=0
-			# Alternate which kernel boots first, so that neither
-			# always gets the warmer host.
-			order="bzImage bzImage-noprezero"
-			[ $((rep % 2)) = 0 ] && order="bzImage-noprezero bzImage"
-			for k in $order; do
-				s=on; [ "$k" = bzImage ] || s=off
-				n="boot-${mem_g}g-ioa$ioa-$s-$rep"
+			for k in $(order "$rep"); do
+				n="boot-${mem_g}g-ioa$ioa-${k/:/-}-$rep"
 				run "$n" "$k" "$mem" "init_on_alloc=$ioa hugepages=$hp"
-				row "$n" "boot ${mem_g} GiB, hugepages=$hp" "$ioa" "$s"
+				row "$n" "boot ${mem_g} GiB, hugepages=$hp" "$ioa" "$k"
 			done
 		done
 		# Populate 75% of a 4 GiB guest: as hugetlb pages, then as 4K anon.
-		for k in bzImage bzImage-noprezero; do
-			s=on; [ "$k" = bzImage ] || s=off
+		for k in $(order "$rep"); do
 			if want huge; then
-				n="huge-4g-ioa$ioa-$s-$rep"
+				n="huge-4g-ioa$ioa-${k/:/-}-$rep"
 				run "$n" "$k" 4096 "init_on_alloc=$ioa hugepages=1536 zsprobe=3072,0"
-				row "$n" "4 GiB: populate 3 GiB hugetlb" "$ioa" "$s"
+				row "$n" "4 GiB: populate 3 GiB hugetlb" "$ioa" "$k"
 			fi
 			# 4K-mapped (see the top): THP and mTHP off, no madvise.
 			if want anon; then
-				n="anon-4g-ioa$ioa-$s-$rep"
+				n="anon-4g-ioa$ioa-${k/:/-}-$rep"
 				run "$n" "$k" 4096 "init_on_alloc=$ioa transparent_hugepage=never zsprobe=0,3072,thp"
-				row "$n" "4 GiB: first touch 3 GiB 4K-mapped" "$ioa" "$s"
+				row "$n" "4 GiB: first touch 3 GiB 4K-mapped" "$ioa" "$k"
 			fi
 			# 6.12's 64 KiB mTHP enabled by the admin: one fault maps
 			# 16 PTEs with one set_ptes(), still 4 KiB-mapped.
 			if want mthp; then
-				n="mthp-4g-ioa$ioa-$s-$rep"
+				n="mthp-4g-ioa$ioa-${k/:/-}-$rep"
 				run "$n" "$k" 4096 "init_on_alloc=$ioa transparent_hugepage=never zsmthp=64 zsprobe=0,3072,thp"
-				row "$n" "4 GiB: first touch 3 GiB, 64 KiB mTHP" "$ioa" "$s"
+				row "$n" "4 GiB: first touch 3 GiB, 64 KiB mTHP" "$ioa" "$k"
 			fi
 		done
 	done
@@ -205,11 +220,11 @@ done
 # The price of fault batching: touch 1 byte per 64 KiB of 1 GiB (after a
 # dense first touch of 1 GiB), 4K-mapped as above; RSS growth vs touched.
 if want sparse; then
-	for k in bzImage bzImage-noprezero; do
-		s=on; [ "$k" = bzImage ] || s=off
-		run "sparse-$s" "$k" 4096 "transparent_hugepage=never zsprobe=0,1024,thp,sparse"
-		printf "sparse touch, series %s: touched %s KiB (1 byte per 64 KiB of 1 GiB), RSS grew %s KiB\n" "$s" \
-			"$(field "sparse-$s" ZSPROBE sparse_touched_kib)" "$(field "sparse-$s" ZSPROBE sparse_rss_kib)"
+	for k in $KERNELS; do
+		n="sparse-${k/:/-}"
+		run "$n" "$k" 4096 "transparent_hugepage=never zsprobe=0,1024,thp,sparse"
+		printf "sparse touch, line %s, series %s: touched %s KiB (1 byte per 64 KiB of 1 GiB), RSS grew %s KiB\n" "${k%%:*}" "${k##*:}" \
+			"$(field "$n" ZSPROBE sparse_touched_kib)" "$(field "$n" ZSPROBE sparse_rss_kib)"
 	done
 fi
 
@@ -221,27 +236,31 @@ fi
 # ms/GiB and the longest chunk (the longest stretch without cond_resched()).
 if want nt; then
 	chunks="off,4,64,256,1024,2048,0"
-	run nt bzImage 4096 "prezero=off init_on_alloc=0 hugepagesz=1G hugepages=1 hugepagesz=2M hugepages=512 zsnt=1024,2m,$REPS,$chunks zsnt=1024,1g,$REPS,$chunks"
-	printf "\n| page size | chunk (KiB) | clear ms/GiB (each round) | median | longest chunk (us, median) |\n|---|---|---|---|---|\n"
-	[ ! -f "$WORK/nt.log.crashed" ] ||
-		printf "| CRASHED: %s | | only the rounds before the crash are below | | |\n" "$(cat "$WORK/nt.log.crashed")"
+	printf "\n| line | page size | chunk (KiB) | clear ms/GiB (each round) | median | longest chunk (us, median) |\n|---|---|---|---|---|---|\n"
+	for L in $LINES; do
+	run "nt-$L" "$L:on" 4096 "prezero=off init_on_alloc=0 hugepagesz=1G hugepages=1 hugepagesz=2M hugepages=512 zsnt=1024,2m,$REPS,$chunks zsnt=1024,1g,$REPS,$chunks"
+	[ ! -f "$WORK/nt-$L.log.crashed" ] ||
+		printf "| %s | CRASHED: %s | | only the rounds before the crash are below | | |\n" "$L" "$(cat "$WORK/nt-$L.log.crashed")"
 	for sz in 2m 1g; do
 		for c in $(echo "$chunks" | tr ',' ' '); do
-			grep -a "^ZSNT size=$sz chunk=$c " "$WORK/nt.log" | tr -d '\r' | awk -v sz="$sz" -v c="$c" 'BEGIN { n = 0 }
+			grep -a "^ZSNT size=$sz chunk=$c " "$WORK/nt-$L.log" | tr -d '\r' | awk -v L="$L" -v sz="$sz" -v c="$c" 'BEGIN { n = 0 }
 				{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 				  ms[n] = v["hugetlb_ms"] * 1024 / v["hugetlb_mib"]; lat[n] = v["max_chunk_ns"] / 1000; n++ }
 				function med(a, n,   i, j, t) { for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t } return a[int(n / 2)] }
 				END { if (!n) exit; s = ""; for (i = 0; i < n; i++) s = s sprintf("%.0f ", ms[i]);
-				      printf "| %s | %s | %s| %.0f | %s |\n", sz, c == "off" ? "normal path" : (c == 0 ? "whole" : c), s, med(ms, n), c == "off" ? "-" : sprintf("%.0f", med(lat, n)) }'
+				      printf "| %s | %s | %s | %s| %.0f | %s |\n", L, sz, c == "off" ? "normal path" : (c == 0 ? "whole" : c), s, med(ms, n), c == "off" ? "-" : sprintf("%.0f", med(lat, n)) }'
 		done
+	done
 	done
 fi
 
 # HVO: MemFree with hugepages=1024 on a 4 GiB guest, vmemmap optimised or not.
 if want hvo; then
-	for h in on off; do
-		run "hvo-$h" bzImage 4096 "hugepages=1024 hugetlb_free_vmemmap=$h"
-		printf "HVO %s: %s\n" "$h" "$(grep -a '^ZSMEM ' "$WORK/hvo-$h.log" | tr -d '\r' | tail -1)"
+	for L in $LINES; do
+		for h in on off; do
+			run "hvo-$L-$h" "$L:on" 4096 "hugepages=1024 hugetlb_free_vmemmap=$h"
+			printf "HVO, line %s, %s: %s\n" "$L" "$h" "$(grep -a '^ZSMEM ' "$WORK/hvo-$L-$h.log" | tr -d '\r' | tail -1)"
+		done
 	done
 fi
 
@@ -261,55 +280,56 @@ fi
 #  work:     zsbench work (hash tables built and freed, 2 processes,
 #            ZS_MEASURE_WORK_ROUNDS rounds of ZS_MEASURE_WORK_KEYS keys),
 #            distro THP setting, init_on_alloc=1 and 0, with and without.
-#  ntcost:   tests/kernel/ntcost.c on the host: rep stosb vs movnti clear of
-#            256 KiB, 2 MiB and 64 MiB blocks and the read that follows.
+#  ntcost:   tests/kernel/ntcost.c on the host: rep stosb per 4 KiB (6.12),
+#            rep stosb over ranges (7.3's clear_pages()) and movnti (0003)
+#            clears of 256 KiB, 2 MiB, 64 MiB and 1 GiB blocks and the read
+#            that follows.
 BMEM="${ZS_MEASURE_BENCH_MEM:-1024}"
 PF_SECS="${ZS_MEASURE_PF_SECS:-10}"
 W_ROUNDS="${ZS_MEASURE_WORK_ROUNDS:-6}"
 W_KEYS="${ZS_MEASURE_WORK_KEYS:-524288}"
-# bench_row NAME LABEL IOA SERIES MODE: the ZSBENCH line(s) of MODE, as key=value
+# bench_row NAME LABEL IOA LINE:SERIES MODE: the ZSBENCH line(s) of MODE, as key=value
 bench_row() {
-	local name="$1" label="$2" ioa="$3" series="$4" mode="$5" vals
+	local name="$1" label="$2" ioa="$3" line="${4%%:*}" series="${4##*:}" mode="$5" vals
 	if [ -f "$WORK/$name.log.skipped" ]; then
-		printf "| %s | %s | %s | SKIP: %s |\n" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.skipped")"
+		printf "| %s | %s | %s | %s | SKIP: %s |\n" "$line" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.skipped")"
 	elif [ -f "$WORK/$name.log.crashed" ]; then
-		printf "| %s | %s | %s | CRASHED: %s |\n" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.crashed")"
+		printf "| %s | %s | %s | %s | CRASHED: %s |\n" "$line" "$label" "$ioa" "$series" "$(cat "$WORK/$name.log.crashed")"
 	else
 		vals="$({ grep -a "^ZSBENCH mode=$mode " "$WORK/$name.log" || true; } | tr -d '\r' | cut -d' ' -f3- | paste -sd';')"
-		printf "| %s | %s | %s | %s |\n" "$label" "$ioa" "$series" "${vals:-no ZSBENCH line: see $WORK/$name.log}"
+		printf "| %s | %s | %s | %s | %s |\n" "$line" "$label" "$ioa" "$series" "${vals:-no ZSBENCH line: see $WORK/$name.log}"
 	fi
 }
 if want pf || want hugeread || want work; then
 	build_bench_initramfs
 	INITRD="$BENCH_INITRD"
-	printf "\n| bench (%s) | init_on_alloc | series | result |\n|---|---|---|---|\n" "$CLOCK"
+	printf "\n| line | bench (%s) | init_on_alloc | series | result |\n|---|---|---|---|---|\n" "$CLOCK"
 fi
 for rep in $(seq 1 "$REPS"); do
-	order="bzImage bzImage-noprezero"
-	[ $((rep % 2)) = 0 ] && order="bzImage-noprezero bzImage"
 	for ioa in 1 0; do
-		for k in $order; do
-			s=on; [ "$k" = bzImage ] || s=off
+		for k in $(order "$rep"); do
 			if want pf; then
-				n="pf-ioa$ioa-$s-$rep"
+				n="pf-ioa$ioa-${k/:/-}-$rep"
 				run "$n" "$k" "$BMEM" "init_on_alloc=$ioa transparent_hugepage=never zsbench=pf,2,$PF_SECS,128"
-				bench_row "$n" "page_fault1 ${BMEM} MiB, 2x128 MiB, ${PF_SECS} s" "$ioa" "$s" pf
+				bench_row "$n" "page_fault1 ${BMEM} MiB, 2x128 MiB, ${PF_SECS} s" "$ioa" "$k" pf
 			fi
 			if want work; then
-				n="work-ioa$ioa-$s-$rep"
+				n="work-ioa$ioa-${k/:/-}-$rep"
 				run "$n" "$k" "$BMEM" "init_on_alloc=$ioa zsbench=work,2,$W_ROUNDS,$W_KEYS"
-				bench_row "$n" "hash tables ${BMEM} MiB, 2 procs x $W_ROUNDS rounds x $W_KEYS keys" "$ioa" "$s" work
+				bench_row "$n" "hash tables ${BMEM} MiB, 2 procs x $W_ROUNDS rounds x $W_KEYS keys" "$ioa" "$k" work
 			fi
 		done
 	done
 	if want hugeread; then
 		hp=$((BMEM / 2 / 2))
 		mib=$((hp * 2 / 2))
+		for L in $LINES; do
 		for e in 1 0; do
 			[ $((rep % 2)) = 0 ] && e=$((1 - e))
-			n="hugeread-nt$e-$rep"
-			run "$n" bzImage "$BMEM" "prezero=off init_on_alloc=0 hugepages=$hp clear_huge_nt.min_kib=2048 clear_huge_nt.enable=$e zsbench=hugeread,$mib,hugetlb zsbench=hugeread,$mib,thp"
-			bench_row "$n" "fault+read 2 MiB pages, $mib MiB, NT clear $([ "$e" = 1 ] && echo on || echo off)" 0 on hugeread
+			n="hugeread-$L-nt$e-$rep"
+			run "$n" "$L:on" "$BMEM" "prezero=off init_on_alloc=0 hugepages=$hp clear_huge_nt.min_kib=2048 clear_huge_nt.enable=$e zsbench=hugeread,$mib,hugetlb zsbench=hugeread,$mib,thp"
+			bench_row "$n" "fault+read 2 MiB pages, $mib MiB, NT clear $([ "$e" = 1 ] && echo on || echo off)" 0 "$L:on" hugeread
+		done
 		done
 	fi
 done
@@ -317,8 +337,10 @@ if want ntcost; then
 	gcc -O2 -Wall -Werror -o "$WORK/ntcost" "$ROOT/tests/kernel/ntcost.c" || die "cannot build ntcost (gcc)"
 	printf "\n| host CPU (%s): clear a cold block, then read it | block | clear (us) | first read (us) | second read (us) |\n|---|---|---|---|---|\n" \
 		"$(lscpu | sed -n 's/^Model name: *//p')"
-	for b in 256 2048 65536; do
-		nice -n 10 "$WORK/ntcost" "$b" 1024 "$((REPS < 5 ? 5 : REPS))" | tr -d '\r' | while read -r _ m bk _ _ c r1 r2; do
+	for b in 256 2048 65536 1048576; do
+		# at least two blocks per area, and an area larger than the LLC
+		buf=$((b / 512 > 1024 ? b / 512 : 1024))
+		nice -n 10 "$WORK/ntcost" "$b" "$buf" "$((REPS < 5 ? 5 : REPS))" | tr -d '\r' | while read -r _ m bk _ _ c r1 r2; do
 			printf "| %s | %s KiB | %s | %s | %s |\n" "${m#method=}" "${bk#block_kib=}" "${c#clear_us=}" "${r1#read1_us=}" "${r2#read2_us=}"
 		done
 	done

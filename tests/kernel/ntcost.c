@@ -4,10 +4,15 @@
  * the host CPU itself (measure.sh row ntcost; docs/kernel-measurements.md).
  * QEMU TCG models no caches, so a guest cannot show it.
  *
- * It runs, in user space, the two instruction sequences the guest kernel
+ * It runs, in user space, the instruction sequences the guest kernel
  * uses to clear a huge folio and times the access that follows:
  *   stos: rep stosb per 4 KiB page (clear_page_erms(), what 6.12's
  *         folio_zero_user() runs per subpage)
+ *   range: 7.3's folio_zero_user() for a fault at the folio's start:
+ *         rep stosb over pages 3.. in units of at most 32 MiB
+ *         (clear_contig_highpages() under a non-preemptible model,
+ *         PROCESS_PAGES_NON_PREEMPT_BATCH), then pages 0-2, the fault's
+ *         neighbourhood, last so that they stay hot
  *   nt:   movnti, 8 stores per 64 bytes, sfence at the end (the series'
  *         clear_pages_nt()) over all but the first 4 KiB page, which is
  *         then cleared with rep stosb (the fault's target subpage, as
@@ -15,7 +20,7 @@
  * over every BLOCK of a BUF area, in order, so that each block is cold
  * (BUF is larger than the last-level cache). Per block: clear, then read
  * every word (first read), then read it again (second read). Each pass
- * runs every method over the whole area; PASSES passes alternate the
+ * runs every method over the whole area; PASSES passes rotate the
  * method order. Prints per method the median over passes, per block, in
  * microseconds: clear, first read, second read.
  *
@@ -49,6 +54,18 @@ static void clear_stos(char *p, size_t len)
 
 	for (i = 0; i < len; i += 4096)
 		stos(p + i, 4096);
+}
+
+static void clear_range(char *p, size_t len)
+{
+	const size_t unit = 32UL << 20, near = 3 * 4096;
+	size_t i, n;
+
+	for (i = near; i < len; i += n) {
+		n = len - i < unit ? len - i : unit;
+		stos(p + i, n);
+	}
+	stos(p, near < len ? near : len);
 }
 
 static void clear_nt(char *p, size_t len)
@@ -93,9 +110,10 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	static const char *const name[2] = { "stos", "nt" };
+	enum { NMETH = 3 };
+	static const char *const name[NMETH] = { "stos", "range", "nt" };
 	size_t block, buf, nblk, b;
-	double *res[2][3];
+	double *res[NMETH][3];
 	int passes, pass, m, k;
 	uint64_t nz = 0;
 	char *p;
@@ -120,20 +138,23 @@ int main(int argc, char **argv)
 	/* Huge pages where the host allows: the guest's folios are huge. */
 	madvise(p, buf, MADV_HUGEPAGE);
 	memset(p, 1, buf);
-	for (m = 0; m < 2; m++)
+	for (m = 0; m < NMETH; m++)
 		for (k = 0; k < 3; k++)
 			res[m][k] = calloc(passes, sizeof(double));
 	for (pass = 0; pass < passes; pass++) {
-		for (int i = 0; i < 2; i++) {
-			m = (pass & 1) ? 1 - i : i;
+		for (int i = 0; i < NMETH; i++) {
+			/* rotate the order so that no method always follows another */
+			m = (i + pass) % NMETH;
 			double t[3] = { 0, 0, 0 };
 
 			for (b = 0; b < nblk; b++) {
 				char *q = p + b * block;
 				double t0 = now(), t1, t2, t3;
 
-				if (m)
+				if (m == 2)
 					clear_nt(q, block);
+				else if (m == 1)
+					clear_range(q, block);
 				else
 					clear_stos(q, block);
 				t1 = now();
@@ -151,7 +172,7 @@ int main(int argc, char **argv)
 				res[m][k][pass] = t[k] / nblk * 1e6;
 		}
 	}
-	for (m = 0; m < 2; m++) {
+	for (m = 0; m < NMETH; m++) {
 		for (k = 0; k < 3; k++)
 			qsort(res[m][k], passes, sizeof(double), cmp);
 		printf("NTCOST method=%s block_kib=%zu buf_mib=%zu passes=%d clear_us=%.1f read1_us=%.1f read2_us=%.1f\n",
