@@ -60,8 +60,9 @@ ALWAYS = ("qemu-exit", "vectors", "checkpatch")
 # checkpatch --strict CHECKs a series may keep, each with why (the text
 # after "CHECK: ").
 ALLOWED_CHECKS = {
-    "Avoid CamelCase: <Zeroed>": "HPAGEFLAG(Zeroed, zeroed) follows include/linux/hugetlb.h's own "
-                                 "CamelCase page-flag names (HPAGEFLAG(Freed, freed), ...)",
+    "Avoid CamelCase: <Zeroed>": "HPAGEFLAG(Zeroed, zeroed) and (7.3's buddy flag) __PAGEFLAG(Zeroed, "
+                                 "zeroed, ...) follow the CamelCase page-flag names of include/linux/hugetlb.h "
+                                 "and page-flags.h (HPAGEFLAG(Freed, freed), __PAGEFLAG(Reported, reported, ...))",
 }
 # KUnit suites every series has; patches that bring their own suite add it
 # once `series` lists them (Kernel.suites).
