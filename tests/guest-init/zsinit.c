@@ -38,6 +38,7 @@
 #include <sys/reboot.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -474,6 +475,16 @@ int main(void)
 	timer_mark(0x0003); /* test_done */
 	if (!is_init)
 		return failed ? 1 : 0;
+	/*
+	 * The verdict must leave the UART before the power goes off: fflush()
+	 * only hands it to the tty layer, which sends it by THRE interrupts,
+	 * and reboot() does not wait for that. Under nested KVM that takes
+	 * tens of ms, and QEMU exits on the power-off with what it has not
+	 * been sent yet (seen: a launch scenario whose last five lines,
+	 * verdict included, never reached the host). tcdrain() waits until
+	 * the UART reports its transmitter empty.
+	 */
+	tcdrain(STDOUT_FILENO);
 	sync();
 	const char *halt = param("zsinit.halt");
 	reboot(halt && !strncmp(halt, "poweroff", 8) ? RB_POWER_OFF : RB_AUTOBOOT);

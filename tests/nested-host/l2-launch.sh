@@ -12,6 +12,10 @@
 #   L3| <ms> <line>                      (guest serial, stamped with L2 uptime in ms as it arrives)
 #   FW| <line>                           (ZeroStart lines of the firmware's debugcon log)
 #   VMM| <line>                          (launcher + QEMU stderr)
+#   QLOG| resets=N <guest error lines>   (QEMU's -d cpu_reset,guest_errors log: every
+#                                         CPU reset, start-up included, so that a
+#                                         guest that reset instead of powering off
+#                                         shows one more than its peers)
 #   ZSL-TIMELINE name=.. <launcher timeline JSON>
 #   ZSL-END name=.. rc=.. wall_ms=..
 export ZEROSTART_TEST_SWITCHES=1
@@ -21,8 +25,8 @@ tail -n +2 "$list" | while IFS='|' read -r name mem source kernel tmo dc lx gx; 
   case "$name" in ''|'#'*) continue;; esac
   wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
   case "$source" in pool) src="pool:$sock";; *) src=$source;; esac
-  fw=/tmp/$name.fw; err=/tmp/$name.err; tl=/tmp/$name.tl.json; rcf=/tmp/$name.rc
-  rm -f "$fw" "$err" "$tl" "$rcf"
+  fw=/tmp/$name.fw; err=/tmp/$name.err; tl=/tmp/$name.tl.json; rcf=/tmp/$name.rc; ql=/tmp/$name.qlog
+  rm -f "$fw" "$err" "$tl" "$rcf" "$ql"
   dcargs=
   [ "$dc" = on ] && dcargs="-debugcon file:$fw -global isa-debugcon.iobase=0x402"
   t0=$(ms)
@@ -31,7 +35,7 @@ tail -n +2 "$list" | while IFS='|' read -r name mem source kernel tmo dc lx gx; 
     timeout -s KILL "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary /qemu/bin/qemu-system-x86_64 \
       --memory "size=${mem}M,source=$src" --firmware /zs/fw/OVMF.fd --timeline "$tl" $lx -- \
       -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
-      -display none -no-reboot -serial stdio $dcargs \
+      -display none -no-reboot -serial stdio $dcargs -d cpu_reset,guest_errors -D "$ql" \
       -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
       -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx" 2> "$err" < /dev/null
     echo $? > "$rcf"
@@ -39,6 +43,7 @@ tail -n +2 "$list" | while IFS='|' read -r name mem source kernel tmo dc lx gx; 
   t1=$(ms)
   [ -f "$fw" ] && grep -a 'ZeroStart' "$fw" | tr -d '\r' | sed 's/^/FW| /'
   [ -f "$err" ] && sed 's/^/VMM| /' "$err"
+  [ -f "$ql" ] && echo "QLOG| resets=$(grep -c '^CPU Reset' "$ql") $(grep -i -E 'triple|shutdown|invalid|error' "$ql" | head -3 | tr '\n' ' ')"
   [ -s "$tl" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "$tl")"
   echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
 done

@@ -98,6 +98,7 @@ class LaunchResult:
     l3: list[tuple[int, str]] = field(default_factory=list)
     fw: list[str] = field(default_factory=list)
     vmm: list[str] = field(default_factory=list)
+    qlog: str | None = None
     timeline: dict | None = None
     failures: list[str] = field(default_factory=list)
 
@@ -167,7 +168,12 @@ def judge(r: LaunchResult) -> None:
     elif r.rc != 0:
         f.append(f"zerostart launch exited {r.rc}")
     if not v:
-        f.append("no ZSINIT verdict from the guest")
+        # Say where the guest's output stopped and how QEMU saw the end,
+        # so that a crash (a reset: one more CPU reset than a clean run)
+        # can be told from output lost on the way.
+        last = r.l3[-1][1] if r.l3 else "nothing"
+        f.append(f"no ZSINIT verdict from the guest (its serial output ended with {last!r}; "
+                 f"QEMU log: {r.qlog or 'none'})")
         return
     skipped = int(v.get("kernel_pages_skipped", -1))
     fails = int(v.get("kernel_verify_failures", -1))
@@ -280,6 +286,8 @@ def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[L
                 cur.fw.append(line[4:])
             elif cur and line.startswith("VMM| "):
                 cur.vmm.append(line[5:])
+            elif cur and line.startswith("QLOG| "):
+                cur.qlog = line[6:].strip()
             elif cur and line.startswith("ZSL-TIMELINE"):
                 try:
                     cur.timeline = json.loads(line.split(" ", 2)[2])
