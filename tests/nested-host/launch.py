@@ -263,8 +263,16 @@ def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[L
         while True:
             line = con.next(min(deadline, overall))
             if line is None:
-                return results, (f"L2 exited during {cur.sc.name}" if cur else
-                                 None if len(results) == len(scenarios) else "L2 exited early")
+                if not cur and len(results) == len(scenarios):
+                    return results, None
+                # The nested host's QEMU ended: say how (its status, and the
+                # line by which it reported an abort of its own, if any).
+                rc = con.exit_code() if hasattr(con, "exit_code") else None
+                how = f"its QEMU exited with status {rc}" if rc is not None else "its QEMU's status unknown"
+                abort = con.abort_line(rc) if hasattr(con, "abort_line") else None
+                if abort:
+                    how += f": {abort}"
+                return results, (f"L2 exited during {cur.sc.name} ({how})" if cur else f"L2 exited early ({how})")
             if line.startswith("ZSE2E-FATAL"):
                 return results, line
             if line.startswith("ZSL-POOL"):
