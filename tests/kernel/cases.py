@@ -129,8 +129,7 @@ class Kernel:
     def has_nt(self) -> bool:
         """The series has the NT huge clear patch (6.12; 7.3 dropped it:
         its range clear_pages() measured faster, 7.3/README.md)."""
-        return any("+++ b/arch/x86/mm/clear_huge_nt.c" in p.read_text(errors="replace")
-                   for p in self.series_patches() if p.is_file())
+        return self.series_has("+++ b/arch/x86/mm/clear_huge_nt.c")
 
 
 # Common boot arguments of the setup_data cases: the probe's sizes

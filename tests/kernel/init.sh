@@ -53,9 +53,10 @@ for a in $(/bin/busybox cat /proc/cmdline); do
 			for c in "$@"; do
 				# A line without the NT patch has no $nt: every setting
 				# is the kernel's own clear there.
-				if [ ! -d $nt ]; then :
-				elif [ "$c" = off ]; then echo 0 >$nt/enable; else echo 1 >$nt/enable; echo "$c" >$nt/chunk_kib; fi
-				[ -d $nt ] && echo 0 >$nt/max_chunk_ns
+				if [ -d $nt ]; then
+					if [ "$c" = off ]; then echo 0 >$nt/enable; else echo 1 >$nt/enable; echo "$c" >$nt/chunk_kib; fi
+					echo 0 >$nt/max_chunk_ns
+				fi
 				f=; [ "$fl" = 1g ] && f=1g
 				out="$(/zsprobe "$mib" 0 $f ${ZSNT_DIRTY:+dirty})"
 				echo "ZSNT size=$fl chunk=$c rep=$r max_chunk_ns=$([ -d $nt ] && /bin/busybox cat $nt/max_chunk_ns) $out"

@@ -68,12 +68,17 @@ nlines=$(wc -w <<<"$LINES")
 if [ "$nlines" -gt 1 ] && [ -n "${ZS_MEASURE_OUT:-}${ZS_MEASURE_BASE:-}" ]; then
 	die "ZS_MEASURE_OUT and ZS_MEASURE_BASE name one line's images; set ZS_MEASURE_LINE to that one line"
 fi
-declare -A ON OFF OFF_WHY
+declare -A ON OFF OFF_WHY NO_NT_WHY
 for L in $LINES; do
 	case "$L" in
-	6.12) la=() ;;
-	*) la=(--line "$L") ;;
+	6.12) la=() series="$ROOT/guest-kernel-patches/series" ;;
+	*) la=(--line "$L") series="$ROOT/guest-kernel-patches/$L/series" ;;
 	esac
+	# Rows of the NT huge clear ("x86/mm: clear huge and gigantic pages
+	# with non-temporal stores") say SKIP, and why, for a line without it.
+	NO_NT_WHY[$L]=""
+	grep -q "clear-huge-and-gigantic-pages-with-non-tempor" "$series" ||
+		NO_NT_WHY[$L]="line $L has no NT huge clear patch (its series drops it: range clear_pages() measured faster, guest-kernel-patches/$L/README.md)"
 	o="${ZS_MEASURE_OUT:-$("$ROOT/guest-kernel-patches/build.sh" "${la[@]}" --print || true)}"
 	[ -f "$o/bzImage" ] || die "no bzImage in ${o:-the cache} for line $L; build it with \`guest-kernel-patches/build.sh${la[*]:+ ${la[*]}}\` or set ZS_MEASURE_OUT=dir"
 	ON[$L]="$o/bzImage"
@@ -149,15 +154,6 @@ run() {
 
 field() { kv "$WORK/$1.log" "$2" "$3"; }
 
-# NO_NT_WHY LINE: empty if LINE's series has the NT huge clear patch ("x86/mm:
-# clear huge and gigantic pages with non-temporal stores"), else why not.
-NT_PATCH="clear-huge-and-gigantic-pages-with-non-tempor"
-no_nt_why() {
-	local s="$ROOT/guest-kernel-patches/series"
-	[ "$1" = 6.12 ] || s="$ROOT/guest-kernel-patches/$1/series"
-	grep -q "$NT_PATCH" "$s" 2>/dev/null ||
-		echo "line $1 has no NT huge clear patch (its series drops it: range clear_pages() measured faster, guest-kernel-patches/$1/README.md)"
-}
 # printk time (s, microseconds) of the first kernel log line matching ERE
 ptime() {
 	{ grep -aE "^\[ *[0-9]+\.[0-9]+\] .*$2" "$WORK/$1.log" || true; } | head -1 | sed -E 's/^\[ *([0-9.]+)\].*/\1/'
@@ -248,7 +244,7 @@ if want nt; then
 	chunks="off,4,64,256,1024,2048,0"
 	printf "\n| line | page size | chunk (KiB) | clear ms/GiB (each round) | median | longest chunk (us, median) |\n|---|---|---|---|---|---|\n"
 	for L in $LINES; do
-	why="$(no_nt_why "$L")"
+	why="${NO_NT_WHY[$L]}"
 	if [ -n "$why" ]; then
 		printf "| %s | SKIP: %s | | | | |\n" "$L" "$why"
 		log "nt-$L: SKIP: $why"
@@ -343,7 +339,8 @@ for rep in $(seq 1 "$REPS"); do
 		for e in 1 0; do
 			[ $((rep % 2)) = 0 ] && e=$((1 - e))
 			n="hugeread-$L-nt$e-$rep"
-			if [ "$e" = 1 ] && why="$(no_nt_why "$L")" && [ -n "$why" ]; then
+			why="${NO_NT_WHY[$L]}"
+			if [ "$e" = 1 ] && [ -n "$why" ]; then
 				echo "$why" >"$WORK/$n.log.skipped"
 				log "$n: SKIP: $why"
 			else

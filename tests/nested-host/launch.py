@@ -249,7 +249,16 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
           f"for {len(scenarios)} scenario(s)", flush=True)
     with boot_l2(manifest, extra, l2_mem, hugepages, log=console_log, smp=smp, echo=echo,
                  append="zse2e.script=launch.sh", extra_args=l2_args) as con:
-        return _drive(con, scenarios, judge_fn or judge)
+        results, fatal = _drive(con, scenarios, judge_fn or judge)
+        if fatal and fatal.startswith("L2 exited"):
+            # The nested host's QEMU ended: say how (its status, and the
+            # line by which it reported an abort of its own, if any), as
+            # run.py does for its scenarios.
+            rc = con.exit_code()
+            abort = con.abort_line(rc)
+            how = f"its QEMU exited with status {rc}" if rc is not None else "its QEMU's status unknown"
+            fatal += f" ({how}{': ' + abort if abort else ''})"
+        return results, fatal
 
 
 def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[LaunchResult], str | None]:
@@ -263,16 +272,8 @@ def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[L
         while True:
             line = con.next(min(deadline, overall))
             if line is None:
-                if not cur and len(results) == len(scenarios):
-                    return results, None
-                # The nested host's QEMU ended: say how (its status, and the
-                # line by which it reported an abort of its own, if any).
-                rc = con.exit_code() if hasattr(con, "exit_code") else None
-                how = f"its QEMU exited with status {rc}" if rc is not None else "its QEMU's status unknown"
-                abort = con.abort_line(rc) if hasattr(con, "abort_line") else None
-                if abort:
-                    how += f": {abort}"
-                return results, (f"L2 exited during {cur.sc.name} ({how})" if cur else f"L2 exited early ({how})")
+                return results, (f"L2 exited during {cur.sc.name}" if cur else
+                                 None if len(results) == len(scenarios) else "L2 exited early")
             if line.startswith("ZSE2E-FATAL"):
                 return results, line
             if line.startswith("ZSL-POOL"):
