@@ -290,6 +290,13 @@ def main() -> int:
             print(f"    VMM| {v}")
         for t in retries.get(name, []):
             print(f"    retried after {t}")
+        if fails:
+            # Where the firmware stopped (a hang shows only here: a killed
+            # zerostart prints nothing of its own).
+            for x in entry["fw_log_tail"][-12:]:
+                print(f"    FW tail| {x}")
+            for x in entry["l3_serial"][-8:]:
+                print(f"    L3 tail| {x}")
         for f in fails:
             print(f"    FAIL: {f}")
     (OUT / "report.json").write_text(json.dumps({"runs": report}, indent=2) + "\n")

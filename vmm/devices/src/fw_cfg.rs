@@ -34,7 +34,9 @@
 //! that use DMA poll `control` until it is 0 or has the error bit: OVMF's
 //! `InternalQemuFwCfgDmaBytes`, SeaBIOS, Linux's `qemu_fw_cfg` driver. One
 //! transfer runs at a time; a DMA started while one is in flight fails
-//! with the error bit. [`PioDevice::stop`] cancels a transfer in flight
+//! with the error bit. "In flight" ends when the worker writes the status
+//! the guest polls for, not when its thread exits: the guest starts its
+//! next DMA at once, and OVMF hangs on an error bit. [`PioDevice::stop`] cancels a transfer in flight
 //! (its `control` gets the error bit) and joins the worker, so no thread
 //! writes guest memory after the VMM tears it down.
 //!
@@ -197,8 +199,20 @@ pub struct FwCfg<M> {
     dma_transfers: u64,
     /// Set to stop the worker between two chunks; never cleared.
     cancel: Arc<AtomicBool>,
-    /// The transfer in flight, if any.
+    /// The worker of the last long transfer, if not yet joined.
     worker: Option<JoinHandle<()>>,
+    /// Set by the worker *before* it writes the status that tells the
+    /// guest its transfer ended. The worker thread outlives that write
+    /// (it still has to return and exit), and firmware starts its next
+    /// DMA the moment it sees `control` clear: judging "in flight" by the
+    /// thread having exited failed that next DMA with the error bit, and
+    /// OVMF's `InternalQemuFwCfgDmaBytes` then spins forever (seen as a
+    /// CloudHv boot hung right after the kernel blob, in CI).
+    reported: Arc<AtomicBool>,
+    /// Tests only: how long the worker lingers after writing the status,
+    /// to hold open the window the flag above closes.
+    #[cfg(test)]
+    linger: std::time::Duration,
 }
 
 /// One transfer, ready to run: everything it needs is its own, so it can
@@ -247,12 +261,21 @@ impl Transfer {
         true
     }
 
-    /// Runs the transfer and writes its status back to `control`, the
-    /// guest's completion signal.
-    fn complete<M: Bytes<GuestAddress>>(&self, mem: &M, cancel: &AtomicBool, errors: &AtomicU64) {
+    /// Runs the transfer, sets `reported` (if given) and writes the status
+    /// back to `control`, the guest's completion signal.
+    fn complete<M: Bytes<GuestAddress>>(
+        &self,
+        mem: &M,
+        cancel: &AtomicBool,
+        errors: &AtomicU64,
+        reported: Option<&AtomicBool>,
+    ) {
         let ok = self.run(mem, cancel);
         if !ok {
             errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(r) = reported {
+            r.store(true, Ordering::Release);
         }
         write_status(mem, self.access, ok, errors);
     }
@@ -306,6 +329,9 @@ impl<M: Bytes<GuestAddress> + Clone + Send + Sync + 'static> FwCfg<M> {
             dma_transfers: 0,
             cancel: Arc::new(AtomicBool::new(false)),
             worker: None,
+            reported: Arc::new(AtomicBool::new(false)),
+            #[cfg(test)]
+            linger: std::time::Duration::ZERO,
         };
         d.items.insert(key::SIGNATURE, Arc::from(&b"QEMU"[..]));
         d.items.insert(
@@ -379,9 +405,10 @@ impl<M: Bytes<GuestAddress> + Clone + Send + Sync + 'static> FwCfg<M> {
         self.dma_errors.load(Ordering::Relaxed)
     }
 
-    /// True while a transfer runs on the worker thread.
+    /// True while a transfer runs on the worker thread and the guest has
+    /// not yet been told it ended.
     pub fn dma_in_flight(&self) -> bool {
-        self.worker.as_ref().is_some_and(|w| !w.is_finished())
+        self.worker.is_some() && !self.reported.load(Ordering::Acquire)
     }
 
     /// Waits for the transfer in flight, if any, to end (tests and the
@@ -451,7 +478,9 @@ impl<M: Bytes<GuestAddress> + Clone + Send + Sync + 'static> FwCfg<M> {
         let address = u64::from_be_bytes([
             raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15],
         ]);
-        if self.worker.as_ref().is_some_and(|w| w.is_finished()) {
+        if self.worker.is_some() && self.reported.load(Ordering::Acquire) {
+            // The guest saw the last transfer end: its worker has at most
+            // its own exit left, so this join is short.
             self.wait_dma();
         }
         let transfer = if self.worker.is_some() {
@@ -467,17 +496,25 @@ impl<M: Bytes<GuestAddress> + Clone + Send + Sync + 'static> FwCfg<M> {
             return;
         };
         if t.length <= DMA_INLINE_MAX || self.cancel.load(Ordering::Acquire) {
-            t.complete(&self.mem, &self.cancel, &self.dma_errors);
+            t.complete(&self.mem, &self.cancel, &self.dma_errors, None);
             return;
         }
-        let (mem, cancel, errors) = (
+        self.reported.store(false, Ordering::Release);
+        let (mem, cancel, errors, reported) = (
             self.mem.clone(),
             self.cancel.clone(),
             self.dma_errors.clone(),
+            self.reported.clone(),
         );
+        #[cfg(test)]
+        let linger = self.linger;
         let spawned = std::thread::Builder::new()
             .name("fw_cfg-dma".into())
-            .spawn(move || t.complete(&mem, &cancel, &errors));
+            .spawn(move || {
+                t.complete(&mem, &cancel, &errors, Some(&reported));
+                #[cfg(test)]
+                std::thread::sleep(linger);
+            });
         match spawned {
             Ok(h) => self.worker = Some(h),
             Err(_) => {
@@ -946,6 +983,50 @@ mod tests {
         assert_eq!((d.dma_transfers(), d.dma_errors()), (1, 0));
         // The port interface continues after the transfer.
         assert_eq!(read_port(&mut d, 1), [0]);
+    }
+
+    /// The DMA a guest starts the moment it sees a worker's transfer end
+    /// must run, even while the worker thread has not exited yet. OVMF
+    /// does exactly this (kernel blob on the worker, then the 4-byte
+    /// initrd size): the second DMA used to fail with the error bit,
+    /// since "in flight" meant "thread not exited", and CloudHv hung in
+    /// `InternalQemuFwCfgDmaBytes`. `linger` holds the worker alive for
+    /// 300 ms after its status write, so the window is always open.
+    #[test]
+    fn dma_right_after_a_worker_transfer_ends_runs() {
+        use std::time::{Duration, Instant};
+        let mut d = FwCfg::new(mem());
+        d.linger = Duration::from_millis(300);
+        d.add_file("big", vec![5u8; 600 << 10]).unwrap();
+        d.add_file("size", 0x1234_5678u32.to_le_bytes().to_vec())
+            .unwrap();
+        let mut s = Vec::new();
+        s.extend_from_slice(&((0x20u32 << 16) | DMA_CTL_SELECT | DMA_CTL_READ).to_be_bytes());
+        s.extend_from_slice(&(600u32 << 10).to_be_bytes());
+        s.extend_from_slice(&0x1_0000u64.to_be_bytes());
+        d.mem.write_slice(&s, GuestAddress(0x1000)).unwrap();
+        d.write(FW_CFG_PORT_DMA, 4, &0x1000u32.to_be_bytes());
+        // The guest's poll loop.
+        let t0 = Instant::now();
+        while guest(&d, 0x1000, 4) != [0; 4] {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "first DMA never ended"
+            );
+            std::hint::spin_loop();
+        }
+        assert!(!d.dma_in_flight(), "reported done, yet counted in flight");
+        // The worker is still lingering; the next request must still run.
+        let ctl = (0x21u32 << 16) | DMA_CTL_SELECT | DMA_CTL_READ;
+        let mut s2 = Vec::new();
+        s2.extend_from_slice(&ctl.to_be_bytes());
+        s2.extend_from_slice(&4u32.to_be_bytes());
+        s2.extend_from_slice(&0x3000u64.to_be_bytes());
+        d.mem.write_slice(&s2, GuestAddress(0x2000)).unwrap();
+        d.write(FW_CFG_PORT_DMA, 4, &0x2000u32.to_be_bytes());
+        assert_eq!(guest(&d, 0x2000, 4), [0; 4], "second DMA failed");
+        assert_eq!(guest(&d, 0x3000, 4), 0x1234_5678u32.to_le_bytes());
+        assert_eq!((d.dma_transfers(), d.dma_errors()), (2, 0));
     }
 
     /// One guest `outl` of a descriptor with length 0xffffffff over 4 GiB
