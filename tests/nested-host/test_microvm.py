@@ -75,6 +75,18 @@ class Judge(unittest.TestCase):
         r = console(sc("launch"), kc=KC.format(sk=0, bv=1 << 30, vf=0))
         self.assertTrue(any("skipped no clears" in f for f in r.failures), r.failures)
 
+    def test_verify_on_must_verify_and_off_must_not(self):
+        # The test (verify=1): a kernel that verified nothing did not run verify.
+        r = console(sc("launch"), kc=KC.format(sk=300000, bv=0, vf=0))
+        self.assertTrue(any("verified no bytes" in f for f in r.failures), r.failures)
+        # The demo (verify=0, production's timing): the same console passes,
+        # and one whose kernel did verify fails (its timing would include verify).
+        off = next(s for s in microvm.scenarios(2048, 600, verify=False) if s.kind == "launch")
+        self.assertIn("prezero.verify=0", off.guest_args)
+        self.assertEqual(console(off, kc=KC.format(sk=300000, bv=0, vf=0)).failures, [])
+        r = console(off, kc=KC.format(sk=300000, bv=1 << 30, vf=0))
+        self.assertTrue(any("not production" in f for f in r.failures), r.failures)
+
     def test_stock_kernel_must_not_skip(self):
         r = console(sc("stock"), kc=KC.format(sk=5, bv=0, vf=0))
         self.assertTrue(any("stock kernel reports skipped" in f for f in r.failures), r.failures)
