@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -258,7 +259,26 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
             abort = con.abort_line(rc)
             how = f"its QEMU exited with status {rc}" if rc is not None else "its QEMU's status unknown"
             fatal += f" ({how}{': ' + abort if abort else ''})"
+        elif fatal and fatal.startswith("timeout"):
+            # The nested host went silent with its QEMU still running: ask
+            # that QEMU where L2's CPUs are (halted or running, RIP) before
+            # it is killed. The snapshot goes to the console log; the CPU
+            # states go into the failure line.
+            snap = con.snapshot()
+            con.log.write("ZSE2E-SNAPSHOT of the silent nested host:\n" + snap + "\n")
+            con.log.flush()
+            fatal += f" (nested host silent, its QEMU running; {snapshot_summary(snap)})"
         return results, fatal
+
+
+def snapshot_summary(snap: str) -> str:
+    """'VM status: running; cpu0 RIP=.. HLT=1; ..' from Console.snapshot(): a
+    halted CPU is idle (L2 waits for something), HLT=0 is L2 running code
+    there. The snapshot's first line when it has neither."""
+    status = [ln.strip() for ln in snap.splitlines() if ln.startswith("VM status")]
+    cpus = [f"cpu{i} {m.group(1)} {m.group(2)}" for i, m in
+            enumerate(re.finditer(r"^(RIP=[0-9a-f]+) .*(HLT=[01])", snap, re.M))]
+    return "; ".join(status + cpus) or (snap.splitlines() or ["empty snapshot"])[0]
 
 
 def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[LaunchResult], str | None]:

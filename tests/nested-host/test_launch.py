@@ -37,6 +37,16 @@ def drive(sc, verdict, fw=(), rc=0, tl=TL):
 
 
 class Judge(unittest.TestCase):
+    def test_silent_host_snapshot_summary(self):
+        # What the failure line says of a nested host that went silent:
+        # each CPU's RIP and whether it is halted, from the monitor's dump.
+        snap = ("(qemu) info status\nVM status: running\n(qemu) info registers -a\n"
+                "RIP=ffffffffa8417a0b RFL=00000212 [----A--] CPL=0 II=0 A20=1 SMM=0 HLT=1\n"
+                "RIP=ffffffffa7fac8b0 RFL=00000046 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=0\n")
+        self.assertEqual(launch.snapshot_summary(snap), "VM status: running; cpu0 RIP=ffffffffa8417a0b HLT=1; "
+                         "cpu1 RIP=ffffffffa7fac8b0 HLT=0")
+        self.assertEqual(launch.snapshot_summary("monitor /x: [Errno 111] refused"), "monitor /x: [Errno 111] refused")
+
     def test_launcher_timeline_schema_is_checked(self):
         sc = launch.LaunchScenario("a", 1024)
         r = drive(sc, V.format(sk=46766, vf=0), tl=TL.replace('"memory_source"', '"source"'))

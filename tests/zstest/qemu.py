@@ -23,6 +23,7 @@ import os
 import queue
 import re
 import shutil
+import socket
 import signal
 import subprocess
 import tempfile
@@ -51,8 +52,9 @@ class Console:
     `log` is a path (written from the start) or an open file (appended to,
     left open: a harness that boots L2 several times keeps one log)."""
 
-    def __init__(self, proc: subprocess.Popen, log: Path | TextIO, echo: bool):
+    def __init__(self, proc: subprocess.Popen, log: Path | TextIO, echo: bool, monitor: Path | None = None):
         self.proc, self.q = proc, queue.Queue()
+        self.monitor = monitor
         self.owns_log = not hasattr(log, "write")
         self.log = open(log, "w", errors="replace") if self.owns_log else log
         self.echo = echo
@@ -87,6 +89,38 @@ class Console:
             return self.proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             return None
+
+    def snapshot(self, commands: tuple[str, ...] = ("info status", "info cpus", "info registers -a"),
+                 timeout_s: float = 5) -> str:
+        """What the L2 QEMU's human monitor says to `commands`, for a nested
+        host that went silent while its QEMU still runs: whether L2's CPUs
+        are halted (idle, waiting) or running, and where (RIP). One string;
+        the reason in one line when the monitor cannot be asked."""
+        if self.monitor is None or self.proc.poll() is not None:
+            return "no monitor (QEMU not running or started without one)"
+        out = []
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as so:
+                so.settimeout(timeout_s)
+                so.connect(str(self.monitor))
+
+                def until_prompt() -> str:
+                    buf = b""
+                    while not buf.rstrip().endswith(b"(qemu)"):
+                        chunk = so.recv(65536)
+                        if not chunk:
+                            break
+                        buf += chunk
+                    return buf.decode("utf-8", "replace")
+
+                until_prompt()  # the banner
+                for c in commands:
+                    so.sendall(c.encode() + b"\n")
+                    text = until_prompt().replace("\r", "")
+                    out.append(f"(qemu) {c}\n" + text.rsplit("(qemu)", 1)[0].split("\n", 1)[-1].rstrip())
+        except OSError as ex:
+            out.append(f"monitor {self.monitor}: {ex}")
+        return "\n".join(out)
 
     def abort_line(self, rc: int | None) -> str | None:
         """The line by which the L2 QEMU reported its own abort, when it exited
@@ -126,15 +160,16 @@ def qemu_binary() -> tuple[str, list[str]]:
 
 def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: int, append: str = "",
                accel: str = "tcg,thread=multi", prealloc: list[str] | None = None,
-               extra_args: list[str] | None = None) -> list[str]:
-    """The QEMU command line that boots L2 (`extra_args`: more devices, e.g. disks)."""
+               extra_args: list[str] | None = None, monitor: Path | None = None) -> list[str]:
+    """The QEMU command line that boots L2 (`extra_args`: more devices, e.g.
+    disks; `monitor`: a unix socket for its human monitor, see Console.snapshot)."""
     qemu, data = qemu_binary()
     datadirs = [x for d in data for x in ("-L", d)]
     # init_on_alloc=0 in L2 (the test bed, not the system under test): Debian's
     # default init_on_alloc=1 made reserving 4 GiB of hugepages at boot take 11 s under TCG.
     return [qemu, *datadirs, "-accel", accel, "-cpu", L2_CPU, "-m", f"{l2_mem}M",
             "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
-            "-serial", "stdio", "-monitor", "none", "-no-reboot", *(PREALLOC if prealloc is None else prealloc),
+            "-serial", "stdio", "-monitor", f"unix:{monitor},server=on,wait=off" if monitor else "none", "-no-reboot", *(PREALLOC if prealloc is None else prealloc),
             *(extra_args or []), "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
             "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
             + (append + " " if append else "")
@@ -160,14 +195,15 @@ def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *,
         shutil.copyfile(manifest["initramfs"], initrd)
         with open(initrd, "ab") as f:
             extra.write(f)
-        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc, extra_args)
+        mon = tmp / "monitor.sock"
+        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc, extra_args, mon)
         if isinstance(log, Path):
             log.parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         con = None
         try:
-            con = Console(proc, log, echo)
+            con = Console(proc, log, echo, mon)
             yield con
         finally:
             kill(proc)  # whatever happened, L2 does not outlive the harness
