@@ -13,13 +13,13 @@ CID:
   launch     (b) QEMU 10 through `zerostart launch` on pool memory, the hint
              over fw_cfg via OVMF, QEMU's virtio-pci devices, the patched
              kernel, prezero.verify=1;
+  stock      (c) QEMU 10 as operators run it: hugetlbfs prealloc=on, OVMF,
+             Debian's stock cloud kernel and initrd from the image.
 
 (`make demo` runs the same three with verify=False: prezero.verify=0, as in
 production, since verify re-reads every page whose clear was skipped and
 costs (a) and (b) seconds stock does not pay; zsapp's own sweep of what it
 touched still runs, and the kernel must report that it verified nothing.)
-  stock      (c) QEMU 10 as operators run it: hugetlbfs prealloc=on, OVMF,
-             Debian's stock cloud kernel and initrd from the image.
 
 Phases, ms from the VMM's (or launcher's) start, as L2 sees the guest's
 console lines: memory_ready (the VMM's timeline; stock: QEMU -S up to its
@@ -91,14 +91,11 @@ def scenarios(mem_mib: int, timeout_s: int, verify: bool = True) -> list[MicroSc
         disk, tap, mac, cid = f"/dev/vd{chr(ord('a') + i)}", f"zstap{i}", f"52:54:00:77:00:{i + 1:02x}", FIRST_CID + i
         # quiet: systemd's status lines cost an I/O exit per byte on the serial console of a nested guest.
         gx = f"root=/dev/vda rw quiet zsapp.poweroff=1 {extra}".strip()
-        if kind == "zerostart":
+        if kind in ("zerostart", "launch"):
             kernel = "/zs/kernels/patched"
-            args = f"--disk path={disk} --net tap={tap},mac={mac} --vsock cid={cid}"
-            gx = f"prezero.verify={int(verify)} {gx}"
-        elif kind == "launch":
-            kernel = "/zs/kernels/patched"
-            # The launcher's own device options: it maps them onto QEMU (virtio-blk-pci,
-            # virtio-net-pci + vhost-net, vhost-vsock-pci) and listens for the guest's phases.
+            # zerostart run's device options, and the launcher's own: it maps them onto QEMU
+            # (virtio-blk-pci, virtio-net-pci + vhost-net, vhost-vsock-pci) and listens for the
+            # guest's phases.
             args = f"--disk path={disk} --net tap={tap},mac={mac} --vsock cid={cid}"
             gx = f"prezero.verify={int(verify)} {gx}"
         else:

@@ -169,7 +169,8 @@ def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: i
     # default init_on_alloc=1 made reserving 4 GiB of hugepages at boot take 11 s under TCG.
     return [qemu, *datadirs, "-accel", accel, "-cpu", L2_CPU, "-m", f"{l2_mem}M",
             "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
-            "-serial", "stdio", "-monitor", f"unix:{monitor},server=on,wait=off" if monitor else "none", "-no-reboot", *(PREALLOC if prealloc is None else prealloc),
+            "-serial", "stdio", "-monitor", f"unix:{monitor},server=on,wait=off" if monitor else "none",
+            "-no-reboot", *(PREALLOC if prealloc is None else prealloc),
             *(extra_args or []), "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
             "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
             + (append + " " if append else "")

@@ -36,9 +36,10 @@
 //! transfer runs at a time; a DMA started while one is in flight fails
 //! with the error bit. "In flight" ends when the worker writes the status
 //! the guest polls for, not when its thread exits: the guest starts its
-//! next DMA at once, and OVMF hangs on an error bit. [`PioDevice::stop`] cancels a transfer in flight
-//! (its `control` gets the error bit) and joins the worker, so no thread
-//! writes guest memory after the VMM tears it down.
+//! next DMA at once, and OVMF hangs on an error bit. [`PioDevice::stop`]
+//! cancels a transfer in flight (its `control` gets the error bit) and
+//! joins the worker, so no thread writes guest memory after the VMM tears
+//! it down.
 //!
 //! DMA transfers write guest memory on the guest's request, after the first
 //! instruction ran; they go through vm-memory (so its dirty bitmap records
@@ -683,13 +684,19 @@ mod tests {
             .collect()
     }
 
-    /// Writes an access structure at `at` and starts it the way OVMF does:
-    /// high half, then low half, each a big-endian 32-bit write.
-    fn dma(d: &mut FwCfg<Mem>, at: u64, control: u32, length: u32, address: u64) -> u32 {
+    /// An `FWCfgDmaAccess` structure as the guest lays it out (big endian).
+    fn access(control: u32, length: u32, address: u64) -> Vec<u8> {
         let mut s = Vec::new();
         s.extend_from_slice(&control.to_be_bytes());
         s.extend_from_slice(&length.to_be_bytes());
         s.extend_from_slice(&address.to_be_bytes());
+        s
+    }
+
+    /// Writes an access structure at `at` and starts it the way OVMF does:
+    /// high half, then low half, each a big-endian 32-bit write.
+    fn dma(d: &mut FwCfg<Mem>, at: u64, control: u32, length: u32, address: u64) -> u32 {
+        let s = access(control, length, address);
         d.mem.write_slice(&s, GuestAddress(at)).unwrap();
         d.write(FW_CFG_PORT_DMA, 0, &((at >> 32) as u32).to_be_bytes());
         d.write(FW_CFG_PORT_DMA, 4, &(at as u32).to_be_bytes());
@@ -833,10 +840,7 @@ mod tests {
         assert_eq!(read_port(&mut d, 4), b"QEMU");
         // A 64-bit write starts a transfer too (struct above 4 GiB).
         let at = (1u64 << 32) + 0x100;
-        let mut s = Vec::new();
-        s.extend_from_slice(&(DMA_CTL_SELECT | DMA_CTL_READ).to_be_bytes());
-        s.extend_from_slice(&4u32.to_be_bytes());
-        s.extend_from_slice(&((1u64 << 32) + 0x800).to_be_bytes());
+        let s = access(DMA_CTL_SELECT | DMA_CTL_READ, 4, (1u64 << 32) + 0x800);
         d.mem.write_slice(&s, GuestAddress(at)).unwrap();
         d.write(FW_CFG_PORT_DMA, 0, &at.to_be_bytes());
         assert_eq!(guest(&d, at, 4), [0, 0, 0, 0]);
@@ -968,10 +972,7 @@ mod tests {
             .write_slice(&vec![0xaa; 900 << 10], GuestAddress(0x1_0000))
             .unwrap();
         let ctl = (0x20u32 << 16) | DMA_CTL_SELECT | DMA_CTL_READ;
-        let mut s = Vec::new();
-        s.extend_from_slice(&ctl.to_be_bytes());
-        s.extend_from_slice(&(800u32 << 10).to_be_bytes());
-        s.extend_from_slice(&0x1_0000u64.to_be_bytes());
+        let s = access(ctl, 800 << 10, 0x1_0000);
         d.mem.write_slice(&s, GuestAddress(0x1000)).unwrap();
         d.write(FW_CFG_PORT_DMA, 4, &0x1000u32.to_be_bytes());
         d.wait_dma();
@@ -1000,10 +1001,11 @@ mod tests {
         d.add_file("big", vec![5u8; 600 << 10]).unwrap();
         d.add_file("size", 0x1234_5678u32.to_le_bytes().to_vec())
             .unwrap();
-        let mut s = Vec::new();
-        s.extend_from_slice(&((0x20u32 << 16) | DMA_CTL_SELECT | DMA_CTL_READ).to_be_bytes());
-        s.extend_from_slice(&(600u32 << 10).to_be_bytes());
-        s.extend_from_slice(&0x1_0000u64.to_be_bytes());
+        let s = access(
+            (0x20u32 << 16) | DMA_CTL_SELECT | DMA_CTL_READ,
+            600 << 10,
+            0x1_0000,
+        );
         d.mem.write_slice(&s, GuestAddress(0x1000)).unwrap();
         d.write(FW_CFG_PORT_DMA, 4, &0x1000u32.to_be_bytes());
         // The guest's poll loop.
@@ -1018,11 +1020,9 @@ mod tests {
         assert!(!d.dma_in_flight(), "reported done, yet counted in flight");
         // The worker is still lingering; the next request must still run.
         let ctl = (0x21u32 << 16) | DMA_CTL_SELECT | DMA_CTL_READ;
-        let mut s2 = Vec::new();
-        s2.extend_from_slice(&ctl.to_be_bytes());
-        s2.extend_from_slice(&4u32.to_be_bytes());
-        s2.extend_from_slice(&0x3000u64.to_be_bytes());
-        d.mem.write_slice(&s2, GuestAddress(0x2000)).unwrap();
+        d.mem
+            .write_slice(&access(ctl, 4, 0x3000), GuestAddress(0x2000))
+            .unwrap();
         d.write(FW_CFG_PORT_DMA, 4, &0x2000u32.to_be_bytes());
         assert_eq!(guest(&d, 0x2000, 4), [0; 4], "second DMA failed");
         assert_eq!(guest(&d, 0x3000, 4), 0x1234_5678u32.to_le_bytes());
@@ -1043,10 +1043,7 @@ mod tests {
             GuestMemoryMmap::from_ranges(&[(GuestAddress(0), (4 << 30) + (4 << 20))]).unwrap();
         let mut d = FwCfg::new(m);
         let ctl = (0x7ffu32 << 16) | DMA_CTL_SELECT | DMA_CTL_READ;
-        let mut s = Vec::new();
-        s.extend_from_slice(&ctl.to_be_bytes());
-        s.extend_from_slice(&u32::MAX.to_be_bytes());
-        s.extend_from_slice(&0x10_0000u64.to_be_bytes());
+        let s = access(ctl, u32::MAX, 0x10_0000);
         d.mem.write_slice(&s, GuestAddress(0x1000)).unwrap();
         let t0 = Instant::now();
         d.write(FW_CFG_PORT_DMA, 4, &0x1000u32.to_be_bytes());
@@ -1062,11 +1059,9 @@ mod tests {
             "in progress: control untouched"
         );
         // A second transfer while the first runs: error bit, no wait.
-        let mut s2 = Vec::new();
-        s2.extend_from_slice(&(DMA_CTL_READ).to_be_bytes());
-        s2.extend_from_slice(&4u32.to_be_bytes());
-        s2.extend_from_slice(&0x3000u64.to_be_bytes());
-        d.mem.write_slice(&s2, GuestAddress(0x2000)).unwrap();
+        d.mem
+            .write_slice(&access(DMA_CTL_READ, 4, 0x3000), GuestAddress(0x2000))
+            .unwrap();
         d.write(FW_CFG_PORT_DMA, 4, &0x2000u32.to_be_bytes());
         assert_eq!(guest(&d, 0x2000, 4), DMA_CTL_ERROR.to_be_bytes());
         std::thread::sleep(Duration::from_millis(50));
