@@ -32,7 +32,7 @@ from pathlib import Path
 import run as e2e
 from zstest import l2image as build
 from zstest import timeline as tlschema
-from zstest.qemu import boot_l2, l2_memory
+from zstest.qemu import boot_l2, l2_memory, snapshot_summary
 
 REPO = build.REPO
 OUT = REPO / "target" / "launch"
@@ -269,16 +269,6 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
             con.log.flush()
             fatal += f" (nested host silent, its QEMU running; {snapshot_summary(snap)})"
         return results, fatal
-
-
-def snapshot_summary(snap: str) -> str:
-    """'VM status: running; cpu0 RIP=.. HLT=1; ..' from Console.snapshot(): a
-    halted CPU is idle (L2 waits for something), HLT=0 is L2 running code
-    there. The snapshot's first line when it has neither."""
-    status = [ln.strip() for ln in snap.splitlines() if ln.startswith("VM status")]
-    cpus = [f"cpu{i} {m.group(1)} {m.group(2)}" for i, m in
-            enumerate(re.finditer(r"^(RIP=[0-9a-f]+) .*(HLT=[01])", snap, re.M))]
-    return "; ".join(status + cpus) or (snap.splitlines() or ["empty snapshot"])[0]
 
 
 def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[LaunchResult], str | None]:

@@ -10,6 +10,7 @@ Run: python3 tests/nested-host/test_launch.py
 import unittest
 
 import launch
+from zstest.qemu import snapshot_summary
 from zstest.fakes import FakeConsole
 
 launch.print = lambda *a, **k: None
@@ -39,13 +40,36 @@ def drive(sc, verdict, fw=(), rc=0, tl=TL):
 class Judge(unittest.TestCase):
     def test_silent_host_snapshot_summary(self):
         # What the failure line says of a nested host that went silent:
-        # each CPU's RIP and whether it is halted, from the monitor's dump.
-        snap = ("(qemu) info status\nVM status: running\n(qemu) info registers -a\n"
+        # each CPU's RIP, whether it is halted, its IF, and its APIC's IRR,
+        # ISR and PPR, from the monitor's dump (the format of QEMU 10's
+        # `info registers -a` and `info lapic N`).
+        lapic = ("dumping local APIC state for CPU {n} \n\nLVT0\t 0x00010700 active-hi edge  masked"
+                 "                      ExtINT (vec 0)\nSPIV\t 0x000001ff APIC enabled, focus=off, spurious vec 255\n"
+                 "ESR\t 0x00000000\nISR\t {isr}\nIRR\t {irr}\n\n"
+                 "APR 0x00 TPR 0x00 DFR 0x0f LDR 0x00 PPR 0x{ppr}\n")
+        head = ("(qemu) info status\nVM status: running\n(qemu) info registers -a\n"
                 "RIP=ffffffffa8417a0b RFL=00000212 [----A--] CPL=0 II=0 A20=1 SMM=0 HLT=1\n"
                 "RIP=ffffffffa7fac8b0 RFL=00000046 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=0\n")
-        self.assertEqual(launch.snapshot_summary(snap), "VM status: running; cpu0 RIP=ffffffffa8417a0b HLT=1; "
-                         "cpu1 RIP=ffffffffa7fac8b0 HLT=0")
-        self.assertEqual(launch.snapshot_summary("monitor /x: [Errno 111] refused"), "monitor /x: [Errno 111] refused")
+        idle = head + "(qemu) info lapic 0\n" + lapic.format(n=0, isr="(none)", irr="(none)", ppr="00") + \
+            "(qemu) info lapic 1\n" + lapic.format(n=1, isr="(none)", irr="(none)", ppr="00")
+        self.assertEqual(snapshot_summary(idle), "VM status: running; "
+                         "cpu0 RIP=ffffffffa8417a0b HLT=1 IF=1 IRR=- ISR=- PPR=0x00; "
+                         "cpu1 RIP=ffffffffa7fac8b0 HLT=0 IF=0 IRR=- ISR=- PPR=0x00")
+        # cpu0 halted with IF=1 and the timer's vector 236 pending: not delivered.
+        lost = head + "(qemu) info lapic 0\n" + lapic.format(n=0, isr="(none)", irr="236 ", ppr="00") + \
+            "(qemu) info lapic 1\n" + lapic.format(n=1, isr="(none)", irr="(none)", ppr="00")
+        self.assertTrue(snapshot_summary(lost).endswith("cpu0 RIP=ffffffffa8417a0b HLT=1 IF=1 IRR=236 ISR=- "
+                                                         "PPR=0x00; cpu1 RIP=ffffffffa7fac8b0 HLT=0 IF=0 IRR=- "
+                                                         "ISR=- PPR=0x00; UNDELIVERED INTERRUPT cpu0"),
+                        snapshot_summary(lost))
+        # Masked by the priority of one in service: not a lost interrupt.
+        busy = head + "(qemu) info lapic 0\n" + lapic.format(n=0, isr="236 ", irr="48(level) ", ppr="e0")
+        self.assertNotIn("UNDELIVERED", snapshot_summary(busy))
+        self.assertIn("cpu0 RIP=ffffffffa8417a0b HLT=1 IF=1 IRR=48 ISR=236 PPR=0xe0", snapshot_summary(busy))
+        # Without lapic dumps (an older harness or a failed command): registers only.
+        self.assertEqual(snapshot_summary(head), "VM status: running; cpu0 RIP=ffffffffa8417a0b HLT=1 IF=1; "
+                         "cpu1 RIP=ffffffffa7fac8b0 HLT=0 IF=0")
+        self.assertEqual(snapshot_summary("monitor /x: [Errno 111] refused"), "monitor /x: [Errno 111] refused")
 
     def test_launcher_timeline_schema_is_checked(self):
         sc = launch.LaunchScenario("a", 1024)

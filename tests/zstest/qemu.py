@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import queue
 import re
@@ -92,10 +93,13 @@ class Console:
 
     def snapshot(self, commands: tuple[str, ...] = ("info status", "info cpus", "info registers -a"),
                  timeout_s: float = 5) -> str:
-        """What the L2 QEMU's human monitor says to `commands`, for a nested
-        host that went silent while its QEMU still runs: whether L2's CPUs
-        are halted (idle, waiting) or running, and where (RIP). One string;
-        the reason in one line when the monitor cannot be asked."""
+        """What the L2 QEMU's human monitor says to `commands`, then to `info
+        lapic N` for each CPU `info cpus` lists, for a nested host that went
+        silent while its QEMU still runs: whether L2's CPUs are halted (idle,
+        waiting) or running, and where (RIP), and what each local APIC holds
+        (an interrupt left in IRR of a halted CPU with IF set is one the
+        emulator never delivered; see tests/nested-host/bed-qemu). One
+        string; the reason in one line when the monitor cannot be asked."""
         if self.monitor is None or self.proc.poll() is not None:
             return "no monitor (QEMU not running or started without one)"
         out = []
@@ -114,10 +118,14 @@ class Console:
                     return buf.decode("utf-8", "replace")
 
                 until_prompt()  # the banner
-                for c in commands:
+                todo = list(commands)
+                while todo:
+                    c = todo.pop(0)
                     so.sendall(c.encode() + b"\n")
                     text = until_prompt().replace("\r", "")
                     out.append(f"(qemu) {c}\n" + text.rsplit("(qemu)", 1)[0].split("\n", 1)[-1].rstrip())
+                    if c == "info cpus":
+                        todo += [f"info lapic {n}" for n in re.findall(r"CPU #(\d+)", out[-1])]
         except OSError as ex:
             out.append(f"monitor {self.monitor}: {ex}")
         return "\n".join(out)
@@ -126,6 +134,42 @@ class Console:
         """The line by which the L2 QEMU reported its own abort, when it exited
         non-zero with one: proof that a failure happened outside every guest."""
         return l2_abort(self.lines, rc)
+
+
+def snapshot_summary(snap: str) -> str:
+    """One line from Console.snapshot(): 'VM status: running; cpu0 RIP=..
+    HLT=1 IF=1 IRR=236 ISR=- PPR=0x00; ..'. A halted CPU is idle (L2 waits
+    for something), HLT=0 is L2 running code there. A CPU with IF=1 whose
+    IRR holds a vector above its PPR, after the harness waited minutes for
+    any output, has an interrupt the emulator did not deliver: the line
+    then ends in 'UNDELIVERED INTERRUPT cpuN'. The snapshot's first line
+    when it has none of this."""
+
+    def vectors(apic: str, name: str) -> list[int]:
+        line = re.search(rf"^{name}\t? (.*)$", apic, re.M)
+        return [int(x) for x in re.findall(r"(\d+)(?:\(level\))?", line.group(1))] if line else []
+
+    status = [ln.strip() for ln in snap.splitlines() if ln.startswith("VM status")]
+    regs = list(re.finditer(r"^RIP=([0-9a-f]+) RFL=([0-9a-f]+) .*HLT=([01])", snap, re.M))
+    apics = {int(m.group(1)): m.group(2) for m in
+             re.finditer(r"^dumping local APIC state for CPU\s*(\d+)(.*?)(?=^dumping local APIC|^\(qemu\)|\Z)",
+                          snap, re.M | re.S)}
+    cpus, lost = [], []
+    for i, m in enumerate(regs):
+        flag_if = (int(m.group(2), 16) >> 9) & 1
+        part = f"cpu{i} RIP={m.group(1)} HLT={m.group(3)} IF={flag_if}"
+        apic = apics.get(i)
+        if apic is not None:
+            irr, isr = vectors(apic, "IRR"), vectors(apic, "ISR")
+            ppr_m = re.search(r"PPR 0x([0-9a-f]+)", apic)
+            ppr = int(ppr_m.group(1), 16) if ppr_m else 0
+            part += (f" IRR={','.join(map(str, irr)) or '-'} ISR={','.join(map(str, isr)) or '-'}"
+                     f" PPR=0x{ppr:02x}")
+            if flag_if and any(v >> 4 > ppr >> 4 for v in irr):
+                lost.append(f"cpu{i}")
+        cpus.append(part)
+    out = "; ".join(status + cpus) or (snap.splitlines() or ["empty snapshot"])[0]
+    return out + (f"; UNDELIVERED INTERRUPT {','.join(lost)}" if lost else "")
 
 
 def kill(proc: subprocess.Popen) -> None:
@@ -148,14 +192,31 @@ def l2_abort(lines: list[str], rc: int | None) -> str | None:
     return next((ln for ln in reversed(lines) if L2_ABORT_RE.match(ln)), None)
 
 
+@functools.lru_cache(maxsize=None)
+def bed_qemu() -> Path:
+    """The QEMU that runs L2: the pinned QEMU 10.0.2 built from Debian's
+    source with the fix in tests/nested-host/bed-qemu/patches (without it,
+    a race in TCG's VMRUN loses L2's interrupts and L2 goes silent). Built
+    once per input hash into the cache by bed-qemu/build.sh, whose progress
+    goes to stderr."""
+    script = l2image.REPO / "tests" / "nested-host" / "bed-qemu" / "build.sh"
+    r = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True)
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not lines:
+        raise l2image.BuildError(f"{script} failed (exit {r.returncode}); its last lines above say why")
+    return Path(lines[-1]) / "qemu-system-x86_64"
+
+
 def qemu_binary() -> tuple[str, list[str]]:
-    """The pinned QEMU (see tests/nested-host/versions.lock for why not the
-    machine's 7.2) and its data dirs; ZSE2E_L2_QEMU=/path/qemu-system-x86_64
-    with ZSE2E_L2_QEMU_DATA=dir:dir overrides."""
+    """The QEMU for L2 (bed_qemu(): the pinned 10.0.2, see
+    tests/nested-host/versions.lock for why not the machine's 7.2, with one
+    upstream fix) and the pinned package's data dirs;
+    ZSE2E_L2_QEMU=/path/qemu-system-x86_64 with ZSE2E_L2_QEMU_DATA=dir:dir
+    overrides."""
     if os.environ.get("ZSE2E_L2_QEMU"):
         return os.environ["ZSE2E_L2_QEMU"], [d for d in os.environ.get("ZSE2E_L2_QEMU_DATA", "").split(":") if d]
-    q, dirs = l2image.pinned_qemu()
-    return str(q), [str(d) for d in dirs]
+    _, dirs = l2image.pinned_qemu()
+    return str(bed_qemu()), [str(d) for d in dirs]
 
 
 def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: int, append: str = "",
