@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from pathlib import Path
 import run as e2e
 from zstest import l2image as build
 from zstest import timeline as tlschema
-from zstest.qemu import boot_l2, l2_memory, snapshot_summary
+from zstest.qemu import boot_l2, l2_memory
 
 REPO = build.REPO
 OUT = REPO / "target" / "launch"
@@ -260,14 +259,11 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
             how = f"its QEMU exited with status {rc}" if rc is not None else "its QEMU's status unknown"
             fatal += f" ({how}{': ' + abort if abort else ''})"
         elif fatal and fatal.startswith("timeout"):
-            # The nested host went silent with its QEMU still running: ask
-            # that QEMU where L2's CPUs are (halted or running, RIP) before
-            # it is killed. The snapshot goes to the console log; the CPU
-            # states go into the failure line.
-            snap = con.snapshot()
-            con.log.write("ZSE2E-SNAPSHOT of the silent nested host:\n" + snap + "\n")
-            con.log.flush()
-            fatal += f" (nested host silent, its QEMU running; {snapshot_summary(snap)})"
+            # The nested host went silent: where L2's CPUs are and what their
+            # APICs hold go into the console log and the failure line.
+            silent = con.silent_host()
+            if silent:
+                fatal += f" ({silent})"
         return results, fatal
 
 

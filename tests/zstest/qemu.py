@@ -130,6 +130,19 @@ class Console:
             out.append(f"monitor {self.monitor}: {ex}")
         return "\n".join(out)
 
+    def silent_host(self) -> str | None:
+        """For a harness that waited in vain for L2's output: None if L2's
+        QEMU has exited (its status says more); otherwise takes snapshot()
+        before the QEMU is killed, writes it to the console log and returns
+        'nested host silent, its QEMU running; <snapshot_summary()>' for the
+        failure line."""
+        if self.exit_code(0) is not None:
+            return None
+        snap = self.snapshot()
+        self.log.write("ZS-SNAPSHOT of the silent nested host:\n" + snap + "\n")
+        self.log.flush()
+        return f"nested host silent, its QEMU running; {snapshot_summary(snap)}"
+
     def abort_line(self, rc: int | None) -> str | None:
         """The line by which the L2 QEMU reported its own abort, when it exited
         non-zero with one: proof that a failure happened outside every guest."""
@@ -194,8 +207,8 @@ def l2_abort(lines: list[str], rc: int | None) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def bed_qemu() -> Path:
-    """The QEMU that runs L2: the pinned QEMU 10.0.2 built from Debian's
-    source with the fix in tests/nested-host/bed-qemu/patches (without it,
+    """The QEMU that runs L2: the pinned QEMU 10.0.2 built from its source
+    tarball with the fix in tests/nested-host/bed-qemu/patches (without it,
     a race in TCG's VMRUN loses L2's interrupts and L2 goes silent). Built
     once per input hash into the cache by bed-qemu/build.sh, whose progress
     goes to stderr."""
