@@ -101,11 +101,12 @@ class Kernel:
 
     def boot(self, logname: str, append: str, image: Path, extra: list[str] = (), mem: int | None = None,
              timeout: float | None = None, initrd: bool = True):
-        """One boot; the log is WORK/LOGNAME.log. Returns (qemu.Boot, lines)."""
+        """One boot; the log is WORK/LOGNAME.log. Returns (qemu.Boot, its
+        console lines with interleaved kernel messages untangled)."""
         logf = self.work / f"{logname}.log"
         qargs = (["-initrd", str(self.initrd)] if initrd else []) + list(extra)
         b = gk.boot(logf, timeout or self.timeout, mem or self.mem_mib, image, append, qargs)
-        return b, b.lines
+        return b, gk.untangle(b.lines)
 
     def series_patches(self) -> list[Path]:
         """The patches `series` lists, in order."""

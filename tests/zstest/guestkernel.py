@@ -137,6 +137,38 @@ def kv(lines: list[str], prefix: str, key: str) -> str | None:
     return val
 
 
+# A kernel console message's timestamp. printk writes to the UART directly,
+# while a user-space line goes through the tty and drains behind it, so a
+# message can land inside a line the guest's programs print (seen:
+# "... hugetlb_planted_found=16[    4.667137] zsprobe (55) used greatest
+# stack depth: ..." and the line's own newline after it).
+PRINTK_AT = re.compile(r"\[\s*\d+\.\d{6}\] ")
+
+
+def untangle(lines: list[str]) -> list[str]:
+    """LINES with each kernel message that cut into a line of the test
+    programs (they all begin with "ZS") taken out: the message on a line of
+    its own, and the cut line joined to its rest (the next line). Any other
+    line stays as it is (e.g. the firmware's "Booting from ROM.." before the
+    kernel's first message)."""
+    out: list[str] = []
+    cut: str | None = None
+    for ln in lines:
+        if cut is not None:
+            out.append(cut + ln)
+            cut = None
+            continue
+        m = PRINTK_AT.search(ln)
+        if m and m.start() > 0 and ln.startswith("ZS"):
+            out.append(ln[m.start():])
+            cut = ln[:m.start()]
+        else:
+            out.append(ln)
+    if cut is not None:
+        out.append(cut)
+    return out
+
+
 def grep(lines: list[str], pattern: str) -> list[str]:
     rx = re.compile(pattern)
     return [ln for ln in lines if rx.search(ln)]

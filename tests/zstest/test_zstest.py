@@ -387,6 +387,32 @@ class GuestKernelKit(unittest.TestCase):
                          (12, 7, 9))
 
 
+    def test_a_kernel_message_inside_a_probe_line_is_taken_out(self):
+        # test-kernel's hugedirty case in CI18 read found=16[ from this log
+        # and failed its negative control although 16 of 16 were found.
+        log = ["ZSBOOT pages_skipped=60095",
+               "ZSPROBE hugetlb_planted=16 hugetlb_planted_found=16[    4.667137] zsprobe (55) used greatest "
+               "stack depth: 13576 bytes left",
+               "",
+               "[    5.000001] zerostart: x",
+               "ZSPROBE a=1[    6.100000] split",
+               " b=2"]
+        self.assertEqual(guestkernel.kv(log, "ZSPROBE", "hugetlb_planted_found"), "16[")  # the failure, raw
+        lines = guestkernel.untangle(log)
+        self.assertEqual(guestkernel.kv(lines, "ZSPROBE", "hugetlb_planted_found"), "16")
+        self.assertEqual(lines, ["ZSBOOT pages_skipped=60095",
+                                 "[    4.667137] zsprobe (55) used greatest stack depth: 13576 bytes left",
+                                 "ZSPROBE hugetlb_planted=16 hugetlb_planted_found=16",
+                                 "[    5.000001] zerostart: x",
+                                 "[    6.100000] split",
+                                 "ZSPROBE a=1 b=2"])
+        # Nothing else moves: a line that begins with a message, has none, or
+        # is not one of the test programs' (the firmware's text before Linux).
+        plain = ["[    1.000000] a [    2.000000] b", "ZSINIT uptime_s=3.13", "x [1.0] y",
+                 "Booting from ROM..\x1bc[    0.000000] Linux version 6.12", "[    0.000000] Command line: x"]
+        self.assertEqual(guestkernel.untangle(plain), plain)
+
+
 class HugePagesPort(unittest.TestCase):
     """zstest.hugepages on a fake sysfs: the bash helper's rules."""
 
