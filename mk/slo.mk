@@ -1,6 +1,8 @@
 # The boot-time SLO runner (vmm/slo, tests/slo). See docs/slo.md.
 #
-#   make test-slo    unit tests (percentiles, config errors, JUnit), then
+#   make test-slo    unit tests (percentiles, config errors, JUnit; the
+#                    report checks of tests/slo/test_cases.py), then the case
+#                    table tests/slo/cases.py (zstest.suite):
 #                    tests/slo/example.toml through the runner: zerostart +
 #                    probe on /dev/kvm and Debian's kernel under QEMU TCG;
 #                    checks report.json, junit.xml and chart.png, and that
@@ -15,6 +17,8 @@
 # make builds everything (zerostart, the runner, the probe, the Linux guest of
 # tests/slo/prepare.sh, the firmware) and runs the nested harness; the runner
 # runs no script under tests/ (a nested scenario reads the harness's report).
+# The 2M hugepages of the hugetlb scenario and the pool are reserved per
+# case by zstest.hugepages and given back when the suite ends.
 
 TEST_TARGETS += test-slo
 SLO_CONFIG ?= tests/slo/example.toml
@@ -27,7 +31,8 @@ slo-guest: deps
 
 test-slo: deps zerostart-release slo-release probe slo-guest firmware
 	$(call crate_tests,-p slo)
-	ZEROSTART_BIN=$(ZEROSTART_RELEASE) SLO_BIN=$(SLO_RELEASE) bash tests/slo/run.sh
+	python3 tests/slo/test_cases.py
+	ZEROSTART_BIN=$(ZEROSTART_RELEASE) SLO_BIN=$(SLO_RELEASE) python3 tests/slo/cases.py
 	$(MAKE) --no-print-directory slo-nested
 	jq -e '.scenarios | length > 0' target/slo-nested/report.json >/dev/null
 	test -s target/slo-nested/junit.xml
