@@ -30,6 +30,7 @@ from pathlib import Path
 
 from zstest import l2image as build
 from zstest import timeline as tlschema
+from zstest.hugepages import HugePages
 from zstest.qemu import L2_BOOT_TIMEOUT_S, L2_CPU, Console, boot_l2, l2_memory
 
 REPO = build.REPO
@@ -590,23 +591,15 @@ def demo_direct(zs: Path, kernels: dict, timeout_s: int | None) -> int:
     sc = demo_scenario(kernel_name)
     if timeout_s:
         sc.timeout_s = timeout_s
-    nr = Path("/proc/sys/vm/nr_hugepages")
-    free = Path("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
-    before = int(nr.read_text())
-    if not os.access(nr, os.W_OK):
-        print(f"demo: reserving 2 MiB hugepages needs write access to {nr}; run `make demo` as root",
-              file=sys.stderr)
-        return 1
-    need = sc.mem_mib // 2
+    # The guest's 2M pages: grown for this boot and the pages added given
+    # back however it ends (zstest.hugepages says on stderr why it could not,
+    # and what to run: as root, or with that many pages reserved).
+    pools = HugePages("demo")
     OUT.mkdir(parents=True, exist_ok=True)
     tl_path, ser = OUT / "demo-timeline.json", OUT / "demo-serial.log"
     try:
-        if int(free.read_text()) < need:
-            nr.write_text(str(before + need - int(free.read_text())))
-            if int(free.read_text()) < need:
-                print(f"demo: could reserve only {free.read_text().strip()} of {need} 2 MiB hugepages "
-                      "(memory too fragmented or too small)", file=sys.stderr)
-                return 1
+        if not pools.reserve(2048, sc.mem_mib // 2):
+            return 1
         cmd = [str(zs), "run", "--kernel", str(kernel), "--initramfs", str(initrd),
                "--cmdline", f"console=ttyS0 reboot=k panic=-1 oops=panic quiet {sc.guest_args}", "--cpus", f"boot={sc.cpus}",
                "--memory", f"size={sc.mem_mib}M,{sc.memory_opts()}",
@@ -618,7 +611,7 @@ def demo_direct(zs: Path, kernels: dict, timeout_s: int | None) -> int:
             print(f"demo: zerostart did not finish within {sc.timeout_s} s", file=sys.stderr)
             return 1
     finally:
-        nr.write_text(str(before))
+        pools.restore()
     verdict = {}
     if ser.exists():
         for line in ser.read_text(errors="replace").splitlines():
