@@ -61,7 +61,7 @@ test-pool: deps e2e-zerostart e2e-kernel zerostart-release probe
 	  grep -E '^(test |SKIP|FAIL|test result|thread .* panicked|  left|  right)'
 	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) python3 tests/pool/cases.py
 	python3 tests/pool/test_nested_bench.py
-	python3 tests/pool/nested-bench.py --zerostart $(ZEROSTART_STATIC) --sizes 1 --reps 2 --methods pool --reserve-gib 2 \
+	python3 tests/pool/nested_bench.py --zerostart $(ZEROSTART_STATIC) --sizes 1 --reps 2 --methods pool --reserve-gib 2 \
 	  --linux 1 --linux-reps 1 --leak-check 1 --report target/pool-nested/check.json
 
 bench-pool: deps
@@ -73,7 +73,7 @@ bench-pool-reuse: deps
 	bash tests/pool/reuse-cost.sh $(TARGET_DIR)/release/examples/reuse_cost 1 5
 
 bench-pool-nested: deps e2e-zerostart probe
-	python3 tests/pool/nested-bench.py --zerostart $(ZEROSTART_STATIC) --sizes $(POOL_BENCH_SIZES) --reps $(POOL_NESTED_REPS) $(POOL_NESTED_ARGS)
+	python3 tests/pool/nested_bench.py --zerostart $(ZEROSTART_STATIC) --sizes $(POOL_BENCH_SIZES) --reps $(POOL_NESTED_REPS) $(POOL_NESTED_ARGS)
 
 bench-pool-interference: deps
 	$(CARGO) build --release --locked -p pool --example interference

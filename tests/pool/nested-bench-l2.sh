@@ -2,7 +2,7 @@
 # Runs inside L2 of the nested test host (tests/nested-host, real kvm-amd):
 # launch -> first vCPU instruction of the probe guest through zerostart with
 # guest RAM from the pool vs prefault (populate, nt) vs no prefault.
-# tests/pool/nested-bench.py delivers this file as /zs/nested-bench-l2.sh
+# tests/pool/nested_bench.py delivers this file as /zs/nested-bench-l2.sh
 # (with /zs/probe.bzImage) and boots L2 with zse2e.script=nested-bench-l2.sh.
 #
 # L2 command line: zspool.sizes=1,4,8 zspool.reps=3 zspool.timeout=SECONDS
@@ -28,7 +28,7 @@
 # (pool, populate, nt, off, pool, ...), and every boot starts with the pool
 # idle (clean), so its background scrub never competes with a measurement.
 #
-# Output lines (parsed by nested-bench.py):
+# Output lines (parsed by nested_bench.py):
 #   ZSPOOL-POOL event=started|stopped size_gib=N ms=N status=<json>
 #   ZSPOOL-TIMELINE <zerostart timeline JSON on one line>
 #   ZSPOOL-SAMPLE size_gib=N method=M rep=R guest=probe|linux|warmup rc=N wall_ms=N attempts=N

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Unit tests of tests/pool/nested-bench.py's judging and console driving (no QEMU).
+"""Unit tests of tests/pool/nested_bench.py's judging and console driving (no QEMU).
 
 Why: that harness decides whether the pool handed out only zero memory in
 the nested host. A parser that accepted a missing verdict, a non-zero byte,
@@ -8,7 +8,6 @@ make the benchmark's zero claim a check that cannot fail. These feed it
 synthetic L2 consoles. Run: python3 tests/pool/test_nested_bench.py
 """
 
-import importlib.util
 import json
 import sys
 import time
@@ -16,10 +15,8 @@ import unittest
 from pathlib import Path
 
 sys.dont_write_bytecode = True
-HERE = Path(__file__).resolve().parent
-spec = importlib.util.spec_from_file_location("nested_bench", HERE / "nested-bench.py")
-nb = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(nb)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import nested_bench as nb  # noqa: E402
 nb.print = lambda *a, **k: None  # progress lines are noise here
 from zstest.fakes import FakeConsole  # noqa: E402
 

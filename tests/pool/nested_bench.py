@@ -11,7 +11,7 @@ Every boot's zerostart timeline and the probe's verdict (it reads every
 hinted byte) are collected; any boot that fails or whose probe does not
 PASS with a valid hint and zero non-zero bytes fails the run (exit 1).
 
-  nested-bench.py [--sizes 1,4,8] [--reps 3] [--linux 4 --linux-reps 2]
+  nested_bench.py [--sizes 1,4,8] [--reps 3] [--linux 4 --linux-reps 2]
                   [--report target/pool-nested/report.json]
 
 --linux GIB adds, for that size, rounds of the same four methods booting L3
