@@ -15,6 +15,7 @@ They now share:
                    scripts through its CLI: python3 -m zstest.hugepages KB:PAGES -- CMD)
   zstest.timeline  the checked schema of zerostart's --timeline JSON
   zstest.sizes     the one size parser ("4G", "512M", "0x1000")
+  zstest.hint      the one Python hint encoder (docs/hint-abi.md), held to tests/vectors
   zstest.fakes     test doubles for the drivers' unit tests
 
 make puts tests/ on PYTHONPATH once (the Makefile); outside make run
