@@ -27,7 +27,7 @@ slo-guest: deps
 
 test-slo: deps zerostart-release slo-release probe slo-guest firmware
 	$(call crate_tests,-p slo)
-	ZEROSTART_BIN=$(ZEROSTART_RELEASE) SLO_BIN=$(SLO_RELEASE) bash tests/slo/run.sh
+	ZEROSTART_BIN=$(ZEROSTART_RELEASE) SLO_BIN=$(SLO_RELEASE) ZEROSTART_FIRMWARE_DIR="$(FW_DIR)" bash tests/slo/run.sh
 	$(MAKE) --no-print-directory slo-nested
 	jq -e '.scenarios | length > 0' target/slo-nested/report.json >/dev/null
 	test -s target/slo-nested/junit.xml

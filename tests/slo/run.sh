@@ -25,6 +25,8 @@ fi
 # guest of tests/slo/prepare.sh, the firmware); this script builds nothing.
 : "${ZEROSTART_BIN:?set ZEROSTART_BIN to a release zerostart (make test-slo builds it)}"
 : "${SLO_BIN:?set SLO_BIN to the release zerostart-slo (make test-slo builds it)}"
+: "${ZEROSTART_FIRMWARE_DIR:?set ZEROSTART_FIRMWARE_DIR to the directory of OVMF.fd (make test-slo passes the one make firmware builds)}"
+export ZEROSTART_FIRMWARE_DIR
 
 hp_file=/proc/sys/vm/nr_hugepages
 hp_old="$(cat "$hp_file")"
@@ -93,8 +95,6 @@ if "$ZEROSTART_BIN" pool --help >/dev/null 2>&1; then
   }
   # QEMU (TCG) through `zerostart launch` on the same pool: leases a region,
   # gets the hint over fw_cfg, boots OVMF + Linux (tests/slo/launch.toml).
-  ZEROSTART_FIRMWARE_DIR="$(bash firmware/build.sh --print-dir)"
-  export ZEROSTART_FIRMWARE_DIR
   pool_clean launch
   "${SLO[@]}" --config tests/slo/launch.toml --out "$out-launch"
   check "$out-launch" pass
