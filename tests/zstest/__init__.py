@@ -7,10 +7,12 @@ They now share:
 
   zstest.l2image   the nested test host's image (Debian packages, cached)
   zstest.qemu      the one QEMU boot-and-read-serial driver (boot_l2, Console;
-                   boot for the one-shot TCG boots of the kernel and firmware tests)
+                   boot for the one-shot TCG boots of the kernel and firmware tests;
+                   tests/rootfs/run.py starts its own QEMU and reads it with Console)
   zstest.probe     the one probe-boot-and-judge helper (zerostart run on /dev/kvm)
   zstest.suite     the one case-table runner (tests/vmm/cases.py, tests/redteam/cases.py,
-                   tests/kernel/cases.py)
+                   tests/pool/cases.py, tests/kernel/cases.py,
+                   tests/firmware/qemu/run_tests.py)
   zstest.hugepages hugepage pools grown for a run and given back (suites in-process,
                    scripts through its CLI: python3 -m zstest.hugepages KB:PAGES -- CMD)
   zstest.timeline  the checked schema of zerostart's --timeline JSON
