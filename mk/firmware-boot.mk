@@ -16,4 +16,4 @@ TEST_TARGETS += test-firmware-boot
 
 test-firmware-boot: deps e2e-zerostart e2e-kernel firmware
 	python3 tests/firmware-boot/test_run.py
-	python3 tests/firmware-boot/run.py --zerostart $(ZEROSTART_STATIC) $(FWBOOT_ARGS)
+	python3 tests/firmware-boot/run.py --zerostart $(ZEROSTART_STATIC) --firmware "$(FW_DIR)/CLOUDHV.fd" $(FWBOOT_ARGS)

@@ -24,4 +24,4 @@ endif
 # pool in L2, OVMF (ZeroStartPkg), patched kernel with prezero.verify=1.
 # Writes target/launch/report.json.
 test-launch: deps test-launch-units e2e-zerostart e2e-kernel firmware
-	python3 tests/nested-host/run.py launch --zerostart $(ZEROSTART_STATIC) $(LAUNCH_ARGS)
+	python3 tests/nested-host/run.py launch --zerostart $(ZEROSTART_STATIC) --firmware "$(FW_DIR)/OVMF.fd" $(LAUNCH_ARGS)

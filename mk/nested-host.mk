@@ -55,4 +55,4 @@ test-nested-host: deps test-nested-host-units e2e-zerostart e2e-kernel
 # chart from vmm/slo's demo_chart example.
 demo: deps e2e-zerostart e2e-kernel firmware rootfs
 	$(CARGO) build -q --release --locked -p slo --example demo_chart
-	@$(E2E_PY) demo --zerostart $(ZEROSTART_STATIC) --chart-bin $(TARGET_DIR)/release/examples/demo_chart $(DEMO_ARGS)
+	@$(E2E_PY) demo --zerostart $(ZEROSTART_STATIC) --firmware "$(FW_DIR)/OVMF.fd" --chart-bin $(TARGET_DIR)/release/examples/demo_chart $(DEMO_ARGS)

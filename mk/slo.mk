@@ -32,7 +32,7 @@ slo-guest: deps
 test-slo: deps zerostart-release slo-release probe slo-guest firmware
 	$(call crate_tests,-p slo)
 	python3 tests/slo/test_cases.py
-	ZEROSTART_BIN=$(ZEROSTART_RELEASE) SLO_BIN=$(SLO_RELEASE) python3 tests/slo/cases.py
+	ZEROSTART_BIN=$(ZEROSTART_RELEASE) SLO_BIN=$(SLO_RELEASE) ZEROSTART_FIRMWARE_DIR="$(FW_DIR)" python3 tests/slo/cases.py
 	$(MAKE) --no-print-directory slo-nested
 	jq -e '.scenarios | length > 0' target/slo-nested/report.json >/dev/null
 	test -s target/slo-nested/junit.xml

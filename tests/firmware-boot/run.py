@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -63,16 +62,6 @@ RUNS = [
 ]
 # Lines of the guest console that mean its kernel hit a bug, whatever the verdict says.
 KERNEL_BUG = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault")
-
-
-def firmware_path(arg: str | None) -> Path:
-    if arg:
-        return Path(arg)
-    r = subprocess.run(["bash", str(REPO / "firmware" / "build.sh"), "--print-dir"],
-                       capture_output=True, text=True)
-    if r.returncode != 0 or not r.stdout.strip():
-        raise build.BuildError(f"firmware/build.sh --print-dir failed: {r.stderr.strip()}")
-    return Path(r.stdout.strip()) / "CLOUDHV.fd"
 
 
 def cached_l2() -> dict:
@@ -226,13 +215,16 @@ def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tu
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--firmware", help="CLOUDHV.fd (default: firmware/build.sh --print-dir)")
+    ap.add_argument("--firmware", help="CLOUDHV.fd (make test-firmware-boot passes the one `make firmware` builds)")
     ap.add_argument("--zerostart", default=str(STATIC), help="static zerostart (make vmm-static)")
     ap.add_argument("--only", help="comma-separated run names")
     ap.add_argument("-v", "--verbose", action="store_true", help="echo the whole L2 console")
     a = ap.parse_args()
     try:
-        fw = firmware_path(a.firmware)
+        if not a.firmware:
+            raise build.BuildError("no --firmware CLOUDHV.fd given; run `make test-firmware-boot`, which passes "
+                                   "the one `make firmware` builds")
+        fw = Path(a.firmware)
         if not fw.exists():
             raise build.BuildError(f"{fw} does not exist; run `make firmware` first")
         zs = build.zerostart_binary(Path(a.zerostart))

@@ -18,24 +18,9 @@ usage: mkhint.py --ranges START:LEN[,START:LEN...] --addr GPA
 import argparse
 import struct
 import sys
-import zlib
 
+from zstest import hint as zshint
 from zstest.sizes import parse_size
-
-SETUP_ZEROSTART_HINT = 0x5A480001
-
-
-def build_hint(ranges, scrub=False):
-    flags = 1 if scrub else 0
-    # A zero hint's entries carry ZEROED; a scrub request's must not.
-    eflags = 0 if scrub else 1
-    entries = b"".join(
-        struct.pack("<QQIB3s", start, length, eflags, 21 if (start | length) % (2 << 20) == 0 else 12, b"\0\0\0")
-        for start, length in ranges)
-    header = struct.pack("<8sHHHHIIII", b"ZSHINT01", 1, 32, 24, 0, len(ranges), flags, 0, 0)
-    crc = zlib.crc32(header + entries) & 0xFFFFFFFF
-    header = header[:0x18] + struct.pack("<I", crc) + header[0x1C:]
-    return header + entries
 
 
 def main():
@@ -57,7 +42,7 @@ def main():
     for item in args.ranges.split(","):
         start, length = item.split(":")
         ranges.append((parse_size(start), parse_size(length)))
-    hint = bytearray(build_hint(ranges, args.scrub))
+    hint = bytearray(zshint.encode([(s, n, zshint.natural_shift(s, n)) for s, n in ranges], args.scrub))
     if args.corrupt:
         hint[32 + 9] ^= 0x10
     if args.out_hint:
@@ -65,7 +50,7 @@ def main():
     if not all(setup_args):
         return
     addr = parse_size(args.addr)
-    blob = struct.pack("<QII", 0, SETUP_ZEROSTART_HINT, len(hint)) + bytes(hint)
+    blob = zshint.setup_data(hint)
 
     image = bytearray(open(args.bzimage, "rb").read())
     if image[0x202:0x206] != b"HdrS" or struct.unpack_from("<H", image, 0x206)[0] < 0x209:

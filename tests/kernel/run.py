@@ -70,12 +70,6 @@ def default_kernel(line: str) -> str | None:
     return f"{out[-1]}/bzImage" if p.returncode == 0 and out else None
 
 
-def default_firmware() -> str | None:
-    p = subprocess.run(["bash", str(gk.ROOT / "firmware" / "build.sh"), "--print-dir"], capture_output=True, text=True)
-    out = p.stdout.strip().splitlines()
-    return f"{out[-1]}/OVMF.fd" if p.returncode == 0 and out else None
-
-
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="tests/kernel/run.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -85,7 +79,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--series-dir", type=Path,
                     help="the series it was built from (series + patches/; default $ZEROSTART_KERNEL_SERIES_DIR, "
                          "else the line's directory)")
-    ap.add_argument("--firmware", help="zerostart's OVMF.fd, for the efi case")
+    ap.add_argument("--firmware", help="zerostart's OVMF.fd, for the efi case (make test-kernel passes it)")
     ap.add_argument("--work", type=Path, help="logs and scratch (kept)")
     ap.add_argument("--suite", choices=("kernel", "memmap"), help="run only this table")
     ap.add_argument("--list", action="store_true", help="print the case names of each table and exit")
@@ -138,9 +132,12 @@ def main(argv: list[str]) -> int:
         print(f"{WHO}: no kernel image at {image or f'(the {a.line} series is not built)'}; build it with "
               f"`{build}` or pass --kernel BZIMAGE", file=sys.stderr)
         return 2
-    firmware = a.firmware or default_firmware()
+    if not a.firmware and any(name == "kernel" + tag and (not names or "efi" in names) for name, _, _ in tables):
+        print(f"{WHO}: the efi case needs --firmware OVMF.fd; `make test-kernel` passes the one `make firmware` "
+              "builds (or pick cases without efi)", file=sys.stderr)
+        return 2
     for kk in (k, km):
-        kk.image, kk.firmware = Path(image).resolve(), Path(firmware) if firmware else None
+        kk.image, kk.firmware = Path(image).resolve(), Path(a.firmware) if a.firmware else None
     if not (a.series_dir / "series").is_file():
         print(f"{WHO}: no series file in {a.series_dir}; pass --series-dir DIR (the series the kernel was built "
               "from)", file=sys.stderr)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,13 +209,6 @@ def judge(r: LaunchResult) -> None:
             f.append(f"guest verdict {v['status']} nonzero={nonzero}")
 
 
-def firmware_dir() -> Path:
-    r = subprocess.run(["bash", str(REPO / "firmware" / "build.sh"), "--print-dir"], capture_output=True, text=True)
-    if r.returncode != 0 or not r.stdout.strip():
-        raise build.BuildError(f"firmware/build.sh --print-dir failed: {r.stderr.strip()}")
-    return Path(r.stdout.strip())
-
-
 def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, pool_mib: int, region_mib: int,
                   echo: bool = False, smp: int = 2, console_log: Path = OUT / "console.log",
                   extra_files: dict[str, tuple[bytes, int]] | None = None,
@@ -354,7 +346,10 @@ def inputs(a, who: str, need_patched: bool) -> tuple[Path, Path, dict]:
     zs = e2e.zerostart_path(a.zerostart)
     if zs is None:
         raise build.BuildError(f"no static zerostart binary; run `make {who}` (it builds one with e2e-zerostart)")
-    ovmf = Path(a.firmware) if getattr(a, "firmware", None) else firmware_dir() / "OVMF.fd"
+    if not getattr(a, "firmware", None):
+        raise build.BuildError(f"no --firmware OVMF.fd given; run `make {who}`, which passes the one "
+                               "`make firmware` builds")
+    ovmf = Path(a.firmware)
     if not ovmf.exists():
         raise build.BuildError(f"{ovmf} missing; run `make firmware`")
     kernels = build.default_l3_kernels()
@@ -366,7 +361,7 @@ def inputs(a, who: str, need_patched: bool) -> tuple[Path, Path, dict]:
 
 def cmd_launch(a) -> int:
     t0 = time.monotonic()
-    zs, ovmf, kernels = inputs(a, "launch", need_patched=False)
+    zs, ovmf, kernels = inputs(a, "test-launch", need_patched=False)
     kernel = "patched" if "patched" in kernels else "debian-6.12"
     if kernel != "patched":
         print("launch: WARNING: no patched guest kernel (guest-kernel-patches/build.sh); the verify checks need it",

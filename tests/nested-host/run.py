@@ -627,7 +627,7 @@ def demo_direct(zs: Path, kernels: dict, timeout_s: int | None) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cmd", choices=["e2e", "demo", "launch", "microvm"])
-    ap.add_argument("--firmware", help="launch, demo: OVMF.fd (default: firmware/build.sh --print-dir)")
+    ap.add_argument("--firmware", help="launch, demo, microvm: OVMF.fd (make passes the one `make firmware` builds)")
     ap.add_argument("--zerostart", help="static zerostart binary (default target/x86_64-unknown-linux-gnu/static/zerostart)")
     ap.add_argument("--chart-bin", help="demo: vmm/slo's demo_chart example (make demo builds it)")
     ap.add_argument("--vmm", choices=["zerostart", "qemu"], help="run every e2e scenario with this VMM")

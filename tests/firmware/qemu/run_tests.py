@@ -26,8 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.dont_write_bytecode = True  # no __pycache__ for zshint.py in the work tree
-import zshint
+from zstest import hint as zshint
 from zstest import qemu
 from zstest.hugepages import HugePages
 from zstest.suite import Case, Do, Runner, run_suite
@@ -37,6 +36,35 @@ GiB = zshint.GiB
 FLOOR = 32 * MiB  # ZeroStartPei's ZEROSTART_FLOOR
 PATTERN = 0x5A53464C4C504154  # ZeroStartDump's FILL_PATTERN
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def q35_ram(mem):
+    """Guest RAM ranges of QEMU's q35 machine for -m mem (bytes): below 4 GiB
+    up to 2 GiB when RAM does not fit under 2.75 GiB (0xb0000000), else all
+    of it; the rest from 4 GiB."""
+    low = mem if mem < 0xB0000000 else 0x80000000
+    ram = [(0, low)]
+    if mem > low:
+        ram.append((4 * GiB, mem - low))
+    return ram
+
+
+def adversarial_hint(mem, scrub=False):
+    """A hint over all of the guest's RAM - including the first MiB, which
+    the firmware must never publish - plus ranges that are not RAM at all
+    (the PCI hole after low RAM, the flash below 4 GiB), which it must clip.
+    Returns (blob, ram_entries, not_ram_entries)."""
+    ram = q35_ram(mem)
+    low_end = ram[0][1]
+    entries = [(0, 0xA0000, 12), (MiB, low_end - MiB, 12)]
+    not_ram = [(low_end, 64 * MiB, 12), (4 * GiB - 16 * MiB, 16 * MiB, 12)]
+    entries.append(not_ram[0])
+    entries.append(not_ram[1])
+    if len(ram) > 1:
+        entries.append((ram[1][0], ram[1][1], 21))
+    entries.sort()
+    return (zshint.encode(entries, scrub), [(s, n) for s, n, e in entries if (s, n, e) not in not_ram],
+            [(s, n) for s, n, _ in not_ram])
 
 
 class Boot:
@@ -161,7 +189,7 @@ def check_published(boot, hint_ram, not_ram, mem, min_fraction):
     if boot.result() != "PASS":
         errs.append(f"guest check result {boot.result()!r}, want PASS")
     ranges = boot.ranges()
-    ram = zshint.q35_ram(mem)
+    ram = q35_ram(mem)
     for r in ranges:
         if not inside(r, hint_ram):
             errs.append(f"range {r[0]:#x}+{r[1]:#x} not inside the hint's RAM entries")
@@ -196,14 +224,14 @@ def check_published(boot, hint_ram, not_ram, mem, min_fraction):
 
 def case_zero(args, work):
     mem = 1 * GiB
-    blob, hint_ram, not_ram = zshint.adversarial_hint(mem)
+    blob, hint_ram, not_ram = adversarial_hint(mem)
     b = run_qemu(args, work, "zero-1g-2cpu", mem, 2, blob)
     return b, check_published(b, hint_ram, not_ram, mem, 0.4)
 
 
 def case_zero_4g(args, work):
     mem = 4 * GiB
-    blob, hint_ram, not_ram = zshint.adversarial_hint(mem)
+    blob, hint_ram, not_ram = adversarial_hint(mem)
     b = run_qemu(args, work, "zero-4g-1cpu", mem, 1, blob)
     errs = check_published(b, hint_ram, not_ram, mem, 0.6)
     if not any(s >= 4 * GiB for s, _ in b.ranges()):
@@ -214,7 +242,7 @@ def case_zero_4g(args, work):
 def corrupt_case(name, mutate, error):
     def case(args, work):
         mem = 1 * GiB
-        blob, _, _ = zshint.adversarial_hint(mem)
+        blob, _, _ = adversarial_hint(mem)
         b = run_qemu(args, work, name, mem, 1, mutate(bytearray(blob)))
         errs = []
         if b.result() != "ABSENT":
@@ -250,7 +278,7 @@ def no_hint_case(args, work):
 
 
 def case_scrub(args, work, mem=1 * GiB):
-    blob, hint_ram, not_ram = zshint.adversarial_hint(mem, scrub=True)
+    blob, hint_ram, not_ram = adversarial_hint(mem, scrub=True)
     b = run_qemu(args, work, f"scrub-{mem // GiB}g-2cpu-pattern", mem, 2, blob, pattern=True)
     errs = check_published(b, hint_ram, not_ram, mem, 0.4)
     if mem > 2 * GiB and not any(s >= 4 * GiB for s, _ in b.ranges()):
@@ -273,7 +301,7 @@ def case_warm_reset(args, work):
     the guest dirties every published page and resets; the second boot must
     reject the hint as Stale and publish nothing."""
     mem = 1 * GiB
-    blob, _, _ = zshint.adversarial_hint(mem)
+    blob, _, _ = adversarial_hint(mem)
     b = run_qemu(args, work, "warm-reset", mem, 2, blob, reboot_test=True)
     errs = []
     results = [l for l in b.dump() if l.startswith("RESULT")]
@@ -295,7 +323,7 @@ def case_linux(args, work):
     if not args.linux_dir:
         return None, ["no --linux-dir (tests/firmware/qemu/prepare_linux.sh)"]
     mem = 1 * GiB
-    blob, _, _ = zshint.adversarial_hint(mem)
+    blob, _, _ = adversarial_hint(mem)
     linux = (os.path.join(args.linux_dir, "vmlinuz"), os.path.join(args.linux_dir, "initrd.cpio.gz"),
              "console=ttyS0 panic=-1 efi=debug")
     b = run_qemu(args, work, "linux-1g", mem, 2, blob, linux=linux)
@@ -325,7 +353,7 @@ def case_verify_detects(args, work):
     must make the guest-side verify mode fail. Shows the zero check in the
     other cases can fail at all."""
     mem = 1 * GiB
-    blob, _, _ = zshint.adversarial_hint(mem)
+    blob, _, _ = adversarial_hint(mem)
     b = run_qemu(args, work, "verify-detects-lie", mem, 1, blob, pattern=True)
     errs = []
     m = re.search(r"non-zero pages in ranges (\d+)", "\n".join(b.dump()))
@@ -359,7 +387,7 @@ def timing(args, work):
             for kind in ("none", "zero", "scrub"):
                 runs = []
                 for rep in range(args.repeat):
-                    blob = None if kind == "none" else zshint.adversarial_hint(mem, kind == "scrub")[0]
+                    blob = None if kind == "none" else adversarial_hint(mem, kind == "scrub")[0]
                     name = f"time-{mem // GiB}g-{smp}cpu-{kind}-{rep}"
                     b = run_qemu(args, work, name, mem, smp, blob, prealloc=args.prealloc)
                     log = "\n".join(b.zs_log())

@@ -114,7 +114,7 @@ pub enum Error {
         expected: u64,
     },
     /// Dynamic relocations: the probe must be linked static, non-PIE.
-    #[error("ELF has relocation or dynamic section `{0}`: build with -C relocation-model=static (use tests/probe/build.sh)")]
+    #[error("ELF has relocation or dynamic section `{0}`: build with -C relocation-model=static (use make probe)")]
     Dynamic(String),
     /// The segment's file range lies outside the file.
     #[error("PT_LOAD file range lies outside the ELF file: truncated build output?")]
@@ -242,7 +242,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    /// The linked probe ELF: `PROBE_ELF` (set by build.sh test) or the
+    /// The linked probe ELF: `PROBE_ELF` (set by make test-probe) or the
     /// default build output.
     fn probe_elf() -> Vec<u8> {
         let path = std::env::var_os("PROBE_ELF")
@@ -253,7 +253,7 @@ mod tests {
             });
         std::fs::read(&path).unwrap_or_else(|e| {
             panic!(
-                "{}: {e}: build the probe first with tests/probe/build.sh",
+                "{}: {e}: build the probe first with make probe",
                 path.display()
             )
         })

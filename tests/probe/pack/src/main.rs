@@ -1,5 +1,5 @@
 //! `probe-pack`: writes the probe bzImage from its linked ELF (only when the
-//! bytes changed, so `build.sh` stays a no-op when nothing did).
+//! bytes changed, so `make probe` stays a no-op when nothing did).
 
 use std::path::PathBuf;
 

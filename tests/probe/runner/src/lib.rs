@@ -220,7 +220,7 @@ pub enum Error {
     #[error("guest memory: {0}")]
     Memory(String),
     /// The kernel file could not be opened.
-    #[error("cannot open kernel {path}: {source} (build it with tests/probe/build.sh)")]
+    #[error("cannot open kernel {path}: {source} (build it with make probe)")]
     Kernel {
         /// The path.
         path: String,

@@ -1,5 +1,5 @@
 //! End-to-end: boot the real probe bzImage on /dev/kvm and provoke every
-//! verdict on purpose. Needs the image (tests/probe/build.sh builds it;
+//! verdict on purpose. Needs the image (make probe builds it;
 //! `PROBE_BZIMAGE` overrides the path) and /dev/kvm.
 
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ fn kernel() -> PathBuf {
         });
     assert!(
         path.exists(),
-        "{} missing: build the probe first with tests/probe/build.sh",
+        "{} missing: build the probe first with make probe",
         path.display()
     );
     path
