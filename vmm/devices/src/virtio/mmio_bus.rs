@@ -15,18 +15,22 @@ pub trait MmioDevice: Send {
     fn read(&mut self, offset: u64, data: &mut [u8]);
     /// A guest write at `offset` into the window.
     fn write(&mut self, offset: u64, data: &[u8]);
-    /// Stops the device's own use of guest memory (teardown).
-    fn stop(&mut self) {}
+    /// Stops the device's own use of guest memory (teardown); false if a
+    /// thread of the device still holds it (the bus retries until its
+    /// deadline).
+    fn stop(&mut self) -> bool {
+        true
+    }
 }
 
-impl<M: GuestMemory + Send, D: VirtioDevice<M>> MmioDevice for MmioTransport<M, D> {
+impl<M: GuestMemory + Send + Sync, D: VirtioDevice<M>> MmioDevice for MmioTransport<M, D> {
     fn read(&mut self, offset: u64, data: &mut [u8]) {
         MmioTransport::read(self, offset, data)
     }
     fn write(&mut self, offset: u64, data: &[u8]) {
         MmioTransport::write(self, offset, data)
     }
-    fn stop(&mut self) {
+    fn stop(&mut self) -> bool {
         MmioTransport::stop(self)
     }
 }
@@ -78,24 +82,26 @@ impl MmioBus {
 
     /// Stops every device's own use of guest memory (a vhost backend)
     /// before the VMM unmaps it; a device whose lock a stuck vCPU still
-    /// holds is retried until `timeout`, then counted as left.
+    /// holds (or whose I/O thread did not end) is retried until
+    /// `timeout`, then counted as left.
     pub fn stop_devices(&self, timeout: std::time::Duration) -> usize {
         let deadline = std::time::Instant::now() + timeout;
         let mut left = 0;
         for (_, dev) in self.devices.values() {
             loop {
-                match dev.try_lock() {
+                let stopped = match dev.try_lock() {
                     Ok(mut d) => d.stop(),
                     Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().stop(),
-                    Err(std::sync::TryLockError::WouldBlock)
-                        if std::time::Instant::now() < deadline =>
-                    {
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                        continue;
-                    }
-                    Err(std::sync::TryLockError::WouldBlock) => left += 1,
+                    Err(std::sync::TryLockError::WouldBlock) => false,
+                };
+                if stopped {
+                    break;
                 }
-                break;
+                if std::time::Instant::now() >= deadline {
+                    left += 1;
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
         left
