@@ -397,8 +397,8 @@ pub struct Vm {
     pub first_run: Arc<OnceLock<Instant>>,
     /// Unclaimed port writes.
     pub unmapped: Arc<AtomicU64>,
-    /// Device threads (tap RX, vhost call relays): stopped before guest
-    /// RAM goes.
+    /// Device threads (I/O threads, tap RX, vhost call relays): stopped
+    /// before guest RAM goes.
     pub workers: Vec<devices::virtio::Worker>,
 }
 
@@ -575,17 +575,20 @@ fn attach_legacy_devices(
 /// per `--net`, then vhost-vsock for `--vsock`, in that order. Each gets
 /// its 4 KiB window in the MMIO hole, a GSI driven by an irqfd (as
 /// COM1's), and a kernel command-line entry, returned, that tells Linux
-/// where it is (docs/vmm.md, "virtio devices"). A vhost device's queues
-/// get KVM ioeventfds on `QueueNotify` (the kernel's worker reads them)
-/// and a relay thread for its interrupts; a user-space net device an RX
-/// thread. Nothing here writes guest RAM (docs/security.md, section 4).
+/// where it is (docs/vmm.md, "virtio devices"). Every queue's
+/// `QueueNotify` is a KVM ioeventfd: a vhost device's are read by the
+/// kernel's worker (plus a relay thread for its interrupts); a device the
+/// VMM runs (virtio-blk, user-space virtio-net) gets an I/O thread that
+/// serves them, so no request runs on a vCPU, and a user-space net device
+/// an RX thread too. Nothing here writes guest RAM (docs/security.md,
+/// section 4).
 fn attach_virtio_devices(
     vm_fd: &VmFd,
     ram: &GuestRam,
     plan: &Plan,
 ) -> Result<(MmioBus, Vec<VirtioPlacement>, Vec<devices::virtio::Worker>), Error> {
     use devices::virtio::vhost::{VhostNet, VhostVsock};
-    use devices::virtio::{mmio, MmioDevice, Net, Tap};
+    use devices::virtio::{mmio, spawn_io_thread, MmioDevice, Net, Tap};
     let mut bus = MmioBus::new();
     let mut placed = Vec::new();
     let mut workers = Vec::new();
@@ -610,24 +613,30 @@ fn attach_virtio_devices(
         n += 1;
         Ok((base, gsi))
     };
-    let ioevent = |evt: &vmm_sys_util::eventfd::EventFd, base: u64, q: usize| {
-        vm_fd
-            .register_ioevent(
-                evt,
-                &kvm_ioctls::IoEventAddress::Mmio(base + mmio::reg::QUEUE_NOTIFY),
-                q as u32,
-            )
-            .map_err(kvm_err("KVM_IOEVENTFD (vhost kick)"))
+    // Queue `q`'s notify as a KVM ioeventfd: the guest's 32-bit write of
+    // `q` to the window's QueueNotify signals `evt` inside KVM, with no
+    // exit to this process.
+    let ioevent = |evts: &[vmm_sys_util::eventfd::EventFd], base: u64, what: &'static str| {
+        evts.iter().enumerate().try_for_each(|(q, evt)| {
+            vm_fd
+                .register_ioevent(
+                    evt,
+                    &kvm_ioctls::IoEventAddress::Mmio(base + mmio::reg::QUEUE_NOTIFY),
+                    q as u32,
+                )
+                .map_err(kvm_err(what))
+        })
     };
-    for d in &plan.disks {
+    for (i, d) in plan.disks.iter().enumerate() {
         let blk = devices::virtio::Block::open(&d.path, d.readonly)?;
-        let t = MmioTransport::new(blk, ram.memory().clone())
-            .map_err(|e| Error::Devices(format!("virtio-blk {}: {e}", d.path.display())))?;
-        let irq = t
-            .interrupt_evt()
-            .try_clone()
-            .map_err(|e| Error::Devices(e.to_string()))?;
-        place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (virtio-blk)")?;
+        let dev_err =
+            |e: std::io::Error| Error::Devices(format!("virtio-blk {}: {e}", d.path.display()));
+        let t = MmioTransport::new(blk, ram.memory().clone()).map_err(dev_err)?;
+        let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
+        let (io, kicks) = spawn_io_thread(t.runner(), format!("zs-blk{i}-io")).map_err(dev_err)?;
+        workers.push(io);
+        let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (virtio-blk)")?;
+        ioevent(&kicks, base, "KVM_IOEVENTFD (virtio-blk)")?;
     }
     let mem = Arc::new(ram.memory().clone());
     for (i, nc) in plan.nets.iter().enumerate() {
@@ -650,9 +659,7 @@ fn attach_virtio_devices(
                 .collect::<Result<_, _>>()
                 .map_err(dev_err)?;
             let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (vhost-net)")?;
-            for (q, k) in kicks.iter().enumerate() {
-                ioevent(k, base, q)?;
-            }
+            ioevent(&kicks, base, "KVM_IOEVENTFD (vhost-net kick)")?;
             // The kick eventfds stay registered with KVM through the
             // device's own copies; these were only for registering.
         } else {
@@ -662,12 +669,15 @@ fn attach_virtio_devices(
             )
             .map_err(dev_err)?;
             let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
-            let t = Arc::new(Mutex::new(t));
             workers.push(
-                devices::virtio::net::spawn_rx_worker(t.clone(), format!("zs-net{i}-rx"))
+                devices::virtio::net::spawn_rx_worker(t.runner(), format!("zs-net{i}-rx"))
                     .map_err(dev_err)?,
             );
-            place(t, &irq, "KVM_IRQFD (virtio-net)")?;
+            let (io, kicks) =
+                spawn_io_thread(t.runner(), format!("zs-net{i}-io")).map_err(dev_err)?;
+            workers.push(io);
+            let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (virtio-net)")?;
+            ioevent(&kicks, base, "KVM_IOEVENTFD (virtio-net)")?;
         }
     }
     if let Some(v) = &plan.vsock {
@@ -688,9 +698,7 @@ fn attach_virtio_devices(
             .collect::<Result<_, _>>()
             .map_err(dev_err)?;
         let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (vhost-vsock)")?;
-        for (q, k) in kicks.iter().enumerate() {
-            ioevent(k, base, q)?;
-        }
+        ioevent(&kicks, base, "KVM_IOEVENTFD (vhost-vsock kick)")?;
     }
     Ok((bus, placed, workers))
 }
@@ -1083,8 +1091,9 @@ mod tests {
     /// a net device on a real tap, vhost-vsock where the host has it) and
     /// preparing the guest writes no byte the hint covers: RAM pre-filled
     /// with a pattern, devices attached to a real KVM VM exactly as
-    /// `build` does (irqfds, ioeventfds, RX thread), then the guest's boot
-    /// data and hint; every hinted byte must still be the pattern. The
+    /// `build` does (irqfds, ioeventfds, I/O and RX threads), then the
+    /// guest's boot data and hint; every hinted byte must still be the
+    /// pattern (and every queue's notify is an ioeventfd). The
     /// control shows the check sees device writes: the guest (register
     /// writes through the MMIO bus, rings by plain stores) asks the disk
     /// for a read into a hinted page, and that page changes. SKIPs without
@@ -1166,6 +1175,22 @@ mod tests {
             .unwrap()
         });
         assert_eq!(cmdline.len(), 2 + usize::from(plan.vsock.is_some()));
+        // Every queue's QueueNotify is taken by an ioeventfd (the disk's
+        // one queue, the net device's two): KVM refuses a second one with
+        // the same address and datamatch. Queue 2 of the net device has
+        // none, the control.
+        let notify = |window: u64, q: u32| {
+            let evt = vmm_sys_util::eventfd::EventFd::new(0).unwrap();
+            let at = kvm_ioctls::IoEventAddress::Mmio(MMIO_BASE + window + reg::QUEUE_NOTIFY);
+            vm_fd
+                .register_ioevent(&evt, &at, q)
+                .map(|_| vm_fd.unregister_ioevent(&evt, &at, q).unwrap())
+                .map_err(|e| e.errno())
+        };
+        assert_eq!(notify(0, 0), Err(libc::EEXIST), "virtio-blk queue 0");
+        assert_eq!(notify(0x1000, 0), Err(libc::EEXIST), "virtio-net RX");
+        assert_eq!(notify(0x1000, 1), Err(libc::EEXIST), "virtio-net TX");
+        assert_eq!(notify(0x1000, 2), Ok(()), "control: no queue 2");
         let hint = prepare_on(&mut ram, None);
         assert_eq!(
             changed_in_hint(&ram, &hint, pattern),

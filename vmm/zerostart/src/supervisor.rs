@@ -127,8 +127,9 @@ pub fn run(mut vm: Vm, tty: bool) -> anyhow::Result<(Vm, Ended)> {
     // Devices write guest memory from their own threads too (fw_cfg DMA):
     // stop and join them before guest RAM can be unmapped or truncated.
     let mut devices_left = vm.bus.stop_devices(DEVICE_STOP_TIMEOUT);
-    // virtio device threads (tap RX, vhost relays), then the vhost
-    // backends themselves (the kernel's workers use guest RAM too).
+    // virtio device threads (I/O threads, tap RX, vhost relays), then
+    // the vhost backends themselves (the kernel's workers use guest RAM
+    // too).
     for w in &mut vm.workers {
         if !w.stop(DEVICE_STOP_TIMEOUT) {
             devices_left += 1;

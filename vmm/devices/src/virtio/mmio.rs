@@ -5,19 +5,25 @@
 //! Registers are 32 bits wide and read or written whole; any other access
 //! below the configuration space reads 0 and is ignored when written (the
 //! spec requires 32-bit accesses; we do not guess at what a narrower one
-//! meant). Queue notifications are handled synchronously, on the vCPU
-//! thread that wrote `QueueNotify` (Firecracker moves them to an event
-//! loop with ioeventfds; for one block device on a raw file the exit
-//! round trip is not what a boot waits on), except for the queues a vhost
-//! backend runs: the VMM registers their `QueueNotify` as a KVM ioeventfd
-//! (datamatch = queue index) that the kernel's vhost worker reads, so
-//! those writes never reach this code. Interrupts go out through the
-//! [`Interrupt`] (an [`EventFd`] the VMM registers as a KVM irqfd, as
-//! COM1's, plus the `InterruptStatus` bits), which a device's own thread
-//! may raise too (the tap RX worker, the vhost call relay).
+//! meant).
+//!
+//! Queue notifications do not run on the vCPU: the VMM registers each
+//! queue's `QueueNotify` write (datamatch = queue index) as a KVM
+//! ioeventfd, so the write costs the guest no exit to user space. For a
+//! device the VMM runs (virtio-blk, user-space virtio-net) the device's
+//! I/O thread ([`super::io_thread`]) waits on those eventfds and runs the
+//! queue through a [`QueueRunner`]; for a vhost device the kernel's vhost
+//! worker reads them. A `QueueNotify` that still reaches this code (no
+//! ioeventfd: the unit tests and fuzz targets, which drive the device
+//! through its registers) runs the queue here, on the caller's thread;
+//! the device's lock serialises it with the I/O thread. Interrupts go out
+//! through the [`Interrupt`] (an [`EventFd`] the VMM registers as a KVM
+//! irqfd, as COM1's, plus the `InterruptStatus` bits), which any thread of
+//! the device raises (the I/O thread, the tap RX worker, the vhost call
+//! relay).
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use virtio_bindings::virtio_config::{
     VIRTIO_CONFIG_S_DRIVER_OK, VIRTIO_CONFIG_S_FEATURES_OK, VIRTIO_CONFIG_S_NEEDS_RESET,
@@ -149,11 +155,136 @@ impl Interrupt {
     }
 }
 
+/// What the register window shares with the threads that run the device's
+/// queues (its I/O thread, the net RX worker): the device, its queues and
+/// guest memory. The vCPU takes `state` only for what needs it (queue
+/// setup, `DRIVER_OK`, reset, a `QueueNotify` that reached it); reads of
+/// `InterruptStatus`, `Status` and configuration space never do, so a
+/// vCPU in the guest's interrupt handler does not wait for a disk request
+/// the I/O thread is running.
+struct Core<M, D> {
+    mem: M,
+    irq: Arc<Interrupt>,
+    state: Mutex<State<D>>,
+}
+
+/// The part of a device one thread at a time runs.
+struct State<D> {
+    device: D,
+    queues: Vec<Queue>,
+    /// `FEATURES_OK | DRIVER_OK` are set: the queues may be run.
+    live: bool,
+    /// The device was handed its queues ([`VirtioDevice::activate`]) and
+    /// not reset since.
+    active: bool,
+}
+
+impl<M: GuestMemory, D: VirtioDevice<M>> Core<M, D> {
+    /// A thread that panicked while running the device left plain data
+    /// behind (queue indexes, the device's own fields); the device goes on
+    /// or the driver resets it, as after any fault.
+    fn lock(&self) -> MutexGuard<'_, State<D>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs queue `index` as the driver asked; false if the device could
+    /// not run it (not live, `NEEDS_RESET`, no such queue or not ready).
+    fn notify(&self, index: u32) -> bool {
+        let mut s = self.lock();
+        if !s.live || self.irq.fault().is_some() {
+            return false;
+        }
+        let State { device, queues, .. } = &mut *s;
+        let Some(q) = queues.get_mut(index as usize) else {
+            return false;
+        };
+        if !q.ready() {
+            return false;
+        }
+        if !q.is_valid(&self.mem) {
+            self.irq.fail(format!(
+                "queue {index}: descriptor table, avail or used ring not inside guest RAM"
+            ));
+            return false;
+        }
+        match device.process_queue(index as usize, q, &self.mem) {
+            Ok(true) => self.irq.signal_used(),
+            Ok(false) => {}
+            Err(e) => {
+                self.irq.fail(format!("queue {index}: {e}"));
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The device behind a window, locked: what [`MmioTransport::device`] and
+/// [`QueueRunner::device`] hand out.
+pub struct DeviceGuard<'a, D>(MutexGuard<'a, State<D>>);
+
+impl<D> std::ops::Deref for DeviceGuard<'_, D> {
+    type Target = D;
+    fn deref(&self) -> &D {
+        &self.0.device
+    }
+}
+
+impl<D> std::ops::DerefMut for DeviceGuard<'_, D> {
+    fn deref_mut(&mut self) -> &mut D {
+        &mut self.0.device
+    }
+}
+
+/// A handle that runs a device's queues from a thread of the device (its
+/// I/O thread, the net RX worker) without the register window, whose lock
+/// the vCPU holds for every register access.
+pub struct QueueRunner<M, D> {
+    core: Arc<Core<M, D>>,
+}
+
+impl<M, D> Clone for QueueRunner<M, D> {
+    fn clone(&self) -> Self {
+        QueueRunner {
+            core: self.core.clone(),
+        }
+    }
+}
+
+impl<M: GuestMemory, D: VirtioDevice<M>> QueueRunner<M, D> {
+    /// Runs queue `index` as if the driver had notified it (an ioeventfd
+    /// fired, or the device has new input for the guest). Returns false if
+    /// the device could not run it (not live, or `NEEDS_RESET`, or the
+    /// queue not ready).
+    pub fn run(&self, index: u32) -> bool {
+        self.core.notify(index)
+    }
+
+    /// Marks the device `NEEDS_RESET` (the thread that serves it gave up).
+    pub fn fail(&self, why: String) {
+        self.core.irq.fail(why);
+    }
+
+    /// How many queues the device has.
+    pub fn queue_count(&self) -> usize {
+        self.core.lock().queues.len()
+    }
+
+    /// The device, locked against the vCPU and the device's other threads.
+    pub fn device(&self) -> DeviceGuard<'_, D> {
+        DeviceGuard(self.core.lock())
+    }
+}
+
 /// One device's virtio-mmio register window and transport state.
 pub struct MmioTransport<M: GuestMemory, D: VirtioDevice<M>> {
-    device: D,
-    mem: M,
-    queues: Vec<Queue>,
+    core: Arc<Core<M, D>>,
+    /// What the device reports, read once when the window is built: none
+    /// of it changes afterwards (so `ConfigGeneration` stays 0), and a
+    /// register read never has to wait for the device's lock.
+    device_type: u32,
+    device_features: u64,
+    config: Vec<u8>,
     queue_sel: u32,
     device_features_sel: u32,
     driver_features_sel: u32,
@@ -161,10 +292,9 @@ pub struct MmioTransport<M: GuestMemory, D: VirtioDevice<M>> {
     unknown_features_acked: bool,
     status: u32,
     irq: Arc<Interrupt>,
-    /// The device was handed its queues ([`VirtioDevice::activate`]) and
-    /// not reset since.
-    active: bool,
 }
+
+const LIVE: u32 = VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK;
 
 impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
     /// Puts `device` behind a register window; it reaches guest memory
@@ -182,18 +312,30 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
                 })
             })
             .collect::<Result<_, _>>()?;
+        let mut config = vec![0u8; (MMIO_WINDOW - CONFIG_OFFSET) as usize];
+        device.read_config(0, &mut config);
+        let irq = Arc::new(Interrupt::new()?);
         Ok(MmioTransport {
-            device,
-            mem,
-            queues,
+            device_type: device.device_type(),
+            device_features: device.features(),
+            config,
+            core: Arc::new(Core {
+                mem,
+                irq: irq.clone(),
+                state: Mutex::new(State {
+                    device,
+                    queues,
+                    live: false,
+                    active: false,
+                }),
+            }),
             queue_sel: 0,
             device_features_sel: 0,
             driver_features_sel: 0,
             driver_features: 0,
             unknown_features_acked: false,
             status: 0,
-            irq: Arc::new(Interrupt::new()?),
-            active: false,
+            irq,
         })
     }
 
@@ -208,20 +350,26 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
         self.irq.clone()
     }
 
-    /// The device, mutably (the VMM's own setup; never while the guest
-    /// runs it).
-    pub fn device_mut(&mut self) -> &mut D {
-        &mut self.device
+    /// A handle that runs the device's queues from another thread.
+    pub fn runner(&self) -> QueueRunner<M, D> {
+        QueueRunner {
+            core: self.core.clone(),
+        }
+    }
+
+    /// The device, mutably (the VMM's own setup, tests).
+    pub fn device_mut(&mut self) -> DeviceGuard<'_, D> {
+        DeviceGuard(self.core.lock())
     }
 
     /// The guest memory the device works on.
     pub fn memory(&self) -> &M {
-        &self.mem
+        &self.core.mem
     }
 
-    /// The device.
-    pub fn device(&self) -> &D {
-        &self.device
+    /// The device (locked while the guard lives).
+    pub fn device(&self) -> DeviceGuard<'_, D> {
+        DeviceGuard(self.core.lock())
     }
 
     /// The device status register (`VIRTIO_CONFIG_S_*` bits).
@@ -241,8 +389,14 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
     /// Handles a guest read at `offset` into the window.
     pub fn read(&mut self, offset: u64, data: &mut [u8]) {
         if offset >= CONFIG_OFFSET {
-            data.fill(0);
-            self.device.read_config(offset - CONFIG_OFFSET, data);
+            for (i, b) in data.iter_mut().enumerate() {
+                *b = usize::try_from(offset - CONFIG_OFFSET)
+                    .ok()
+                    .and_then(|o| o.checked_add(i))
+                    .and_then(|o| self.config.get(o))
+                    .copied()
+                    .unwrap_or(0);
+            }
             return;
         }
         let Ok(out) = <&mut [u8; 4]>::try_from(&mut *data) else {
@@ -252,15 +406,15 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
         let v = match offset {
             MAGIC => MMIO_MAGIC,
             VERSION => MMIO_VERSION,
-            DEVICE_ID => self.device.device_type(),
+            DEVICE_ID => self.device_type,
             VENDOR_ID => MMIO_VENDOR_ID,
             DEVICE_FEATURES => match self.device_features_sel {
-                0 => self.device.features() as u32,
-                1 => (self.device.features() >> 32) as u32,
+                0 => self.device_features as u32,
+                1 => (self.device_features >> 32) as u32,
                 _ => 0,
             },
-            QUEUE_NUM_MAX => self.selected().map_or(0, |q| u32::from(q.max_size())),
-            QUEUE_READY => self.selected().map_or(0, |q| u32::from(q.ready())),
+            QUEUE_NUM_MAX => self.with_selected(|q| u32::from(q.max_size())),
+            QUEUE_READY => self.with_selected(|q| u32::from(q.ready())),
             INTERRUPT_STATUS => self.irq.status.load(Ordering::SeqCst),
             STATUS => self.status(),
             // Configuration space never changes after the device is built.
@@ -309,8 +463,10 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
             {
                 self.queue_op(|q| set_address(q, offset, v))
             }
+            // Reaches here only for a queue with no ioeventfd (tests, a
+            // write KVM did not match): run on this vCPU.
             QUEUE_NOTIFY => {
-                self.notify(v);
+                self.core.notify(v);
             }
             INTERRUPT_ACK => {
                 self.irq.status.fetch_and(!v, Ordering::SeqCst);
@@ -320,8 +476,12 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
         }
     }
 
-    fn selected(&self) -> Option<&Queue> {
-        self.queues.get(self.queue_sel as usize)
+    fn with_selected(&self, f: impl FnOnce(&Queue) -> u32) -> u32 {
+        self.core
+            .lock()
+            .queues
+            .get(self.queue_sel as usize)
+            .map_or(0, f)
     }
 
     /// Applies `f` to the selected queue, if it exists and is not live
@@ -330,11 +490,12 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
     /// error that makes the device NEEDS_RESET.
     fn queue_op(&mut self, f: impl FnOnce(&mut Queue) -> Result<(), String>) {
         let sel = self.queue_sel;
-        let Some(q) = self.queues.get_mut(sel as usize) else {
-            return;
+        let r = match self.core.lock().queues.get_mut(sel as usize) {
+            Some(q) => f(q),
+            None => return,
         };
-        if let Err(e) = f(q) {
-            self.needs_reset(format!("queue {sel}: {e}"));
+        if let Err(e) = r {
+            self.irq.fail(format!("queue {sel}: {e}"));
         }
     }
 
@@ -351,7 +512,7 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
             // Accept only a subset of what we offer, and only virtio 1.x
             // (no legacy layout); otherwise FEATURES_OK stays clear and the
             // driver, which re-reads it, gives up on the device.
-            let offered = self.device.features();
+            let offered = self.device_features;
             if self.driver_features & !offered != 0
                 || self.unknown_features_acked
                 || self.driver_features & (1 << VIRTIO_F_VERSION_1) == 0
@@ -360,38 +521,53 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
             }
         }
         self.status = new;
-        let live = VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK;
-        if !self.active && new & live == live && self.irq.fault().is_none() {
-            self.active = true;
+        let mut s = self.core.lock();
+        s.live = new & LIVE == LIVE;
+        if !s.active && s.live && self.irq.fault().is_none() {
+            s.active = true;
+            let State { device, queues, .. } = &mut *s;
             let ctx = Activation {
-                mem: &self.mem,
-                queues: &self.queues,
+                mem: &self.core.mem,
+                queues,
                 features: self.driver_features,
                 interrupt: &self.irq,
             };
-            if let Err(e) = self.device.activate(ctx) {
-                self.needs_reset(format!("activating the device: {e}"));
+            if let Err(e) = device.activate(ctx) {
+                self.irq.fail(format!("activating the device: {e}"));
             }
         }
     }
 
-    /// Runs queue `index` as if the driver had notified it: for a device
-    /// thread that has new input for the guest (a frame from the tap).
-    /// Returns false if the device could not run it (not live, or
-    /// `NEEDS_RESET`, or the queue not ready).
+    /// Runs queue `index` as if the driver had notified it (tests, and a
+    /// caller on the vCPU's side of the window). Returns false if the
+    /// device could not run it (not live, or `NEEDS_RESET`, or the queue
+    /// not ready).
     pub fn poll_queue(&mut self, index: u32) -> bool {
-        self.notify(index)
+        self.core.notify(index)
     }
 
     /// Stops the device's own work (a vhost backend) before the VMM
-    /// unmaps guest memory.
-    pub fn stop(&mut self) {
-        self.device.reset();
-        self.active = false;
+    /// unmaps guest memory. False, with nothing done, while a thread of
+    /// the device still runs a request (the VMM stops those threads first
+    /// and retries until its deadline).
+    pub fn stop(&mut self) -> bool {
+        let mut s = match self.core.state.try_lock() {
+            Ok(s) => s,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        s.device.reset();
+        s.active = false;
+        s.live = false;
+        true
     }
 
+    /// Status 0: waits for a request a device thread is running to end
+    /// (the driver may free the rings once it sees the reset), then puts
+    /// queues and device back to their initial state.
     fn reset(&mut self) {
-        for q in &mut self.queues {
+        let mut s = self.core.lock();
+        for q in &mut s.queues {
             q.reset();
         }
         self.queue_sel = 0;
@@ -401,44 +577,9 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
         self.unknown_features_acked = false;
         self.status = 0;
         self.irq.clear();
-        self.active = false;
-        self.device.reset();
-    }
-
-    /// The driver says queue `index` has new buffers; false if the device
-    /// could not run it.
-    fn notify(&mut self, index: u32) -> bool {
-        let live = VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK;
-        if self.status & live != live || self.irq.fault().is_some() {
-            return false;
-        }
-        let Some(q) = self.queues.get_mut(index as usize) else {
-            return false;
-        };
-        if !q.ready() {
-            return false;
-        }
-        if !q.is_valid(&self.mem) {
-            self.needs_reset(format!(
-                "queue {index}: descriptor table, avail or used ring not inside guest RAM"
-            ));
-            return false;
-        }
-        match self.device.process_queue(index as usize, q, &self.mem) {
-            Ok(true) => self.irq.signal_used(),
-            Ok(false) => {}
-            Err(e) => {
-                self.needs_reset(format!("queue {index}: {e}"));
-                return false;
-            }
-        }
-        true
-    }
-
-    /// The device cannot go on until the driver resets it (virtio 1.2,
-    /// 2.1.2): set NEEDS_RESET and send a configuration change interrupt.
-    fn needs_reset(&mut self, why: String) {
-        self.irq.fail(why);
+        s.active = false;
+        s.live = false;
+        s.device.reset();
     }
 }
 

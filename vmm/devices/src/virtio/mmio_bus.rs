@@ -1,10 +1,17 @@
 //! Guest-physical MMIO dispatch for the virtio-mmio windows: a vCPU's
 //! MMIO exit at an address inside a window goes to that device with the
 //! offset into it; anything else is open bus.
+//!
+//! The address map is rust-vmm's `vm-device` `Bus` (range checks,
+//! overlap, lookup). Its `IoManager`/`DeviceMmio` layer is not used: its
+//! `Mutex` blanket implementation unwraps the lock, so a device poisoned
+//! by a panicking thread would panic the vCPU too, where this bus answers
+//! on; and neither it nor `Bus` can list the devices, which teardown needs
+//! to stop each one with a deadline (so the bus keeps that list itself).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use vm_device::bus::{BusRange, MmioAddress};
 use vm_memory::GuestMemory;
 
 use super::{MmioTransport, VirtioDevice};
@@ -15,18 +22,22 @@ pub trait MmioDevice: Send {
     fn read(&mut self, offset: u64, data: &mut [u8]);
     /// A guest write at `offset` into the window.
     fn write(&mut self, offset: u64, data: &[u8]);
-    /// Stops the device's own use of guest memory (teardown).
-    fn stop(&mut self) {}
+    /// Stops the device's own use of guest memory (teardown); false if a
+    /// thread of the device still holds it (the bus retries until its
+    /// deadline).
+    fn stop(&mut self) -> bool {
+        true
+    }
 }
 
-impl<M: GuestMemory + Send, D: VirtioDevice<M>> MmioDevice for MmioTransport<M, D> {
+impl<M: GuestMemory + Send + Sync, D: VirtioDevice<M>> MmioDevice for MmioTransport<M, D> {
     fn read(&mut self, offset: u64, data: &mut [u8]) {
         MmioTransport::read(self, offset, data)
     }
     fn write(&mut self, offset: u64, data: &[u8]) {
         MmioTransport::write(self, offset, data)
     }
-    fn stop(&mut self) {
+    fn stop(&mut self) -> bool {
         MmioTransport::stop(self)
     }
 }
@@ -41,10 +52,14 @@ pub struct MmioBusError {
     pub len: u64,
 }
 
+type Dev = Arc<Mutex<dyn MmioDevice>>;
+
 /// Non-overlapping MMIO windows `[base, base + len)`.
 #[derive(Default)]
 pub struct MmioBus {
-    devices: BTreeMap<u64, (u64, Arc<Mutex<dyn MmioDevice>>)>,
+    map: vm_device::bus::MmioBus<Dev>,
+    /// Every device, for teardown (`Bus` cannot be iterated).
+    devices: Vec<Dev>,
 }
 
 impl MmioBus {
@@ -54,48 +69,43 @@ impl MmioBus {
     }
 
     /// Puts `dev` at `[base, base + len)`.
-    pub fn insert(
-        &mut self,
-        base: u64,
-        len: u64,
-        dev: Arc<Mutex<dyn MmioDevice>>,
-    ) -> Result<(), MmioBusError> {
+    pub fn insert(&mut self, base: u64, len: u64, dev: Dev) -> Result<(), MmioBusError> {
         let err = MmioBusError { base, len };
-        let end = base.checked_add(len).filter(|_| len > 0).ok_or(err)?;
-        let before = self.devices.range(..end).next_back();
-        if before.is_some_and(|(&b, &(l, _))| b + l > base) {
-            return Err(err);
-        }
-        self.devices.insert(base, (len, dev));
+        let range = BusRange::new(MmioAddress(base), len).map_err(|_| err)?;
+        self.map.register(range, dev.clone()).map_err(|_| err)?;
+        self.devices.push(dev);
         Ok(())
     }
 
-    fn find(&self, addr: u64, n: usize) -> Option<(u64, &Arc<Mutex<dyn MmioDevice>>)> {
-        let (&base, (len, dev)) = self.devices.range(..=addr).next_back()?;
-        let off = addr - base;
-        (off.checked_add(n as u64)? <= *len).then_some((off, dev))
+    /// The device whose window holds all of `[addr, addr + n)`, with the
+    /// offset into it.
+    fn find(&self, addr: u64, n: usize) -> Option<(u64, &Dev)> {
+        let (range, dev) = self.map.check_access(MmioAddress(addr), n).ok()?;
+        Some((addr - range.base().0, dev))
     }
 
     /// Stops every device's own use of guest memory (a vhost backend)
     /// before the VMM unmaps it; a device whose lock a stuck vCPU still
-    /// holds is retried until `timeout`, then counted as left.
+    /// holds (or whose I/O thread did not end) is retried until
+    /// `timeout`, then counted as left.
     pub fn stop_devices(&self, timeout: std::time::Duration) -> usize {
         let deadline = std::time::Instant::now() + timeout;
         let mut left = 0;
-        for (_, dev) in self.devices.values() {
+        for dev in &self.devices {
             loop {
-                match dev.try_lock() {
+                let stopped = match dev.try_lock() {
                     Ok(mut d) => d.stop(),
                     Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().stop(),
-                    Err(std::sync::TryLockError::WouldBlock)
-                        if std::time::Instant::now() < deadline =>
-                    {
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                        continue;
-                    }
-                    Err(std::sync::TryLockError::WouldBlock) => left += 1,
+                    Err(std::sync::TryLockError::WouldBlock) => false,
+                };
+                if stopped {
+                    break;
                 }
-                break;
+                if std::time::Instant::now() >= deadline {
+                    left += 1;
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
         left
@@ -166,5 +176,13 @@ mod tests {
         assert!(!bus.read(u64::MAX - 1, &mut d));
         assert!(bus.read(0x2000, &mut d));
         assert_eq!(d, [0; 4]);
+        // A window may end at the very top of the address space; an
+        // access that would wrap past it is still open bus.
+        bus.insert(u64::MAX - 15, 16, Arc::new(Mutex::new(Regs([7; 16]))))
+            .unwrap();
+        assert!(bus.read(u64::MAX - 3, &mut d));
+        assert_eq!(d, [7; 4]);
+        assert!(!bus.read(u64::MAX - 1, &mut d));
+        assert_eq!(bus.stop_devices(std::time::Duration::from_millis(10)), 0);
     }
 }

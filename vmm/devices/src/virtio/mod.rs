@@ -15,6 +15,7 @@
 //! `NEEDS_RESET` until the driver resets it.
 
 pub mod block;
+pub mod io_thread;
 pub mod mmio;
 pub mod mmio_bus;
 pub mod net;
@@ -23,7 +24,8 @@ pub mod vhost;
 pub mod worker;
 
 pub use block::{Block, BlockError};
-pub use mmio::{Interrupt, MmioTransport};
+pub use io_thread::spawn_io_thread;
+pub use mmio::{DeviceGuard, Interrupt, MmioTransport, QueueRunner};
 pub use mmio_bus::{MmioBus, MmioBusError, MmioDevice};
 pub use net::Net;
 pub use tap::{Tap, TapError};
@@ -55,16 +57,20 @@ pub struct Activation<'a, M> {
 /// A virtio device behind a transport: what the transport asks it, and
 /// the one thing it does, running the requests of a queue.
 pub trait VirtioDevice<M: GuestMemory>: Send {
-    /// virtio device ID (`VIRTIO_ID_*`).
+    /// virtio device ID (`VIRTIO_ID_*`); read once, as the features.
     fn device_type(&self) -> u32;
     /// Feature bits the device offers (including `VIRTIO_F_VERSION_1`).
     fn features(&self) -> u64;
     /// Maximum size of each queue; the length is the number of queues.
     fn queue_max_sizes(&self) -> &[u16];
     /// Reads device configuration space at `offset` (bytes past its end
-    /// read 0).
+    /// read 0). The transport reads it whole once, when it is built: no
+    /// device here changes its configuration afterwards, and a vCPU's
+    /// configuration read then never waits for a request in flight.
     fn read_config(&self, offset: u64, data: &mut [u8]);
-    /// Runs every request the driver made available on queue `index`.
+    /// Runs every request the driver made available on queue `index`, on
+    /// the device's I/O thread (or, without an ioeventfd, on the thread
+    /// that wrote `QueueNotify`).
     /// Returns whether used buffers were added (the driver is then
     /// interrupted), or the fault that makes the queue unusable.
     fn process_queue(

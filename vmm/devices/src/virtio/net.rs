@@ -19,17 +19,17 @@
 //! | an RX chain with a device-readable descriptor or a descriptor outside guest RAM, or too short for the frame | the frame is dropped, the chain returned with length 0 |
 //! | a chain that loops, points past the table or cannot be read; an avail index more than the queue size ahead; rings outside RAM | [`QueueFault`]: the transport marks the device `NEEDS_RESET` |
 //!
-//! TX runs on the vCPU thread that writes `QueueNotify`; RX on a worker
-//! thread ([`spawn_rx_worker`]) that waits for the tap and, while the
-//! guest has no receive buffers, for the guest's RX notify instead (so a
-//! full tap never spins it). Frames are copied through a VMM buffer with
+//! TX (and the guest's RX notify) runs on the device's I/O thread
+//! ([`super::io_thread`]), woken by the ioeventfd on `QueueNotify`; RX on
+//! a worker thread ([`spawn_rx_worker`]) that waits for the tap and,
+//! while the guest has no receive buffers, for the guest's RX notify
+//! instead (so a full tap never spins it). Frames are copied through a VMM buffer with
 //! vm-memory's checked accessors: a guest can never make the device touch
 //! host memory outside guest RAM, and cannot change a frame between the
 //! checks and the write to the tap.
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Mutex};
 
 use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::virtio_ids::VIRTIO_ID_NET;
@@ -40,7 +40,7 @@ use vm_memory::{Bytes, GuestMemory, Permissions};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::tap::{Tap, VNET_HDR_LEN};
-use super::{MmioTransport, QueueFault, VirtioDevice, Worker};
+use super::{QueueFault, QueueRunner, VirtioDevice, Worker};
 
 /// Receive queue index.
 pub const RX: usize = 0;
@@ -53,8 +53,8 @@ const ETH_HLEN: usize = 14;
 /// Largest frame with its header either way (64 KiB of frame, the most a
 /// tap with a raised MTU could hand over without GSO).
 pub const MAX_FRAME: usize = VNET_HDR_LEN + 65535;
-/// Frames moved per RX wake-up before the lock is let go (a vCPU writing
-/// a register of the device waits for it).
+/// Frames moved per RX wake-up before the device's lock is let go (the
+/// I/O thread's TX, and a vCPU resetting the device, wait for it).
 const RX_BATCH: usize = 64;
 
 /// The features both net paths offer.
@@ -395,18 +395,16 @@ impl<M: GuestMemory, T: FrameIo> VirtioDevice<M> for Net<T> {
 
 /// Starts the thread that delivers tap frames to the guest: it waits for
 /// the tap to hold a frame (or, while the guest has no receive buffer,
-/// for its RX notify), then runs the RX queue under the transport's lock.
-pub fn spawn_rx_worker<M, T>(
-    transport: Arc<Mutex<MmioTransport<M, Net<T>>>>,
-    name: String,
-) -> io::Result<Worker>
+/// for its RX notify), then runs the RX queue through `runner` (the
+/// device's lock, not the register window's).
+pub fn spawn_rx_worker<M, T>(runner: QueueRunner<M, Net<T>>, name: String) -> io::Result<Worker>
 where
-    M: GuestMemory + Send + 'static,
+    M: GuestMemory + Send + Sync + 'static,
     T: FrameIo + 'static,
 {
     let (kick, tap) = {
-        let t = transport.lock().unwrap_or_else(|e| e.into_inner());
-        (t.device().rx_kick.try_clone()?, t.device().io.poll_fd())
+        let d = runner.device();
+        (d.rx_kick.try_clone()?, d.io.poll_fd())
     };
     let Some(tap) = tap else {
         return Err(io::Error::new(
@@ -448,9 +446,10 @@ where
             if fds[1].revents != 0 {
                 let _ = kick.read();
             }
-            let mut t = transport.lock().unwrap_or_else(|e| e.into_inner());
             // Not live (before DRIVER_OK, NEEDS_RESET): wait for a notify.
-            starved = !t.poll_queue(RX as u32) || t.device().rx_starved();
+            // (Two lock rounds: `starved` only turns false inside a run,
+            // which then writes the kick this loop waits for.)
+            starved = !runner.run(RX as u32) || runner.device().rx_starved();
         }
     })
 }

@@ -1,6 +1,7 @@
-//! A device's own thread (the tap RX worker, the vhost call relay) and
-//! how teardown stops it: an eventfd the thread polls, then a bounded
-//! join, so guest RAM is unmapped only after the thread is gone.
+//! A device's own thread (its I/O thread, the tap RX worker, the vhost
+//! call relay) and how teardown stops it: an eventfd the thread polls,
+//! then a bounded join, so guest RAM is unmapped only after the thread is
+//! gone.
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::thread::JoinHandle;
@@ -18,7 +19,17 @@ impl Worker {
     /// Runs `f` on a thread named `name`; `f` gets the stop eventfd's
     /// descriptor to poll next to its own and returns when it is readable.
     pub fn spawn(name: String, f: impl FnOnce(RawFd) + Send + 'static) -> std::io::Result<Worker> {
-        let stop = EventFd::new(EFD_NONBLOCK)?;
+        Self::spawn_with(EventFd::new(EFD_NONBLOCK)?, name, f)
+    }
+
+    /// As [`Worker::spawn`], with a stop eventfd the caller made, so it
+    /// can register a copy where the thread will wait (an event manager
+    /// built before the thread starts) and see any error there itself.
+    pub fn spawn_with(
+        stop: EventFd,
+        name: String,
+        f: impl FnOnce(RawFd) + Send + 'static,
+    ) -> std::io::Result<Worker> {
         let fd = stop.try_clone()?;
         let handle = std::thread::Builder::new().name(name).spawn(move || {
             f(fd.as_raw_fd());

@@ -13,6 +13,7 @@ use virtio_bindings::virtio_config::{
 };
 use vm_memory::bitmap::{AtomicBitmap, Bitmap};
 use vm_memory::{GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
+use vmm_sys_util::eventfd::EventFd;
 
 /// Guest memory as the VMM has it: with vm-memory's dirty bitmap, the
 /// second record of VMM writes behind the zero hint.
@@ -66,6 +67,9 @@ struct Guest {
     size: u16,
     avail_idx: u16,
     next_desc: u16,
+    /// The queue's ioeventfd, when an I/O thread serves the device: a
+    /// notify is then what KVM does with the guest's `QueueNotify` write.
+    ioeventfd: Option<EventFd>,
 }
 
 impl Guest {
@@ -79,6 +83,7 @@ impl Guest {
             size: 16,
             avail_idx: 0,
             next_desc: 0,
+            ioeventfd: None,
         };
         g.init(16);
         g
@@ -157,7 +162,29 @@ impl Guest {
         self.mem
             .write_obj(self.avail_idx, GuestAddress(AVAIL + 2))
             .unwrap();
-        self.w(reg::QUEUE_NOTIFY, 0);
+        let Some(evt) = &self.ioeventfd else {
+            self.w(reg::QUEUE_NOTIFY, 0);
+            return;
+        };
+        // As KVM does for the guest's write, then the guest waits for its
+        // interrupt: the request completes (or the device gives up) on
+        // the I/O thread.
+        evt.write(1).unwrap();
+        let irq = self.t.interrupt_evt().try_clone().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while self.used_idx() != self.avail_idx && !self.needs_reset() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no completion from the I/O thread within 5 s"
+            );
+            let mut pfd = libc::pollfd {
+                fd: std::os::fd::AsRawFd::as_raw_fd(&irq),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut pfd, 1, 100) };
+        }
     }
 
     /// Submits a chain of `(addr, len, flags)` (NEXT added as needed).
@@ -642,6 +669,7 @@ fn device_writes_only_what_the_guest_asks() {
         size: 16,
         avail_idx: 0,
         next_desc: 0,
+        ioeventfd: None,
     };
     assert_eq!(
         dirty_pages(&g.mem),
@@ -695,4 +723,67 @@ fn image_lock() {
     assert_eq!(w.lines().count(), 1);
     drop((r1, r2));
     Block::open(img.path(), false).unwrap();
+}
+
+/// Requests served on the I/O thread, woken by the queue's ioeventfd as
+/// KVM wakes it (the guest's `QueueNotify` write never reaches the
+/// register window): data moves, the interrupt reaches the irqfd from that
+/// thread, a ring the device cannot use still makes it `NEEDS_RESET` (and
+/// a reset brings it back), and the thread stops within the teardown
+/// bound with nothing left running.
+#[test]
+fn requests_on_the_io_thread() {
+    let img = image();
+    let mut g = Guest::new(&img, false);
+    let (mut worker, kicks) =
+        crate::virtio::spawn_io_thread(g.t.runner(), "zs-blk-test-io".into()).unwrap();
+    assert_eq!(kicks.len(), 1, "one eventfd per queue");
+    g.ioeventfd = kicks.into_iter().next();
+
+    let data: Vec<u8> = (0..1024u32).map(|i| (i * 11) as u8).collect();
+    g.mem.write_slice(&data, GuestAddress(BUF)).unwrap();
+    assert_eq!(g.request(VIRTIO_BLK_T_OUT, 5, 1024, 0), OK);
+    assert_eq!(&file_bytes(&img)[5 * 512..7 * 512], &data[..]);
+    assert_eq!(g.t.interrupt_evt().read().unwrap(), 1, "irqfd signalled");
+    assert_eq!(g.r(reg::INTERRUPT_STATUS), 1);
+    g.w(reg::INTERRUPT_ACK, 1);
+    g.fill(BUF, 512, 0);
+    assert_eq!(g.request(VIRTIO_BLK_T_IN, 1, 512, WRITE), OK);
+    assert_eq!(g.read(BUF, 512), vec![2u8; 512]);
+    assert_eq!(g.used_idx(), 2);
+
+    // A head index past the table: NEEDS_RESET, as on the vCPU path.
+    g.kick(16);
+    assert!(g.needs_reset());
+    assert!(g.t.fault().unwrap().contains("chain"));
+    g.init(16);
+    assert!(!g.needs_reset());
+    assert_eq!(g.request(VIRTIO_BLK_T_IN, 0, 512, WRITE), OK);
+
+    assert!(
+        worker.stop(std::time::Duration::from_secs(2)),
+        "the I/O thread ends within the teardown bound"
+    );
+    // Nothing serves the eventfd now: a request stays unanswered...
+    let kick = g.ioeventfd.take().unwrap();
+    g.header(VIRTIO_BLK_T_IN, 0);
+    g.put_desc(
+        4,
+        &[
+            (HDR, 16, NEXT, 5),
+            (BUF, 512, WRITE | NEXT, 6),
+            (STATUS, 1, WRITE, 0),
+        ],
+    );
+    g.mem.write_obj(4u16, GuestAddress(AVAIL + 4 + 2)).unwrap();
+    g.mem.write_obj(2u16, GuestAddress(AVAIL + 2)).unwrap();
+    g.avail_idx = 2;
+    kick.write(1).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(g.used_idx(), 1);
+    // ...until a QueueNotify reaches the register window (no ioeventfd):
+    // the vCPU path runs it.
+    g.w(reg::QUEUE_NOTIFY, 0);
+    assert_eq!(g.used_idx(), 2);
+    assert!(g.t.stop(), "no thread holds the device any more");
 }

@@ -5,6 +5,8 @@
 
 use super::*;
 use crate::virtio::mmio::reg;
+use crate::virtio::MmioTransport;
+use std::sync::{Arc, Mutex};
 use virtio_bindings::virtio_config::{
     VIRTIO_CONFIG_S_ACKNOWLEDGE, VIRTIO_CONFIG_S_DRIVER, VIRTIO_CONFIG_S_DRIVER_OK,
     VIRTIO_CONFIG_S_FEATURES_OK, VIRTIO_CONFIG_S_NEEDS_RESET,
@@ -502,7 +504,7 @@ fn real_tap_arp_round_trip() {
         Err(e) => panic!("opening the tap in {}: {e}", ns.name),
     };
     let mut g = Guest::with(tap, memory());
-    let mut worker = spawn_rx_worker(g.t.clone(), "zs-net-rx-test".into()).unwrap();
+    let mut worker = spawn_rx_worker(g.t().runner(), "zs-net-rx-test".into()).unwrap();
     // An RX buffer, then the ARP request "who has 10.99.0.1, tell 10.99.0.2".
     // Several buffers: the host kernel also sends its own frames when the
     // link comes up (IPv6 MLD, router solicitations).
@@ -608,4 +610,84 @@ impl Drop for TestNetns {
             .args(["netns", "del", &self.name])
             .status();
     }
+}
+
+/// A frame sink whose writes wait for the test: a tap that blocks, or a
+/// slow disk, as the I/O thread sees it.
+struct GatedFrames {
+    entered: std::sync::mpsc::Sender<()>,
+    release: std::sync::mpsc::Receiver<()>,
+    sent: usize,
+}
+
+impl FrameIo for GatedFrames {
+    fn read_frame(&mut self, _buf: &mut [u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+    fn write_frame(&mut self, frame: &[u8]) -> io::Result<usize> {
+        let _ = self.entered.send(());
+        let _ = self.release.recv();
+        self.sent += 1;
+        Ok(frame.len())
+    }
+}
+
+/// TX on the I/O thread, woken by the queue's ioeventfd: while a frame is
+/// stuck in the sink, the guest's register reads (its interrupt handler
+/// reads `InterruptStatus`, then `Status`) answer at once instead of
+/// waiting for the request; when the sink lets go the frame completes and
+/// the interrupt arrives from the I/O thread.
+#[test]
+fn registers_answer_while_the_io_thread_is_busy() {
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let io = GatedFrames {
+        entered: entered_tx,
+        release: release_rx,
+        sent: 0,
+    };
+    let mut g = Guest::with(io, memory());
+    let (mut worker, kicks) =
+        crate::virtio::spawn_io_thread(g.t().runner(), "zs-net-test-io".into()).unwrap();
+    assert_eq!(kicks.len(), 2);
+    g.mem
+        .write_slice(&frame(0, 60, 1), GuestAddress(BUF))
+        .unwrap();
+    g.offer(TX, &[(BUF, (VNET_HDR_LEN + 60) as u32, 0)], false);
+    kicks[TX].write(1).unwrap();
+    let second = std::time::Duration::from_secs(5);
+    entered
+        .recv_timeout(second)
+        .expect("the I/O thread runs TX");
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = g.t.clone();
+    let reader = std::thread::spawn(move || {
+        let mut b = [0u8; 4];
+        let mut t = t.lock().unwrap();
+        t.read(reg::INTERRUPT_STATUS, &mut b);
+        let irq = u32::from_le_bytes(b);
+        t.read(reg::STATUS, &mut b);
+        let _ = tx.send((irq, u32::from_le_bytes(b)));
+    });
+    let (irq, status) = rx
+        .recv_timeout(second)
+        .expect("register reads waited for the request in flight");
+    assert_eq!(irq, 0, "nothing completed yet");
+    assert_ne!(status & VIRTIO_CONFIG_S_DRIVER_OK, 0);
+    reader.join().unwrap();
+    assert_eq!(g.used_idx(TX as u64), 0);
+
+    release.send(()).unwrap();
+    let deadline = std::time::Instant::now() + second;
+    while g.used_idx(TX as u64) == 0 {
+        assert!(std::time::Instant::now() < deadline, "TX never completed");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(g.r(reg::INTERRUPT_STATUS), 1);
+    assert_eq!(g.t().interrupt_evt().read().unwrap(), 1, "irqfd signalled");
+    assert_eq!(g.t().device().io().sent, 1);
+    // The sink would block the thread again: let every later write pass.
+    drop(release);
+    assert!(worker.stop(second), "the I/O thread ends");
 }
