@@ -276,7 +276,9 @@ pub struct Scenario {
 /// A scenario run through the nested test host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nested {
-    /// Scenario name in `tests/nested-host/run.py` (e.g. `zs-prezero-1g`).
+    /// Scenario name in `tests/nested-host/run.py` (e.g. `zs-prezero-1g`;
+    /// `microvm-zerostart`, `microvm-launch`, `microvm-stock` for the real
+    /// cloud VM of `run.py microvm`).
     pub scenario: String,
     /// The VMM every run of it must have used (`zerostart` or `qemu`).
     pub vmm: Option<String>,
@@ -284,8 +286,17 @@ pub struct Nested {
     /// and not a run of the harness: this crate judges SLOs; running the
     /// test bed under `tests/` is make's job (`make slo-nested` runs
     /// `tests/nested-host/run.py e2e --only NAME --repeat N --report PATH`
-    /// first).
+    /// first; `make test-microvm` runs `run.py microvm`, which writes
+    /// `target/microvm/report.json`).
     pub report: PathBuf,
+}
+
+/// Whether a nested scenario name is one of the real cloud VM's
+/// (`microvm-*`): `tests/nested-host/run.py microvm` writes its report
+/// (always `target/microvm/report.json`, each scenario once), not
+/// `run.py e2e`, so hints must name that harness.
+pub fn real_vm_scenario(name: &str) -> bool {
+    name.starts_with("microvm-")
 }
 
 /// A validated config.
@@ -897,7 +908,11 @@ impl Config {
                         &n,
                         "nested_report",
                         "is missing".into(),
-                        "name the report.json of `tests/nested-host/run.py e2e --report PATH` (make slo-nested writes it)",
+                        if real_vm_scenario(name) {
+                            "name the report.json of `tests/nested-host/run.py microvm`: \"${ROOT}/target/microvm/report.json\" (make test-microvm writes it)"
+                        } else {
+                            "name the report.json of `tests/nested-host/run.py e2e --report PATH` (make slo-nested writes it)"
+                        },
                     ));
                 };
                 let v = s.nested_vmm.clone();
@@ -1329,7 +1344,12 @@ max_ms = 1000
             (
                 "nested_report = \"${ROOT}/target/n.json\"",
                 "",
-                "`nested_report`: is missing",
+                "`nested_report`: is missing; name the report.json of `tests/nested-host/run.py e2e",
+            ),
+            (
+                "zs-prezero-1g\"\nnested_report = \"${ROOT}/target/n.json\"",
+                "microvm-stock\"",
+                "`nested_report`: is missing; name the report.json of `tests/nested-host/run.py microvm`: \"${ROOT}/target/microvm/report.json\" (make test-microvm writes it)",
             ),
         ] {
             let e = parse(&base.replace("memory_ready", "exit").replace(from, to)).unwrap_err();

@@ -244,7 +244,8 @@ impl Report {
         }
     }
 
-    /// The terminal table.
+    /// The terminal table. The phase column fits the longest phase name
+    /// (`multi_user_reached`), so the real VM's rows stay aligned.
     pub fn table(&self) -> String {
         let mut o = String::new();
         for s in &self.scenarios {
@@ -281,7 +282,7 @@ impl Report {
             }
             let _ = writeln!(
                 o,
-                "  {:<14} {:>4} {:>10} {:>10} {:>10} {:>10}",
+                "  {:<18} {:>4} {:>10} {:>10} {:>10} {:>10}",
                 "launch->", "n", "p50 ms", "p90 ms", "p99 ms", "max ms"
             );
             for (p, x) in &s.phases {
@@ -290,7 +291,7 @@ impl Report {
                 }
                 let _ = writeln!(
                     o,
-                    "  {:<14} {:>4} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                    "  {:<18} {:>4} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
                     p.name(),
                     x.n,
                     x.p50,

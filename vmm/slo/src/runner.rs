@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::config::{Backing, Launch, Scenario, Vmm};
+use crate::config::{Backing, Launch, Nested, Scenario, Vmm};
 use crate::phase::{self, Phase};
 
 /// One boot.
@@ -512,19 +512,57 @@ pub fn run_rep(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> RepResult {
     res
 }
 
-/// The runs of a nested-host scenario, from the report of
+/// Whether a nested scenario is the real cloud VM's (`microvm-*`). The two
+/// harnesses differ in what a hint must name: `run.py microvm` runs each
+/// of its three scenarios once and always writes
+/// `target/microvm/report.json` with `console.log` beside it; `run.py e2e`
+/// takes `--repeat` and `--report PATH` and writes `PATH` with
+/// `.console.log`.
+fn real_vm(n: &Nested) -> bool {
+    crate::config::real_vm_scenario(&n.scenario)
+}
+
+/// The nested harness's console log for a report.
+fn nested_console_log(n: &Nested) -> PathBuf {
+    if real_vm(n) {
+        n.report.with_file_name("console.log")
+    } else {
+        n.report.with_extension("console.log")
+    }
+}
+
+/// The command (and make target) that writes the report a nested
+/// scenario reads.
+fn nested_command(n: &Nested, repetitions: u32) -> String {
+    if real_vm(n) {
+        format!(
+            "run `tests/nested-host/run.py microvm --only {}` first (make test-microvm does; it writes target/microvm/report.json)",
+            n.scenario
+        )
+    } else {
+        format!(
+            "run `tests/nested-host/run.py e2e --only {} --repeat {repetitions} --report {}` first (make slo-nested does)",
+            n.scenario,
+            n.report.display()
+        )
+    }
+}
+
+/// The runs of a nested-host scenario, from the report of its harness:
 /// `tests/nested-host/run.py e2e --only NAME --repeat N --report PATH`
-/// (make runs it; `make slo-nested`), each run's zerostart timeline turned
-/// into a boot result (phases as for zerostart: times inside L2, from
-/// zerostart's process start). The harness's console log is next to the
-/// report (`PATH` with `.console.log`).
+/// (make runs it; `make slo-nested`), or for the real cloud VM
+/// (`microvm-*`) `run.py microvm`, which writes
+/// `target/microvm/report.json` (`make test-microvm`). Each run's timeline
+/// becomes a boot result (phases as for zerostart: times inside L2, from
+/// the VMM's or launcher's start). A scenario the report has no run of
+/// fails every repetition, naming the scenarios it does have.
 pub fn read_nested(s: &Scenario) -> Vec<RepResult> {
     let n = s
         .nested
         .as_ref()
         .expect("nested scenarios have a nested config");
     let report = &n.report;
-    let log = report.with_extension("console.log");
+    let log = nested_console_log(n);
     let fail_all = |why: String| -> Vec<RepResult> {
         (0..s.repetitions)
             .map(|rep| RepResult {
@@ -545,29 +583,42 @@ pub fn read_nested(s: &Scenario) -> Vec<RepResult> {
         Ok(d) => d,
         Err(e) => {
             return fail_all(format!(
-                "no nested host report {} ({e}); run `tests/nested-host/run.py e2e --only {} --repeat {} --report {}` first (make slo-nested does)",
+                "no nested host report {} ({e}); {}",
                 report.display(),
-                n.scenario,
-                s.repetitions,
-                report.display()
+                nested_command(n, s.repetitions)
             ))
         }
     };
-    let runs: Vec<&serde_json::Value> = doc["scenarios"]
+    let all: Vec<&serde_json::Value> = doc["scenarios"]
         .as_array()
-        .map(|a| {
-            a.iter()
-                .filter(|r| {
-                    let name = r["name"].as_str().unwrap_or("");
-                    name == n.scenario
-                        || name
-                            .strip_prefix(&n.scenario)
-                            .and_then(|x| x.strip_prefix("-r"))
-                            .is_some_and(|i| i.parse::<u32>().is_ok())
-                })
-                .collect()
-        })
+        .map(|a| a.iter().collect())
         .unwrap_or_default();
+    let runs: Vec<&serde_json::Value> = all
+        .iter()
+        .copied()
+        .filter(|r| {
+            let name = r["name"].as_str().unwrap_or("");
+            name == n.scenario
+                || name
+                    .strip_prefix(&n.scenario)
+                    .and_then(|x| x.strip_prefix("-r"))
+                    .is_some_and(|i| i.parse::<u32>().is_ok())
+        })
+        .collect();
+    if runs.is_empty() {
+        let names: Vec<&str> = all.iter().filter_map(|r| r["name"].as_str()).collect();
+        return fail_all(format!(
+            "the nested host report {} has no run of {} (it has: {}); {}",
+            report.display(),
+            n.scenario,
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            },
+            nested_command(n, s.repetitions)
+        ));
+    }
     (0..s.repetitions)
         .map(|rep| {
             let mut r = RepResult {
@@ -580,12 +631,21 @@ pub fn read_nested(s: &Scenario) -> Vec<RepResult> {
                 serial_log: log.clone(),
             };
             let Some(run) = runs.get(rep as usize) else {
-                r.error = Some(format!(
-                    "the nested host reported {} of {} runs; see {}",
-                    runs.len(),
-                    s.repetitions,
-                    log.display()
-                ));
+                r.error = Some(if real_vm(n) {
+                    format!(
+                        "the nested host reported {} of {} runs of {}; run.py microvm runs each scenario once: set repetitions = 1",
+                        runs.len(),
+                        s.repetitions,
+                        n.scenario
+                    )
+                } else {
+                    format!(
+                        "the nested host reported {} of {} runs; see {}",
+                        runs.len(),
+                        s.repetitions,
+                        log.display()
+                    )
+                });
                 return r;
             };
             r.exit_code = run["vmm_rc"].as_i64().map(|c| c as i32);
@@ -599,9 +659,15 @@ pub fn read_nested(s: &Scenario) -> Vec<RepResult> {
                 .unwrap_or_default();
             if let Some(want) = n.vmm.as_deref().filter(|w| run["vmm"].as_str() != Some(w)) {
                 r.error = Some(format!(
-                    "nested run {} used vmm {}, the config asks for {want}; run the harness with --vmm {want}",
+                    "nested run {} used vmm {}, the config asks for {want}; {}",
                     run["name"].as_str().unwrap_or("?"),
-                    run["vmm"]
+                    run["vmm"],
+                    if real_vm(n) {
+                        // Each microvm scenario fixes its VMM: (a) zerostart, (b) and (c) QEMU.
+                        format!("set nested_vmm = {} (run.py microvm fixes each scenario's VMM)", run["vmm"])
+                    } else {
+                        format!("run the harness with --vmm {want}")
+                    }
                 ));
                 return r;
             }
@@ -748,5 +814,251 @@ mod tests {
         let a = argv(&c, dir.path());
         assert!(a.contains(&"size=256M,source=prefault,hugepages=off".to_string()));
         assert!(!a.contains(&"--vmm-binary".to_string()));
+    }
+
+    /// tests/slo/microvm.toml as shipped, its report path pointed at
+    /// `report` (the config names `${ROOT}/target/microvm/report.json`).
+    fn microvm_config(dir: &Path, report: &Path) -> Config {
+        let text = include_str!("../../../tests/slo/microvm.toml").replace(
+            "${ROOT}/target/microvm/report.json",
+            &report.display().to_string(),
+        );
+        assert!(text.contains(&report.display().to_string()));
+        Config::parse(&text, &dir.join("microvm.toml")).unwrap()
+    }
+
+    /// What `tests/nested-host/run.py microvm` writes: this file is the
+    /// output of its own `microvm.row()` (and cmd_microvm's envelope) over
+    /// synthetic L2 consoles built as in tests/nested-host/test_microvm.py,
+    /// so its shape is the harness's: `scenarios[]` with `name`, `vmm`,
+    /// `passed`, `failures`, `phases_ms` and the `timeline` the runner
+    /// reads. memory_ready, multi_user_reached and app_ready of (a) and (b)
+    /// and app_ready of (c) are the e5d1753 run's; the other times are
+    /// plausible, not measured.
+    fn microvm_fixture() -> serde_json::Value {
+        serde_json::from_str(include_str!("../testdata/microvm-report.json")).unwrap()
+    }
+
+    fn microvm_run<'a>(doc: &'a mut serde_json::Value, name: &str) -> &'a mut serde_json::Value {
+        doc["scenarios"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|r| r["name"] == name)
+            .unwrap()
+    }
+
+    /// Sets (or with `None` drops) one phase of a run, in its timeline and
+    /// its phases_ms alike, as the harness would have written it.
+    fn set_phase(run: &mut serde_json::Value, phase: &str, t_ms: Option<f64>) {
+        let tl = run["timeline"].as_array_mut().unwrap();
+        tl.retain(|e| e["name"] != phase);
+        match t_ms {
+            Some(t) => {
+                tl.push(serde_json::json!({"name": phase, "t_ms": t}));
+                run["phases_ms"][phase] = serde_json::json!(t);
+            }
+            None => run["phases_ms"][phase] = serde_json::Value::Null,
+        }
+    }
+
+    /// Judges a microvm report with tests/slo/microvm.toml, as
+    /// `make test-microvm` does after the harness.
+    fn judge_microvm(doc: &serde_json::Value) -> (Config, crate::report::Report) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        std::fs::write(&path, doc.to_string()).unwrap();
+        let c = microvm_config(dir.path(), &path);
+        let scenarios = c
+            .scenarios
+            .iter()
+            .map(|s| {
+                crate::report::ScenarioReport::evaluate(
+                    s,
+                    path.display().to_string(),
+                    read_nested(s),
+                )
+            })
+            .collect();
+        let r = crate::report::Report::new("microvm.toml".into(), 0, scenarios);
+        (c, r)
+    }
+
+    /// The shipped config has one scenario per way the harness boots the
+    /// real VM and bounds every phase it reports; each is read from the
+    /// run's timeline with the value the harness put in phases_ms, and
+    /// judged against its bound.
+    #[test]
+    fn microvm_report_every_phase_is_judged() {
+        let doc = microvm_fixture();
+        let (c, report) = judge_microvm(&doc);
+        let ways: Vec<&str> = c.scenarios.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            ways,
+            ["microvm-zerostart", "microvm-launch", "microvm-stock"]
+        );
+        for s in &report.scenarios {
+            let run = &doc["scenarios"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == s.name.as_str())
+                .unwrap();
+            let want = run["phases_ms"].as_object().unwrap();
+            assert_eq!(want.len(), 5, "{}: {want:?}", s.name);
+            assert_eq!(s.reps.len(), 1);
+            assert!(s.reps[0].ok, "{}: {:?}", s.name, s.reps[0].error);
+            let bounded: Vec<&str> = s.slos.iter().map(|r| r.slo.phase.name()).collect();
+            for (phase, t) in want {
+                let p = Phase::parse(phase).unwrap();
+                assert_eq!(s.reps[0].phases.get(&p), t.as_f64().as_ref(), "{phase}");
+                assert!(
+                    bounded.contains(&phase.as_str()),
+                    "{}: {phase} unbounded",
+                    s.name
+                );
+            }
+            for r in &s.slos {
+                assert!(r.pass && !r.skipped, "{}: {}: {}", s.name, r.label, r.note);
+                assert_eq!(r.samples, 1);
+                assert_eq!(r.value_ms, want[r.slo.phase.name()].as_f64());
+            }
+        }
+        assert!(report.pass);
+        assert_eq!(report.counts.evaluated, 15);
+    }
+
+    /// A phase past its bound fails that SLO and only that one, for every
+    /// phase of every way.
+    #[test]
+    fn microvm_report_a_slow_phase_fails() {
+        let base = microvm_fixture();
+        let (c, _) = judge_microvm(&base);
+        for s in &c.scenarios {
+            for slo in &s.slos {
+                let mut doc = base.clone();
+                let phase = slo.phase.name();
+                set_phase(
+                    microvm_run(&mut doc, &s.name),
+                    phase,
+                    Some(slo.max_ms + 1.0),
+                );
+                let (_, report) = judge_microvm(&doc);
+                assert!(!report.pass);
+                assert_eq!(report.counts.failed, 1, "{} {phase}", s.name);
+                let r = report
+                    .scenarios
+                    .iter()
+                    .find(|x| x.name == s.name)
+                    .unwrap()
+                    .slos
+                    .iter()
+                    .find(|r| r.slo.phase == slo.phase)
+                    .unwrap();
+                assert!(!r.pass);
+                assert_eq!(
+                    r.note,
+                    format!("{:.1} ms > {} ms", slo.max_ms + 1.0, slo.max_ms)
+                );
+            }
+        }
+    }
+
+    /// A way missing from the report, a phase missing from a run and a run
+    /// the harness judged failed each fail their SLOs, never pass silently.
+    #[test]
+    fn microvm_report_missing_scenario_phase_or_failed_run_fails() {
+        let mut doc = microvm_fixture();
+        doc["scenarios"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|r| r["name"] != "microvm-stock");
+        let (_, report) = judge_microvm(&doc);
+        assert!(!report.pass);
+        assert_eq!(report.counts.failed, 5);
+        let stock = report
+            .scenarios
+            .iter()
+            .find(|s| s.name == "microvm-stock")
+            .unwrap();
+        let e = stock.reps[0].error.as_deref().unwrap();
+        assert!(
+            e.contains("has no run of microvm-stock (it has: microvm-zerostart, microvm-launch)"),
+            "{e}"
+        );
+        assert!(
+            e.contains("tests/nested-host/run.py microvm --only microvm-stock"),
+            "{e}"
+        );
+        assert!(stock.slos.iter().all(|r| !r.pass && !r.skipped));
+
+        let mut doc = microvm_fixture();
+        set_phase(microvm_run(&mut doc, "microvm-launch"), "network_up", None);
+        let (_, report) = judge_microvm(&doc);
+        assert_eq!(report.counts.failed, 1);
+        let r = report.scenarios[1].slos.iter().find(|r| !r.pass).unwrap();
+        assert_eq!(r.slo.phase, Phase::NetworkUp);
+        assert_eq!(r.note, "only 0 of 1 boots reached network_up");
+
+        let mut doc = microvm_fixture();
+        let run = microvm_run(&mut doc, "microvm-zerostart");
+        run["passed"] = serde_json::json!(false);
+        run["failures"] = serde_json::json!(["disk check: zsapp: disk FAIL mismatched_bytes=5"]);
+        let (_, report) = judge_microvm(&doc);
+        assert_eq!(report.counts.failed, 5);
+        assert!(report.scenarios[0].slos[0].note.contains("disk check"));
+    }
+
+    /// Without a report, the hint names the command that writes it: the
+    /// real VM's harness for microvm-*, e2e's for the others; and where
+    /// each harness puts its console log.
+    #[test]
+    fn nested_missing_report_names_its_harness() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("target/microvm/report.json");
+        let c = microvm_config(dir.path(), &missing);
+        let reps = read_nested(&c.scenarios[1]);
+        let e = reps[0].error.as_deref().unwrap();
+        assert!(
+            e.starts_with(&format!("no nested host report {} (", missing.display())),
+            "{e}"
+        );
+        assert!(e.ends_with(
+            "run `tests/nested-host/run.py microvm --only microvm-launch` first \
+             (make test-microvm does; it writes target/microvm/report.json)"
+        ));
+        assert_eq!(
+            reps[0].serial_log,
+            dir.path().join("target/microvm/console.log")
+        );
+
+        let text =
+            "[[scenario]]\nname = \"n\"\nvmm = \"nested\"\nnested_scenario = \"zs-prezero-1g\"\n\
+                    nested_report = \"r/n.json\"\nrepetitions = 2\n\
+                    [[scenario.slo]]\nphase = \"exit\"\nstat = \"max\"\nmax_ms = 1\n";
+        let c = Config::parse(text, &dir.path().join("slo.toml")).unwrap();
+        let reps = read_nested(&c.scenarios[0]);
+        assert_eq!(reps.len(), 2);
+        let e = reps[0].error.as_deref().unwrap();
+        assert!(
+            e.contains(
+                "run `tests/nested-host/run.py e2e --only zs-prezero-1g --repeat 2 --report "
+            ),
+            "{e}"
+        );
+        assert!(e.ends_with("r/n.json` first (make slo-nested does)"), "{e}");
+        assert!(reps[0].serial_log.ends_with("r/n.console.log"));
+
+        // run.py microvm runs each way once.
+        let path = dir.path().join("report.json");
+        std::fs::write(&path, microvm_fixture().to_string()).unwrap();
+        let mut s = microvm_config(dir.path(), &path).scenarios.remove(0);
+        s.repetitions = 2;
+        let reps = read_nested(&s);
+        assert!(reps[0].ok);
+        assert_eq!(
+            reps[1].error.as_deref(),
+            Some("the nested host reported 1 of 2 runs of microvm-zerostart; run.py microvm runs each scenario once: set repetitions = 1")
+        );
     }
 }
