@@ -14,6 +14,6 @@ TEST_TARGETS += test-firmware-boot
 
 .PHONY: test-firmware-boot
 
-test-firmware-boot: deps e2e-zerostart e2e-kernel firmware
+test-firmware-boot: deps e2e-zerostart bed-qemu e2e-kernel firmware
 	python3 tests/firmware-boot/test_run.py
 	python3 tests/firmware-boot/run.py --zerostart $(ZEROSTART_STATIC) --firmware "$(FW_DIR)/CLOUDHV.fd" $(FWBOOT_ARGS)

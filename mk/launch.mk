@@ -23,5 +23,5 @@ endif
 # Nested part: QEMU 10 in L2 through `zerostart launch` on real kvm-amd,
 # pool in L2, OVMF (ZeroStartPkg), patched kernel with prezero.verify=1.
 # Writes target/launch/report.json.
-test-launch: deps test-launch-units e2e-zerostart e2e-kernel firmware
+test-launch: deps test-launch-units e2e-zerostart bed-qemu e2e-kernel firmware
 	python3 tests/nested-host/run.py launch --zerostart $(ZEROSTART_STATIC) --firmware "$(FW_DIR)/OVMF.fd" $(LAUNCH_ARGS)

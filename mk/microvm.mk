@@ -18,6 +18,6 @@ test-microvm-units: deps
 
 # Then the SLO runner judges the report (tests/slo/microvm.toml: the real
 # VM's phases as SLOs), so a boot that got slower by several times fails.
-test-microvm: deps test-microvm-units rootfs e2e-zerostart e2e-kernel firmware slo-release
+test-microvm: deps test-microvm-units rootfs e2e-zerostart bed-qemu e2e-kernel firmware slo-release
 	@rc=0; python3 tests/nested-host/run.py microvm --zerostart $(ZEROSTART_STATIC) --firmware "$(FW_DIR)/OVMF.fd" $(MICROVM_ARGS) || rc=1; \
 	  $(SLO_RELEASE) --config tests/slo/microvm.toml --out target/slo-microvm || rc=1; exit $$rc

@@ -54,7 +54,7 @@ POOL_INTERF_CAP_MIB ?= 1024
 # The kill, holder and --hugetlbfs tests run again on 2M hugetlb memory (a
 # configuration test-fast's 4K run does not cover), then the VMM boots the
 # probe from pool memory (the case table tests/pool/cases.py), then the nested part.
-test-pool: deps e2e-zerostart e2e-kernel zerostart-release probe
+test-pool: deps e2e-zerostart bed-qemu e2e-kernel zerostart-release probe
 	$(call crate_tests,-p pool)
 	set -o pipefail; bash tests/pool/with-hugetlbfs.sh -- \
 	  $(CARGO) test --locked -p pool --test kill --test holders --test hugetlbfs -- --test-threads 4 --nocapture 2>&1 | \
@@ -72,7 +72,7 @@ bench-pool-reuse: deps
 	$(CARGO) build --release --locked -p pool --example reuse_cost
 	bash tests/pool/reuse-cost.sh $(TARGET_DIR)/release/examples/reuse_cost 1 5
 
-bench-pool-nested: deps e2e-zerostart probe
+bench-pool-nested: deps e2e-zerostart bed-qemu probe
 	python3 tests/pool/nested_bench.py --zerostart $(ZEROSTART_STATIC) --sizes $(POOL_BENCH_SIZES) --reps $(POOL_NESTED_REPS) $(POOL_NESTED_ARGS)
 
 bench-pool-interference: deps

@@ -48,7 +48,7 @@ slo: deps zerostart-release slo-release probe slo-guest
 SLO_NESTED_SCENARIO := zs-prezero-1g
 SLO_NESTED_REPS := 2
 SLO_NESTED_REPORT := target/slo-nested/nested-report.json
-slo-nested: deps e2e-zerostart slo-release
+slo-nested: deps e2e-zerostart bed-qemu slo-release
 	@mkdir -p $(dir $(SLO_NESTED_REPORT))
 	-python3 tests/nested-host/run.py e2e --zerostart $(ZEROSTART_STATIC) --only $(SLO_NESTED_SCENARIO) \
 	  --repeat $(SLO_NESTED_REPS) --report $(SLO_NESTED_REPORT) > $(SLO_NESTED_REPORT:.json=.log) 2>&1

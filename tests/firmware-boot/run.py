@@ -179,9 +179,11 @@ def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tu
     l2_mem, hugepages = l2_memory(man, mem)
     cur = None
     ended = "timeout"
-    deadline = time.monotonic() + 120 + tmo + 60
     with start_l2(man, extra, l2_mem, hugepages, log=log, smp=1, echo=verbose,
                   accel=os.environ.get("ZSFW_L2_ACCEL", "tcg,thread=multi"), prealloc=["-mem-prealloc"]) as con:
+        # From L2's start: whatever start_l2 did first (finding or building
+        # the nested host's QEMU) is not the run's time.
+        deadline = time.monotonic() + 120 + tmo + 60
         try:
             while True:
                 line = con.next(deadline)
