@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 
+from zstest import suite
 from zstest.suite import Boot, Case, Do, Reserve, main
 
 VERDICT = "^ZSPROBE: PASS hint=valid .* nonzero_bytes=0 "
@@ -40,21 +41,8 @@ def serve(page: str):
         if subprocess.run(zerostart("pool", "--help"), capture_output=True).returncode != 0:
             r.skip("the VM boots from pool memory: this zerostart has no 'pool' subcommand (prezero=pool not mounted)")
             r.abandon()
-        log = open(r.work / f"pool-{page}.log", "w")
-        proc = subprocess.Popen(zerostart("pool", "serve", "--socket", str(r.work / f"pool-{page}.sock"),
-                                          "--size", "256M", "--region-size", "128M", "--page", page, "--verify"),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-
-        def stop():
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            log.close()
-        r.at_exit(stop)
+        suite.serve(r, zerostart("pool", "serve", "--socket", str(r.work / f"pool-{page}.sock"), "--size", "256M",
+                                 "--region-size", "128M", "--page", page, "--verify"), r.work / f"pool-{page}.log")
     return step
 
 

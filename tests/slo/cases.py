@@ -32,7 +32,6 @@ the run and given back at its end, however it ends (zstest.hugepages).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -43,7 +42,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from zstest.hugepages import HugePages
-from zstest.suite import Case, Check, Do, Group, Report, Reserve, Runner, run_suite, select, table_problems
+from zstest.suite import Case, Check, Do, Group, Report, Reserve, Runner, choose, run_suite, serve
 
 WHO = "test-slo"
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,20 +191,7 @@ def serve_pool(r: Report) -> None:
     sock = r.work / "pool.sock"
     log_path = out("-pool-daemon.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "w")
-    proc = subprocess.Popen([zs, "pool", "serve", "--socket", str(sock), "--size", "1G", "--region-size", "256M"],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-
-    def stop() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
-    r.at_exit(stop)
+    serve(r, [zs, "pool", "serve", "--socket", str(sock), "--size", "1G", "--region-size", "256M"], log_path)
     ENV["ZEROSTART_POOL_SOCKET"] = str(sock)
     # QEMU (TCG) through `zerostart launch` on the same pool boots OVMF;
     # make builds the firmware and passes its directory (the harness builds
@@ -268,23 +254,9 @@ def ensure_font() -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog=WHO, description="make test-slo: configs through zerostart slo and their reports")
-    ap.add_argument("--list", action="store_true", help="print the case names and exit")
-    ap.add_argument("cases", nargs="*", metavar="CASE", help="cases to run, in this order (default: all)")
-    a = ap.parse_args(argv)
-    problems = table_problems(CASES)
-    if problems:
-        for p in problems:
-            print(f"{WHO}: case table: {p}", file=sys.stderr)
-        return 2
-    if a.list:
-        print("\n".join(c.name for c in CASES))
-        return 0
-    try:
-        chosen = select(CASES, a.cases)
-    except ValueError as e:
-        print(f"{WHO}: {e}", file=sys.stderr)
-        return 2
+    chosen = choose(WHO, CASES, argv, "configs through zerostart slo and their reports")
+    if isinstance(chosen, int):
+        return chosen
     for var, what in (("ZEROSTART_BIN", "a release zerostart"), ("SLO_BIN", "the release zerostart-slo")):
         path = os.environ.get(var, "")
         if not (path and os.access(path, os.X_OK)):

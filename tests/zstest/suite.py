@@ -378,9 +378,11 @@ def run_suite(runner: Runner, cases: Sequence[Case]) -> int:
                 signal.signal(s, h)
 
 
-def main(suite: str, cases: Sequence[Case], argv: Sequence[str], env: dict[str, str] | None = None) -> int:
-    """The entry point of a suite module: `python3 tests/<area>/cases.py [--list] [CASE...]`."""
-    ap = argparse.ArgumentParser(prog=suite, description=f"{suite}: the probe boots of its case table")
+def choose(suite: str, cases: Sequence[Case], argv: Sequence[str], what: str) -> list[Case] | int:
+    """The command line every suite module takes, `[--list] [CASE...]`:
+    the cases to run, in order, or the exit status to end with (0 after
+    --list, 2 for a broken table or an unknown case, with one line why)."""
+    ap = argparse.ArgumentParser(prog=suite, description=f"{suite}: {what}")
     ap.add_argument("--list", action="store_true", help="print the case names and exit")
     ap.add_argument("cases", nargs="*", metavar="CASE", help="cases to run, in this order (default: all)")
     a = ap.parse_args(argv)
@@ -393,10 +395,37 @@ def main(suite: str, cases: Sequence[Case], argv: Sequence[str], env: dict[str, 
         print("\n".join(c.name for c in cases))
         return 0
     try:
-        chosen = select(cases, a.cases)
+        return select(cases, a.cases)
     except ValueError as e:
         print(f"{suite}: {e}", file=sys.stderr)
         return 2
+
+
+def serve(r: Report, cmd: Sequence[str], log_path: Path) -> subprocess.Popen:
+    """Starts a daemon the cases need (e.g. `zerostart pool serve`) with its
+    output in LOG_PATH, and stops it when the suite ends (SIGTERM, then
+    SIGKILL after 10 s), so no daemon outlives the run."""
+    log = open(log_path, "w")
+    proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+
+    def stop() -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+    r.at_exit(stop)
+    return proc
+
+
+def main(suite: str, cases: Sequence[Case], argv: Sequence[str], env: dict[str, str] | None = None) -> int:
+    """The entry point of a suite module: `python3 tests/<area>/cases.py [--list] [CASE...]`."""
+    chosen = choose(suite, cases, argv, "the probe boots of its case table")
+    if isinstance(chosen, int):
+        return chosen
     try:
         kvm = stat.S_ISCHR(os.stat("/dev/kvm").st_mode)
     except OSError:

@@ -338,6 +338,32 @@ suite.run_suite(suite.Runner("t", Path({str(work)!r}), None, pools), table)
             self.assertFalse(work.exists())
 
 
+    def test_a_daemon_served_for_the_cases_ends_with_the_suite(self):
+        with tempfile.TemporaryDirectory() as d:
+            work = Path(d) / "work"
+            work.mkdir()
+            procs = []
+
+            def start(r):
+                procs.append(suite.serve(r, ["sleep", "60"], work / "daemon.log"))
+            table = [Case("d", suite.Do("start", start))]
+            with contextlib.redirect_stdout(io.StringIO()):
+                rc = suite.run_suite(suite.Runner("test-x", work, None, FakePools()), table)
+            self.assertEqual(rc, 0)
+            self.assertEqual(len(procs), 1)
+            self.assertIsNotNone(procs[0].poll(), "the daemon outlived the suite")
+
+    def test_choose_lists_selects_and_refuses_unknown_cases(self):
+        table = [Case("a", Check("x", lambda w: (True, ""))), Case("b", Check("y", lambda w: (True, "")))]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            self.assertEqual(suite.choose("t", table, ["--list"], "x"), 0)
+            self.assertEqual([c.name for c in suite.choose("t", table, ["b"], "x")], ["b"])
+            self.assertEqual(suite.choose("t", table, ["nosuch"], "x"), 2)
+        self.assertEqual(out.getvalue(), "a\nb\n")
+        self.assertIn("unknown case nosuch", err.getvalue())
+
+
 class QemuBoot(unittest.TestCase):
     """zstest.qemu.boot, the one-shot driver of the kernel and firmware
     tests, on real processes standing in for QEMU's exit paths."""
