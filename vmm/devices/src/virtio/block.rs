@@ -321,14 +321,7 @@ impl<M: GuestMemory> VirtioDevice<M> for Block {
     }
 
     fn read_config(&self, offset: u64, data: &mut [u8]) {
-        for (i, b) in data.iter_mut().enumerate() {
-            *b = usize::try_from(offset)
-                .ok()
-                .and_then(|o| o.checked_add(i))
-                .and_then(|o| self.config.get(o))
-                .copied()
-                .unwrap_or(0);
-        }
+        super::read_config_bytes(&self.config, offset, data);
     }
 
     fn process_queue(

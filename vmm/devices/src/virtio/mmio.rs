@@ -389,14 +389,7 @@ impl<M: GuestMemory, D: VirtioDevice<M>> MmioTransport<M, D> {
     /// Handles a guest read at `offset` into the window.
     pub fn read(&mut self, offset: u64, data: &mut [u8]) {
         if offset >= CONFIG_OFFSET {
-            for (i, b) in data.iter_mut().enumerate() {
-                *b = usize::try_from(offset - CONFIG_OFFSET)
-                    .ok()
-                    .and_then(|o| o.checked_add(i))
-                    .and_then(|o| self.config.get(o))
-                    .copied()
-                    .unwrap_or(0);
-            }
+            super::read_config_bytes(&self.config, offset - CONFIG_OFFSET, data);
             return;
         }
         let Ok(out) = <&mut [u8; 4]>::try_from(&mut *data) else {

@@ -89,3 +89,16 @@ pub trait VirtioDevice<M: GuestMemory>: Send {
     /// down: stop using the queues.
     fn reset(&mut self) {}
 }
+
+/// Reads configuration space `config` at `offset` (bytes past the end
+/// read 0): the one config-space read of every device and the transport.
+pub fn read_config_bytes(config: &[u8], offset: u64, data: &mut [u8]) {
+    for (i, b) in data.iter_mut().enumerate() {
+        *b = usize::try_from(offset)
+            .ok()
+            .and_then(|o| o.checked_add(i))
+            .and_then(|o| config.get(o))
+            .copied()
+            .unwrap_or(0);
+    }
+}

@@ -40,7 +40,7 @@ use vm_memory::{Bytes, GuestMemory, Permissions};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::tap::{Tap, VNET_HDR_LEN};
-use super::{QueueFault, QueueRunner, VirtioDevice, Worker};
+use super::{read_config_bytes, QueueFault, QueueRunner, VirtioDevice, Worker};
 
 /// Receive queue index.
 pub const RX: usize = 0;
@@ -68,19 +68,6 @@ pub fn config_space(mac: [u8; 6]) -> [u8; 8] {
     c[..6].copy_from_slice(&mac);
     c[6..8].copy_from_slice(&(VIRTIO_NET_S_LINK_UP as u16).to_le_bytes());
     c
-}
-
-/// Reads configuration space `config` at `offset` (bytes past the end
-/// read 0).
-pub fn read_config_bytes(config: &[u8], offset: u64, data: &mut [u8]) {
-    for (i, b) in data.iter_mut().enumerate() {
-        *b = usize::try_from(offset)
-            .ok()
-            .and_then(|o| o.checked_add(i))
-            .and_then(|o| config.get(o))
-            .copied()
-            .unwrap_or(0);
-    }
 }
 
 /// Where frames come from and go to: a tap, or (tests, fuzzing) a queue

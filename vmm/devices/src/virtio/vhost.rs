@@ -40,7 +40,8 @@ use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, Gues
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::mmio::Interrupt;
-use super::net::{config_space, offered_features, read_config_bytes, QUEUE_SIZE};
+use super::net::{config_space, offered_features, QUEUE_SIZE};
+use super::read_config_bytes;
 use super::tap::Tap;
 use super::{Activation, QueueFault, VirtioDevice, Worker};
 
