@@ -26,6 +26,7 @@ pub use crate::guest::{GuestInputs, PreparedGuest};
 use crate::guest_memory::{self, GuestRam, MemoryConfig, Tracked};
 use crate::hint;
 use crate::kernel::{self, Format, Kernel};
+use crate::netplan::{plan_nets, NetPlan};
 use crate::timeline::Timeline;
 
 /// Where KVM puts the TSS (3 pages below the BIOS area, as in Firecracker).
@@ -155,18 +156,12 @@ pub enum Error {
     /// A vhost backend (`--net ... vhost=on`, `--vsock`).
     #[error(transparent)]
     Vhost(#[from] devices::virtio::vhost::VhostError),
-    /// `--net vhost=on` without the kernel backend.
-    #[error("--net tap={0},vhost=on: {dev} does not exist; load the module (modprobe vhost_net) or use vhost=off", dev = devices::virtio::vhost::VHOST_NET_DEV)]
-    NoVhostNet(String),
+    /// A `--net` plan (backend, tap, MAC).
+    #[error(transparent)]
+    Net(#[from] crate::netplan::Error),
     /// `--vsock` without the kernel backend.
     #[error("--vsock: {dev} does not exist; load the module (modprobe vhost_vsock) on the host", dev = devices::virtio::vhost::VHOST_VSOCK_DEV)]
     NoVhostVsock,
-    /// Two `--net` with one tap.
-    #[error("--net tap={0} is given twice; give each device its own tap")]
-    TapTwice(String),
-    /// Two `--net` with one MAC.
-    #[error("--net mac={0} is given to two devices; give each its own MAC")]
-    MacTwice(String),
     /// `--test-corrupt-hint` deliberately hands the guest a false or broken
     /// hint; an operator must never get that by a typo or a copied command.
     #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", hint::TEST_SWITCH_ENV)]
@@ -230,44 +225,6 @@ pub struct Plan {
     pub nets: Vec<NetPlan>,
     /// `--vsock`.
     pub vsock: Option<options::VsockConfig>,
-}
-
-/// One `--net` with its MAC and backend decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NetPlan {
-    /// The host tap.
-    pub tap: String,
-    /// The guest's MAC (given, or [`options::default_mac`] of the index).
-    pub mac: [u8; 6],
-    /// vhost-net (true) or the user-space path.
-    pub vhost: bool,
-}
-
-/// Decides MAC and backend of each `--net` (`vhost_present`: whether
-/// `/dev/vhost-net` exists): `vhost=on` needs it, unset uses it when
-/// present. Each tap and MAC at most once.
-pub fn plan_nets(nets: &[options::NetConfig], vhost_present: bool) -> Result<Vec<NetPlan>, Error> {
-    let mut out: Vec<NetPlan> = Vec::new();
-    for (i, n) in nets.iter().enumerate() {
-        let vhost = match n.vhost {
-            Some(true) if !vhost_present => return Err(Error::NoVhostNet(n.tap.clone())),
-            Some(v) => v,
-            None => vhost_present,
-        };
-        let mac = n.mac.unwrap_or_else(|| options::default_mac(i));
-        if out.iter().any(|o| o.tap == n.tap) {
-            return Err(Error::TapTwice(n.tap.clone()));
-        }
-        if out.iter().any(|o| o.mac == mac) {
-            return Err(Error::MacTwice(options::format_mac(&mac)));
-        }
-        out.push(NetPlan {
-            tap: n.tap.clone(),
-            mac,
-            vhost,
-        });
-    }
-    Ok(out)
 }
 
 /// What the boot vCPU enters: a kernel directly, or firmware that gets the
@@ -1062,31 +1019,6 @@ mod tests {
         assert_ne!(blob, blob2);
         assert!(zerohint::decode(&blob2).is_err());
     }
-    /// The `--net` backend rule: vhost when /dev/vhost-net exists unless
-    /// vhost=off; vhost=on without it is an error; MACs from the index.
-    #[test]
-    fn net_backend_and_mac_rule() {
-        let n = |s: &str| options::net(s).unwrap();
-        let p = plan_nets(&[n("tap=a"), n("tap=b,vhost=off")], true).unwrap();
-        assert_eq!((p[0].vhost, p[1].vhost), (true, false));
-        assert_eq!(p[0].mac, options::default_mac(0));
-        assert_eq!(p[1].mac, options::default_mac(1));
-        let p = plan_nets(&[n("tap=a")], false).unwrap();
-        assert!(!p[0].vhost, "no /dev/vhost-net: the user-space path");
-        let e = plan_nets(&[n("tap=a,vhost=on")], false)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("modprobe vhost_net") && e.contains("vhost=off"),
-            "{e}"
-        );
-        // An explicit MAC equal to another device's default one.
-        let e = plan_nets(&[n("tap=a"), n("tap=b,mac=0a:5a:53:00:00:00")], false)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("two devices"), "{e}");
-    }
-
     /// docs/security.md section 4: building every virtio device (a disk,
     /// a net device on a real tap, vhost-vsock where the host has it) and
     /// preparing the guest writes no byte the hint covers: RAM pre-filled

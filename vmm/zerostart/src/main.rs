@@ -12,6 +12,7 @@ mod guest_memory;
 mod hint;
 mod kernel;
 mod launch;
+mod netplan;
 mod phases;
 mod supervisor;
 mod timeline;

@@ -181,9 +181,9 @@ pub enum Error {
         /// Cause.
         err: std::io::Error,
     },
-    /// A `--disk` / `--net` / `--vsock` value.
+    /// A `--net` value.
     #[error(transparent)]
-    Device(#[from] crate::builder::Error),
+    Net(#[from] crate::netplan::Error),
     /// A device the chosen VMM cannot take as given.
     #[error("{0}")]
     BadDevice(String),
@@ -347,7 +347,7 @@ pub fn device_opts(a: &LaunchArgs) -> Result<vmm::DeviceOpts, Error> {
         .iter()
         .map(|n| options::net(n))
         .collect::<Result<Vec<_>, _>>()?;
-    let nets = crate::builder::plan_nets(
+    let nets = crate::netplan::plan_nets(
         &nets,
         std::path::Path::new(devices::virtio::vhost::VHOST_NET_DEV).exists(),
     )?;

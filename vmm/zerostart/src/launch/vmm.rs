@@ -62,7 +62,7 @@ pub struct DeviceOpts {
     /// Raw disk images.
     pub disks: Vec<options::DiskConfig>,
     /// Taps, with MAC and vhost decided.
-    pub nets: Vec<crate::builder::NetPlan>,
+    pub nets: Vec<crate::netplan::NetPlan>,
     /// vsock.
     pub vsock: Option<options::VsockConfig>,
 }
@@ -686,7 +686,7 @@ mod tests {
                 options::disk("path=/img/root.img").unwrap(),
                 options::disk("path=/img/seed.img,readonly=on").unwrap(),
             ],
-            nets: crate::builder::plan_nets(
+            nets: crate::netplan::plan_nets(
                 &[
                     options::net("tap=zstap0,vhost=on").unwrap(),
                     options::net("tap=zstap1,mac=0a:00:00:00:00:09,vhost=off").unwrap(),
