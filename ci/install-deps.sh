@@ -10,6 +10,8 @@ PKGS=(
   ninja-build python3-venv libglib2.0-dev zlib1g-dev patch
   # kernel builds
   flex bison libelf-dev bc libssl-dev dwarves rsync kmod
+  # checkpatch's SPDX check (scripts/spdxcheck.py imports ply and git)
+  python3-ply python3-git
   # EDK2 builds
   nasm acpica-tools uuid-dev python3 python-is-python3
   # static linking, misc

@@ -344,8 +344,8 @@ def checkpatch(k: Kernel, r: Report) -> None:
                 else:
                     r.fail(f"{patch.name}: {ln}")
         if "ModuleNotFoundError" in p.stderr:
-            r.note(f"{patch.name}: scripts/spdxcheck.py could not run (apt-get install python3-ply): SPDX lines "
-                   "not checked")
+            r.note(f"{patch.name}: scripts/spdxcheck.py could not run (make deps installs python3-ply "
+                   "and python3-git): SPDX lines not checked")
     if r.runner.failed == failed:
         r.ok(f"checkpatch --strict ({tree.name}): {len(k.series_patches())} patches, {total['errors']} errors, "
              f"{total['warnings']} warnings, {total['checks']} checks")
