@@ -593,11 +593,13 @@ mod tests {
         assert_eq!(c.gib_per_s.len(), candidates().len());
         assert!((64 << 20..=256 << 20).contains(&c.buffer_bytes));
         assert!(c.gib_per_s.iter().all(|&(_, g)| g > 0.0));
+        // The pick follows the rule, not raw speed: a cache-allocating
+        // backend up to CACHED_MARGIN faster loses to the best
+        // non-temporal one (a CI machine measured exactly that).
+        assert_eq!(Some(c.backend), pick(&c.gib_per_s), "{:?}", c.gib_per_s);
         let best = c.gib_per_s.iter().map(|x| x.1).fold(0.0, f64::max);
-        assert!(c
-            .gib_per_s
-            .iter()
-            .any(|&(b, g)| b == c.backend && g == best));
+        let chosen = c.gib_per_s.iter().find(|x| x.0 == c.backend).unwrap().1;
+        assert!(chosen * CACHED_MARGIN >= best, "{:?}", c.gib_per_s);
         // One round + touching the buffer; generous for a loaded CI box and
         // unoptimized test builds.
         assert!(c.elapsed < Duration::from_secs(10), "{:?}", c.elapsed);
