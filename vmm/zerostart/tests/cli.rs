@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::Output;
 
 use common::{
-    assert_one_line_error, bzimage_64, elf_kernel, have_kvm, temp_file, zerostart, PHYS32_ENTRY,
+    assert_one_line_error, bzimage_64, elf_kernel, have_kvm, run_with_serial, temp_file, zerostart,
+    PHYS32_ENTRY,
 };
 
 /// 64-bit guest (nasm listing):
@@ -290,25 +291,15 @@ fn guest_sees_the_virtio_mmio_window() {
     }
     let k = bzimage_64(&VIRTIO_GUEST);
     let img = temp_file(&[0u8; 4096]);
-    let dir = tempfile::tempdir().unwrap();
+    let disk = format!("path={}", img.path().display());
     for (with_disk, expect) in [(true, "V\n"), (false, "X")] {
-        let serial = dir.path().join(format!("serial-{with_disk}.log"));
-        let mut cmd = zerostart();
-        cmd.arg("run")
-            .arg("--kernel")
-            .arg(k.path())
-            .args(["--memory", "size=64M"])
-            .arg("--serial")
-            .arg(format!("file={}", serial.display()));
+        let mut extra = vec!["--memory", "size=64M"];
         if with_disk {
-            cmd.arg("--disk")
-                .arg(format!("path={}", img.path().display()));
+            extra.extend(["--disk", &disk]);
         }
-        let out = cmd.output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{err}");
-        let log = std::fs::read_to_string(&serial).unwrap();
-        assert_eq!(log, expect, "with_disk={with_disk}");
+        let b = run_with_serial("--kernel", k.path(), &extra);
+        assert_eq!(b.out.status.code(), Some(0), "{}", b.err());
+        assert_eq!(b.log(), expect, "with_disk={with_disk}");
     }
 }
 
@@ -415,25 +406,16 @@ fn guest_reads_its_disk_through_the_io_thread() {
         return;
     }
     let k = bzimage_64(&VIRTIO_BLK_READ_GUEST);
-    let dir = tempfile::tempdir().unwrap();
     for (byte, expect) in [(0x5au8, "R\n"), (0x00, "X")] {
         let img = temp_file(&[byte; 4096]);
-        let serial = dir.path().join(format!("serial-{byte}.log"));
-        let out = zerostart()
-            .arg("run")
-            .arg("--kernel")
-            .arg(k.path())
-            .args(["--memory", "size=64M"])
-            .arg("--serial")
-            .arg(format!("file={}", serial.display()))
-            .arg("--disk")
-            .arg(format!("path={}", img.path().display()))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{err}");
-        let log = std::fs::read_to_string(&serial).unwrap();
-        assert_eq!(log, expect, "disk of {byte:#x} bytes");
+        let disk = format!("path={}", img.path().display());
+        let b = run_with_serial(
+            "--kernel",
+            k.path(),
+            &["--memory", "size=64M", "--disk", &disk],
+        );
+        assert_eq!(b.out.status.code(), Some(0), "{}", b.err());
+        assert_eq!(b.log(), expect, "disk of {byte:#x} bytes");
     }
 }
 
@@ -586,23 +568,24 @@ fn boots_a_tiny_guest() {
     let k = bzimage_64(&OK_GUEST);
     let dir = tempfile::tempdir().unwrap();
     let tl = dir.path().join("t.json");
-    let serial = dir.path().join("serial.log");
+    let tl_arg = tl.to_str().unwrap();
     for cpus in ["boot=1", "boot=3"] {
-        let out = zerostart()
-            .arg("run")
-            .arg("--kernel")
-            .arg(k.path())
-            .args(["--cpus", cpus, "--memory", "size=128M"])
-            .arg("--serial")
-            .arg(format!("file={}", serial.display()))
-            .arg("--timeline")
-            .arg(&tl)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{err}");
+        let b = run_with_serial(
+            "--kernel",
+            k.path(),
+            &[
+                "--cpus",
+                cpus,
+                "--memory",
+                "size=128M",
+                "--timeline",
+                tl_arg,
+            ],
+        );
+        let err = b.err();
+        assert_eq!(b.out.status.code(), Some(0), "{err}");
         assert!(err.contains("exit=i8042 reset"), "{err}");
-        let log = std::fs::read_to_string(&serial).unwrap();
+        let log = b.log();
         assert!(log.ends_with("OK\n"), "serial: {log:?}");
         let j: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&tl).unwrap()).unwrap();
@@ -634,21 +617,11 @@ fn boots_a_pvh_elf() {
         return;
     }
     let k = elf_kernel(&PVH_GUEST, 0x3e, PHYS32_ENTRY);
-    let dir = tempfile::tempdir().unwrap();
-    let serial = dir.path().join("serial.log");
-    let out = zerostart()
-        .arg("run")
-        .arg("--kernel")
-        .arg(k.path())
-        .args(["--memory", "size=128M"])
-        .arg("--serial")
-        .arg(format!("file={}", serial.display()))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let b = run_with_serial("--kernel", k.path(), &["--memory", "size=128M"]);
+    let err = b.err();
+    assert_eq!(b.out.status.code(), Some(0), "{err}");
     assert!(err.contains("PVH boot carries no setup_data"), "{err}");
-    assert_eq!(std::fs::read_to_string(&serial).unwrap(), "PVH\n");
+    assert_eq!(b.log(), "PVH\n");
 }
 
 #[test]
@@ -806,21 +779,11 @@ fn string_port_io_is_delivered_element_by_element() {
         return;
     }
     let k = bzimage_64(&STRING_IO_GUEST);
-    let dir = tempfile::tempdir().unwrap();
-    let serial = dir.path().join("serial.log");
-    let out = zerostart()
-        .arg("run")
-        .arg("--kernel")
-        .arg(k.path())
-        .args(["--memory", "size=64M"])
-        .arg("--serial")
-        .arg(format!("file={}", serial.display()))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let b = run_with_serial("--kernel", k.path(), &["--memory", "size=64M"]);
+    let err = b.err();
+    assert_eq!(b.out.status.code(), Some(0), "{err}");
     assert!(err.contains("exit=i8042 reset"), "{err}");
-    let log = std::fs::read(&serial).unwrap();
+    let log = b.serial;
     assert_eq!(
         log,
         b"rep outsb\n\xfa\xab\x83\x55\x55",

@@ -10,7 +10,8 @@ use std::process::Output;
 
 use assert_cmd::Command;
 use common::{
-    assert_one_line_error, bzimage, elf_kernel, have_kvm, ELF_LOAD as LOAD, PHYS32_ENTRY,
+    assert_one_line_error, bzimage, elf_kernel, have_kvm, run_cmd_with_serial, ELF_LOAD as LOAD,
+    PHYS32_ENTRY,
 };
 
 /// The test firmware, from this nasm source (`nasm -f bin`):
@@ -238,24 +239,14 @@ fn zerostart() -> Command {
 
 /// Runs the test firmware; returns stderr and the serial log.
 fn run_fw(fw: &Path, extra: &[&str]) -> (Output, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let serial = dir.path().join("serial.log");
-    let out = zerostart()
-        .arg("run")
-        .arg("--firmware")
-        .arg(fw)
-        .args(if extra.contains(&"--memory") {
-            &[][..]
-        } else {
-            &["--memory", "size=64M"][..]
-        })
-        .arg("--serial")
-        .arg(format!("file={}", serial.display()))
-        .args(extra)
-        .output()
-        .unwrap();
-    let log = std::fs::read_to_string(&serial).unwrap_or_default();
-    (out, log)
+    let mem: &[&str] = if extra.contains(&"--memory") {
+        &[]
+    } else {
+        &["--memory", "size=64M"]
+    };
+    let b = run_cmd_with_serial(zerostart(), "--firmware", fw, &[mem, extra].concat());
+    let log = b.log();
+    (b.out, log)
 }
 
 /// The hint bytes the guest printed.

@@ -11,7 +11,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{bzimage_bytes, have_kvm, temp_file, zerostart};
+use common::{bzimage_bytes, have_kvm, run_with_serial, temp_file};
 
 const MIB: u64 = 1 << 20;
 
@@ -106,21 +106,14 @@ fn unhex(s: &str) -> Vec<u8> {
 /// Boots `kernel` through `zerostart run` with `args` and returns what the
 /// guest printed.
 fn boot(kernel: &Path, args: &[&str]) -> Seen {
-    let dir = tempfile::tempdir().unwrap();
-    let serial = dir.path().join("serial");
-    let out = zerostart()
-        .timeout(std::time::Duration::from_secs(120))
-        .arg("run")
-        .arg("--kernel")
-        .arg(kernel)
-        .arg("--serial")
-        .arg(format!("file={}", serial.display()))
-        .args(args)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "zerostart {args:?}: {err}");
-    let text = std::fs::read_to_string(&serial).unwrap();
+    let b = run_with_serial("--kernel", kernel, args);
+    assert_eq!(
+        b.out.status.code(),
+        Some(0),
+        "zerostart {args:?}: {}",
+        b.err()
+    );
+    let text = b.log();
     let mut hdr = None;
     let mut hint = None;
     let mut none = false;

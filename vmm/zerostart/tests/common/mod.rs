@@ -1,11 +1,13 @@
 //! Helpers shared by the tests that run the `zerostart` binary (`cli.rs`,
-//! `firmware.rs`, `redteam_hint.rs`): the command, the one-line-error
-//! check, and builders of tiny kernels and firmware images.
+//! `firmware.rs`, `redteam_hint.rs`): the command, one boot with the
+//! guest's serial port read back, the one-line-error check, and builders
+//! of tiny kernels and firmware images.
 //!
 //! Each test binary uses a subset, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
 use std::io::Write;
+use std::path::Path;
 use std::process::Output;
 
 use assert_cmd::Command;
@@ -18,6 +20,60 @@ pub fn zerostart() -> Command {
     c.env_remove("ZEROSTART_KVM_DEVICE");
     c.timeout(std::time::Duration::from_secs(60));
     c
+}
+
+/// What one boot left: the process's output and every byte the guest
+/// wrote to its serial port.
+pub struct Booted {
+    /// Exit status, stdout and stderr of `zerostart run`.
+    pub out: Output,
+    /// The guest's serial output (empty when the VM never wrote one).
+    pub serial: Vec<u8>,
+}
+
+impl Booted {
+    /// The serial output as text (tests' guests print ASCII).
+    pub fn log(&self) -> String {
+        String::from_utf8_lossy(&self.serial).into_owned()
+    }
+
+    /// stderr as text, for assertion messages.
+    pub fn err(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+}
+
+/// Boots `zerostart run <image_flag> <image> --serial file=<tmp> <extra>`
+/// and reads the serial file back: the one way every boot test runs a
+/// guest and sees what it printed. `image_flag` is `--kernel` or
+/// `--firmware`; `extra` comes last, so a test may add its own
+/// `--memory` (the VMM's default is used otherwise).
+pub fn run_with_serial(image_flag: &str, image: &Path, extra: &[&str]) -> Booted {
+    run_cmd_with_serial(zerostart(), image_flag, image, extra)
+}
+
+/// [`run_with_serial`] on a prepared command (one with the test-only
+/// switches unlocked, say).
+pub fn run_cmd_with_serial(
+    mut cmd: Command,
+    image_flag: &str,
+    image: &Path,
+    extra: &[&str],
+) -> Booted {
+    let dir = tempfile::tempdir().unwrap();
+    let serial = dir.path().join("serial.log");
+    let out = cmd
+        .timeout(std::time::Duration::from_secs(120))
+        .arg("run")
+        .arg(image_flag)
+        .arg(image)
+        .arg("--serial")
+        .arg(format!("file={}", serial.display()))
+        .args(extra)
+        .output()
+        .unwrap();
+    let serial = std::fs::read(&serial).unwrap_or_default();
+    Booted { out, serial }
 }
 
 /// True when /dev/kvm can be opened read-write. Otherwise the calling test
