@@ -27,8 +27,11 @@
 # ZS_MEASURE_ICOUNT=1: boot with `-icount shift=0,sleep=off` (single-threaded
 # TCG): the guest clock counts executed guest instructions (1 ns each) and
 # jumps over idle time to the next timer, so /proc/uptime and printk times
-# are deterministic (repeat boots agree to well under 1%) and independent
-# of host load. Times printed are then "10^9 guest instructions (icount)",
+# do not depend on host load. They are not the same from boot to boot:
+# KASLR moves the memory layout, and two boots of one image with the same
+# arguments and hint took 2379.1 M and 2021.9 M instructions (18 %;
+# guest-kernel-patches/7.3/README.md), so compare two or more boots per
+# cell. Times printed are then "10^9 guest instructions (icount)",
 # a measure of guest work, not of time on real hardware: report them next
 # to a wall-clock run (the default mode), never instead of it.
 # A row is skipped when the host has less than MEM/2 + 4 GiB available
