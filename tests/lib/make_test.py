@@ -33,6 +33,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 CARGO = re.compile(r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored")
@@ -127,16 +128,25 @@ def run_target(make: list[str], target: str) -> tuple[Counts, list[str], int]:
 
 def main(argv: list[str]) -> int:
     make = shlex.split(os.environ.get("MAKE", "make"))
-    total, bad = Counts(), []
+    total, bad, took = Counts(), [], []
+    start = time.monotonic()
     for t in argv:
         print(f"make-test: === {t}", flush=True)
+        t0 = time.monotonic()
         c, notes, rc = run_target(make, t)
+        secs = round(time.monotonic() - t0)
+        took.append(f"{t} {secs} s")
         total.add(c)
         for n in notes:
             print(f"make-test: {t}: {n}")
-        print(f"make-test: {t}: {c.passed} passed, {c.failed} failed, {c.skipped} skipped (exit {rc})", flush=True)
+        print(f"make-test: {t}: {c.passed} passed, {c.failed} failed, {c.skipped} skipped "
+              f"(exit {rc}, {secs} s)", flush=True)
         if c.failed:
             bad.append(t)
+    # Where the time went, in one line: CI's whole run must fit its limit
+    # (README: make test under 45 min from scratch), and the slow area is
+    # the one to cache or trim.
+    print(f"make-test: wall time {round(time.monotonic() - start)} s: {', '.join(took)}")
     if bad:
         print(f"make test: FAILED: {' '.join(bad)}")
     else:

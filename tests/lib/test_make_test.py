@@ -72,6 +72,9 @@ class WithMake(unittest.TestCase):
         self.assertEqual(lines[-1], "make-test: 2 passed, 2 failed, 3 skipped")
         self.assertIn("make-test: empty: every one of its 1 checks skipped: the target fails", lines)
         self.assertIn("make test: FAILED: bad empty", lines)
+        self.assertTrue(any(ln.startswith("make-test: good: 2 passed, 0 failed, 2 skipped (exit 0, ")
+                            and ln.endswith(" s)") for ln in lines), lines)
+        self.assertTrue(any(ln.startswith("make-test: wall time ") and "bad " in ln for ln in lines), lines)
 
 
 if __name__ == "__main__":
