@@ -419,6 +419,41 @@ fn guest_reads_its_disk_through_the_io_thread() {
     }
 }
 
+/// Several disks: each `--disk` is a device of its own, disk `n` in the
+/// window at `0xd0000000 + n * 4 KiB`. The read guest above, pointed at
+/// the second window, reads the second image ("R": 0x5a bytes); pointed
+/// at the first, the first (zeros: "X"), so the two never share a backend
+/// or a window.
+#[test]
+fn each_disk_is_a_device_of_its_own() {
+    if !have_kvm() {
+        return;
+    }
+    // `mov ebx, 0xd0000000` is where the guest finds its device.
+    let at = |base: u32| {
+        let mut code = VIRTIO_BLK_READ_GUEST.to_vec();
+        let mov = [0xbb, 0x00, 0x00, 0x00, 0xd0];
+        let i = code.windows(5).position(|w| w == mov).unwrap();
+        assert_eq!(code.windows(5).filter(|w| *w == mov).count(), 1);
+        code[i + 1..i + 5].copy_from_slice(&base.to_le_bytes());
+        bzimage_64(&code)
+    };
+    let first = temp_file(&[0x00; 4096]);
+    let second = temp_file(&[0x5a; 4096]);
+    let d0 = format!("path={}", first.path().display());
+    let d1 = format!("path={},readonly=on", second.path().display());
+    for (base, expect) in [(0xd000_1000u32, "R\n"), (0xd000_0000, "X")] {
+        let k = at(base);
+        let b = run_with_serial(
+            "--kernel",
+            k.path(),
+            &["--memory", "size=64M", "--disk", &d0, "--disk", &d1],
+        );
+        assert_eq!(b.out.status.code(), Some(0), "{}", b.err());
+        assert_eq!(b.log(), expect, "guest reading the window at {base:#x}");
+    }
+}
+
 /// With `--net` on a real tap (in a network namespace of the test's
 /// own) the guest finds a virtio-net device (ID 1) at 0xd0000000: the
 /// whole `--net` path of the builder (tap attach, user-space backend here
