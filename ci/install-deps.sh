@@ -18,6 +18,9 @@ PKGS=(
   libc6-dev build-essential jq file
   # charts (plotters needs a TrueType font): make demo, zerostart slo
   fonts-dejavu-core
+  # cloud-hypervisor's boot disk (tests/lib/mkesp.sh): a UKI on an EFI
+  # system partition, since its firmware cannot get a kernel over fw_cfg
+  systemd-boot-efi dosfstools mtools
 )
 missing=()
 for p in "${PKGS[@]}"; do

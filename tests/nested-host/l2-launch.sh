@@ -2,11 +2,13 @@
 # L2 script (zse2e.script=launch.sh) for `zerostart launch` scenarios: QEMU
 # (the pinned 10.x in /qemu) started by the launcher on memory leased from a
 # `zerostart pool` running here, OVMF (ZeroStartPkg) at /zs/fw/OVMF.fd
-# reading the hint over fw_cfg, the L3 guest's /init is zsinit.
+# reading the hint over fw_cfg, the L3 guest's /init is zsinit. Or
+# cloud-hypervisor (/zs/cloud-hypervisor) with CLOUDHV.fd, booting the UKI
+# on /zs/esp/<name>.img (kernel, initramfs and command line are in it).
 #
 # /zs/launch.txt: first line "pool|size_mib|region_mib", then one scenario
 # per line:
-#   name|mem_mib|source|kernel|timeout_s|debugcon on/off|launcher extras|guest cmdline extras
+#   name|vmm|mem_mib|source|kernel|timeout_s|debugcon on/off|launcher extras|guest cmdline extras
 # Prints per scenario:
 #   ZSL-BEGIN name=.. t0_ms=..           (L2 uptime just before the launch)
 #   L3| <ms> <line>                      (guest serial, stamped with L2 uptime in ms as it arrives)
@@ -21,23 +23,33 @@
 export ZEROSTART_TEST_SWITCHES=1
 . /zs/l2-pool.sh
 pool_start
-tail -n +2 "$list" | while IFS='|' read -r name mem source kernel tmo dc lx gx; do
+tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx gx; do
   case "$name" in ''|'#'*) continue;; esac
   wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
   case "$source" in pool) src="pool:$sock";; *) src=$source;; esac
   fw=/tmp/$name.fw; err=/tmp/$name.err; tl=/tmp/$name.tl.json; rcf=/tmp/$name.rc; ql=/tmp/$name.qlog
   rm -f "$fw" "$err" "$tl" "$rcf" "$ql"
-  dcargs=
-  [ "$dc" = on ] && dcargs="-debugcon file:$fw -global isa-debugcon.iobase=0x402"
   t0=$(ms)
   echo "ZSL-BEGIN name=$name t0_ms=$t0"
   {
-    timeout -s KILL "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary /qemu/bin/qemu-system-x86_64 \
-      --memory "size=${mem}M,source=$src" --firmware /zs/fw/OVMF.fd --timeline "$tl" $lx -- \
-      -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
-      -display none -no-reboot -serial stdio $dcargs -d cpu_reset,guest_errors -D "$ql" \
-      -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
-      -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx" 2> "$err" < /dev/null
+    if [ "$vmm" = cloud-hypervisor ]; then
+      # No debug console: CLOUDHV.fd logs to the serial port (its ZeroStart
+      # lines arrive as L3 lines), and cloud-hypervisor's --debug-console
+      # at 0x402 overlaps a device of its own (BusError(Overlap)).
+      timeout -s KILL "$tmo" /zs/zerostart launch --vmm cloud-hypervisor --vmm-binary /zs/cloud-hypervisor \
+        --memory "size=${mem}M,source=$src" --firmware /zs/fw/CLOUDHV.fd --timeline "$tl" $lx -- \
+        --cpus boot=1 --disk "path=/zs/esp/$name.img,readonly=on" --serial tty --console off \
+        2> "$err" < /dev/null
+    else
+      dcargs=
+      [ "$dc" = on ] && dcargs="-debugcon file:$fw -global isa-debugcon.iobase=0x402"
+      timeout -s KILL "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary /qemu/bin/qemu-system-x86_64 \
+        --memory "size=${mem}M,source=$src" --firmware /zs/fw/OVMF.fd --timeline "$tl" $lx -- \
+        -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
+        -display none -no-reboot -serial stdio $dcargs -d cpu_reset,guest_errors -D "$ql" \
+        -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
+        -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx" 2> "$err" < /dev/null
+    fi
     echo $? > "$rcf"
   } | while IFS= read -r line; do echo "L3| $(ms) $line"; done
   t1=$(ms)

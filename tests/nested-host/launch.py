@@ -5,6 +5,13 @@ kvm-amd in L2, with guest RAM leased from a `zerostart pool` running in L2,
 the hint over fw_cfg through OVMF (firmware/build.sh, ZeroStartPkg) and the
 patched guest kernel with prezero.verify=1 (every clear it skips is checked).
 
+cloud-hypervisor, when one is on PATH (or ZEROSTART_CLOUD_HYPERVISOR names
+it; it is in no package registry, so CI prints SKIP): the same through
+CLOUDHV.fd, with the kernel, initramfs and command line in a UKI on an EFI
+system partition (tests/lib/mkesp.sh) that the firmware boots from a
+virtio disk: cloud-hypervisor cannot give its firmware a kernel over fw_cfg
+(docs/launch.md).
+
 Reusable: `run_scenarios(scenarios, ...)` boots one L2, runs the scenarios in
 it and returns one report row per scenario (the report contract of issue 13:
 name, vmm, memory_bytes, memory_source, kernel, hint_seen,
@@ -23,6 +30,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +51,7 @@ GRACE_S = 60
 class LaunchScenario:
     name: str
     mem_mib: int
+    vmm: str = "qemu"  # qemu | cloud-hypervisor
     source: str = "pool"  # pool | prefault | none
     kernel: str = "patched"  # name under /zs/kernels in L2
     expect: str = "pass"  # pass | dirty (verify must catch it) | corrupt (hint ignored, reason logged)
@@ -55,14 +65,50 @@ class LaunchScenario:
     debugcon: bool = False
 
     def line(self) -> str:
-        return "|".join([self.name, str(self.mem_mib), self.source, self.kernel, str(self.timeout_s),
+        return "|".join([self.name, self.vmm, str(self.mem_mib), self.source, self.kernel, str(self.timeout_s),
                          "on" if self.debugcon else "off", self.launcher_args, self.guest_args])
+
+    def cmdline(self) -> str:
+        """The L3 kernel's command line (l2-launch.sh passes QEMU the same;
+        a cloud-hypervisor scenario has it inside its UKI)."""
+        return f"console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff {self.guest_args}".strip()
 
 
 def guest_args(mem_mib: int, extra: str = "") -> str:
     huge = 64
     return (f"prezero.verify=1 hugepages={huge} zsinit.check_mib=64 zsinit.populate_mib={huge * 2} "
             f"{extra} {os.environ.get('ZSE2E_GUEST_APPEND', '')}").strip()
+
+
+def cloud_hypervisor() -> tuple[Path | None, str]:
+    """The cloud-hypervisor to test, or None and why there is none."""
+    env = os.environ.get("ZEROSTART_CLOUD_HYPERVISOR")
+    found = env or shutil.which("cloud-hypervisor")
+    if not found:
+        return None, "cloud-hypervisor is not on PATH (it is in no package registry; docs/launch.md)"
+    p = Path(found)
+    try:
+        help_text = subprocess.run([str(p), "--help"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as ex:
+        return None, f"{p} --help failed: {ex}"
+    if "--fw-cfg-config" not in help_text:
+        return None, f"{p} has no fw_cfg device (build it with --features fw_cfg, v48 or later)"
+    return p, ""
+
+
+def chv_scenarios(kernel: str) -> list[LaunchScenario]:
+    """The cloud-hypervisor rows: pool memory with the hint verified, and the
+    negative control (a byte planted inside the hint must be caught)."""
+    return [
+        LaunchScenario("launch-chv-pool-1g", 1024, vmm="cloud-hypervisor", kernel=kernel, debugcon=True,
+                       launcher_args="--test-poison-unhinted", guest_args=guest_args(1024),
+                       note="cloud-hypervisor on pool memory, hint over fw_cfg via CLOUDHV.fd, kernel from a "
+                            "UKI on the boot disk; every byte the hint leaves out is poisoned first"),
+        LaunchScenario("launch-chv-dirty-1g", 1024, vmm="cloud-hypervisor", kernel=kernel, expect="dirty",
+                       launcher_args="--test-corrupt-hint dirty", guest_args=guest_args(1024, "zsinit.check_pct=85"),
+                       note="negative control through cloud-hypervisor: a byte planted inside the hint "
+                            "must be caught"),
+    ]
 
 
 def test_scenarios(kernel: str, large_mib: int) -> list[LaunchScenario]:
@@ -130,7 +176,7 @@ def row(r: LaunchResult) -> dict:
     skipped = int(v.get("kernel_pages_skipped", -1))
     return {
         "name": r.sc.name,
-        "vmm": "qemu",
+        "vmm": r.sc.vmm,
         "memory_bytes": r.sc.mem_mib * MIB,
         "memory_source": r.sc.source,
         "kernel": "stock" if r.sc.kernel.startswith("debian") else "patched",
@@ -150,7 +196,7 @@ def row(r: LaunchResult) -> dict:
         "guest_args": r.sc.guest_args,
         "kernel_bytes_verified": int(v.get("kernel_bytes_verified", -1)),
         "pristine_pages_at_boot": pristine,
-        "firmware": [ln for ln in r.fw if "ZeroStart:" in ln][:6],
+        "firmware": [ln for ln in r.fw + [t for _, t in r.l3] if "ZeroStart:" in ln][:6],
         "launcher_timeline": r.timeline,
         "vmm_rc": r.rc,
         "wall_ms_in_l2": r.wall_ms,
@@ -161,7 +207,9 @@ def row(r: LaunchResult) -> dict:
 
 def judge(r: LaunchResult) -> None:
     sc, v, f = r.sc, r.verdict(), r.failures
-    fw = "\n".join(r.fw)
+    # OVMF logs to its debug console (FW| lines); CLOUDHV.fd to the serial
+    # port, so its ZeroStart lines come among the guest's.
+    fw = "\n".join(r.fw + [ln for _, ln in r.l3 if "ZeroStart:" in ln])
     if r.rc is None:
         f.append("no ZSL-END line (scenario did not finish)")
     elif r.rc != 0:
@@ -221,10 +269,26 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
     same protocol), `judge_fn` judges each result (default: `judge`),
     `l2_args` adds devices to L2's QEMU (the real-VM disks) and
     `l2_extra_mib` memory to L2 beyond the guests' (their page cache)."""
-    manifest = build.build_l2(build.default_l3_kernels(), None, with_qemu=True)
+    kernels = build.default_l3_kernels()
+    manifest = build.build_l2(kernels, None, with_qemu=True)
     extra = build.Cpio()
     extra.file("zs/zerostart", zerostart.read_bytes(), 0o755)
     extra.file("zs/fw/OVMF.fd", ovmf.read_bytes())
+    chv = [s for s in scenarios if s.vmm == "cloud-hypervisor"]
+    if chv:
+        binary, why = cloud_hypervisor()
+        if binary is None:
+            raise build.BuildError(f"cloud-hypervisor scenarios without cloud-hypervisor: {why}")
+        extra.file("zs/cloud-hypervisor", binary.read_bytes(), 0o755)
+        # CLOUDHV.fd is built beside OVMF.fd (make firmware).
+        extra.file("zs/fw/CLOUDHV.fd", (ovmf.parent / "CLOUDHV.fd").read_bytes())
+        l3i = build.build_l3_initramfs()
+        for s in chv:
+            img = OUT / f"esp-{s.name}.img"
+            img.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["bash", str(REPO / "tests" / "lib" / "mkesp.sh"), str(kernels[s.kernel]), str(l3i),
+                            s.cmdline(), str(img)], check=True)
+            extra.file(f"zs/esp/{s.name}.img", img.read_bytes())
     extra.file("zs/launch.sh", script.read_bytes(), 0o755)
     extra.file("zs/l2-pool.sh", (Path(__file__).parent / "l2-pool.sh").read_bytes(), 0o644)
     _, (data, _) = build.pinned_qemu()
@@ -280,8 +344,8 @@ def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[L
                 d = e2e.kv(line)
                 cur = LaunchResult(by[d["name"]], t0_ms=int(d["t0_ms"]))
                 deadline = time.monotonic() + cur.sc.timeout_s + GRACE_S
-                print(f"launch: [{cur.sc.name}] running ({cur.sc.mem_mib} MiB, source={cur.sc.source}, "
-                      f"kernel {cur.sc.kernel})", flush=True)
+                print(f"launch: [{cur.sc.name}] running ({cur.sc.vmm}, {cur.sc.mem_mib} MiB, "
+                      f"source={cur.sc.source}, kernel {cur.sc.kernel})", flush=True)
             elif cur and line.startswith("L3| "):
                 rest = line[4:]
                 t, _, text = rest.partition(" ")
@@ -368,9 +432,18 @@ def cmd_launch(a) -> int:
               flush=True)
     large = int(os.environ.get("ZSLAUNCH_LARGE_MIB", "3072"))
     scs = test_scenarios(kernel, large)
+    chv, why = cloud_hypervisor()
+    skipped: list[str] = []
+    if chv is None or kernel != "patched":
+        why = why or "no patched guest kernel to put in the UKI"
+        skipped = [f"SKIP launch: {s.name}: {why}" for s in chv_scenarios(kernel)]
+    else:
+        print(f"launch: cloud-hypervisor {chv}", flush=True)
+        scs += chv_scenarios(kernel)
     if a.only:
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
+        skipped = [k for k in skipped if k.split(": ")[1] in want]
     # One region of the largest size: each lease takes it, the pool re-scrubs it between scenarios.
     results, fatal = run_scenarios(scs, zs, ovmf, pool_mib=large, region_mib=large, echo=a.verbose, smp=a.smp)
     rows = [row(r) for r in results]
@@ -382,6 +455,8 @@ def cmd_launch(a) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rep, indent=2) + "\n")
     print("\n" + summary(rows))
+    for k in skipped:
+        print(k)
     # One check line per scenario, as make_test.py counts them.
     for r in rows:
         print(f"ok: launch: {r['name']}" if r["passed"] else

@@ -7,7 +7,9 @@ corrupt hint would make the suite unable to fail. Synthetic L2 consoles.
 Run: python3 tests/nested-host/test_launch.py
 """
 
+import os
 import unittest
+from pathlib import Path
 
 import launch
 from zstest.qemu import snapshot_summary
@@ -70,6 +72,33 @@ class Judge(unittest.TestCase):
         self.assertEqual(snapshot_summary(head), "VM status: running; cpu0 RIP=ffffffffa8417a0b HLT=1 IF=1; "
                          "cpu1 RIP=ffffffffa7fac8b0 HLT=0 IF=0")
         self.assertEqual(snapshot_summary("monitor /x: [Errno 111] refused"), "monitor /x: [Errno 111] refused")
+
+    def test_scenario_line_names_the_vmm(self):
+        sc = launch.LaunchScenario("c", 1024, vmm="cloud-hypervisor", guest_args="prezero.verify=1")
+        self.assertEqual(sc.line().split("|")[:3], ["c", "cloud-hypervisor", "1024"])
+        self.assertEqual(len(sc.line().split("|")), 9)
+        self.assertTrue(sc.cmdline().startswith("console=ttyS0 ") and sc.cmdline().endswith("prezero.verify=1"))
+
+    def test_cloud_hypervisor_needs_fw_cfg(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            fake = Path(d, "cloud-hypervisor")
+            fake.write_text("#!/bin/sh\necho 'Usage: cloud-hypervisor [--kernel <kernel>]'\n")
+            fake.chmod(0o755)
+            old = os.environ.get("ZEROSTART_CLOUD_HYPERVISOR")
+            os.environ["ZEROSTART_CLOUD_HYPERVISOR"] = str(fake)
+            try:
+                p, why = launch.cloud_hypervisor()
+                self.assertIsNone(p)
+                self.assertIn("no fw_cfg device", why)
+                fake.write_text("#!/bin/sh\necho '  --fw-cfg-config <fw_cfg_config>'\n")
+                p, why = launch.cloud_hypervisor()
+                self.assertEqual((p, why), (fake, ""))
+            finally:
+                if old is None:
+                    del os.environ["ZEROSTART_CLOUD_HYPERVISOR"]
+                else:
+                    os.environ["ZEROSTART_CLOUD_HYPERVISOR"] = old
 
     def test_launcher_timeline_schema_is_checked(self):
         sc = launch.LaunchScenario("a", 1024)

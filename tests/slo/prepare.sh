@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Linux guest of the QEMU SLO scenario into the cache:
-#   $ZEROSTART_CACHE/slo/linux-<hash>/{vmlinuz,initramfs.cpio.gz,manifest.txt}
-# and points $ZEROSTART_CACHE/slo/linux at it.
+#   $ZEROSTART_CACHE/slo/linux-<hash>/{vmlinuz,initramfs.cpio.gz,esp.img,manifest.txt}
+# and points $ZEROSTART_CACHE/slo/linux at it. esp.img is the same kernel,
+# initramfs and ESP_CMDLINE as a UKI on an EFI system partition: the boot
+# disk of the cloud-hypervisor launch scenario (tests/lib/mkesp.sh; its
+# firmware cannot get a kernel over fw_cfg).
 #
 # Kernel: Debian bookworm's cloud kernel (whatever linux-image-cloud-amd64
 # depends on), fetched with `apt-get download` and unpacked with
@@ -10,6 +13,7 @@
 # The hash covers the kernel package version and every file that goes in,
 # so a changed input builds a new directory and nothing stale is reused.
 set -euo pipefail
+ESP_CMDLINE="console=ttyS0 panic=-1 quiet"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cache="${ZEROSTART_CACHE:-$HOME/.cache/zerostart}/slo"
@@ -30,7 +34,7 @@ if [ -z "$pkg" ]; then
   exit 1
 fi
 ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')
-key=$( { echo "$pkg=$ver"; sha256sum "$busybox" "$root/tests/slo/init.sh" "$0"; } | sha256sum | cut -c1-16)
+key=$( { echo "$pkg=$ver"; sha256sum "$busybox" "$root/tests/slo/init.sh" "$root/tests/lib/mkesp.sh" "$0"; } | sha256sum | cut -c1-16)
 out="$cache/linux-$key"
 if [ -f "$out/manifest.txt" ]; then
   ln -sfn "linux-$key" "$cache/linux"
@@ -52,10 +56,12 @@ cp "$busybox" "$tmp/rootfs/bin/busybox"
 cp "$root/tests/slo/init.sh" "$tmp/rootfs/init"
 chmod 755 "$tmp/rootfs/init" "$tmp/rootfs/bin/busybox"
 (cd "$tmp/rootfs" && find . | LC_ALL=C sort | cpio --quiet -o -H newc --reproducible | gzip -9n) >"$tmp/out/initramfs.cpio.gz"
+bash "$root/tests/lib/mkesp.sh" "$tmp/out/vmlinuz" "$tmp/out/initramfs.cpio.gz" "$ESP_CMDLINE" "$tmp/out/esp.img" >/dev/null
 {
   echo "kernel: $pkg $ver ($(basename "$deb"))"
   echo "busybox: $(sha256sum "$busybox" | cut -c1-64)"
   echo "init: $(sha256sum "$root/tests/slo/init.sh" | cut -c1-64)"
+  echo "esp.img: UKI of vmlinuz + initramfs.cpio.gz, cmdline '$ESP_CMDLINE'"
 } >"$tmp/out/manifest.txt"
 rm -rf "$out"
 mv "$tmp/out" "$out"

@@ -414,6 +414,7 @@ mod tests {
             vmm: Vmm::Qemu,
             binary: None,
             kernel: "k".into(),
+            disk: None,
             nested: None,
             initramfs: None,
             cmdline: String::new(),

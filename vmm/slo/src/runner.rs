@@ -282,15 +282,15 @@ pub fn launch_command(
             c.args(["-append", &s.cmdline]);
         }
         _ => {
-            // docs/launch.md's order, so the unit test can compare.
-            c.args(["--cpus", &format!("boot={}", s.vcpus)])
-                .arg("--kernel")
-                .arg(&s.kernel);
-            if let Some(i) = &s.initramfs {
-                c.arg("--initramfs").arg(i);
+            // docs/launch.md's order, so the unit test can compare. The
+            // config requires `disk` here: the firmware boots the kernel
+            // from it (cloud-hypervisor refuses --kernel beside --firmware).
+            c.args(["--cpus", &format!("boot={}", s.vcpus)]);
+            if let Some(d) = &s.disk {
+                c.arg("--disk")
+                    .arg(format!("path={},readonly=on", d.display()));
             }
-            c.args(["--cmdline", &s.cmdline])
-                .args(["--serial", "tty", "--console", "off"]);
+            c.args(["--serial", "tty", "--console", "off"]);
         }
     }
     c.args(&s.extra_args);
@@ -737,9 +737,8 @@ mod tests {
     fn cloud_hypervisor_launch_matches_the_docs() {
         let (dir, s) = scenario(
             "vmm = \"cloud-hypervisor\"\nlaunch = \"pool\"\nfirmware = \"CLOUDHV.fd\"\n\
-             kernel = \"bzImage\"\ninitramfs = \"initrd.cpio.gz\"\ncmdline = \"console=ttyS0\"\n\
-             memory = \"4G\"\nvcpus = 2",
-            &["CLOUDHV.fd", "bzImage", "initrd.cpio.gz"],
+             disk = \"esp.img\"\nmemory = \"4G\"\nvcpus = 2",
+            &["CLOUDHV.fd", "esp.img"],
         );
         let work = dir.path().join("logs");
         let l = s.launch.as_ref().unwrap();

@@ -121,7 +121,7 @@ pub enum Error {
         why: String,
     },
     /// cloud-hypervisor without `--firmware`.
-    #[error("cloud-hypervisor's direct kernel boot writes no setup_data, so it cannot carry the hint; pass --firmware CLOUDHV.fd (make firmware) and the kernel goes over fw_cfg")]
+    #[error("cloud-hypervisor's direct kernel boot writes no setup_data, so it cannot carry the hint; pass --firmware CLOUDHV.fd (make firmware) and a --disk the firmware boots the kernel from (an EFI system partition, as cloud images have)")]
     ChvNeedsFirmware,
     /// QEMU without `--firmware`.
     #[error("QEMU needs --firmware OVMF.fd built with ZeroStartPkg (make firmware) to turn the fw_cfg hint into the EFI table the guest reads; pass it, or hint=off in --memory")]

@@ -351,9 +351,17 @@ fn chv_opt(a: &str) -> Option<&str> {
 
 /// cloud-hypervisor: adds `--memory size=0`, `--memory-zone
 /// id=,size=,file=,shared=on[,hugepages=on,hugepage_size=]`, `--firmware`
-/// and `--fw-cfg-config` with the hint item (and `kernel=`, `cmdline=`,
-/// `initramfs=` on or off as the user passed them: on, they go over
-/// fw_cfg to the firmware).
+/// and `--fw-cfg-config kernel=off,cmdline=off,initramfs=off,items=[...]`
+/// with the hint item.
+///
+/// The guest kernel comes from a disk the firmware boots (an EFI system
+/// partition, as in every cloud image), never from `--kernel`:
+/// cloud-hypervisor refuses `--firmware` beside `--kernel`
+/// (`FirmwarePlusOtherPayloads`, v53.0 `PayloadConfig::validate`), and its
+/// fw_cfg `kernel=on` serves only `--kernel`'s own file, so there is no way
+/// to hand the firmware a separate kernel over fw_cfg as QEMU's `-kernel`
+/// does. `--kernel`, `--initramfs` and `--cmdline` are refused here with
+/// that reason, before cloud-hypervisor would refuse them with less.
 ///
 /// `firmware_image` is the firmware's bytes: its PT_LOAD segments are
 /// written into guest RAM before the first instruction.
@@ -366,7 +374,6 @@ pub fn cloud_hypervisor(
     let Some(fw) = &inp.firmware else {
         return Err(Error::ChvNeedsFirmware);
     };
-    let (mut kernel, mut cmdline, mut initramfs) = (false, false, false);
     for a in user {
         let Some(opt) = chv_opt(a) else { continue };
         match opt {
@@ -408,15 +415,18 @@ pub fn cloud_hypervisor(
             "vsock" if inp.devices.vsock.is_some() => {
                 return Err(conflict(k, a, "the launcher's --vsock adds it"))
             }
-            "kernel" => kernel = true,
-            "cmdline" => cmdline = true,
-            "initramfs" => initramfs = true,
+            "kernel" | "cmdline" | "initramfs" => {
+                return Err(conflict(
+                    k,
+                    a,
+                    "cloud-hypervisor refuses --firmware beside --kernel (FirmwarePlusOtherPayloads) and ignores --cmdline/--initramfs without one, so the firmware cannot get a kernel from it; boot the kernel from a --disk with an EFI system partition (a UKI at /EFI/BOOT/BOOTX64.EFI, as cloud images have)",
+                ))
+            }
             _ => {}
         }
     }
     let segs = layout::elf_load_segments(firmware_image)
         .ok_or_else(|| Error::ChvFirmwareNotElf(fw.clone()))?;
-    let on = |b: bool| if b { "on" } else { "off" };
     let mut zone = format!(
         "id={MEMORY_ID},size={},file={},shared=on",
         inp.size, inp.mem_path
@@ -440,12 +450,9 @@ pub fn cloud_hypervisor(
         "--firmware".into(),
         fw.display().to_string(),
     ]);
-    let mut fwcfg = format!(
-        "kernel={},cmdline={},initramfs={}",
-        on(kernel),
-        on(cmdline),
-        on(initramfs)
-    );
+    // Each defaults to on, and on without --kernel/--cmdline/--initramfs
+    // is an error in cloud-hypervisor.
+    let mut fwcfg = String::from("kernel=off,cmdline=off,initramfs=off");
     if let Some(h) = &inp.hint_path {
         fwcfg.push_str(&format!(",items=[name={},file={h}]", zerohint::FW_CFG_NAME));
     }
@@ -530,10 +537,8 @@ mod tests {
         let user = s(&[
             "--cpus",
             "boot=2",
-            "--kernel",
-            "/k/bzImage",
-            "--cmdline",
-            "console=ttyS0",
+            "--disk",
+            "path=/img/esp.raw",
             "--serial",
             "tty",
             "--console",
@@ -551,7 +556,7 @@ mod tests {
                 "--firmware",
                 "/fw/CLOUDHV.fd",
                 "--fw-cfg-config",
-                "kernel=on,cmdline=on,initramfs=off,items=[name=opt/org.zerostart/prezeroed,file=/proc/self/fd/8]",
+                "kernel=off,cmdline=off,initramfs=off,items=[name=opt/org.zerostart/prezeroed,file=/proc/self/fd/8]",
             ])
         );
         // Item names are at most 56 bytes (the reference).
@@ -583,6 +588,9 @@ mod tests {
             "--fw-cfg-config",
             "--firmware",
             "--restore",
+            "--kernel",
+            "--cmdline",
+            "--initramfs",
         ] {
             let e = cloud_hypervisor(&s(&[bad, "x"]), &inputs(GIB), &fw).unwrap_err();
             assert!(
@@ -590,6 +598,14 @@ mod tests {
                 "{e}"
             );
         }
+        // The kernel refusal says why and what to do instead.
+        let e = cloud_hypervisor(&s(&["--kernel", "/k/bzImage"]), &inputs(GIB), &fw)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("FirmwarePlusOtherPayloads") && e.contains("EFI system partition"),
+            "{e}"
+        );
         let mut i = inputs(GIB);
         i.firmware = None;
         let e = cloud_hypervisor(&[], &i, &fw).unwrap_err().to_string();
