@@ -53,6 +53,10 @@ LABEL = {"stock": "stock QEMU prealloc", "launch": "QEMU + zerostart launch", "z
 class DemoScenario(launch.LaunchScenario):
     kind: str = "launch"  # stock | launch | zerostart
 
+    def __post_init__(self) -> None:
+        # Which VMM runs the guest, for the harness's progress lines.
+        self.vmm = "zerostart" if self.kind == "zerostart" else "qemu"
+
     def line(self) -> str:
         return "|".join([self.name, self.kind, str(self.mem_mib), self.kernel, str(self.timeout_s), self.guest_args])
 

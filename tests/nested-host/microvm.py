@@ -69,6 +69,10 @@ class MicroScenario(launch.LaunchScenario):
     # prezero.verify=1 for the patched kernel: every skipped clear is re-read.
     verify: bool = True
 
+    def __post_init__(self) -> None:
+        # Which VMM runs the guest, for the harness's progress lines.
+        self.vmm = "zerostart" if self.kind == "zerostart" else "qemu"
+
     def line(self) -> str:
         return "|".join([self.name, self.kind, str(self.mem_mib), self.kernel, str(self.timeout_s), self.tap,
                          self.vmm_args, self.guest_args])
