@@ -3,8 +3,11 @@
 # (cached by the hash of source version, series, config fragment, script);
 # `make kernel-7.3` the 7.3 line (guest-kernel-patches/7.3, build.sh --line 7.3),
 # cached the same way;
-# `make test-kernel` boots each line of ZEROSTART_KERNEL_LINES (default both,
-# 6.12 first) in QEMU TCG: the case tables of tests/kernel/cases.py (KUnit,
+# `make test-kernel` boots each line of ZEROSTART_KERNEL_LINES (default both)
+# in QEMU TCG, the lines side by side (each boot is single-threaded TCG, so
+# two lines fill the two cores: 697 s one after the other in a rehearsal;
+# each line's output is printed whole, in order, when both have ended):
+# the case tables of tests/kernel/cases.py (KUnit,
 # the hint boot tests, one of them through zerostart's OVMF, then the
 # struct-page boot tests), run by tests/kernel/run.py --line L on
 # zstest.suite + zstest.qemu; every line runs, also after a failure of
@@ -36,8 +39,14 @@ ifdef ZEROSTART_KERNEL_IMAGE
 	@python3 tests/kernel/run.py --series-dir "$(ZEROSTART_KERNEL_SERIES_DIR)" --firmware "$(FW_DIR)/OVMF.fd" \
 	  --kernel "$(ZEROSTART_KERNEL_IMAGE)"
 else
-	@rc=0; for l in $(ZEROSTART_KERNEL_LINES); do \
-	  env -u ZEROSTART_KERNEL_SERIES_DIR python3 tests/kernel/run.py --line "$$l" --firmware "$(FW_DIR)/OVMF.fd" || rc=1; \
+	@mkdir -p target; rc=0; for l in $(ZEROSTART_KERNEL_LINES); do \
+	  rm -f target/test-kernel-$$l.rc; \
+	  ( env -u ZEROSTART_KERNEL_SERIES_DIR python3 tests/kernel/run.py --line "$$l" --firmware "$(FW_DIR)/OVMF.fd" \
+	      > target/test-kernel-$$l.log 2>&1; echo $$? > target/test-kernel-$$l.rc ) & \
+	done; echo "test-kernel: lines $(ZEROSTART_KERNEL_LINES) side by side; their output follows when both end"; \
+	wait; for l in $(ZEROSTART_KERNEL_LINES); do \
+	  echo "test-kernel: === line $$l"; cat target/test-kernel-$$l.log; \
+	  [ "$$(cat target/test-kernel-$$l.rc 2>/dev/null)" = 0 ] || rc=1; \
 	done; exit $$rc
 endif
 
