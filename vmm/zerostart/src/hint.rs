@@ -47,6 +47,25 @@ pub enum CorruptHint {
     DirtySpread,
 }
 
+impl CorruptHint {
+    /// The switch's name on the command line (`dirty-spread`), also what
+    /// the timeline records.
+    pub fn name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
+    }
+
+    /// Where this corruption writes its non-zero bytes into hinted memory
+    /// (none for `checksum`, which breaks the blob instead).
+    pub fn planted(self, h: &Hint) -> Vec<u64> {
+        match self {
+            CorruptHint::Checksum => Vec::new(),
+            CorruptHint::Dirty => dirty_address(h).into_iter().collect(),
+            CorruptHint::DirtySpread => dirty_addresses(h),
+        }
+    }
+}
+
 /// [`CorruptHint::DirtySpread`]'s spacing.
 pub const DIRTY_SPREAD: u64 = 64 << 20;
 
@@ -154,18 +173,10 @@ where
         )
         .into());
     }
-    match (corrupt, zero.as_ref()) {
-        (Some(CorruptHint::Dirty), Some(h)) => {
-            if let Some(addr) = dirty_address(h) {
-                src.plant(addr, 0xa5)?;
-            }
+    if let (Some(c), Some(h)) = (corrupt, zero.as_ref()) {
+        for addr in c.planted(h) {
+            src.plant(addr, 0xa5)?;
         }
-        (Some(CorruptHint::DirtySpread), Some(h)) => {
-            for addr in dirty_addresses(h) {
-                src.plant(addr, 0xa5)?;
-            }
-        }
-        _ => {}
     }
     Ok(Published { zero, sent, blob })
 }
@@ -292,6 +303,9 @@ mod tests {
         publish::<_, Error>(&mut s, Mode::Zero, Some(CorruptHint::Dirty), |_, _| Ok(())).unwrap();
         // Inside the largest range, not page aligned.
         assert_eq!(s.planted, vec![0x1_0000_0000 + 0x200_0000 + 123]);
+        // The timeline records the command-line names.
+        assert_eq!(CorruptHint::Dirty.name(), "dirty");
+        assert_eq!(CorruptHint::DirtySpread.name(), "dirty-spread");
         // Spread: one per 64 MiB step of every range (16 MiB and 64 MiB
         // here: one each).
         let mut s = fixed(false);

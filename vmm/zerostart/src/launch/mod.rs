@@ -670,7 +670,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     };
     let hint_json = published.as_ref().and_then(|p| p.zero.as_ref()).map(|h| {
         json!({"ranges": h.entries.iter().map(|e| [e.start, e.length]).collect::<Vec<_>>(),
-               "bytes": h.total_bytes(), "corrupt": a.test_corrupt_hint.map(|c| format!("{c:?}").to_lowercase())})
+               "bytes": h.total_bytes(), "corrupt": a.test_corrupt_hint.map(CorruptHint::name)})
     });
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
     eprintln!(
