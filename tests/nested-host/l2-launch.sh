@@ -8,7 +8,8 @@
 #
 # /zs/launch.txt: first line "pool|size_mib|region_mib", then one scenario
 # per line:
-#   name|vmm|mem_mib|source|kernel|timeout_s|debugcon on/off|launcher extras|guest cmdline extras
+#   name|vmm|mem_mib|source|kernel|timeout_s|debugcon on/off|launcher extras|guest kernel command line
+# (cloud-hypervisor's guest has its command line in the UKI already)
 # Prints per scenario:
 #   ZSL-BEGIN name=.. t0_ms=..           (L2 uptime just before the launch)
 #   L3| <ms> <line>                      (guest serial, stamped with L2 uptime in ms as it arrives)
@@ -23,7 +24,7 @@
 export ZEROSTART_TEST_SWITCHES=1
 . /zs/l2-pool.sh
 pool_start
-tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx gx; do
+tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx cmdline; do
   case "$name" in ''|'#'*) continue;; esac
   wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
   case "$source" in pool) src="pool:$sock";; *) src=$source;; esac
@@ -48,7 +49,7 @@ tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx 
         -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
         -display none -no-reboot -serial stdio $dcargs -d cpu_reset,guest_errors -D "$ql" \
         -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
-        -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx" 2> "$err" < /dev/null
+        -append "$cmdline" 2> "$err" < /dev/null
     fi
     echo $? > "$rcf"
   } | while IFS= read -r line; do echo "L3| $(ms) $line"; done

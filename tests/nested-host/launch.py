@@ -66,11 +66,11 @@ class LaunchScenario:
 
     def line(self) -> str:
         return "|".join([self.name, self.vmm, str(self.mem_mib), self.source, self.kernel, str(self.timeout_s),
-                         "on" if self.debugcon else "off", self.launcher_args, self.guest_args])
+                         "on" if self.debugcon else "off", self.launcher_args, self.cmdline()])
 
     def cmdline(self) -> str:
-        """The L3 kernel's command line (l2-launch.sh passes QEMU the same;
-        a cloud-hypervisor scenario has it inside its UKI)."""
+        """The L3 kernel's whole command line: l2-launch.sh passes it to
+        QEMU's -append, and a cloud-hypervisor scenario has it in its UKI."""
         return f"console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff {self.guest_args}".strip()
 
 
