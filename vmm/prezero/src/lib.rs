@@ -54,9 +54,9 @@ mod plan;
 mod zeroer;
 
 pub use auto::{
-    auto_backend, auto_backend_for, auto_backend_threads, calibration, calibration_for,
+    auto_backend, auto_backend_for, auto_backend_threads, calibration, calibration_for, pick,
     small_backend, small_threshold, start_calibration, Calibration, CALIBRATION_BUDGET,
-    MAX_SMALL_THRESHOLD, SMALL_THRESHOLD, WINDOWS,
+    CACHED_MARGIN, MAX_SMALL_THRESHOLD, SMALL_THRESHOLD, WINDOWS,
 };
 pub use backend::{available_backends, Backend, Choice};
 pub use hostmem::PageSize;
