@@ -169,9 +169,12 @@ def real_vm(a, zs, ovmf) -> bool:
     print("\ndemo: the real cloud VM: Debian rootfs, systemd, virtio disk + NIC + vsock, 2 GiB, "
           "its app touching 75 % of RAM, the same three ways (prezero.verify=0 as in production; "
           "`make test-microvm` runs them with verify=1):", flush=True)
-    rows, fatal, asked = microvm.run(a, zs, ovmf, console_log=OUT / "microvm-console.log", verify=False)
+    retries: list[str] = []
+    rows, fatal, asked = microvm.run(a, zs, ovmf, console_log=OUT / "microvm-console.log", verify=False,
+                                     l2_retries=retries)
     rep = OUT / "microvm-report.json"
-    rep.write_text(json.dumps({"scenarios": rows, "fatal": fatal}, indent=2) + "\n")
+    rep.write_text(json.dumps({"scenarios": rows, "fatal": fatal, "l2_retries": retries}, indent=2) + "\n")
+    print(launch.retries_line("demo (real VM)", retries))
     print("\n" + microvm.table(rows) + "\n")
     print(microvm.ratio_line(rows))
     for r in rows:
@@ -196,13 +199,16 @@ def cmd_demo(a) -> int:
         print(f"  {LABEL[k]}", flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
     big = max(sizes)
+    retries: list[str] = []
     results, fatal = launch.run_scenarios(scs, zs, ovmf, pool_mib=big, region_mib=big, echo=a.verbose, smp=a.smp,
                                           console_log=OUT / "console.log",
-                                          script=Path(__file__).parent / "l2-demo.sh", judge_fn=judge)
+                                          script=Path(__file__).parent / "l2-demo.sh", judge_fn=judge,
+                                          l2_retries=retries)
     rows = [row(r) for r in results]
     path = OUT / "report.json"
     path.write_text(json.dumps({"scenarios": rows, "fatal": fatal, "firmware": str(ovmf),
-                                "sizes_mib": sizes}, indent=2) + "\n")
+                                "sizes_mib": sizes, "l2_retries": retries}, indent=2) + "\n")
+    print(launch.retries_line("demo", retries))
     print("\n" + table(rows, sizes) + "\n")
     for ln in ratios(rows, sizes):
         print(ln)

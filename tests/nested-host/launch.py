@@ -39,7 +39,7 @@ from pathlib import Path
 import run as e2e
 from zstest import l2image as build
 from zstest import timeline as tlschema
-from zstest.qemu import boot_l2, l2_memory
+from zstest.qemu import bed_fault, boot_l2, l2_memory
 
 REPO = build.REPO
 OUT = REPO / "target" / "launch"
@@ -257,20 +257,62 @@ def judge(r: LaunchResult) -> None:
             f.append(f"guest verdict {v['status']} nonzero={nonzero}")
 
 
+# How many times run_scenarios boots L2 again after a test-bed fault
+# (zstest.qemu.bed_fault: the L2 QEMU's own abort, or an interrupt its TCG
+# never delivered). Each is printed, reported and counted; a guest is never
+# retried.
+L2_RETRIES = int(os.environ.get("ZSE2E_L2_RETRIES", "1"))
+
+
 def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, pool_mib: int, region_mib: int,
                   echo: bool = False, smp: int = 2, console_log: Path = OUT / "console.log",
                   extra_files: dict[str, tuple[bytes, int]] | None = None,
                   script: Path = Path(__file__).parent / "l2-launch.sh",
                   judge_fn=None, l2_args: list[str] | None = None,
-                  l2_extra_mib: int = 0) -> tuple[list[LaunchResult], str | None]:
-    """Boots L2 once with a pool of `pool_mib` in regions of `region_mib`, runs `scenarios`, returns results.
+                  l2_extra_mib: int = 0,
+                  l2_retries: list[str] | None = None) -> tuple[list[LaunchResult], str | None]:
+    """Boots L2 with a pool of `pool_mib` in regions of `region_mib`, runs `scenarios`, returns results.
 
     `script` is the L2 script (l2-launch.sh; the demo's l2-demo.sh speaks the
     same protocol), `judge_fn` judges each result (default: `judge`),
     `l2_args` adds devices to L2's QEMU (the real-VM disks) and
-    `l2_extra_mib` memory to L2 beyond the guests' (their page cache)."""
+    `l2_extra_mib` memory to L2 beyond the guests' (their page cache).
+
+    One L2 boot runs them all. When that boot fails by a fault of the test
+    bed itself (zstest.qemu.bed_fault), L2 boots again, at most L2_RETRIES
+    times, for the scenarios it had not finished; the scenario it was in is
+    run again from its start, unless its guest printed a kernel bug line
+    (then it fails, as any guest crash does). Each retry's reason is
+    appended to `l2_retries` and printed; its console goes to
+    `<console_log>.l2-retryN.log`."""
+    retries = l2_retries if l2_retries is not None else []
     kernels = build.default_l3_kernels()
     manifest = build.build_l2(kernels, None, with_qemu=True)
+    results: list[LaunchResult] = []
+    todo = list(scenarios)
+    while True:
+        log = console_log if not retries else console_log.with_name(
+            f"{console_log.stem}.l2-retry{len(retries)}{console_log.suffix}")
+        res, fatal, fault = _boot_once(todo, manifest, kernels, zerostart, ovmf, pool_mib, region_mib, echo, smp,
+                                       log, extra_files, script, judge_fn or judge, l2_args, l2_extra_mib)
+        finished = [r for r in res if r.rc is not None]
+        crashed = next((ln for r in res if r.rc is None for _, ln in r.l3 if e2e.L3_KERNEL_BUG_RE.search(ln)), None)
+        left = [s for s in todo if s.name not in {r.sc.name for r in finished}]
+        if fault is None or crashed or not left or len(retries) >= L2_RETRIES:
+            return results + res, fatal
+        results += finished
+        retries.append(f"{fault} ({fatal})")
+        print(f"launch: the test bed failed outside every guest ({fault[:200]}); booting L2 again for "
+              f"{len(left)} scenario(s) (retry {len(retries)} of at most {L2_RETRIES})", flush=True)
+        todo = left
+
+
+def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, zerostart: Path, ovmf: Path,
+               pool_mib: int, region_mib: int, echo: bool, smp: int, console_log: Path,
+               extra_files: dict[str, tuple[bytes, int]] | None, script: Path, judge_fn,
+               l2_args: list[str] | None, l2_extra_mib: int) -> tuple[list[LaunchResult], str | None, str | None]:
+    """One L2 boot for `scenarios`: results, the fatal error and, when the
+    boot failed by a fault of the test bed (zstest.qemu.bed_fault), why."""
     extra = build.Cpio()
     extra.file("zs/zerostart", zerostart.read_bytes(), 0o755)
     extra.file("zs/fw/OVMF.fd", ovmf.read_bytes())
@@ -305,7 +347,8 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
           f"for {len(scenarios)} scenario(s)", flush=True)
     with boot_l2(manifest, extra, l2_mem, hugepages, log=console_log, smp=smp, echo=echo,
                  append="zse2e.script=launch.sh", extra_args=l2_args) as con:
-        results, fatal = _drive(con, scenarios, judge_fn or judge)
+        results, fatal = _drive(con, scenarios, judge_fn)
+        abort = silent = None
         if fatal and fatal.startswith("L2 exited"):
             # The nested host's QEMU ended: say how (its status, and the
             # line by which it reported an abort of its own, if any), as
@@ -320,7 +363,7 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
             silent = con.silent_host()
             if silent:
                 fatal += f" ({silent})"
-        return results, fatal
+        return results, fatal, bed_fault(silent, abort)
 
 
 def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[LaunchResult], str | None]:
@@ -386,6 +429,13 @@ def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[L
         return results, f"timeout after {time.monotonic() - t_start:.0f} s"
 
 
+def retries_line(who: str, retries: list[str]) -> str:
+    """The count of L2 boots run_scenarios repeated after a test-bed fault,
+    with each reason: printed by every harness on it, 0 included."""
+    return "\n".join([f"{who}: {len(retries)} L2 retries after a test-bed fault outside every guest"] +
+                     [f"{who}:   retry {i}: {r[:400]}" for i, r in enumerate(retries, 1)])
+
+
 def summary(rows: list[dict]) -> str:
     head = ("scenario", "ok", "mem", "source", "kernel", "hint", "skipped", "verify_fail", "nonzero",
             "memory_ready", "init_started", "app_ready")
@@ -445,10 +495,12 @@ def cmd_launch(a) -> int:
         scs = [s for s in scs if s.name in want]
         skipped = [k for k in skipped if k.split(": ")[1] in want]
     # One region of the largest size: each lease takes it, the pool re-scrubs it between scenarios.
-    results, fatal = run_scenarios(scs, zs, ovmf, pool_mib=large, region_mib=large, echo=a.verbose, smp=a.smp)
+    retries: list[str] = []
+    results, fatal = run_scenarios(scs, zs, ovmf, pool_mib=large, region_mib=large, echo=a.verbose, smp=a.smp,
+                                   l2_retries=retries)
     rows = [row(r) for r in results]
     OUT.mkdir(parents=True, exist_ok=True)
-    rep = {"scenarios": rows, "fatal": fatal, "firmware": str(ovmf), "kernel": kernel}
+    rep = {"scenarios": rows, "fatal": fatal, "firmware": str(ovmf), "kernel": kernel, "l2_retries": retries}
     # run.py's --report default is the e2e report; anything else was asked for.
     given = a.report and Path(a.report).resolve() != (e2e.OUT / "report.json").resolve()
     path = Path(a.report) if given else OUT / "report.json"
@@ -470,6 +522,7 @@ def cmd_launch(a) -> int:
     if 1024 in mr and large in mr and mr[1024]:
         print(f"\nlaunch: memory_ready through the launcher (pool): 1 GiB {mr[1024]} ms, "
               f"{large // 1024} GiB {mr[large]} ms, {mr[large] / mr[1024]:.2f}x (same L2 boot)")
+    print(retries_line("launch", retries))
     print(f"launch: report {path}; console log {OUT / 'console.log'}; {time.monotonic() - t0:.0f} s total")
     ok = fatal is None and len(results) == len(scs) and all(s["passed"] for s in rows)
     if not ok:

@@ -252,7 +252,7 @@ def rootfs_dir() -> Path:
 
 
 def run(a, zs: Path, ovmf: Path, console_log: Path = OUT / "console.log",
-        verify: bool = True) -> tuple[list[dict], str | None, int]:
+        verify: bool = True, l2_retries: list[str] | None = None) -> tuple[list[dict], str | None, int]:
     """Boots L2 once and runs the scenarios (`a.only` selects); returns (report rows, fatal, scenarios asked)."""
     img = rootfs_dir()
     mem = int(os.environ.get("ZSMICROVM_MEM_MIB", "2048"))
@@ -270,7 +270,7 @@ def run(a, zs: Path, ovmf: Path, console_log: Path = OUT / "console.log",
     results, fatal = launch.run_scenarios(scs, zs, ovmf, pool_mib=mem, region_mib=mem, echo=a.verbose, smp=a.smp,
                                           console_log=console_log, extra_files=files,
                                           script=Path(__file__).parent / "l2-microvm.sh", judge_fn=judge,
-                                          l2_args=drives, l2_extra_mib=768)
+                                          l2_args=drives, l2_extra_mib=768, l2_retries=l2_retries)
     rows = [row(r) for r in results]
     for r in rows:
         r["rootfs"] = str(img)
@@ -302,9 +302,11 @@ def cmd_microvm(a) -> int:
     t0 = time.monotonic()
     zs, ovmf, _ = launch.inputs(a, "test-microvm", need_patched=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    rows, fatal, asked = run(a, zs, ovmf)
+    retries: list[str] = []
+    rows, fatal, asked = run(a, zs, ovmf, l2_retries=retries)
     path = OUT / "report.json"
-    path.write_text(json.dumps({"scenarios": rows, "fatal": fatal, "firmware": str(ovmf)}, indent=2) + "\n")
+    path.write_text(json.dumps({"scenarios": rows, "fatal": fatal, "firmware": str(ovmf), "l2_retries": retries},
+                               indent=2) + "\n")
     print("\n" + table(rows) + "\n")
     print(ratio_line(rows))
     for r in rows:
@@ -312,6 +314,7 @@ def cmd_microvm(a) -> int:
             print(f"FAIL: microvm: {r['name']}: {fl}")
         if r["passed"]:
             print(f"ok: microvm: {r['name']}")
+    print(launch.retries_line("microvm", retries))
     print(f"microvm: report {path}; console log {OUT / 'console.log'}; {time.monotonic() - t0:.0f} s in all")
     ok = fatal is None and len(rows) == asked and all(r["passed"] for r in rows)
     if not ok:

@@ -31,7 +31,7 @@ from pathlib import Path
 from zstest import l2image as build
 from zstest import timeline as tlschema
 from zstest.hugepages import HugePages
-from zstest.qemu import L2_BOOT_TIMEOUT_S, L2_CPU, Console, boot_l2, l2_memory
+from zstest.qemu import L2_BOOT_TIMEOUT_S, L2_CPU, Console, bed_fault, boot_l2, l2_memory
 
 REPO = build.REPO
 OUT = REPO / "target" / "e2e"
@@ -280,25 +280,33 @@ def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
                l2_retries: list[str] | None = None) -> tuple[list[Result], str | None]:
     """Runs every scenario in L2; returns results and a fatal error, if any.
 
-    When the L2 QEMU itself aborts (l2_abort), L2 boots again for the
-    scenarios not yet finished, up to L2_ABORT_RETRIES times; each retry's
-    reason is appended to `l2_retries`."""
+    When the boot fails by a fault of the test bed itself
+    (zstest.qemu.bed_fault: the L2 QEMU's own abort, or an interrupt its
+    TCG never delivered), L2 boots again for the scenarios not yet finished,
+    the one it was in included unless its guest printed a kernel bug line,
+    up to L2_ABORT_RETRIES times; each retry's reason is appended to
+    `l2_retries`."""
     results: list[Result] = []
     todo = list(scenarios)
     while True:
-        res, fatal, abort = _run_l2(todo, manifest, echo, smp, attempt=len(l2_retries or []))
-        results += res
-        done = {r.sc.name for r in res}
-        todo = [s for s in todo if s.name not in done]
-        if fatal is None or abort is None or l2_retries is None or len(l2_retries) >= L2_ABORT_RETRIES or not todo:
-            return results, fatal
-        l2_retries.append(f"{abort} ({fatal})")
-        print(f"e2e: the L2 QEMU aborted ({abort[:120]}); booting L2 again for {len(todo)} scenario(s)", flush=True)
+        res, fatal, fault = _run_l2(todo, manifest, echo, smp, attempt=len(l2_retries or []))
+        finished = [r for r in res if r.rc is not None]
+        crashed = any(L3_KERNEL_BUG_RE.search(ln) for r in res if r.rc is None for ln in r.l3_lines)
+        left = [s for s in todo if s.name not in {r.sc.name for r in finished}]
+        if (fatal is None or fault is None or crashed or l2_retries is None
+                or len(l2_retries) >= L2_ABORT_RETRIES or not left):
+            return results + res, fatal
+        results += finished
+        todo = left
+        l2_retries.append(f"{fault} ({fatal})")
+        print(f"e2e: the test bed failed outside every guest ({fault[:200]}); booting L2 again for "
+              f"{len(todo)} scenario(s)", flush=True)
 
 
 def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
             attempt: int = 0) -> tuple[list[Result], str | None, str | None]:
-    """Boots L2 once and runs every scenario: results, fatal error, L2 abort line."""
+    """Boots L2 once and runs every scenario: results, fatal error and, when
+    the boot failed by a fault of the test bed, why (zstest.qemu.bed_fault)."""
     max_mem = max(s.mem_mib for s in scenarios)
     l2_mem, hugepages = l2_memory(manifest, max_mem)
     # The scenario list rides as a second cpio archive after the cached image.
@@ -309,8 +317,14 @@ def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
     log = CONSOLE_LOG if attempt == 0 else CONSOLE_LOG.with_suffix(f".l2-retry{attempt}.log")
     with boot_l2(manifest, lst, l2_mem, hugepages, log=log, smp=smp, echo=echo) as con:
         results, fatal = _drive(con, scenarios)
-        rc = con.exit_code() if fatal else None
-        return results, fatal, con.abort_line(rc) if fatal else None
+        if not fatal:
+            return results, None, None
+        silent = con.silent_host() if fatal.startswith("timeout") else None
+        if silent:
+            # The nested host went silent: where L2's CPUs are and what their
+            # APICs hold go into the console log and the failure line.
+            fatal += f" ({silent})"
+        return results, fatal, bed_fault(silent, con.abort_line(con.exit_code()))
 
 
 def _drive(con: Console, scenarios: list[Scenario]) -> tuple[list[Result], str | None]:
@@ -416,7 +430,7 @@ def summary(rep: dict) -> str:
         for f in s["failures"]:
             out.append(f"  {s['name']}: {f}")
     for c in rep.get("l2_retries", []):
-        out.append(f"  L2 booted again after its QEMU aborted (outside every guest): {c[:160]}")
+        out.append(f"  L2 booted again after a test-bed fault (outside every guest): {c[:160]}")
     return "\n".join(out)
 
 
@@ -533,11 +547,11 @@ def cmd_e2e(a) -> int:
 def counts_line(results: list[Result], scs: list[Scenario], skipped: list[str], l2_retries: list[str]) -> str:
     """One line for `make test`'s summary (tests/lib/make-test.sh): checks that
     passed, failed (a scenario that never reported counts as failed) and
-    skipped, and L2 retries (QEMU aborts outside the guest)."""
+    skipped, and L2 retries (test-bed faults outside every guest)."""
     passed = sum(1 for r in results if not r.failures)
     failed = len(scs) - passed
     return (f"e2e: {passed} passed, {failed} failed, {len(skipped)} skipped; "
-            f"{len(l2_retries)} L2 retries after a QEMU abort outside the guest")
+            f"{len(l2_retries)} L2 retries after a test-bed fault outside every guest")
 
 
 def host_has_hw_virt() -> bool:

@@ -39,6 +39,70 @@ def drive(sc, verdict, fw=(), rc=0, tl=TL):
     return results[0]
 
 
+class Retry(unittest.TestCase):
+    """run_scenarios boots L2 again only after a test-bed fault, for what it had not finished."""
+
+    LOST = "nested host silent, its QEMU running; cpu0 HLT=1 IF=1 IRR=236,251; UNDELIVERED INTERRUPT cpu0"
+
+    def run_with(self, boots, n=3):
+        calls = []
+
+        def fake_boot_once(scs, *rest):
+            calls.append([s.name for s in scs])
+            return boots[len(calls) - 1](scs)
+        saved = (launch._boot_once, launch.build.default_l3_kernels, launch.build.build_l2)
+        launch._boot_once = fake_boot_once
+        launch.build.default_l3_kernels = lambda: {}
+        launch.build.build_l2 = lambda *a, **k: {}
+        try:
+            retries: list[str] = []
+            scs = [launch.LaunchScenario(f"s{i}", 1024) for i in range(n)]
+            res, fatal = launch.run_scenarios(scs, Path("zs"), Path("fw"), 1024, 1024, l2_retries=retries)
+        finally:
+            launch._boot_once, launch.build.default_l3_kernels, launch.build.build_l2 = saved
+        return calls, res, fatal, retries
+
+    @staticmethod
+    def done(sc):
+        r = launch.LaunchResult(sc)
+        r.rc = 0
+        return r
+
+    def stalled(self, scs, l3=()):
+        cur = launch.LaunchResult(scs[1], l3=list(l3))
+        cur.failures.append("harness timeout")
+        return [self.done(scs[0]), cur], f"timeout after 356 s ({self.LOST})", self.LOST
+
+    def test_a_lost_interrupt_boots_l2_again_for_the_rest(self):
+        calls, res, fatal, retries = self.run_with([self.stalled, lambda scs: ([self.done(s) for s in scs], None, None)])
+        self.assertEqual(calls, [["s0", "s1", "s2"], ["s1", "s2"]])
+        self.assertEqual(([r.sc.name for r in res], fatal), (["s0", "s1", "s2"], None))
+        self.assertEqual(len(retries), 1)
+        self.assertIn("UNDELIVERED INTERRUPT cpu0", retries[0])
+        self.assertIn("1 L2 retries", launch.retries_line("launch", retries))
+
+    def test_retries_are_bounded(self):
+        calls, res, fatal, retries = self.run_with([self.stalled] * 5)
+        self.assertEqual(len(calls), 1 + launch.L2_RETRIES)
+        self.assertIn("UNDELIVERED", fatal)
+        self.assertEqual(res[-1].failures, ["harness timeout"])
+
+    def test_a_silent_host_without_a_bed_fault_is_a_failure(self):
+        # Negative control: the same stall with no proof it was the test bed.
+        def stalled_guest(scs):
+            res, fatal, _ = self.stalled(scs)
+            return res, fatal, None
+        calls, res, fatal, retries = self.run_with([stalled_guest])
+        self.assertEqual((len(calls), retries), (1, []))
+        self.assertEqual(res[1].failures, ["harness timeout"])
+
+    def test_a_guest_kernel_bug_is_never_retried(self):
+        calls, res, fatal, retries = self.run_with(
+            [lambda scs: self.stalled(scs, l3=[(9000, "Kernel panic - not syncing: Fatal exception")])])
+        self.assertEqual((len(calls), retries), (1, []))
+        self.assertIsNotNone(fatal)
+
+
 class Judge(unittest.TestCase):
     def test_silent_host_snapshot_summary(self):
         # What the failure line says of a nested host that went silent:

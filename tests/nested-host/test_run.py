@@ -165,6 +165,65 @@ class Judge(unittest.TestCase):
         self.assertIn("qemu: fatal: boom", retries[0])
         self.assertIn("1 L2 retries", run.counts_line(res, [sc("a"), sc("b")], [], retries))
 
+    def test_bed_fault_is_only_the_test_beds_own_failure(self):
+        self.assertEqual(qemu.bed_fault(None, "qemu: fatal: boom"), "qemu: fatal: boom")
+        lost = "nested host silent, its QEMU running; cpu0 HLT=1 IF=1 IRR=236; UNDELIVERED INTERRUPT cpu0"
+        self.assertEqual(qemu.bed_fault(lost, None), lost)
+        # Silent with every CPU able to take what it holds: maybe the guest; not retried.
+        self.assertIsNone(qemu.bed_fault("nested host silent, its QEMU running; cpu0 HLT=0 IF=0 IRR=-", None))
+        self.assertIsNone(qemu.bed_fault(None, None))
+
+    def test_an_undelivered_interrupt_reruns_the_scenario_it_stopped(self):
+        calls = []
+        lost = "nested host silent, its QEMU running; cpu0 HLT=1 IF=1 IRR=236; UNDELIVERED INTERRUPT cpu0"
+
+        def fake_run_l2(scs, manifest, echo, smp, attempt=0):
+            calls.append([s.name for s in scs])
+            if attempt == 0:
+                a, b = run.Result(scs[0]), run.Result(scs[1])
+                a.rc = 0
+                b.failures.append("harness timeout")  # in progress: rc stays None
+                return [a, b], f"timeout waiting for scenario b ({lost})", lost
+            rs = [run.Result(s) for s in scs]
+            for r in rs:
+                r.rc = 0
+            return rs, None, None
+        old = run._run_l2
+        run._run_l2 = fake_run_l2
+        try:
+            retries = []
+            res, fatal = run.run_nested([sc("a"), sc("b"), sc("c")], {}, False, 2, retries)
+        finally:
+            run._run_l2 = old
+        self.assertIsNone(fatal)
+        self.assertEqual(calls, [["a", "b", "c"], ["b", "c"]])
+        self.assertEqual([(r.sc.name, r.failures) for r in res], [("a", []), ("b", []), ("c", [])])
+        self.assertIn("UNDELIVERED INTERRUPT", retries[0])
+
+    def test_a_bed_fault_after_a_guest_kernel_bug_is_not_retried(self):
+        # Negative control for the test above: the same fault, but the
+        # guest it stopped in had printed a kernel bug line: that is the
+        # scenario failing, never something to boot again.
+        lost = "nested host silent, its QEMU running; cpu0 HLT=1 IF=1 IRR=236; UNDELIVERED INTERRUPT cpu0"
+        calls = []
+
+        def fake_run_l2(scs, manifest, echo, smp, attempt=0):
+            calls.append(attempt)
+            b = run.Result(scs[0])
+            b.l3_lines.append("[    9.1] BUG: Bad page state in process zsinit  pfn:1234")
+            b.failures.append("harness timeout")
+            return [b], "timeout waiting for scenario b", lost
+        old = run._run_l2
+        run._run_l2 = fake_run_l2
+        try:
+            retries = []
+            res, fatal = run.run_nested([sc("b")], {}, False, 2, retries)
+        finally:
+            run._run_l2 = old
+        self.assertEqual((calls, retries), ([0], []))
+        self.assertIn("timeout", fatal)
+        self.assertEqual(res[0].failures, ["harness timeout"])
+
     def test_a_guest_crash_is_not_retried(self):
         calls = []
 
@@ -199,7 +258,7 @@ class Judge(unittest.TestCase):
         a, b = run.Result(sc("a")), run.Result(sc("b"))
         b.failures.append("x")
         line = run.counts_line([a, b], [sc("a"), sc("b"), sc("c")], ["d: needs the patched kernel"], [])
-        self.assertEqual(line, "e2e: 1 passed, 2 failed, 1 skipped; 0 L2 retries after a QEMU abort outside the guest")
+        self.assertEqual(line, "e2e: 1 passed, 2 failed, 1 skipped; 0 L2 retries after a test-bed fault outside every guest")
 
     def test_expected_exit_reason(self):
         want = "exit=halted: every vCPU stopped with interrupts off"

@@ -185,6 +185,25 @@ def snapshot_summary(snap: str) -> str:
     return out + (f"; UNDELIVERED INTERRUPT {','.join(lost)}" if lost else "")
 
 
+def bed_fault(silent: str | None, abort: str | None) -> str | None:
+    """Why a failed L2 boot is provably the test bed's own fault, outside
+    every guest, or None when it may not be.
+
+    Two signs qualify, both about the L2 QEMU (TCG) and nothing that runs in
+    it: its own abort line with a non-zero exit (`abort`, from
+    Console.abort_line), or a silent nested host whose snapshot
+    (Console.silent_host) shows an UNDELIVERED INTERRUPT: a CPU with IF=1
+    holding a vector above its PPR in IRR for minutes, a state no correct
+    x86 CPU stays in whatever software it runs. A guest that crashed, hung
+    or printed a bad verdict is neither. Harnesses boot L2 again only for
+    these, count it and report each one; they never retry a guest."""
+    if abort:
+        return abort
+    if silent and "UNDELIVERED INTERRUPT" in silent:
+        return silent
+    return None
+
+
 def kill(proc: subprocess.Popen) -> None:
     """SIGKILL the process group (QEMU and its helpers) and reap it."""
     if proc.poll() is None:
@@ -207,11 +226,11 @@ def l2_abort(lines: list[str], rc: int | None) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def bed_qemu() -> Path:
-    """The QEMU that runs L2: the pinned QEMU 10.0.2 built from its source
-    tarball with the fix in tests/nested-host/bed-qemu/patches (without it,
-    a race in TCG's VMRUN loses L2's interrupts and L2 goes silent). Built
-    once per input hash into the cache by bed-qemu/build.sh, whose progress
-    goes to stderr."""
+    """The QEMU that runs L2: upstream QEMU 10.2.2 built from its source
+    tarball (10.0's TCG loses L2's interrupts under nested SVM and L2 goes
+    silent; tests/nested-host/bed-qemu/README.md). Built once per input
+    hash into the cache by bed-qemu/build.sh, whose progress goes to
+    stderr."""
     script = l2image.REPO / "tests" / "nested-host" / "bed-qemu" / "build.sh"
     r = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True)
     lines = r.stdout.strip().splitlines()
@@ -221,9 +240,9 @@ def bed_qemu() -> Path:
 
 
 def qemu_binary() -> tuple[str, list[str]]:
-    """The QEMU for L2 (bed_qemu(): the pinned 10.0.2, see
-    tests/nested-host/versions.lock for why not the machine's 7.2, with one
-    upstream fix) and the pinned package's data dirs;
+    """The QEMU for L2 (bed_qemu(): upstream 10.2.2; see
+    tests/nested-host/versions.lock for why not the machine's 7.2) and the
+    pinned 10.0.2 package's data dirs (its ROMs);
     ZSE2E_L2_QEMU=/path/qemu-system-x86_64 with ZSE2E_L2_QEMU_DATA=dir:dir
     overrides."""
     if os.environ.get("ZSE2E_L2_QEMU"):
