@@ -55,8 +55,8 @@ mod zeroer;
 
 pub use auto::{
     auto_backend, auto_backend_for, auto_backend_threads, calibration, calibration_for, pick,
-    small_backend, small_threshold, start_calibration, Calibration, CALIBRATION_BUDGET,
-    CACHED_MARGIN, MAX_SMALL_THRESHOLD, SMALL_THRESHOLD, WINDOWS,
+    small_backend, small_threshold, start_calibration, Calibration, CACHED_MARGIN,
+    CALIBRATION_BUDGET, MAX_SMALL_THRESHOLD, SMALL_THRESHOLD, WINDOWS,
 };
 pub use backend::{available_backends, Backend, Choice};
 pub use hostmem::PageSize;
