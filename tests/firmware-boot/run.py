@@ -308,7 +308,7 @@ def main() -> int:
     print(f"fwboot: report {OUT / 'report.json'}, console {OUT / 'console.log'}")
     passed = sum(1 for e in report if e["passed"])
     print(f"fwboot: {passed} passed, {len(report) - passed} failed, 0 skipped; "
-          f"{sum(len(e['retries']) for e in report)} L2 retries after a QEMU abort outside the guest")
+          f"{sum(len(e['retries']) for e in report)} L2 retries after a test-bed fault outside every guest")
     return 0 if ok else 1
 
 
