@@ -1,7 +1,7 @@
 # Firmware boot: `zerostart run --firmware CLOUDHV.fd` in the nested test host.
 # Owner: vmm/zerostart/src/firmware.rs, tests/firmware-boot. See docs/firmware-boot.md.
 #   make test-firmware-boot   the judge's unit tests, static zerostart, CLOUDHV.fd
-#                      (make firmware), then five runs in one L2 boot, each booting
+#                      (make firmware), then five runs in L2, each booting
 #                      Linux through the firmware to the test init (zero
 #                      hint, scrub request, corrupted hint, zero hint with the
 #                      patched guest kernel, and the dirty-hint negative

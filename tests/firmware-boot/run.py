@@ -25,7 +25,7 @@ kernel handed over fw_cfg, and requires (judge()):
   runs can fail;
 * no run's guest prints a kernel bug line (BUG:, Bad page state, Oops).
 
-All runs share one L2 boot, one after the other, each its own zerostart VM.
+Each run boots its own L2 (QEMU_CR8_BUG used to kill it at random).
 
 Writes target/fwboot/console.log and target/fwboot/report.json.
 """
@@ -81,7 +81,7 @@ def cached_l2() -> dict:
 # changed, which removes the trigger. Seen again, it fails the run by name.
 QEMU_CR8_BUG = "tcg_handle_interrupt: assertion failed"
 
-# L2 boots at most (see main()): only a fault of the test bed itself,
+# Boots per run at most (see main()): only a fault of the test bed itself,
 # outside every guest, is retried.
 ATTEMPTS = 3
 
@@ -168,41 +168,33 @@ def judge(name: str, fw: list[str], l3: list[str], vmm: list[str], rc: int | Non
     return fails
 
 
-def boot_l2(man: dict, zs: Path, fw: Path, runs: list[tuple], verbose: bool, log) -> tuple[dict[str, dict], str]:
-    """Boots L2 once for `runs`, one after the other; returns their results
-    by name (a run that began but did not end has rc None) and how L2 ended:
-    "finished" when every run ended, else the timeout (with the silent
-    host's snapshot), the L2 QEMU's abort line or its exit."""
+def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tuple[dict | None, str]:
+    """Boots L2 for one run; returns its result (None if it never started)
+    and how L2 ended."""
+    name, _kernel, _mode, mem, tmo, _extra = run
     extra = build.Cpio()
     extra.file("zs/zerostart", zs.read_bytes(), 0o755)
     extra.dir("zs/fw")
     extra.file("zs/fw/CLOUDHV.fd", fw.read_bytes())
     extra.file("zs/scenario.sh", (HERE / "l2-fwboot.sh").read_bytes(), 0o755)
-    extra.file("zs/fwboot.txt", "".join("|".join(map(str, r)) + "\n" for r in runs).encode())
-    l2_mem, hugepages = l2_memory(man, max(r[3] for r in runs))
-    tmo = {r[0]: r[4] for r in runs}
-    results: dict[str, dict] = {}
+    extra.file("zs/fwboot.txt", ("|".join(map(str, run)) + "\n").encode())
+    l2_mem, hugepages = l2_memory(man, mem)
     cur = None
     ended = "timeout"
     with start_l2(man, extra, l2_mem, hugepages, log=log, smp=1, echo=verbose,
                   accel=os.environ.get("ZSFW_L2_ACCEL", "tcg,thread=multi"), prealloc=["-mem-prealloc"]) as con:
         # From L2's start: whatever start_l2 did first (finding or building
-        # the nested host's QEMU) is not the runs' time. L2's boot, then
-        # each run in its own limit.
-        deadline = time.monotonic() + 120 + tmo[runs[0][0]] + 60
+        # the nested host's QEMU) is not the run's time.
+        deadline = time.monotonic() + 120 + tmo + 60
         try:
             while True:
                 line = con.next(deadline)
                 if line is None:
-                    if ended == "timeout":  # keep the abort line
-                        ended = ("finished" if len(results) == len(runs) and all(
-                            r["rc"] is not None for r in results.values()) else f"L2 QEMU exited {con.exit_code()}")
+                    if ended == "timeout":  # keep "finished" or the abort line
+                        ended = f"L2 QEMU exited {con.exit_code()}"
                     break
                 if line.startswith("ZSFW-BEGIN"):
-                    name = line.split()[1].split("=", 1)[1]
-                    cur = results[name] = {"name": name, "fw": [], "l3": [], "vmm": [], "rc": None, "wall_ms": None}
-                    print(f"fwboot: {name} ...", flush=True)
-                    deadline = time.monotonic() + tmo.get(name, 120) + 60
+                    cur = {"name": name, "fw": [], "l3": [], "vmm": [], "rc": None, "wall_ms": None}
                 elif cur and line.startswith("FW| "):
                     cur["fw"].append(line[4:])
                 elif cur and line.startswith("L3| "):
@@ -212,8 +204,7 @@ def boot_l2(man: dict, zs: Path, fw: Path, runs: list[tuple], verbose: bool, log
                 elif cur and line.startswith("ZSFW-END"):
                     kv = dict(x.split("=", 1) for x in line.split()[1:] if "=" in x)
                     cur["rc"], cur["wall_ms"] = int(kv["rc"]), int(kv["wall_ms"])
-                    cur = None
-                    deadline = time.monotonic() + 60  # the next run's BEGIN, or L2's power-off
+                    ended = "finished"
                 elif QEMU_CR8_BUG in line or L2_ABORT.match(line):
                     ended = "L2 QEMU aborted: " + line.strip()
                 elif line.startswith("ZSE2E-FATAL"):
@@ -223,7 +214,7 @@ def boot_l2(man: dict, zs: Path, fw: Path, runs: list[tuple], verbose: bool, log
             silent = con.silent_host()
             if silent:
                 ended = f"timeout ({silent})"
-    return results, ended
+    return cur, ended
 
 
 def main() -> int:
@@ -247,36 +238,33 @@ def main() -> int:
         return 1
     runs = [r for r in RUNS if not a.only or r[0] in a.only.split(",")]
     OUT.mkdir(parents=True, exist_ok=True)
-    print(f"fwboot: L2 {man['dir']}, firmware {fw}, {len(runs)} run(s) in one L2 boot", flush=True)
+    print(f"fwboot: L2 {man['dir']}, firmware {fw}, {len(runs)} run(s), one L2 boot each", flush=True)
     results, endings, retries = {}, {}, {}
-    todo = list(runs)
     with open(OUT / "console.log", "w") as log:
-        # A run normally takes ~30 s in L2 (one L3 boot), and they all run
-        # in one L2 boot, one after the other (each its own zerostart VM).
-        # As in the e2e harness, only a boot that failed by a fault of the
-        # test bed itself (zstest.qemu.bed_fault: the L2 QEMU's own abort
-        # line, not the CR8 bug, which fails by name; or an interrupt its
-        # TCG never delivered) is booted again, for the runs it had not
-        # finished, at most ATTEMPTS boots in all; every retry is in the
-        # report and counted. A guest that crashed or hung is the run failing.
-        for attempt in range(1, ATTEMPTS + 1):
-            if attempt > 1:
-                print(f"fwboot: L2 boot {attempt} for {', '.join(r[0] for r in todo)}", flush=True)
-            got, ended = boot_l2(man, zs, fw, todo, a.verbose, log)
-            results.update(got)
-            done = {n for n, r in got.items() if r["rc"] is not None}
-            for r in todo:
-                endings[r[0]] = "finished" if r[0] in done else ended
-            aborted = ended.startswith("L2 QEMU aborted") and QEMU_CR8_BUG not in ended
-            fault = bed_fault(ended if ended.startswith("timeout") else None, ended if aborted else None)
-            crashed = any(KERNEL_BUG.search(x) and not x.startswith("ZSINIT:")
-                          for n, r in got.items() if n not in done for x in r["l3"])
-            todo = [r for r in todo if r[0] not in done]
-            if not todo or not fault or crashed:
-                break
-            for r in todo:
-                retries.setdefault(r[0], []).append(f"boot {attempt}: {ended}")
-            print(f"fwboot: the test bed failed outside every guest ({ended[:200]}); booting L2 again", flush=True)
+        for run in runs:
+            # A run normally takes ~13 s (one L3 boot of ~12 s). As in the
+            # e2e harness, only a run whose L2 failed by a fault of the test
+            # bed itself (zstest.qemu.bed_fault: the L2 QEMU's own abort line,
+            # not the CR8 bug, which fails by name; or an interrupt its TCG
+            # never delivered) is booted again, at most ATTEMPTS times in
+            # all, and every retry is in the report and counted. A guest that
+            # crashed or hung is the run failing.
+            for attempt in range(1, ATTEMPTS + 1):
+                print(f"fwboot: {run[0]} ..." + (f" (attempt {attempt})" if attempt > 1 else ""),
+                      flush=True)
+                r, ended = boot_l2(man, zs, fw, run, a.verbose, log)
+                if r:
+                    results[run[0]] = r
+                endings[run[0]] = ended
+                fails = judge(run[0], *(r[k] for k in ("fw", "l3", "vmm", "rc"))) if r else ["no run"]
+                aborted = ended.startswith("L2 QEMU aborted") and QEMU_CR8_BUG not in ended
+                fault = bed_fault(ended if ended.startswith("timeout") else None, ended if aborted else None)
+                crashed = r and any(KERNEL_BUG.search(x) and not x.startswith("ZSINIT:") for x in r["l3"])
+                if not fault or crashed:
+                    break
+                retries.setdefault(run[0], []).append(f"attempt {attempt}: {ended}; {fails[:2]}")
+                print(f"fwboot: {run[0]}: the test bed failed outside every guest ({ended[:200]}); retrying",
+                      flush=True)
     report = []
     ok = True
     for name, *_ in runs:
