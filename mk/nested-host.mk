@@ -29,7 +29,7 @@ e2e-zerostart: deps
 	@ldd $(ZEROSTART_STATIC) 2>&1 | grep -qE 'not a dynamic executable|statically linked' || \
 	  { echo "e2e: $(ZEROSTART_STATIC) is not static"; exit 1; }
 
-# The nested host's own QEMU (upstream 10.2.2, see
+# The nested host's own QEMU (10.0.2 with one upstream fix, see
 # tests/nested-host/bed-qemu), built once per input hash into the cache. make
 # builds it before any harness runs: built lazily by the first L2 boot, its
 # ~4-8 minutes counted against that boot's deadline (a fresh machine's

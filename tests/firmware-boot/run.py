@@ -73,9 +73,8 @@ def cached_l2() -> dict:
     return build.build_l2(build.default_l3_kernels(), None, with_qemu=True)
 
 
-# QEMU's TCG (7.2 and 10.0 alike; 10.2, the test bed's, sets interrupt
-# bits atomically and no longer asserts) aborts L2 when L3 writes CR8 while
-# KVM has a virtual interrupt pending (target/i386 helper_write_crN calls
+# QEMU's TCG (7.2 and 10.0 alike) aborts L2 when L3 writes CR8 while KVM has
+# a virtual interrupt pending (target/i386 helper_write_crN calls
 # cpu_interrupt without the BQL). EDK2's interrupt handlers used to write CR8
 # back on every interrupt; firmware/patches/0003 writes it only when it
 # changed, which removes the trigger. Seen again, it fails the run by name.

@@ -226,11 +226,11 @@ def l2_abort(lines: list[str], rc: int | None) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def bed_qemu() -> Path:
-    """The QEMU that runs L2: upstream QEMU 10.2.2 built from its source
-    tarball (10.0's TCG loses L2's interrupts under nested SVM and L2 goes
-    silent; tests/nested-host/bed-qemu/README.md). Built once per input
-    hash into the cache by bed-qemu/build.sh, whose progress goes to
-    stderr."""
+    """The QEMU that runs L2: the pinned QEMU 10.0.2 built from its source
+    tarball with the fix in tests/nested-host/bed-qemu/patches (without it,
+    a race in TCG's VMRUN loses L2's interrupts and L2 goes silent; the
+    README there says why not 10.2). Built once per input hash into the
+    cache by bed-qemu/build.sh, whose progress goes to stderr."""
     script = l2image.REPO / "tests" / "nested-host" / "bed-qemu" / "build.sh"
     r = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True)
     lines = r.stdout.strip().splitlines()
@@ -240,9 +240,9 @@ def bed_qemu() -> Path:
 
 
 def qemu_binary() -> tuple[str, list[str]]:
-    """The QEMU for L2 (bed_qemu(): upstream 10.2.2; see
-    tests/nested-host/versions.lock for why not the machine's 7.2) and the
-    pinned 10.0.2 package's data dirs (its ROMs);
+    """The QEMU for L2 (bed_qemu(): the pinned 10.0.2, see
+    tests/nested-host/versions.lock for why not the machine's 7.2, with one
+    upstream fix) and the pinned package's data dirs;
     ZSE2E_L2_QEMU=/path/qemu-system-x86_64 with ZSE2E_L2_QEMU_DATA=dir:dir
     overrides."""
     if os.environ.get("ZSE2E_L2_QEMU"):

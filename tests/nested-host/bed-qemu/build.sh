@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Builds the QEMU that runs the nested test host (L2): upstream QEMU 10.2.2
-# (source.lock) + patches/ (none now), one target (x86_64-softmmu, TCG),
-# nothing else. See README.md for why 10.2.
+# Builds the QEMU that runs the nested test host (L2): the source of the
+# QEMU 10.0.2 that versions.lock pins (source.lock) + patches/, one target
+# (x86_64-softmmu, TCG), nothing else. See README.md for why.
 #
 # This QEMU is the test bed only. The QEMU that zerostart's tests and demo
 # run *inside* L2, as the VMM operators already run, stays Debian's
-# unpatched 10.0.2 binary from versions.lock.
+# unpatched binary from versions.lock.
 #
 # Output: $ZEROSTART_CACHE/bed-qemu/<hash>/qemu-system-x86_64, where <hash>
 # covers source.lock, patches/ and this script. The last line printed is
 # that directory. A second run with the same inputs does nothing but print it.
 #
-# Usage: build.sh           fetch, unpack, patch, build (first time ~5 min
+# Usage: build.sh           fetch, unpack, patch, build (first time ~4 min
 #                           on 2 cores)
 #        build.sh --print   print the output dir (exit 1 if not built yet)
 set -euo pipefail
@@ -31,9 +31,7 @@ esac
 
 # shellcheck source=/dev/null
 . "$HERE/source.lock"
-shopt -s nullglob # patches/ may be empty: upstream has every fix the bed needs
-PATCHES=("$HERE"/patches/*.patch)
-KEY=$(cat "$HERE/source.lock" ${PATCHES[@]+"${PATCHES[@]}"} "$HERE/build.sh" | sha256sum | cut -c1-16)
+KEY=$(cat "$HERE/source.lock" "$HERE"/patches/*.patch "$HERE/build.sh" | sha256sum | cut -c1-16)
 OUT="$ROOT/$KEY"
 BIN="$OUT/qemu-system-x86_64"
 
@@ -91,7 +89,7 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 log "unpacking $(basename "$ORIG") into $WORK/src"
 mkdir -p "$WORK/src"
 tar -xJf "$TARBALL" -C "$WORK/src" --strip-components=1 || die "could not unpack $TARBALL"
-for p in ${PATCHES[@]+"${PATCHES[@]}"}; do
+for p in "$HERE"/patches/*.patch; do
 	log "applying $(basename "$p")"
 	patch -d "$WORK/src" -p1 -s --no-backup-if-mismatch <"$p" || die "$(basename "$p") does not apply to QEMU $VERSION"
 done
@@ -102,12 +100,6 @@ done
 sed -i 's/^\(    unpack_edk2_blobs = \)bzip2.found()$/\1false/' "$WORK/src/meson.build"
 grep -q '^    unpack_edk2_blobs = false$' "$WORK/src/meson.build" ||
 	die "meson.build changed: the EDK2 blob switch was not found; update build.sh for $VERSION"
-# The same tarball drops the prebuilt device trees (bamboo.dtb, ...: PowerPC
-# and MicroBlaze boards), which pc-bios/dtb/meson.build then wants to install
-# unless dtc rebuilds them. x86_64 needs none of them: leave the directory out.
-sed -i "s/^subdir('dtb')$/# subdir('dtb') (no x86 board uses one)/" "$WORK/src/pc-bios/meson.build"
-grep -q "^# subdir('dtb')" "$WORK/src/pc-bios/meson.build" ||
-	die "pc-bios/meson.build changed: subdir('dtb') was not found; update build.sh for $VERSION"
 
 # ---------------------------------------------------------------- build
 mkdir -p "$WORK/build"
@@ -116,7 +108,7 @@ log "configuring (x86_64-softmmu, TCG only, no optional features)"
 	--without-default-features --enable-tcg --disable-docs --disable-tools --disable-user \
 	--disable-werror --disable-download --disable-install-blobs >"$WORK/configure.log" 2>&1) ||
 	die "configure failed; see $WORK/configure.log"
-log "building qemu-system-x86_64 (~1500 steps; first build ~5 min on 2 cores)"
+log "building qemu-system-x86_64 (~1500 steps; first build ~4 min on 2 cores)"
 (cd "$WORK/build" && ninja qemu-system-x86_64 >"$WORK/build.log" 2>&1) ||
 	die "build failed; see $WORK/build.log"
 rm -rf "$OUT.tmp" && mkdir -p "$OUT.tmp"
