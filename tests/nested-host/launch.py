@@ -39,7 +39,7 @@ from pathlib import Path
 import run as e2e
 from zstest import l2image as build
 from zstest import timeline as tlschema
-from zstest.qemu import bed_fault, boot_l2, l2_memory
+from zstest.qemu import bed_fault, boot_l2, l2_memory, rerun_after_bed_faults
 
 REPO = build.REPO
 OUT = REPO / "target" / "launch"
@@ -288,23 +288,15 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
     retries = l2_retries if l2_retries is not None else []
     kernels = build.default_l3_kernels()
     manifest = build.build_l2(kernels, None, with_qemu=True)
-    results: list[LaunchResult] = []
-    todo = list(scenarios)
-    while True:
+
+    def boot(todo: list[LaunchScenario]):
         log = console_log if not retries else console_log.with_name(
             f"{console_log.stem}.l2-retry{len(retries)}{console_log.suffix}")
-        res, fatal, fault = _boot_once(todo, manifest, kernels, zerostart, ovmf, pool_mib, region_mib, echo, smp,
-                                       log, extra_files, script, judge_fn or judge, l2_args, l2_extra_mib)
-        finished = [r for r in res if r.rc is not None]
-        crashed = next((ln for r in res if r.rc is None for _, ln in r.l3 if e2e.L3_KERNEL_BUG_RE.search(ln)), None)
-        left = [s for s in todo if s.name not in {r.sc.name for r in finished}]
-        if fault is None or crashed or not left or len(retries) >= L2_RETRIES:
-            return results + res, fatal
-        results += finished
-        retries.append(f"{fault} ({fatal})")
-        print(f"launch: the test bed failed outside every guest ({fault[:200]}); booting L2 again for "
-              f"{len(left)} scenario(s) (retry {len(retries)} of at most {L2_RETRIES})", flush=True)
-        todo = left
+        return _boot_once(todo, manifest, kernels, zerostart, ovmf, pool_mib, region_mib, echo, smp,
+                          log, extra_files, script, judge_fn or judge, l2_args, l2_extra_mib)
+
+    return rerun_after_bed_faults(list(scenarios), boot, retries, L2_RETRIES,
+                                  lambda r: any(e2e.L3_KERNEL_BUG_RE.search(ln) for _, ln in r.l3), "launch")
 
 
 def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, zerostart: Path, ovmf: Path,

@@ -31,7 +31,7 @@ from pathlib import Path
 from zstest import l2image as build
 from zstest import timeline as tlschema
 from zstest.hugepages import HugePages
-from zstest.qemu import L2_BOOT_TIMEOUT_S, L2_CPU, Console, bed_fault, boot_l2, l2_memory
+from zstest.qemu import L2_BOOT_TIMEOUT_S, L2_CPU, Console, bed_fault, boot_l2, l2_memory, rerun_after_bed_faults
 
 REPO = build.REPO
 OUT = REPO / "target" / "e2e"
@@ -286,21 +286,11 @@ def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
     the one it was in included unless its guest printed a kernel bug line,
     up to L2_ABORT_RETRIES times; each retry's reason is appended to
     `l2_retries`."""
-    results: list[Result] = []
-    todo = list(scenarios)
-    while True:
-        res, fatal, fault = _run_l2(todo, manifest, echo, smp, attempt=len(l2_retries or []))
-        finished = [r for r in res if r.rc is not None]
-        crashed = any(L3_KERNEL_BUG_RE.search(ln) for r in res if r.rc is None for ln in r.l3_lines)
-        left = [s for s in todo if s.name not in {r.sc.name for r in finished}]
-        if (fatal is None or fault is None or crashed or l2_retries is None
-                or len(l2_retries) >= L2_ABORT_RETRIES or not left):
-            return results + res, fatal
-        results += finished
-        todo = left
-        l2_retries.append(f"{fault} ({fatal})")
-        print(f"e2e: the test bed failed outside every guest ({fault[:200]}); booting L2 again for "
-              f"{len(todo)} scenario(s)", flush=True)
+    retries = l2_retries if l2_retries is not None else []
+    return rerun_after_bed_faults(
+        list(scenarios), lambda todo: _run_l2(todo, manifest, echo, smp, attempt=len(retries)), retries,
+        L2_ABORT_RETRIES if l2_retries is not None else 0,
+        lambda r: any(L3_KERNEL_BUG_RE.search(ln) for ln in r.l3_lines), "e2e")
 
 
 def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,

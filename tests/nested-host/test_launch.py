@@ -9,13 +9,16 @@ Run: python3 tests/nested-host/test_launch.py
 
 import os
 import unittest
+from unittest import mock
 from pathlib import Path
 
 import launch
+from zstest import qemu
 from zstest.qemu import snapshot_summary
 from zstest.fakes import FakeConsole
 
 launch.print = lambda *a, **k: None
+qemu.print = lambda *a, **k: None  # rerun_after_bed_faults' retry lines
 
 V = ("ZSINIT: PASS hint=absent ranges=0 hinted_bytes=0 zero_checked_bytes=201326592 nonzero_bytes=0 "
      "hinted_checked_bytes=0 populate_ms=236 uptime_ms=8540 kernel_pages_skipped={sk} "
@@ -50,16 +53,12 @@ class Retry(unittest.TestCase):
         def fake_boot_once(scs, *rest):
             calls.append([s.name for s in scs])
             return boots[len(calls) - 1](scs)
-        saved = (launch._boot_once, launch.build.default_l3_kernels, launch.build.build_l2)
-        launch._boot_once = fake_boot_once
-        launch.build.default_l3_kernels = lambda: {}
-        launch.build.build_l2 = lambda *a, **k: {}
-        try:
-            retries: list[str] = []
-            scs = [launch.LaunchScenario(f"s{i}", 1024) for i in range(n)]
+        retries: list[str] = []
+        scs = [launch.LaunchScenario(f"s{i}", 1024) for i in range(n)]
+        with mock.patch.object(launch, "_boot_once", fake_boot_once), \
+                mock.patch.object(launch.build, "default_l3_kernels", lambda: {}), \
+                mock.patch.object(launch.build, "build_l2", lambda *a, **k: {}):
             res, fatal = launch.run_scenarios(scs, Path("zs"), Path("fw"), 1024, 1024, l2_retries=retries)
-        finally:
-            launch._boot_once, launch.build.default_l3_kernels, launch.build.build_l2 = saved
         return calls, res, fatal, retries
 
     @staticmethod

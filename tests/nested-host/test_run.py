@@ -8,6 +8,7 @@ consoles. Run: python3 tests/nested-host/test_run.py
 """
 
 import unittest
+from unittest import mock
 from pathlib import Path
 
 import run
@@ -188,13 +189,9 @@ class Judge(unittest.TestCase):
             for r in rs:
                 r.rc = 0
             return rs, None, None
-        old = run._run_l2
-        run._run_l2 = fake_run_l2
-        try:
-            retries = []
+        retries = []
+        with mock.patch.object(run, "_run_l2", fake_run_l2):
             res, fatal = run.run_nested([sc("a"), sc("b"), sc("c")], {}, False, 2, retries)
-        finally:
-            run._run_l2 = old
         self.assertIsNone(fatal)
         self.assertEqual(calls, [["a", "b", "c"], ["b", "c"]])
         self.assertEqual([(r.sc.name, r.failures) for r in res], [("a", []), ("b", []), ("c", [])])
@@ -213,13 +210,9 @@ class Judge(unittest.TestCase):
             b.l3_lines.append("[    9.1] BUG: Bad page state in process zsinit  pfn:1234")
             b.failures.append("harness timeout")
             return [b], "timeout waiting for scenario b", lost
-        old = run._run_l2
-        run._run_l2 = fake_run_l2
-        try:
-            retries = []
+        retries = []
+        with mock.patch.object(run, "_run_l2", fake_run_l2):
             res, fatal = run.run_nested([sc("b")], {}, False, 2, retries)
-        finally:
-            run._run_l2 = old
         self.assertEqual((calls, retries), ([0], []))
         self.assertIn("timeout", fatal)
         self.assertEqual(res[0].failures, ["harness timeout"])

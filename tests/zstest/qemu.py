@@ -204,6 +204,32 @@ def bed_fault(silent: str | None, abort: str | None) -> str | None:
     return None
 
 
+def rerun_after_bed_faults(todo: list, boot, retries: list[str], bound: int, crashed, who: str) -> tuple[list, str | None]:
+    """Runs `todo` (scenarios with a `.name`) through `boot(todo)` -> (results,
+    fatal, fault) until every one has a result or the boot failed for a reason
+    other than a test-bed fault (`fault`, from bed_fault). Results carry `.sc`
+    and `.rc` (None: the scenario began but did not end).
+
+    After a test-bed fault, L2 boots again for the scenarios not yet ended,
+    the one it stopped in included, unless `crashed(result)` says that guest
+    printed a kernel bug line: a guest crash is never retried. At most `bound`
+    retries; each reason goes to `retries` and is printed under `who`. The one
+    retry rule of every nested harness (e2e, launch and what runs on it)."""
+    results: list = []
+    while True:
+        res, fatal, fault = boot(todo)
+        finished = [r for r in res if r.rc is not None]
+        left = [s for s in todo if s.name not in {r.sc.name for r in finished}]
+        if (fault is None or any(crashed(r) for r in res if r.rc is None)
+                or not left or len(retries) >= bound):
+            return results + res, fatal
+        results += finished
+        retries.append(f"{fault} ({fatal})")
+        print(f"{who}: the test bed failed outside every guest ({fault[:200]}); booting L2 again for "
+              f"{len(left)} scenario(s) (retry {len(retries)} of at most {bound})", flush=True)
+        todo = left
+
+
 def kill(proc: subprocess.Popen) -> None:
     """SIGKILL the process group (QEMU and its helpers) and reap it."""
     if proc.poll() is None:

@@ -645,8 +645,8 @@ mod tests {
                 m("kernel_populate_4k", 2, 100.0),
             ],
         };
-        // Every thread count is judged: auto at 1 thread is 1.0 of the
-        // best backend measured there (none but auto: no backend result).
+        // Every thread count is judged: auto at 1 thread against the
+        // reference backend measured there (none but auto: no backend result).
         let e = check_targets(&r).unwrap_err();
         assert!(e.contains("no backend result at 1 threads"), "{e}");
         r.results.push(m("rep_stosb", 1, 1.0));
