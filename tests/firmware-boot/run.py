@@ -190,7 +190,7 @@ def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tu
                 line = con.next(deadline)
                 if line is None:
                     if ended == "timeout":  # keep "finished" or the abort line
-                        ended = f"L2 QEMU exited {con.exit_code()}"
+                        ended = f"L2 QEMU exited: {con.exit_story()}"
                     break
                 if line.startswith("ZSFW-BEGIN"):
                     cur = {"name": name, "fw": [], "l3": [], "vmm": [], "rc": None, "wall_ms": None}

@@ -12,6 +12,9 @@ note line (it is part of the check it controls).
 Main suite, in order:
   qemu-exit   the boot driver itself: a QEMU that exits non-zero (a kernel
               image that does not exist) fails the boot, with its status;
+  qemu-ends   ...and tells a guest's power-off from a reset: a kernel with
+              no init panics (panic=-1) and must read as "reset" (every
+              other boot must end by a power-off after ZSDONE);
   vectors     the kernel's copy of the golden vectors (mm/zshint_*.h in the
               series) equals tests/vectors/ (no drift);
   checkpatch  scripts/checkpatch.pl --strict of the line's own tree on every
@@ -201,6 +204,10 @@ def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, qemu_a
     if not grep(lines, "^ZSDONE"):
         r.fail(f"init did not finish: {b.log}")
         return lines
+    if b.ended != "power-off":
+        # ZSDONE and then a panic, a reset or a triple fault is no clean run.
+        r.fail(f"the guest did not power off after ZSDONE: it ended by {b.ended} ({b.log})")
+        return lines
     warn = grep(lines, r"WARNING:|BUG:")
     if grep(lines, WARN):
         r.fail(f"kernel warning: {' '.join(warn[:2])} ")
@@ -252,6 +259,20 @@ def qemu_exit(k: Kernel, r: Report) -> None:
         r.fail(f"the driver did not name QEMU's exit status: {b.problem()}")
     else:
         r.ok(f"the boot driver fails a boot whose QEMU exits non-zero ({b.problem()})")
+
+
+def qemu_ends(k: Kernel, r: Report) -> None:
+    """The driver tells a guest's power-off from a kernel that reset the
+    machine (zstest.qemu.how_it_ended): QEMU exits 0 for both under
+    -no-reboot. A kernel with no init panics, panic=-1 resets: it must read
+    as "reset", never as a power-off; every other boot must read as one."""
+    b, lines = k.boot("qemu-ends", "rdinit=/zs-no-such-init init=/zs-no-such-init", k.image, timeout=120)
+    if b.rc != 0 or not grep(lines, "Kernel panic"):
+        r.fail(f"the no-init boot did not panic and exit 0 (status {b.rc}; {b.log})")
+    elif b.ended != "reset":
+        r.fail(f"a panicked kernel's reset read as {b.ended!r} ({b.end_log})")
+    else:
+        r.ok("a kernel that panicked under panic=-1 reads as a reset, not a power-off")
 
 
 def vectors(k: Kernel, r: Report) -> None:
@@ -738,6 +759,7 @@ def table(k: Kernel) -> list[Case]:
         return Case(name, Do(name, lambda r: fn(k, r)))
     return [
         c("qemu-exit", qemu_exit),
+        c("qemu-ends", qemu_ends),
         c("vectors", vectors),
         c("checkpatch", checkpatch),
         c("kunit", kunit),

@@ -345,10 +345,8 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
             # The nested host's QEMU ended: say how (its status, and the
             # line by which it reported an abort of its own, if any), as
             # run.py does for its scenarios.
-            rc = con.exit_code()
-            abort = con.abort_line(rc)
-            how = f"its QEMU exited with status {rc}" if rc is not None else "its QEMU's status unknown"
-            fatal += f" ({how}{': ' + abort if abort else ''})"
+            abort = con.abort_line(con.exit_code())
+            fatal += f" ({con.exit_story()})"
         elif fatal and fatal.startswith("timeout"):
             # The nested host went silent: where L2's CPUs are and what their
             # APICs hold go into the console log and the failure line.

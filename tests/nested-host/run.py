@@ -314,6 +314,8 @@ def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
             # The nested host went silent: where L2's CPUs are and what their
             # APICs hold go into the console log and the failure line.
             fatal += f" ({silent})"
+        elif fatal.startswith("L2 exited"):
+            fatal += f" ({con.exit_story()})"  # its status, and how L2 ended: reset, triple fault, power-off
         return results, fatal, bed_fault(silent, con.abort_line(con.exit_code()))
 
 

@@ -40,7 +40,12 @@ def main() -> int:
     # The one direct-kernel QEMU command of the harness (zstest.qemu:
     # ZS_KERNEL_QEMU picks the binary, as for the kernel and firmware boots;
     # it adds panic=-1, so a guest panic ends QEMU at once instead of
-    # waiting out the deadline). Multi-threaded TCG, as this boot always ran.
+    # waiting out the deadline). Single-threaded TCG unless ZS_TCG_THREAD
+    # says otherwise, as for the kernel tests: with thread=multi Debian's
+    # stock kernel died in 1 of 9 boots of `quiet`-less repro runs (and once
+    # in CI, 7.8 s into this boot) of "Oops: int3" in sched_clock_cpu, at
+    # the static-key site the other vCPU was patching: multi-threaded TCG's
+    # cross-modifying-code race, not the image's fault (docs/e2e.md).
     cmd = kernel_command(
         image_dir / "vmlinuz", "root=LABEL=zsroot quiet zsapp.poweroff=1", 2048, [
             "-initrd", str(image_dir / "initrd.img"),
@@ -48,7 +53,7 @@ def main() -> int:
             # (journal, the app's files) go to a temporary overlay.
             "-drive", f"file={image_dir / 'rootfs.ext4'},if=virtio,format=raw,snapshot=on",
             "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0",
-        ], thread="multi", smp=2, cpu="max")
+        ], thread=os.environ.get("ZS_TCG_THREAD", "single"), smp=2, cpu="max")
     b = boot(cmd, log=out / "serial.log", timeout=BOOT_TIMEOUT_S)
     if b.timed_out:
         print(f"FAIL: rootfs: no power-off within {BOOT_TIMEOUT_S} s (log {out / 'serial.log'})")
@@ -85,7 +90,15 @@ def main() -> int:
     check(disk is not None and disk[0] == "ok",
           f"disk: a file written, fsync'ed, dropped from the cache and read back: {' '.join(disk) if disk else 'no result'}")
     check(powered_off and rc == 0,
-          f"clean power-off (QEMU exit {rc})" if rc is not None else "clean power-off (QEMU killed at the deadline)")
+          f"clean power-off (QEMU exit {rc}; the guest ended by {b.ended})" if rc == 0
+          else f"clean power-off (QEMU exit {rc})" if rc is not None
+          else "clean power-off (QEMU killed at the deadline)")
+    if failed:
+        # The evidence in CI's output, not only in a log CI does not keep.
+        tail = [ln for ln in b.lines if ln.strip()][-25:]
+        print(f"test-rootfs: the console's last {len(tail)} line(s):")
+        for ln in tail:
+            print(f"  | {ln[:300]}")
     (out / "report.json").write_text(json.dumps({
         "kernel": "debian-stock", "vmm": "qemu-tcg", "image": str(image_dir),
         "passed": failed == 0, "phases_ms": phases, "wall_ms": wall_ms,

@@ -181,6 +181,8 @@ def boot(logf: Path, timeout: float, mem_mib: int, image: Path | str, append: st
     b = qemu.boot(qemu.kernel_command(image, append, mem_mib, list(extra)), log=Path(logf), timeout=timeout)
     if b.problem():
         log(who, b.problem())
+    elif b.ended != "power-off":  # a panic (panic=-1), reset or triple fault: said, judged by the caller
+        log(who, f"the guest ended by {b.ended}, not a power-off ({logf})")
     return b
 
 

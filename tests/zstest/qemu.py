@@ -53,9 +53,11 @@ class Console:
     `log` is a path (written from the start) or an open file (appended to,
     left open: a harness that boots L2 several times keeps one log)."""
 
-    def __init__(self, proc: subprocess.Popen, log: Path | TextIO, echo: bool, monitor: Path | None = None):
+    def __init__(self, proc: subprocess.Popen, log: Path | TextIO, echo: bool, monitor: Path | None = None,
+                 end_log: Path | None = None):
         self.proc, self.q = proc, queue.Queue()
         self.monitor = monitor
+        self.end_log = end_log
         self.owns_log = not hasattr(log, "write")
         self.log = open(log, "w", errors="replace") if self.owns_log else log
         self.echo = echo
@@ -142,6 +144,21 @@ class Console:
         self.log.write("ZS-SNAPSHOT of the silent nested host:\n" + snap + "\n")
         self.log.flush()
         return f"nested host silent, its QEMU running; {snapshot_summary(snap)}"
+
+    def how_ended(self) -> str:
+        """How the L2 QEMU's guest ended (zstest.qemu.how_it_ended) once it
+        exited 0: 'power-off', 'reset', 'triple fault' or 'unknown (..)'."""
+        return how_it_ended(self.end_log) if self.end_log else "unknown (no QEMU log)"
+
+    def exit_story(self) -> str:
+        """'its QEMU exited with status N' and, for status 0, how L2 ended;
+        with QEMU's abort line when it reported one. For failure lines."""
+        rc = self.exit_code()
+        if rc is None:
+            return "its QEMU's status unknown"
+        abort = self.abort_line(rc)
+        return (f"its QEMU exited with status {rc}" + (f" (L2 ended by {self.how_ended()})" if rc == 0 else "")
+                + (f": {abort}" if abort else ""))
 
     def abort_line(self, rc: int | None) -> str | None:
         """The line by which the L2 QEMU reported its own abort, when it exited
@@ -230,6 +247,37 @@ def rerun_after_bed_faults(todo: list, boot, retries: list[str], bound: int, cra
         todo = left
 
 
+# How a QEMU run with -no-reboot ended when it exited 0. QEMU prints nothing
+# of it, and a guest that powered off, one whose kernel reset the machine
+# (panic=-1 after a panic, a reboot) and a triple fault all exit 0. Two
+# cheap logs to one small file tell them apart: `-d cpu_reset` writes
+# "Triple fault" (and a register dump at QEMU's own start-up resets), and
+# the trace event qemu_system_shutdown_request fires for a power-off only:
+# under -no-reboot a reset becomes a shutdown without it. Both the machine's
+# QEMU 7.2 and the bed's 10.0 have the event.
+def end_log_args(path: Path) -> list[str]:
+    """QEMU options that make `how_it_ended(path)` possible."""
+    return ["-d", "cpu_reset", "-trace", "qemu_system_shutdown_request", "-D", str(path)]
+
+
+def how_it_ended(path: Path) -> str:
+    """'power-off', 'triple fault', 'reset' (the guest asked for a reset:
+    a kernel panic under panic=-1, or a reboot; no triple fault) or
+    'unknown (...)' from the log `end_log_args(path)` made. Meaningful
+    only for a QEMU that exited 0."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as e:
+        return f"unknown (no QEMU log: {e.strerror})"
+    if "Triple fault" in text:
+        return "triple fault"
+    if "qemu_system_shutdown_request" in text:
+        return "power-off"
+    if "CPU Reset" not in text:
+        return "unknown (QEMU log empty: the options did not take)"
+    return "reset"
+
+
 def kill(proc: subprocess.Popen) -> None:
     """SIGKILL the process group (QEMU and its helpers) and reap it."""
     if proc.poll() is None:
@@ -316,14 +364,16 @@ def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *,
         with open(initrd, "ab") as f:
             extra.write(f)
         mon = tmp / "monitor.sock"
-        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc, extra_args, mon)
+        end_log = tmp / "l2-qemu.log"  # how L2 ends when its QEMU exits 0 (Console.how_ended)
+        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc,
+                         [*(extra_args or []), *end_log_args(end_log)], mon)
         if isinstance(log, Path):
             log.parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         con = None
         try:
-            con = Console(proc, log, echo, mon)
+            con = Console(proc, log, echo, mon, end_log)
             yield con
         finally:
             kill(proc)  # whatever happened, L2 does not outlive the harness
@@ -350,6 +400,12 @@ class Boot:
     lines: list[str]
     log: Path
     timeout: float
+    end_log: Path | None = None
+
+    @property
+    def ended(self) -> str:
+        """How QEMU's guest ended (see how_it_ended) when QEMU exited 0."""
+        return how_it_ended(self.end_log) if self.end_log else "unknown (no QEMU log)"
 
     @property
     def timed_out(self) -> bool:
@@ -372,9 +428,14 @@ class Boot:
 def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False) -> Boot:
     """Runs CMD (a QEMU whose guest powers off) with stdout and stderr read
     line by line into LOG, until it exits or TIMEOUT seconds pass; the QEMU
-    process group is killed on the way out however this returns."""
+    process group is killed on the way out however this returns. QEMU also
+    logs how it ended (end_log_args) to LOG with the suffix .qemu.log:
+    Boot.ended."""
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
+    end_log = log.with_name(log.name + ".qemu.log")
+    end_log.unlink(missing_ok=True)
+    cmd = [*cmd, *end_log_args(end_log)]
     t0 = time.monotonic()
     deadline = t0 + timeout
     try:
@@ -382,7 +443,7 @@ def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False) -> Bo
                                 start_new_session=True)
     except OSError as e:  # no such QEMU binary: the same shape as a QEMU that exits at once
         log.write_text(f"{cmd[0]}: {e.strerror}\n")
-        return Boot(127, 0.0, [f"{cmd[0]}: {e.strerror}"], log, timeout)
+        return Boot(127, 0.0, [f"{cmd[0]}: {e.strerror}"], log, timeout, end_log)
     con = Console(proc, log, echo)
     rc, eof = None, False
     try:
@@ -404,7 +465,7 @@ def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False) -> Bo
                 pass
         proc.stdout.close()
         con.log.close()
-    return Boot(rc, time.monotonic() - t0, con.lines, log, timeout)
+    return Boot(rc, time.monotonic() - t0, con.lines, log, timeout, end_log)
 
 
 def tcg_thread() -> str:

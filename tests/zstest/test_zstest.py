@@ -387,6 +387,22 @@ class QemuBoot(unittest.TestCase):
             self.assertEqual(gone.rc, 127)
             self.assertIn("No such file", gone.problem())
 
+    def test_how_a_zero_exit_ended(self):
+        # boot() appends end_log_args: -d cpu_reset -trace ... -D PATH, so
+        # PATH is the script's $5 (its $0 is "-d").
+        with tempfile.TemporaryDirectory() as d:
+            log = Path(d) / "boot.log"
+            for written, ended in (("CPU Reset (CPU 0)\\nqemu_system_shutdown_request reason=6", "power-off"),
+                                   ("CPU Reset (CPU 0)\\nCPU Reset (CPU 1)", "reset"),
+                                   ("CPU Reset (CPU 0)\\nTriple fault", "triple fault")):
+                b = qemu.boot(["sh", "-c", f'printf "{written}\\n" > "$5"'], log=log, timeout=30)
+                self.assertEqual((b.rc, b.ended), (0, ended), written)
+            silent = qemu.boot(["sh", "-c", "true"], log=log, timeout=30)
+            self.assertTrue(silent.ended.startswith("unknown (no QEMU log"), silent.ended)
+            empty = Path(d) / "empty.log"
+            empty.write_text("")
+            self.assertTrue(qemu.how_it_ended(empty).startswith("unknown (QEMU log empty"))
+
     def test_kernel_command(self):
         cmd = qemu.kernel_command("/k/bzImage", "quiet", 2048, ["-initrd", "/i"], thread="single")
         self.assertEqual(cmd[1:3], ["-accel", "tcg,thread=single"])
