@@ -41,6 +41,7 @@ from pathlib import Path
 
 from zstest import l2image as build  # the nested host's image: Cpio, cache
 from zstest.qemu import L2_ABORT_RE as L2_ABORT
+from zstest.qemu import L2_ACCEL
 from zstest.qemu import bed_fault
 from zstest.qemu import boot_l2 as start_l2
 from zstest.qemu import l2_memory
@@ -181,7 +182,7 @@ def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tu
     cur = None
     ended = "timeout"
     with start_l2(man, extra, l2_mem, hugepages, log=log, smp=1, echo=verbose,
-                  accel=os.environ.get("ZSFW_L2_ACCEL", "tcg,thread=multi"), prealloc=["-mem-prealloc"]) as con:
+                  accel=os.environ.get("ZSFW_L2_ACCEL", L2_ACCEL), prealloc=["-mem-prealloc"]) as con:
         # From L2's start: whatever start_l2 did first (finding or building
         # the nested host's QEMU) is not the run's time.
         deadline = time.monotonic() + 120 + tmo + 60

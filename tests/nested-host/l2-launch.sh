@@ -15,10 +15,9 @@
 #   L3| <ms> <line>                      (guest serial, stamped with L2 uptime in ms as it arrives)
 #   FW| <line>                           (ZeroStart lines of the firmware's debugcon log)
 #   VMM| <line>                          (launcher + QEMU stderr)
-#   QLOG| resets=N <guest error lines>   (QEMU's -d cpu_reset,guest_errors log: every
-#                                         CPU reset, start-up included, so that a
-#                                         guest that reset instead of powering off
-#                                         shows one more than its peers)
+#   QLOG| resets=N ended=.. <errors>     (QEMU's log, l2-pool.sh's qlog_line: how the
+#                                         guest ended when QEMU exited 0: power-off,
+#                                         reset or triple-fault)
 #   ZSL-TIMELINE name=.. <launcher timeline JSON>
 #   ZSL-END name=.. rc=.. wall_ms=..
 export ZEROSTART_TEST_SWITCHES=1
@@ -47,7 +46,7 @@ tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx 
       timeout -s KILL "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary /qemu/bin/qemu-system-x86_64 \
         --memory "size=${mem}M,source=$src" --firmware /zs/fw/OVMF.fd --timeline "$tl" $lx -- \
         -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
-        -display none -no-reboot -serial stdio $dcargs -d cpu_reset,guest_errors -D "$ql" \
+        -display none -no-reboot -serial stdio $dcargs $(qlog_args "$name") \
         -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
         -append "$cmdline" 2> "$err" < /dev/null
     fi
@@ -56,7 +55,7 @@ tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx 
   t1=$(ms)
   [ -f "$fw" ] && grep -a 'ZeroStart' "$fw" | tr -d '\r' | sed 's/^/FW| /'
   [ -f "$err" ] && sed 's/^/VMM| /' "$err"
-  [ -f "$ql" ] && echo "QLOG| resets=$(grep -c '^CPU Reset' "$ql") $(grep -i -E 'triple|shutdown|invalid|error' "$ql" | head -3 | tr '\n' ' ')"
+  qlog_line "$name"
   [ -s "$tl" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "$tl")"
   echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
 done

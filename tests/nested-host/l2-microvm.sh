@@ -59,7 +59,7 @@ tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo tap vmm_args
   stock_memory_ready "$name" "$mem"
   # shellcheck disable=SC2046,SC2086
   run "$name" "$tmo" $q -L /qemu/share $(stock_mem "$mem") -cpu host -smp 1 -bios /zs/fw/OVMF.fd \
-    -nodefaults -no-user-config -display none -no-reboot -serial stdio \
+    -nodefaults -no-user-config -display none -no-reboot -serial stdio $(qlog_args "$name") \
     -kernel "$kernel" $vmm_args -append "console=ttyS0 panic=-1 oops=panic $gx"
 done
 
@@ -70,12 +70,12 @@ tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo tap vmm_args
   launch)
     tap_up "$tap"
     wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2046,SC2086
     run "$name" "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary $q \
       --memory "size=${mem}M,source=pool:$sock" --firmware /zs/fw/OVMF.fd --timeline "/tmp/$name.tl.json" \
       $vmm_args -- \
       -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
-      -display none -no-reboot -serial stdio -kernel "$kernel" \
+      -display none -no-reboot -serial stdio $(qlog_args "$name") -kernel "$kernel" \
       -append "console=ttyS0 panic=-1 oops=panic $gx" ;;
   zerostart)
     tap_up "$tap"

@@ -43,11 +43,31 @@ pool_stop() {
   kill "$pool_pid"
 }
 
+# QEMU options for an L3 QEMU's log (followed by its path, /tmp/NAME.qlog):
+# every CPU reset (start-up ones included), guest errors, and the trace
+# event qemu_system_shutdown_request, which fires for a guest's power-off
+# only: under -no-reboot a reset or a triple fault also exits 0, silently.
+qlog_args() {
+  echo "-d cpu_reset,guest_errors -trace qemu_system_shutdown_request -D /tmp/$1.qlog"
+}
+
+# qlog_line NAME: "QLOG| resets=N ended=power-off|reset|triple-fault <up to 3
+# error lines>" from /tmp/NAME.qlog, if the QEMU wrote one. (Under KVM a
+# guest's triple fault reaches QEMU as a reset: it reads "reset" too.)
+qlog_line() {
+  ql=/tmp/$1.qlog
+  [ -f "$ql" ] || return 0
+  if grep -q 'Triple fault' "$ql"; then e=triple-fault
+  elif grep -q qemu_system_shutdown_request "$ql"; then e=power-off
+  else e=reset; fi
+  echo "QLOG| resets=$(grep -c '^CPU Reset' "$ql") ended=$e $(grep -i -E 'triple|invalid|error' "$ql" | head -3 | tr '\n' ' ')"
+}
+
 # run NAME TIMEOUT CMD...: the scenario protocol around one VMM run.
 run() {
   name=$1 tmo=$2; shift 2
   err=/tmp/$name.err; rcf=/tmp/$name.rc
-  rm -f "$err" "$rcf"
+  rm -f "$err" "$rcf" "/tmp/$name.qlog"
   t0=$(ms)
   echo "ZSL-BEGIN name=$name t0_ms=$t0"
   {
@@ -56,6 +76,7 @@ run() {
   } | while IFS= read -r line; do echo "L3| $(ms) $line"; done
   t1=$(ms)
   [ -f "$err" ] && sed 's/^/VMM| /' "$err"
+  qlog_line "$name"
   [ -s "/tmp/$name.tl.json" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "/tmp/$name.tl.json")"
   echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
 }

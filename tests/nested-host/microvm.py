@@ -167,7 +167,9 @@ def judge(r: launch.LaunchResult) -> None:
     if not disk or disk[1].group(1) != "ok":
         f.append(f"disk check: {disk[1].group(0) if disk else 'no result'}")
     if not any("reboot: Power down" in ln for _, ln in r.l3):
-        f.append("the guest did not power off (no 'reboot: Power down')")
+        last = r.l3[-1][1] if r.l3 else "nothing"
+        f.append(f"the guest did not power off (no 'reboot: Power down'; its serial output ended with "
+                 f"{last[:120]!r}; QEMU log: {r.qlog or 'none'})")
     k = kernel_counters(r)
     if sc.kind == "stock":
         if k.get("pages_skipped", -1) > 0:

@@ -301,7 +301,7 @@ class L2Command(unittest.TestCase):
         self.assertEqual(c[c.index("-m") + 1], "2048M")
         self.assertEqual(c[c.index("-smp") + 1], "2")
         app = c[c.index("-append") + 1]
-        self.assertTrue(app.startswith("console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages=528 "))
+        self.assertTrue(app.startswith("console=ttyS0 panic=-1 quiet loglevel=5 init_on_alloc=0 hugepages=528 "))
         self.assertNotIn("zse2e.attempts", app)
         self.assertNotIn("zse2e.script", app)
 

@@ -37,6 +37,9 @@ from zstest import l2image
 
 # The L2 CPU: AMD with SVM so kvm-amd loads. ZSE2E_L2_CPU overrides (experiments).
 L2_CPU = os.environ.get("ZSE2E_L2_CPU", "EPYC,+svm")
+# L2's accelerator: multi-threaded TCG, each L2 vCPU on its own host core.
+# ZSE2E_L2_ACCEL overrides (experiments: tcg,thread=single).
+L2_ACCEL = os.environ.get("ZSE2E_L2_ACCEL", "tcg,thread=multi")
 # This machine backs its own memory lazily: the first touch of a page costs
 # ~2.5 s/GiB. Without prealloc the first scenario that fills 4 GiB in L2 paid
 # that inside zerostart's memory_ready (21.8 s vs 3.7 s on reuse), which is the
@@ -326,7 +329,7 @@ def qemu_binary() -> tuple[str, list[str]]:
 
 
 def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: int, append: str = "",
-               accel: str = "tcg,thread=multi", prealloc: list[str] | None = None,
+               accel: str = L2_ACCEL, prealloc: list[str] | None = None,
                extra_args: list[str] | None = None, monitor: Path | None = None) -> list[str]:
     """The QEMU command line that boots L2 (`extra_args`: more devices, e.g.
     disks; `monitor`: a unix socket for its human monitor, see Console.snapshot)."""
@@ -334,12 +337,15 @@ def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: i
     datadirs = [x for d in data for x in ("-L", d)]
     # init_on_alloc=0 in L2 (the test bed, not the system under test): Debian's
     # default init_on_alloc=1 made reserving 4 GiB of hugepages at boot take 11 s under TCG.
+    # loglevel=5 after quiet: L2's kernel warnings reach the console too (~9
+    # lines at boot), so that an oops of the nested host's own kernel shows
+    # its "Oops:" header and registers (KERN_DEFAULT, hidden by quiet alone).
     return [qemu, *datadirs, "-accel", accel, "-cpu", L2_CPU, "-m", f"{l2_mem}M",
             "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
             "-serial", "stdio", "-monitor", f"unix:{monitor},server=on,wait=off" if monitor else "none",
             "-no-reboot", *(PREALLOC if prealloc is None else prealloc),
             *(extra_args or []), "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
-            "-append", f"console=ttyS0 panic=-1 quiet init_on_alloc=0 hugepages={hugepages} "
+            "-append", f"console=ttyS0 panic=-1 quiet loglevel=5 init_on_alloc=0 hugepages={hugepages} "
             + (append + " " if append else "")
             + os.environ.get("ZSE2E_L2_APPEND", "")]
 
@@ -353,7 +359,7 @@ def l2_memory(manifest: dict, guest_mib: int) -> tuple[int, int]:
 
 @contextlib.contextmanager
 def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *, log: Path | TextIO,
-            smp: int = 2, append: str = "", echo: bool = False, accel: str = "tcg,thread=multi",
+            smp: int = 2, append: str = "", echo: bool = False, accel: str = L2_ACCEL,
             prealloc: list[str] | None = None, extra_args: list[str] | None = None) -> Iterator[Console]:
     """Boots L2 with `extra` appended to its initramfs and yields its Console;
     QEMU is killed and the temporary initrd removed on the way out."""
