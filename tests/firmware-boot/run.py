@@ -41,7 +41,7 @@ from pathlib import Path
 
 from zstest import l2image as build  # the nested host's image: Cpio, cache
 from zstest.qemu import L2_ABORT_RE as L2_ABORT
-from zstest.qemu import L2_ACCEL
+from zstest.qemu import L2_ACCEL, L3_KERNEL_BUG_RE
 from zstest.qemu import bed_fault
 from zstest.qemu import boot_l2 as start_l2
 from zstest.qemu import l2_memory
@@ -63,7 +63,6 @@ RUNS = [
     ("fw-dirty-patched-1g", "patched", "zero", 1024, 120, "--test-corrupt-hint dirty"),
 ]
 # Lines of the guest console that mean its kernel hit a bug, whatever the verdict says.
-KERNEL_BUG = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault")
 
 
 def cached_l2() -> dict:
@@ -97,7 +96,7 @@ def judge(name: str, fw: list[str], l3: list[str], vmm: list[str], rc: int | Non
         return ["empty firmware debug log (did the firmware start?)"]
     if "QemuFwCfgProbe: Supported 1, DMA 1" not in text:
         fails.append("the firmware did not find fw_cfg with DMA")
-    bugs = [x for x in l3 if KERNEL_BUG.search(x) and not x.startswith("ZSINIT:")]
+    bugs = [x for x in l3 if L3_KERNEL_BUG_RE.search(x) and not x.startswith("ZSINIT:")]
     if bugs:
         fails.append(f"the guest kernel reported a bug: {bugs[0][:160]}")
     if name == "fw-dirty-patched-1g":
@@ -259,7 +258,7 @@ def main() -> int:
                 fails = judge(run[0], *(r[k] for k in ("fw", "l3", "vmm", "rc"))) if r else ["no run"]
                 aborted = ended.startswith("L2 QEMU aborted") and QEMU_CR8_BUG not in ended
                 fault = bed_fault(ended if ended.startswith("timeout") else None, ended if aborted else None)
-                crashed = r and any(KERNEL_BUG.search(x) and not x.startswith("ZSINIT:") for x in r["l3"])
+                crashed = r and any(L3_KERNEL_BUG_RE.search(x) and not x.startswith("ZSINIT:") for x in r["l3"])
                 if not fault or crashed:
                     break
                 retries.setdefault(run[0], []).append(f"attempt {attempt}: {ended}; {fails[:2]}")

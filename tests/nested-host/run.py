@@ -31,7 +31,8 @@ from pathlib import Path
 from zstest import l2image as build
 from zstest import timeline as tlschema
 from zstest.hugepages import HugePages
-from zstest.qemu import L2_BOOT_TIMEOUT_S, L2_CPU, Console, bed_fault, boot_l2, l2_memory, rerun_after_bed_faults
+from zstest.qemu import (L2_BOOT_TIMEOUT_S, L2_CPU, L3_KERNEL_BUG_RE, Console, bed_fault, boot_l2, l2_memory,
+                         rerun_after_bed_faults)
 
 REPO = build.REPO
 OUT = REPO / "target" / "e2e"
@@ -45,8 +46,6 @@ CHECK_PCT = 85
 # for the scenarios it had not finished, at most this many times, and each
 # time is recorded. A crash of the L3 guest is never retried.
 L2_ABORT_RETRIES = int(os.environ.get("ZSE2E_L2_RETRIES", "2"))
-# Lines of the L3 console that mean its kernel hit a bug, whatever the verdict says.
-L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault")
 
 @dataclass
 class Scenario:

@@ -47,6 +47,10 @@ L2_ACCEL = os.environ.get("ZSE2E_L2_ACCEL", "tcg,thread=multi")
 PREALLOC = [] if os.environ.get("ZSE2E_L2_PREALLOC", "on") == "off" else ["-mem-prealloc"]
 # What QEMU prints when TCG or QEMU itself gives up (cpu_abort, g_assert, assert()).
 L2_ABORT_RE = re.compile(r"^(qemu: fatal:|qemu-system-x86_64: .*(ssertion|fatal|tcg)|\*\*\s*ERROR:.*|.*: Assertion .* failed\.)")
+# A guest kernel's own report of a bug: a guest that printed one failed,
+# verdict or not, and is never booted again by a retry (rerun_after_bed_faults'
+# `crashed`). The one pattern of every nested harness.
+L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault")
 MIB = 1 << 20
 L2_BOOT_TIMEOUT_S = 180  # L2 boot to "kvm ready" under TCG (normally ~5-15 s)
 
