@@ -164,7 +164,16 @@ class Console:
         if rc is None:
             return "its QEMU's status unknown"
         abort = self.abort_line(rc)
-        return (f"its QEMU exited with status {rc}" + (f" (L2 ended by {self.how_ended()})" if rc == 0 else "")
+        ended = self.how_ended()
+        if ended == "triple fault" and self.end_log:
+            detail = triple_fault_detail(self.end_log)
+            ended += f": {detail}" if detail else ""
+            # The whole dump into the console log: the temporary dir goes.
+            text = self.end_log.read_text(errors="replace")
+            self.log.write("ZS-QEMU-LOG of the nested host's triple fault:\n"
+                           + text[text.find("Triple fault"):] + "\n")
+            self.log.flush()
+        return (f"its QEMU exited with status {rc}" + (f" (L2 ended by {ended})" if rc == 0 else "")
                 + (f": {abort}" if abort else ""))
 
     def abort_line(self, rc: int | None) -> str | None:
@@ -283,6 +292,21 @@ def how_it_ended(path: Path) -> str:
     if "CPU Reset" not in text:
         return "unknown (QEMU log empty: the options did not take)"
     return "reset"
+
+
+def triple_fault_detail(path: Path) -> str:
+    """From a log of the bed QEMU (bed-qemu/patches/0002): 'exception 0xd
+    (error code 0x42) at RIP=... CR2=...'; '' when the log has none."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+    m = re.search(r"^Triple fault: (exception \S+ \(error code \S+\))", text, re.M)
+    if not m:
+        return ""
+    tail = text[m.end():]
+    regs = [f"{k}={v}" for k in ("RIP", "EIP", "CR2", "CR3") for v in re.findall(rf"\b{k}=([0-9a-f]+)", tail)[:1]]
+    return " ".join([m.group(1), "at", *regs])
 
 
 def kill(proc: subprocess.Popen) -> None:

@@ -403,6 +403,22 @@ class QemuBoot(unittest.TestCase):
             empty.write_text("")
             self.assertTrue(qemu.how_it_ended(empty).startswith("unknown (QEMU log empty"))
 
+    def test_triple_fault_detail(self):
+        # What bed-qemu/patches/0002 writes (taken from a real run: a boot
+        # sector that loads an empty IDT and executes int3).
+        with tempfile.TemporaryDirectory() as d:
+            log = Path(d) / "q.log"
+            log.write_text("CPU Reset (CPU 0)\nEAX=00000000\nTriple fault\n"
+                           "Triple fault: exception 0xd (error code 0x42) while delivering a double fault\n"
+                           "EAX=0000aa55 EBX=00000000 ECX=00000000 EDX=00000080\n"
+                           "EIP=00007c06 EFL=00000002 [-------] CPL=0 II=0 A20=1 SMM=0 HLT=0\n"
+                           "CR0=00000010 CR2=00000000 CR3=00000000 CR4=00000000\n")
+            self.assertEqual(qemu.how_it_ended(log), "triple fault")
+            self.assertEqual(qemu.triple_fault_detail(log),
+                             "exception 0xd (error code 0x42) at EIP=00007c06 CR2=00000000 CR3=00000000")
+            log.write_text("CPU Reset (CPU 0)\nTriple fault\n")  # an unpatched QEMU: the class, no detail
+            self.assertEqual(qemu.triple_fault_detail(log), "")
+
     def test_kernel_command(self):
         cmd = qemu.kernel_command("/k/bzImage", "quiet", 2048, ["-initrd", "/i"], thread="single")
         self.assertEqual(cmd[1:3], ["-accel", "tcg,thread=single"])
