@@ -62,7 +62,6 @@ RUNS = [
     ("fw-zero-patched-1g", "patched", "zero", 1024, 120, ""),
     ("fw-dirty-patched-1g", "patched", "zero", 1024, 120, "--test-corrupt-hint dirty"),
 ]
-# Lines of the guest console that mean its kernel hit a bug, whatever the verdict says.
 
 
 def cached_l2() -> dict:
