@@ -61,7 +61,7 @@ test-fast: deps
 	python3 -m unittest zstest.test_zstest
 	bash vmm/guestmem/scripts/with-hugepages.sh 2048 64 -- \
 	  bash vmm/guestmem/scripts/with-hugepages.sh 1048576 1 -- \
-	  $(CARGO) test --workspace
+	  $(CARGO) test --workspace --no-fail-fast
 
 include $(sort $(wildcard mk/*.mk))
 

@@ -22,6 +22,10 @@ that prints no check at all counts as one check (passed or failed by its exit
 status); one whose every check skipped fails (a test bed that can run nothing
 proves nothing).
 
+At the end, before the counts, every failed check's own line is printed
+again (at most a few per target), so the tail of a long CI log, which is
+often all a reader gets, names what failed and not only where.
+
   make_test.py TARGET...   (MAKE from the environment; default `make`)
 """
 
@@ -44,6 +48,12 @@ PASS = re.compile(r"^(PASS|ok)\b[: ]")
 FAIL = re.compile(r"^FAIL\b")
 # `zerostart slo` prints its skipped scenarios as "zerostart slo: SKIP ...".
 SKIP = re.compile(r"^(zerostart slo: )?SKIP\b")
+# A failed check's own line, repeated in the closing summary: the harness
+# FAIL lines, a failed cargo test and its panic message, unittest's header.
+FAILED_LINE = re.compile(r"^(FAIL\b|test \S+ \.\.\. FAILED$|thread '.*' .*panicked at |ERROR: |FAILED: )")
+# The panic message is on the line after "panicked at".
+PANIC = re.compile(r"^thread '.*' .*panicked at ")
+SHOWN_PER_TARGET = 8
 
 
 @dataclass
@@ -56,6 +66,20 @@ class Counts:
         self.passed += o.passed
         self.failed += o.failed
         self.skipped += o.skipped
+
+
+def failed_lines(lines: list[str]) -> list[str]:
+    """The lines that say which checks failed and why, in order, deduplicated."""
+    out: list[str] = []
+    for i, ln in enumerate(lines):
+        ln = ln.rstrip("\r\n")
+        if not FAILED_LINE.match(ln):
+            continue
+        if PANIC.match(ln) and i + 1 < len(lines):
+            ln = f"{ln} {lines[i + 1].strip()}"
+        if ln not in out:
+            out.append(ln)
+    return out
 
 
 def count(lines: list[str], runtime_skips: int, rc: int) -> tuple[Counts, list[str]]:
@@ -103,7 +127,7 @@ def count(lines: list[str], runtime_skips: int, rc: int) -> tuple[Counts, list[s
     return c, notes
 
 
-def run_target(make: list[str], target: str) -> tuple[Counts, list[str], int]:
+def run_target(make: list[str], target: str) -> tuple[Counts, list[str], int, list[str]]:
     with tempfile.NamedTemporaryFile("w+", prefix=f"zerostart-skips-{target}-", delete=False) as f:
         skip_log = f.name
     env = dict(os.environ, ZEROSTART_SKIP_LOG=skip_log)
@@ -123,17 +147,17 @@ def run_target(make: list[str], target: str) -> tuple[Counts, list[str], int]:
     for s in skips:
         print(f"make-test: {target}: {s}")
     c, notes = count(lines, len(skips), rc)
-    return c, notes, rc
+    return c, notes, rc, failed_lines(lines) if c.failed else []
 
 
 def main(argv: list[str]) -> int:
     make = shlex.split(os.environ.get("MAKE", "make"))
-    total, bad, took = Counts(), [], []
+    total, bad, took, why = Counts(), [], [], []
     start = time.monotonic()
     for t in argv:
         print(f"make-test: === {t}", flush=True)
         t0 = time.monotonic()
-        c, notes, rc = run_target(make, t)
+        c, notes, rc, fl = run_target(make, t)
         secs = round(time.monotonic() - t0)
         took.append(f"{t} {secs} s")
         total.add(c)
@@ -143,11 +167,18 @@ def main(argv: list[str]) -> int:
               f"(exit {rc}, {secs} s)", flush=True)
         if c.failed:
             bad.append(t)
+            shown = fl[:SHOWN_PER_TARGET] or notes or [f"exit status {rc}"]
+            why += [f"make-test: {t}: {x}" for x in shown]
+            if len(fl) > SHOWN_PER_TARGET:
+                why.append(f"make-test: {t}: ... and {len(fl) - SHOWN_PER_TARGET} more failure lines above")
     # Where the time went, in one line: CI's whole run must fit its limit
     # (README: make test under 45 min from scratch), and the slow area is
     # the one to cache or trim.
     print(f"make-test: wall time {round(time.monotonic() - start)} s: {', '.join(took)}")
     if bad:
+        print("make-test: what failed (each line as its check printed it):")
+        for x in why:
+            print(x)
         print(f"make test: FAILED: {' '.join(bad)}")
     else:
         print(f"make test: every area passed: {' '.join(argv)}")

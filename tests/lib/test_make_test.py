@@ -75,6 +75,25 @@ class WithMake(unittest.TestCase):
         self.assertTrue(any(ln.startswith("make-test: good: 2 passed, 0 failed, 2 skipped (exit 0, ")
                             and ln.endswith(" s)") for ln in lines), lines)
         self.assertTrue(any(ln.startswith("make-test: wall time ") and "bad " in ln for ln in lines), lines)
+        # The closing block repeats what failed, after the long output.
+        tail = lines[lines.index("make-test: what failed (each line as its check printed it):"):]
+        self.assertIn("make-test: bad: FAIL: planted byte not found", tail)
+        self.assertIn("make-test: empty: every one of its 1 checks skipped: the target fails", tail)
+
+
+class FailedLines(unittest.TestCase):
+    def test_cargo_failure_carries_its_panic_message(self):
+        out = ("test a::ok ... ok\ntest net::arp ... FAILED\n\nfailures:\n\n"
+               "---- net::arp stdout ----\n\n"
+               "thread 'net::arp' (22124) panicked at src/net.rs:536:9:\n"
+               "no ARP reply within 5 s\nfailures:\n    net::arp\n")
+        self.assertEqual(make_test.failed_lines(out.splitlines(True)), [
+            "test net::arp ... FAILED",
+            "thread 'net::arp' (22124) panicked at src/net.rs:536:9: no ARP reply within 5 s"])
+
+    def test_passing_output_names_nothing(self):
+        out = "ok: microvm: a\nPASS: 15 of 15 SLOs hold\ntest x ... ok\n"
+        self.assertEqual(make_test.failed_lines(out.splitlines(True)), [])
 
 
 if __name__ == "__main__":
