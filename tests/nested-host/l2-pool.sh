@@ -63,11 +63,37 @@ qlog_line() {
   echo "QLOG| resets=$(grep -c '^CPU Reset' "$ql") ended=$e $(grep -i -E 'triple|invalid|error' "$ql" | head -3 | tr '\n' ' ')"
 }
 
+# kvmx_start / kvmx_line: L2's KVM records every shutdown exit of an L3
+# guest (SVM exit code 0x7f: the guest triple-faulted; the bed is AMD) with
+# the guest's RIP, and every exception KVM injected into it. Under KVM a
+# triple fault reaches QEMU as a plain reset with no registers, so this is
+# the only place that says where the guest died. Costs nothing when no
+# guest dies: the filter drops every other exit in the kernel.
+kvm_trace=/sys/kernel/tracing
+kvmx_start() {
+  [ -d "$kvm_trace/events/kvm" ] || mount -t tracefs nodev "$kvm_trace" 2>/dev/null
+  [ -d "$kvm_trace/events/kvm/kvm_exit" ] || return 0
+  echo 0 > "$kvm_trace/tracing_on"
+  echo > "$kvm_trace/trace"
+  echo 'exit_reason == 127' > "$kvm_trace/events/kvm/kvm_exit/filter"
+  echo 1 > "$kvm_trace/events/kvm/kvm_exit/enable"
+  echo 1 > "$kvm_trace/events/kvm/kvm_inj_exception/enable"
+  echo 1 > "$kvm_trace/tracing_on"
+}
+kvmx_line() {
+  [ -d "$kvm_trace/events/kvm/kvm_exit" ] || return 0
+  echo 0 > "$kvm_trace/tracing_on"
+  echo 0 > "$kvm_trace/events/kvm/kvm_exit/enable"
+  echo 0 > "$kvm_trace/events/kvm/kvm_inj_exception/enable"
+  grep -v '^#' "$kvm_trace/trace" | tail -n 12 | sed 's/^ */KVMX| /'
+}
+
 # run NAME TIMEOUT CMD...: the scenario protocol around one VMM run.
 run() {
   name=$1 tmo=$2; shift 2
   err=/tmp/$name.err; rcf=/tmp/$name.rc
   rm -f "$err" "$rcf" "/tmp/$name.qlog"
+  kvmx_start
   t0=$(ms)
   echo "ZSL-BEGIN name=$name t0_ms=$t0"
   {
@@ -77,6 +103,7 @@ run() {
   t1=$(ms)
   [ -f "$err" ] && sed 's/^/VMM| /' "$err"
   qlog_line "$name"
+  kvmx_line
   [ -s "/tmp/$name.tl.json" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "/tmp/$name.tl.json")"
   echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
 }

@@ -144,8 +144,19 @@ class LaunchResult:
     fw: list[str] = field(default_factory=list)
     vmm: list[str] = field(default_factory=list)
     qlog: str | None = None
+    # L2 KVM's record of this guest's shutdown exits (triple faults) and the
+    # exceptions it injected (l2-pool.sh kvmx_line): where a guest died.
+    kvmx: list[str] = field(default_factory=list)
     timeline: dict | None = None
     failures: list[str] = field(default_factory=list)
+
+    def end_story(self) -> str:
+        """How QEMU saw the guest end, and what L2's KVM saw, for a failure line."""
+        s = f"QEMU log: {self.qlog or 'none'}"
+        dead = [k for k in self.kvmx if "kvm_exit" in k]
+        if dead:
+            s += f"; L2 KVM: {' | '.join(k.split(': ', 1)[-1].strip() for k in self.kvmx[-3:])}"
+        return s
 
     def verdict(self) -> dict:
         for _, ln in self.l3:
@@ -220,7 +231,7 @@ def judge(r: LaunchResult) -> None:
         # can be told from output lost on the way.
         last = r.l3[-1][1] if r.l3 else "nothing"
         f.append(f"no ZSINIT verdict from the guest (its serial output ended with {last!r}; "
-                 f"QEMU log: {r.qlog or 'none'})")
+                 f"{r.end_story()})")
         return
     skipped = int(v.get("kernel_pages_skipped", -1))
     fails = int(v.get("kernel_verify_failures", -1))
@@ -392,6 +403,8 @@ def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[L
                 cur.vmm.append(line[5:])
             elif cur and line.startswith("QLOG| "):
                 cur.qlog = line[6:].strip()
+            elif cur and line.startswith("KVMX| "):
+                cur.kvmx.append(line[6:].strip())
             elif cur and line.startswith("ZSL-TIMELINE"):
                 try:
                     cur.timeline = json.loads(line.split(" ", 2)[2])

@@ -169,7 +169,7 @@ def judge(r: launch.LaunchResult) -> None:
     if not any("reboot: Power down" in ln for _, ln in r.l3):
         last = r.l3[-1][1] if r.l3 else "nothing"
         f.append(f"the guest did not power off (no 'reboot: Power down'; its serial output ended with "
-                 f"{last[:120]!r}; QEMU log: {r.qlog or 'none'})")
+                 f"{last[:120]!r}; {r.end_story()})")
     k = kernel_counters(r)
     if sc.kind == "stock":
         if k.get("pages_skipped", -1) > 0:

@@ -419,6 +419,29 @@ class QemuBoot(unittest.TestCase):
             log.write_text("CPU Reset (CPU 0)\nTriple fault\n")  # an unpatched QEMU: the class, no detail
             self.assertEqual(qemu.triple_fault_detail(log), "")
 
+    def test_an_l2_soft_lockup_ends_the_wait_at_once(self):
+        # The line L2's kernel printed when the emulator lost an IPI (a real
+        # run's console): next() raises L2Stuck on it, long before the
+        # deadline; the same text from a guest (an "L3| " line) does not.
+        lockup = "[   73.413470] watchdog: BUG: soft lockup - CPU#1 stuck for 26s! [khugepaged:35]"
+        text = f"L3| 1000 {lockup}\nL2 up\n{lockup}\nafter\n"
+        with tempfile.TemporaryDirectory() as d:
+            proc = subprocess.Popen(["printf", "%s", text], stdout=subprocess.PIPE)
+            con = qemu.Console(proc, Path(d) / "c.log", echo=False)
+            far = time.monotonic() + 600
+            self.assertEqual(con.next(far), f"L3| 1000 {lockup}")
+            self.assertEqual(con.next(far), "L2 up")
+            t0 = time.monotonic()
+            with self.assertRaises(TimeoutError) as cm:
+                con.next(far)
+            self.assertIsInstance(cm.exception, qemu.L2Stuck)
+            self.assertLess(time.monotonic() - t0, 5)
+            self.assertEqual(con.stuck, lockup)
+            proc.wait()
+            time.sleep(0.1)  # the pump thread reads to EOF
+            proc.stdout.close()
+            con.log.close()
+
     def test_kernel_command(self):
         cmd = qemu.kernel_command("/k/bzImage", "quiet", 2048, ["-initrd", "/i"], thread="single")
         self.assertEqual(cmd[1:3], ["-accel", "tcg,thread=single"])
