@@ -256,7 +256,8 @@ def main() -> int:
                 endings[run[0]] = ended
                 fails = judge(run[0], *(r[k] for k in ("fw", "l3", "vmm", "rc"))) if r else ["no run"]
                 aborted = ended.startswith("L2 QEMU aborted") and QEMU_CR8_BUG not in ended
-                fault = bed_fault(ended if ended.startswith("timeout") else None, ended if aborted else None)
+                fault = bed_fault(ended if ended.startswith("timeout") else None, ended if aborted else None,
+                                  ended if "L2 ended by triple fault" in ended else None)
                 crashed = r and any(L3_KERNEL_BUG_RE.search(x) and not x.startswith("ZSINIT:") for x in r["l3"])
                 if not fault or crashed:
                     break

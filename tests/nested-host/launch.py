@@ -351,20 +351,21 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
     with boot_l2(manifest, extra, l2_mem, hugepages, log=console_log, smp=smp, echo=echo,
                  append="zse2e.script=launch.sh", extra_args=l2_args) as con:
         results, fatal = _drive(con, scenarios, judge_fn)
-        abort = silent = None
+        abort = silent = triple = None
         if fatal and fatal.startswith("L2 exited"):
             # The nested host's QEMU ended: say how (its status, and the
             # line by which it reported an abort of its own, if any), as
             # run.py does for its scenarios.
             abort = con.abort_line(con.exit_code())
             fatal += f" ({con.exit_story()})"
+            triple = con.l2_triple_fault()
         elif fatal and fatal.startswith("timeout"):
             # The nested host went silent: where L2's CPUs are and what their
             # APICs hold go into the console log and the failure line.
             silent = con.silent_host()
             if silent:
                 fatal += f" ({silent})"
-        return results, fatal, bed_fault(silent, abort)
+        return results, fatal, bed_fault(silent, abort, triple)
 
 
 def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[LaunchResult], str | None]:

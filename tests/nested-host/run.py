@@ -315,7 +315,8 @@ def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
             fatal += f" ({silent})"
         elif fatal.startswith("L2 exited"):
             fatal += f" ({con.exit_story()})"  # its status, and how L2 ended: reset, triple fault, power-off
-        return results, fatal, bed_fault(silent, con.abort_line(con.exit_code()))
+        triple = con.l2_triple_fault() if fatal.startswith("L2 exited") else None
+        return results, fatal, bed_fault(silent, con.abort_line(con.exit_code()), triple)
 
 
 def _drive(con: Console, scenarios: list[Scenario]) -> tuple[list[Result], str | None]:

@@ -7,6 +7,9 @@ whole suite into a test that cannot fail. These feed it synthetic L2
 consoles. Run: python3 tests/nested-host/test_run.py
 """
 
+import subprocess
+import tempfile
+import time
 import unittest
 from unittest import mock
 from pathlib import Path
@@ -173,6 +176,30 @@ class Judge(unittest.TestCase):
         # Silent with every CPU able to take what it holds: maybe the guest; not retried.
         self.assertIsNone(qemu.bed_fault("nested host silent, its QEMU running; cpu0 HLT=0 IF=0 IRR=-", None))
         self.assertIsNone(qemu.bed_fault(None, None))
+        # L2's own CPU shut down (a guest's triple fault is KVM's #VMEXIT).
+        t = "L2 triple fault: exception 0xe (error code 0x8) at RIP=ffffffffc05f1dcc"
+        self.assertEqual(qemu.bed_fault(None, None, t), t)
+
+    def test_l2_triple_fault_only_for_a_zero_exit_that_logged_one(self):
+        # The log bed-qemu/patches/0002 wrote in the real run (2026-11-27).
+        dump = ("CPU Reset (CPU 0)\nTriple fault\n"
+                "Triple fault: exception 0xe (error code 0x8) while delivering a double fault\n"
+                "RIP=ffffffffc05f1dcc RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=0\n"
+                "CR0=80050033 CR2=fffffe0000000080 CR3=0000000001142000 CR4=003506b0\n")
+        with tempfile.TemporaryDirectory() as d:
+            for text, code, want in ((dump, 0, "L2 triple fault: exception 0xe (error code 0x8) at "
+                                                "RIP=ffffffffc05f1dcc CR2=fffffe0000000080 CR3=0000000001142000"),
+                                     ("CPU Reset (CPU 0)\nqemu_system_shutdown_request\n", 0, None),
+                                     (dump, 1, None)):
+                end = Path(d) / "end.log"
+                end.write_text(text)
+                proc = subprocess.Popen(["sh", "-c", f"exit {code}"], stdout=subprocess.PIPE)
+                con = qemu.Console(proc, Path(d) / "c.log", False, end_log=end)
+                proc.wait()
+                self.assertEqual(con.l2_triple_fault(), want, text)
+                time.sleep(0.1)
+                proc.stdout.close()
+                con.log.close()
 
     def test_an_undelivered_interrupt_reruns_the_scenario_it_stopped(self):
         calls = []

@@ -202,6 +202,14 @@ class Console:
         return (f"its QEMU exited with status {rc}" + (f" (L2 ended by {ended})" if rc == 0 else "")
                 + (f": {abort}" if abort else ""))
 
+    def l2_triple_fault(self) -> str | None:
+        """'L2 triple fault: <detail>' when L2's QEMU exited 0 because L2's
+        own CPU shut down (bed_fault's third sign), else None."""
+        if self.exit_code(0) != 0 or self.how_ended() != "triple fault":
+            return None
+        detail = triple_fault_detail(self.end_log) if self.end_log else ""
+        return f"L2 triple fault{': ' + detail if detail else ''}"
+
     def abort_line(self, rc: int | None) -> str | None:
         """The line by which the L2 QEMU reported its own abort, when it exited
         non-zero with one: proof that a failure happened outside every guest."""
@@ -244,23 +252,29 @@ def snapshot_summary(snap: str) -> str:
     return out + (f"; UNDELIVERED INTERRUPT {','.join(lost)}" if lost else "")
 
 
-def bed_fault(silent: str | None, abort: str | None) -> str | None:
+def bed_fault(silent: str | None, abort: str | None, triple: str | None = None) -> str | None:
     """Why a failed L2 boot is provably the test bed's own fault, outside
     every guest, or None when it may not be.
 
-    Two signs qualify, both about the L2 QEMU (TCG) and nothing that runs in
-    it: its own abort line with a non-zero exit (`abort`, from
-    Console.abort_line), or a silent nested host whose snapshot
-    (Console.silent_host) shows an UNDELIVERED INTERRUPT: a CPU with IF=1
-    holding a vector above its PPR in IRR for minutes, a state no correct
-    x86 CPU stays in whatever software it runs. A guest that crashed, hung
-    or printed a bad verdict is neither. Harnesses boot L2 again only for
-    these, count it and report each one; they never retry a guest."""
+    Three signs qualify, all about the L2 QEMU (TCG) and the nested host's
+    own CPU, never about what runs in a guest: its own abort line with a
+    non-zero exit (`abort`, from Console.abort_line); a nested host stuck
+    or silent whose snapshot (Console.silent_host) shows an UNDELIVERED
+    INTERRUPT: a CPU with IF=1 holding a vector above its PPR in IRR for
+    minutes, a state no correct x86 CPU stays in whatever software it
+    runs; or a triple fault of L2 itself (`triple`, from
+    Console.l2_triple_fault). A guest cannot cause the last: KVM intercepts
+    a guest's shutdown and turns it into a #VMEXIT, and only Debian's L2
+    kernel and KVM run at L2's CPL 0; the one seen (2026-11-27) was the
+    emulator's, a page fault on L2's own IDT right after a #VMEXIT, at the
+    instruction after VMRUN. A guest that crashed, hung or printed a bad
+    verdict is none of these. Harnesses boot L2 again only for these, count
+    it and report each one; they never retry a guest."""
     if abort:
         return abort
     if silent and "UNDELIVERED INTERRUPT" in silent:
         return silent
-    return None
+    return triple or None
 
 
 def rerun_after_bed_faults(todo: list, boot, retries: list[str], bound: int, crashed, who: str) -> tuple[list, str | None]:
