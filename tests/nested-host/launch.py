@@ -153,9 +153,12 @@ class LaunchResult:
     def end_story(self) -> str:
         """How QEMU saw the guest end, and what L2's KVM saw, for a failure line."""
         s = f"QEMU log: {self.qlog or 'none'}"
-        dead = [k for k in self.kvmx if "kvm_exit" in k]
+        dead = [i for i, k in enumerate(self.kvmx) if "kvm_exit" in k]
         if dead:
-            s += f"; L2 KVM: {' | '.join(k.split(': ', 1)[-1].strip() for k in self.kvmx[-3:])}"
+            # The last shutdown exit and the two records before it (the
+            # exceptions injected on the way there, if any).
+            last = self.kvmx[max(dead[-1] - 2, 0):dead[-1] + 1]
+            s += f"; L2 KVM: {' | '.join(k.split(': ', 1)[-1].strip() for k in last)}"
         return s
 
     def verdict(self) -> dict:

@@ -23,7 +23,8 @@ VSOCK = "".join(f',{{"name":"{p}","t_ms":{9000 + i},"guest_uptime_ms":{8000 + i}
 KC = "zsapp: kernel pages_skipped={sk} bytes_verified={bv} verify_failures={vf} pristine_pages=100"
 
 
-def console(sc, *, phases=microvm.PHASES, app="PASS", disk="ok", kc=None, power=True, rc=0, tl=None, crash=None):
+def console(sc, *, phases=microvm.PHASES, app="PASS", disk="ok", kc=None, power=True, rc=0, tl=None, crash=None,
+            end=()):
     lines = ["ZSL-POOL ready ms=1", f"ZSL-BEGIN name={sc.name} t0_ms=1000"]
     for i, p in enumerate(phases):
         lines.append(f"L3| {2000 + 1000 * i} [   {i}.0] zsphase: {p} uptime_ms={1500 + 1000 * i}")
@@ -34,6 +35,7 @@ def console(sc, *, phases=microvm.PHASES, app="PASS", disk="ok", kc=None, power=
               f"L3| 7200 {kc or KC.format(sk=300000, bv=1 << 30, vf=0)}"]
     if power:
         lines.append("L3| 7500 [   9.9] reboot: Power down")
+    lines += list(end)
     tl = tl if tl is not None else TL.replace("{extra}", VSOCK if sc.kind != "stock" else "")
     lines += [f"ZSL-TIMELINE name={sc.name} {tl}", f"ZSL-END name={sc.name} rc={rc} wall_ms=9000", "ZSE2E-DONE rc=0"]
     results, fatal = launch._drive(FakeConsole(lines), [sc], microvm.judge)
@@ -46,6 +48,24 @@ def sc(kind):
 
 
 class Judge(unittest.TestCase):
+    def test_a_guest_that_shut_down_says_where(self):
+        # What l2-pool.sh prints after a run: QEMU's view (a reset), then
+        # L2 KVM's record of the guest's shutdown exit (format of the
+        # kvm_exit tracepoint of Debian's 6.1) after routine #GPs.
+        gp = "KVMX| qemu-system-x86-166     [000] .....   156.76: kvm_inj_exception: #GP (0x0)"
+        end = ["QLOG| resets=2 ended=reset ", gp, gp.replace("#GP (0x0)", "#PF (0x2)"),
+               "KVMX| qemu-system-x86-166     [000] .....   157.01: kvm_exit: vcpu 0 reason shutdown "
+               "rip 0xffffffff81234567 info1 0x0 info2 0x0 intr_info 0x0 error_code 0x0", gp]
+        r = console(sc("launch"), power=False, end=end)
+        fail = next(f for f in r.failures if "did not power off" in f)
+        self.assertIn("QEMU log: resets=2 ended=reset", fail)
+        self.assertIn("L2 KVM: kvm_inj_exception: #GP (0x0) | kvm_inj_exception: #PF (0x2) | kvm_exit: vcpu 0 "
+                      "reason shutdown rip 0xffffffff81234567", fail)
+        # A run without a shutdown exit: the count line adds nothing.
+        r = console(sc("launch"), power=False, end=["KVMX| shutdown_exits=0 injected_exceptions=12"])
+        fail = next(f for f in r.failures if "did not power off" in f)
+        self.assertNotIn("L2 KVM", fail)
+
     def test_pass_and_row(self):
         for kind in microvm.KINDS:
             kc = KC.format(sk=-1, bv=-1, vf=-1).replace("=100", "=-1") if kind == "stock" else None
