@@ -48,11 +48,12 @@ PASS = re.compile(r"^(PASS|ok)\b[: ]")
 FAIL = re.compile(r"^FAIL\b")
 # `zerostart slo` prints its skipped scenarios as "zerostart slo: SKIP ...".
 SKIP = re.compile(r"^(zerostart slo: )?SKIP\b")
-# A failed check's own line, repeated in the closing summary: the harness
-# FAIL lines, a failed cargo test and its panic message, unittest's header.
-FAILED_LINE = re.compile(r"^(FAIL\b|test \S+ \.\.\. FAILED$|thread '.*' .*panicked at |ERROR: |FAILED: )")
 # The panic message is on the line after "panicked at".
 PANIC = re.compile(r"^thread '.*' .*panicked at ")
+# A failed check's own line, repeated in the closing summary: the harness
+# FAIL lines (FAIL above), a failed cargo test and its panic message,
+# unittest's header, a harness's FAILED line.
+FAILED_LINE = re.compile("|".join([FAIL.pattern, r"^test \S+ \.\.\. FAILED$", PANIC.pattern, "^ERROR: ", "^FAILED: "]))
 SHOWN_PER_TARGET = 8
 
 

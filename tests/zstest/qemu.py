@@ -68,7 +68,6 @@ class L2Stuck(TimeoutError):
 
     def __init__(self, line: str):
         super().__init__(f"nested host soft lockup: {line.strip()}")
-        self.line = line
 
 
 L2_BOOT_TIMEOUT_S = 180  # L2 boot to "kvm ready" under TCG (normally ~5-15 s)

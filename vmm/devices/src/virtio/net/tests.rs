@@ -527,9 +527,12 @@ fn real_tap_arp_round_trip() {
     // second later), and a reply sent before that is dropped.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let mut next_send = std::time::Instant::now();
+    let mut sent = 0u64;
     let reply = 'found: loop {
         if std::time::Instant::now() >= next_send {
             g.offer(TX, &[(BUF, arp.len() as u32, 0)], true);
+            sent += 1;
+            assert_eq!(g.t().device().stats().tx_frames, sent);
             next_send += std::time::Duration::from_millis(250);
         }
         for i in 0..g.used_idx(0) {
@@ -542,8 +545,7 @@ fn real_tap_arp_round_trip() {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no ARP reply within 5 s ({} requests sent, {} frames received)",
-            g.t().device().stats().tx_frames,
+            "no ARP reply within 5 s ({sent} requests sent, {} frames received)",
             g.used_idx(0)
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
