@@ -212,6 +212,8 @@ def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tu
             silent = con.silent_host()
             if silent:
                 ended = f"timeout ({silent})"
+        if con.stale_int3 and con.stale_int3 not in ended:
+            ended += f" ({con.stale_int3})"
     return cur, ended
 
 
@@ -257,7 +259,8 @@ def main() -> int:
                 fails = judge(run[0], *(r[k] for k in ("fw", "l3", "vmm", "rc"))) if r else ["no run"]
                 aborted = ended.startswith("L2 QEMU aborted") and QEMU_CR8_BUG not in ended
                 fault = bed_fault(ended if ended.startswith("timeout") else None, ended if aborted else None,
-                                  ended if "L2 ended by triple fault" in ended else None)
+                                  ended if "L2 ended by triple fault" in ended else None,
+                                  ended if "L2 took an int3 its memory no longer holds" in ended else None)
                 crashed = r and any(L3_KERNEL_BUG_RE.search(x) and not x.startswith("ZSINIT:") for x in r["l3"])
                 if not fault or crashed:
                     break

@@ -29,6 +29,10 @@ for m in irqbypass kvm kvm-amd; do
 done
 [ -c /dev/kvm ] || fatal "no /dev/kvm after loading kvm-amd (does the L2 CPU model have svm?)"
 p=/sys/module/kvm_amd/parameters
+# Where this boot's kernel text (KASLR) and its kvm modules lie: a snapshot
+# of a stuck L2 names the function at each CPU's RIP with it
+# (zstest.qemu.parse_l2_layout, symbolize).
+echo "ZSE2E-L2 text=$(awk '$3=="_text"{print $1; exit}' /proc/kallsyms) modules=$(awk '{printf "%s%s@%s:%s", (NR>1 ? "," : ""), $1, $6, $2}' /proc/modules)"
 echo "ZSE2E-L2 kvm ready nested=$(cat $p/nested) npt=$(cat $p/npt) vgif=$(cat $p/vgif 2>/dev/null) nrips=$(cat $p/nrips 2>/dev/null) avic=$(cat $p/avic 2>/dev/null)"
 if [ -n "$script" ]; then
   case "$script" in */*|.*) fatal "zse2e.script=$script: a file name under /zs expected";; esac

@@ -368,7 +368,7 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
             silent = con.silent_host()
             if silent:
                 fatal += f" ({silent})"
-        return results, fatal, bed_fault(silent, abort, triple)
+        return results, fatal, bed_fault(silent, abort, triple, con.stale_int3)
 
 
 def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[LaunchResult], str | None]:

@@ -316,7 +316,7 @@ def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
         elif fatal.startswith("L2 exited"):
             fatal += f" ({con.exit_story()})"  # its status, and how L2 ended: reset, triple fault, power-off
         triple = con.l2_triple_fault() if fatal.startswith("L2 exited") else None
-        return results, fatal, bed_fault(silent, con.abort_line(con.exit_code()), triple)
+        return results, fatal, bed_fault(silent, con.abort_line(con.exit_code()), triple, con.stale_int3)
 
 
 def _drive(con: Console, scenarios: list[Scenario]) -> tuple[list[Result], str | None]:
@@ -457,8 +457,14 @@ def fail_loudly(fatal: str | None, failures: list[str] | None = None) -> None:
     log = CONSOLE_LOG
     print(f"\ne2e: FAILED{': ' + fatal if fatal else ''}", file=sys.stderr)
     if log.exists():
-        tail = log.read_text(errors="replace").splitlines()[-80:]
-        print(f"e2e: last {len(tail)} lines of {log}:", file=sys.stderr)
+        lines = log.read_text(errors="replace").splitlines()
+        # A stuck nested host's snapshot (registers of every CPU) fills the
+        # end of the log; what L2 and its guests printed before it is what
+        # tells how it got stuck, and the failure line sums the snapshot up.
+        snap = max((i for i, ln in enumerate(lines) if ln.startswith("ZS-SNAPSHOT")), default=None)
+        tail = lines[-80:] if snap is None else lines[max(0, snap - 60):snap]
+        where = "" if snap is None else " before the snapshot of the stuck nested host (summed up above)"
+        print(f"e2e: last {len(tail)} lines of {log}{where}:", file=sys.stderr)
         for line in tail:
             print(f"  {line}", file=sys.stderr)
     reasons = ([fatal] if fatal else []) + list(failures or [])

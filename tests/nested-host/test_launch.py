@@ -135,6 +135,16 @@ class Judge(unittest.TestCase):
         self.assertEqual(snapshot_summary(head), "VM status: running; cpu0 RIP=ffffffffa8417a0b HLT=1 IF=1; "
                          "cpu1 RIP=ffffffffa7fac8b0 HLT=0 IF=0")
         self.assertEqual(snapshot_summary("monitor /x: [Errno 111] refused"), "monitor /x: [Errno 111] refused")
+        # With the second dump 2 s later (Console.snapshot takes both): an
+        # interrupt pending only in the first was just raised, not lost.
+        again = head.split("(qemu) info registers -a\n", 1)[1]  # the same RIP lines
+        later = lost + "(qemu) info registers -a\n" + again + "(qemu) info lapic 0\n" + \
+            lapic.format(n=0, isr="(none)", irr="(none)", ppr="00")
+        self.assertNotIn("UNDELIVERED", snapshot_summary(later))
+        self.assertIn("cpu0 RIP=ffffffffa8417a0b HLT=1 IF=1 same RIP 2 s later IRR=236", snapshot_summary(later))
+        still = lost + "(qemu) info registers -a\n" + again + "(qemu) info lapic 0\n" + \
+            lapic.format(n=0, isr="(none)", irr="236 ", ppr="00")
+        self.assertTrue(snapshot_summary(still).endswith("UNDELIVERED INTERRUPT cpu0"), snapshot_summary(still))
 
     def test_scenario_line_names_the_vmm(self):
         sc = launch.LaunchScenario("c", 1024, vmm="cloud-hypervisor", guest_args="prezero.verify=1")

@@ -430,6 +430,66 @@ def zerostart_binary(path: Path | None) -> Path | None:
     return path
 
 
+# The script of l2_kallsyms' one boot: L2's kernel lists its own text symbols.
+KALLSYMS_INIT = b"""#!/bin/busybox sh
+/bin/busybox mount -t proc proc /proc
+echo ZSKSYM-BEGIN
+/bin/busybox grep -E ' [tT] ' /proc/kallsyms
+echo ZSKSYM-END
+/bin/busybox poweroff -f
+"""
+
+
+def l2_kallsyms(vmlinuz: Path, busybox: Path) -> Path | None:
+    """The text symbols of L2's kernel as 'offset-from-_text type name'
+    lines, so a snapshot of a stuck nested host names the function each CPU
+    is in (zstest.qemu.symbolize) instead of a bare RIP. Debian ships the
+    real System.map only in the -dbg package (its System.map says so), and
+    the bzImage has no symbol table, so L2's kernel is booted once under
+    TCG with a busybox init that prints /proc/kallsyms (about 25 s), cached
+    by the kernel's hash. Diagnostics only: None, with the reason logged,
+    when that boot fails; nothing waits on it otherwise."""
+    out = cache_root() / f"kallsyms-{sha256_file(vmlinuz)[:20]}.txt"
+    if out.exists():
+        return out
+    qemu = os.environ.get("ZS_KERNEL_QEMU", "qemu-system-x86_64")
+    if not shutil.which(qemu):
+        log(f"no {qemu} on PATH: snapshots of a stuck L2 will show bare addresses")
+        return None
+    c = Cpio()
+    for d in ("bin", "proc", "dev"):
+        c.dir(d)
+    c.chardev("dev/console", 5, 1)
+    c.file("bin/busybox", busybox.read_bytes(), 0o755)
+    c.file("init", KALLSYMS_INIT, 0o755)
+    with tempfile.TemporaryDirectory(dir=cache_root()) as td:
+        initrd, serial = Path(td) / "init.cpio", Path(td) / "serial.txt"
+        write_cpio(c, initrd, compress=False)
+        try:
+            subprocess.run([qemu, "-m", "512", "-display", "none", "-no-reboot", "-nodefaults",
+                            "-serial", f"file:{serial}", "-kernel", str(vmlinuz), "-initrd", str(initrd),
+                            "-append", "console=ttyS0 quiet panic=-1"],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            log("the kallsyms boot of L2's kernel took over 300 s: snapshots will show bare addresses")
+            return None
+        text = serial.read_text(errors="replace").replace("\r", "") if serial.exists() else ""
+        if "ZSKSYM-END" not in text:
+            log("the kallsyms boot of L2's kernel printed no symbol list: snapshots will show bare addresses")
+            return None
+        body = text.split("ZSKSYM-BEGIN", 1)[1].split("ZSKSYM-END", 1)[0]
+        syms = [ln.split() for ln in body.splitlines() if len(ln.split()) >= 3]
+        base = next((int(a, 16) for a, _, n, *_ in syms if n == "_text"), None)
+        if base is None:
+            log("L2's kernel listed no _text: snapshots will show bare addresses")
+            return None
+        lines = sorted((int(a, 16) - base, t, n) for a, t, n, *_ in syms if int(a, 16) >= base)
+        tmp = Path(td) / "kallsyms.txt"
+        tmp.write_text("".join(f"{o:x} {t} {n}\n" for o, t, n in lines))
+        os.replace(tmp, out)
+    return out
+
+
 def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: bool = True) -> dict:
     """Returns the manifest of the cached L2 image, building it if needed."""
     debs = fetch_packages()
@@ -481,6 +541,9 @@ def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: boo
         "packages": {e.role: f"{e.package}={e.version}" for e in read_lock()},
         "hash": digest,
     }
+    ksyms = l2_kallsyms(vmlinuz, bb)
+    if ksyms:
+        manifest["l2_kallsyms"] = str(ksyms)
     if (outdir / "manifest.json").exists():
         log(f"L2 image cached: {outdir}")
         os.utime(outdir)  # recently used: pruned last

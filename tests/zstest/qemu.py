@@ -17,6 +17,7 @@ test binaries never rebuild the image.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import functools
@@ -63,11 +64,41 @@ MIB = 1 << 20
 L2_SOFT_LOCKUP_RE = re.compile(r"^\[\s*\d+\.\d+\] watchdog: BUG: soft lockup - CPU#\d+ stuck for \d+s!")
 
 
-class L2Stuck(TimeoutError):
-    """Console.next read L2_SOFT_LOCKUP_RE: a timeout, not waited out."""
+# L2's own kernel reporting a trap on an int3 in its text (6.1 prints
+# "int3: 0000 [#1] ...", 6.12 "Oops: int3: 0000 ..."), and the Code: line
+# of that report: the bytes around RIP, the one at RIP in <..>. An int3
+# traps after itself, so the byte before <..> is the int3 the CPU took.
+# The kernel writes int3 into its text only while it patches a static key
+# or an alternative (text_poke_bp), and then poke_int3_handler takes the
+# trap; the report comes only when the CPU took an int3 after the patch
+# ended and the sync IPIs returned. When the byte there is no longer cc,
+# the CPU ran code its memory did not hold: multi-threaded TCG's
+# cross-modifying-code race (stop 26's note: Debian's stock kernel under
+# QEMU 7.2, `sched_clock_cpu+0x9 Code: ... 66 <90> e8`). A correct CPU
+# cannot do that whatever software runs on it. L3 lines carry a prefix,
+# so a guest's own report never matches.
+L2_INT3_OOPS_RE = re.compile(r"^\[\s*\d+\.\d+\] (?:Oops: )?int3: [0-9a-f]{4} \[#\d+\]")
+L2_CODE_RE = re.compile(r"^\[\s*\d+\.\d+\] Code: (.*)$")
 
-    def __init__(self, line: str):
-        super().__init__(f"nested host soft lockup: {line.strip()}")
+
+def stale_int3_byte(code: str) -> str | None:
+    """For the bytes of an int3 report's Code: line: the byte before the one
+    in <..> (where the CPU took the int3) when it is not cc, else None
+    (also when the line has no <..>, e.g. 'Unable to access opcode bytes')."""
+    toks = code.split()
+    for i, t in enumerate(toks):
+        if t.startswith("<") and i > 0:
+            prev = toks[i - 1].lower()
+            return prev if re.fullmatch(r"[0-9a-f]{2}", prev) and prev != "cc" else None
+    return None
+
+
+class L2Stuck(TimeoutError):
+    """Console.next read L2_SOFT_LOCKUP_RE, or an int3 report whose Code:
+    line proves a stale int3 (stale_int3_byte): a timeout, not waited out."""
+
+    def __init__(self, line: str, what: str = "nested host soft lockup"):
+        super().__init__(f"{what}: {line.strip()}")
 
 
 L2_BOOT_TIMEOUT_S = 180  # L2 boot to "kvm ready" under TCG (normally ~5-15 s)
@@ -79,8 +110,9 @@ class Console:
     left open: a harness that boots L2 several times keeps one log)."""
 
     def __init__(self, proc: subprocess.Popen, log: Path | TextIO, echo: bool, monitor: Path | None = None,
-                 end_log: Path | None = None):
+                 end_log: Path | None = None, kallsyms: str | None = None):
         self.proc, self.q = proc, queue.Queue()
+        self.kallsyms = kallsyms  # L2 kernel's text symbols (l2image.l2_kallsyms), for snapshots
         self.monitor = monitor
         self.end_log = end_log
         self.owns_log = not hasattr(log, "write")
@@ -88,6 +120,15 @@ class Console:
         self.echo = echo
         self.lines: list[str] = []
         self.stuck: str | None = None  # L2's soft-lockup line, once next() raised L2Stuck
+        # 'in a soft lockup' or 'trapped on a stale int3': silent_host's words for `stuck`.
+        self.stuck_what = "in a soft lockup"
+        # 'L2 took an int3 its memory no longer holds (..)' (bed_fault's fourth sign).
+        self.stale_int3: str | None = None
+        self._int3: tuple[str, int] | None = None  # L2's int3 report line, and its index in `lines`
+        # Where L2's kernel text and its kvm modules are, from l2-init.sh's
+        # 'ZSE2E-L2 text=.. modules=..' line: snapshots name functions with it.
+        self.l2_text: int | None = None
+        self.l2_modules: list[tuple[str, int, int]] = []
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
@@ -114,7 +155,28 @@ class Console:
             if L2_SOFT_LOCKUP_RE.match(line):
                 self.stuck = line.strip()
                 raise L2Stuck(line)
+            self._watch_int3(line)
+            if line.startswith("ZSE2E-L2 text="):
+                self.l2_text, self.l2_modules = parse_l2_layout(line)
         return line
+
+    def _watch_int3(self, line: str) -> None:
+        """Raises L2Stuck when `line` is the Code: line (within 40 lines) of
+        an int3 report of L2's own kernel whose trapped byte is not cc."""
+        if L2_INT3_OOPS_RE.match(line):
+            self._int3 = (line.strip(), len(self.lines))
+            return
+        m = L2_CODE_RE.match(line)
+        if not (m and self._int3 and len(self.lines) - self._int3[1] <= 40):
+            return
+        byte = stale_int3_byte(m.group(1))
+        if byte is None:
+            return
+        oops = re.sub(r"^\[\s*[\d.]+\] ", "", self._int3[0])
+        self.stale_int3 = (f"L2 took an int3 its memory no longer holds ({oops[:60]}; the byte before RIP "
+                           f"is {byte}, not cc: multi-threaded TCG ran stale code)")
+        self.stuck, self.stuck_what = self.stale_int3, "trapped on a stale int3"
+        raise L2Stuck(line, "nested host took a stale int3")
 
     def exit_code(self, wait_s: float = 5) -> int | None:
         """QEMU's exit status once it has ended (None if it is still running after `wait_s`)."""
@@ -153,11 +215,23 @@ class Console:
                 todo = list(commands)
                 while todo:
                     c = todo.pop(0)
+                    if c == "sleep 2":
+                        time.sleep(2)
+                        continue
                     so.sendall(c.encode() + b"\n")
                     text = until_prompt().replace("\r", "")
                     out.append(f"(qemu) {c}\n" + text.rsplit("(qemu)", 1)[0].split("\n", 1)[-1].rstrip())
                     if c == "info cpus":
-                        todo += [f"info lapic {n}" for n in re.findall(r"CPU #(\d+)", out[-1])]
+                        cpus = re.findall(r"CPU #(\d+)", out[-1])
+                        todo += [f"info lapic {n}" for n in cpus]
+                        # Each CPU's stack (words that point into text name
+                        # its callers), then the registers again 2 s later:
+                        # a CPU whose RIP did not move is spinning in place.
+                        for n in cpus:
+                            todo += [f"cpu {n}", "x /32xg $esp"]  # $esp: the whole RSP in x86_64 HMP
+                        # The APICs again too: an interrupt that waits in
+                        # both dumps was not just raised at the first.
+                        todo += ["sleep 2", "info registers -a"] + [f"info lapic {n}" for n in cpus]
         except OSError as ex:
             out.append(f"monitor {self.monitor}: {ex}")
         return "\n".join(out)
@@ -174,8 +248,14 @@ class Console:
         snap = self.snapshot()
         self.log.write("ZS-SNAPSHOT of the silent nested host:\n" + snap + "\n")
         self.log.flush()
-        what = f"nested host in a soft lockup ({self.stuck[:120]})" if self.stuck else "nested host silent"
-        return f"{what}, its QEMU running; {snapshot_summary(snap)}"
+        what = f"nested host {self.stuck_what} ({self.stuck[:160]})" if self.stuck else "nested host silent"
+        return f"{what}, its QEMU running; {snapshot_summary(snap, self.symbolize)}"
+
+    def symbolize(self, addr: int) -> str | None:
+        """'function+0xoff' for an address in L2's kernel text, '[module]+0xoff'
+        in one of the modules l2-init.sh listed, else None (also before L2
+        printed its layout, or without a symbol table)."""
+        return symbolize(addr, self.l2_text, self.l2_modules, self.kallsyms)
 
     def how_ended(self) -> str:
         """How the L2 QEMU's guest ended (zstest.qemu.how_it_ended) once it
@@ -215,28 +295,99 @@ class Console:
         return l2_abort(self.lines, rc)
 
 
-def snapshot_summary(snap: str) -> str:
+def parse_l2_layout(line: str) -> tuple[int | None, list[tuple[str, int, int]]]:
+    """From l2-init.sh's 'ZSE2E-L2 text=ffffffff.. modules=kvm_amd@0xffffffffc0..:155648,..':
+    where L2's kernel text starts and (name, base, size) of each module."""
+    m = re.search(r"\btext=([0-9a-f]{16})\b", line)
+    mods = [(n, int(b, 16), int(z)) for n, b, z in re.findall(r"(\w+)@0x([0-9a-f]+):(\d+)", line)]
+    return (int(m.group(1), 16) if m else None), mods
+
+
+@functools.lru_cache(maxsize=4)
+def _kallsyms(path: str) -> tuple[list[int], list[str]]:
+    offs, names = [], []
+    try:
+        with open(path) as f:
+            for ln in f:
+                parts = ln.split()
+                if len(parts) >= 3:
+                    offs.append(int(parts[0], 16))
+                    names.append(parts[2])
+    except (OSError, ValueError):
+        return [], []
+    order = sorted(range(len(offs)), key=offs.__getitem__)
+    return [offs[i] for i in order], [names[i] for i in order]
+
+
+def symbolize(addr: int, text: int | None, modules: list[tuple[str, int, int]], kallsyms: str | None) -> str | None:
+    """'function+0xoff' when `addr` lies in the kernel text that starts at
+    `text` (the symbol table `kallsyms` holds offsets from _text, see
+    l2image.l2_kallsyms), '[module]+0xoff' inside one of `modules`."""
+    for name, base, size in modules:
+        if base <= addr < base + size:
+            return f"[{name}]+0x{addr - base:x}"
+    if text is None or not kallsyms:
+        return None
+    offs, names = _kallsyms(kallsyms)
+    off = addr - text
+    if not offs or off < 0:
+        return None
+    i = bisect.bisect_right(offs, off) - 1
+    # Past 16 KiB into a "function" is past the text the table covers.
+    return f"{names[i]}+0x{off - offs[i]:x}" if i >= 0 and off - offs[i] < 0x4000 else None
+
+
+def _sections(snap: str) -> list[tuple[str, str]]:
+    """(command, its output) for each '(qemu) command' of a snapshot."""
+    parts = re.split(r"^\(qemu\) (.*)$", snap, flags=re.M)
+    return [(parts[i].strip(), parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
+
+
+def snapshot_summary(snap: str, symbolize=None) -> str:
     """One line from Console.snapshot(): 'VM status: running; cpu0 RIP=..
     HLT=1 IF=1 IRR=236 ISR=- PPR=0x00; ..'. A halted CPU is idle (L2 waits
     for something), HLT=0 is L2 running code there. A CPU with IF=1 whose
     IRR holds a vector above its PPR, after the harness waited minutes for
     any output, has an interrupt the emulator did not deliver: the line
     then ends in 'UNDELIVERED INTERRUPT cpuN'. The snapshot's first line
-    when it has none of this."""
+    when it has none of this. With `symbolize` (Console.symbolize), each
+    RIP is followed by its function and each CPU by the code addresses on
+    its stack; with a second register dump, whether each RIP moved."""
 
     def vectors(apic: str, name: str) -> list[int]:
         line = re.search(rf"^{name}\t? (.*)$", apic, re.M)
         return [int(x) for x in re.findall(r"(\d+)(?:\(level\))?", line.group(1))] if line else []
 
     status = [ln.strip() for ln in snap.splitlines() if ln.startswith("VM status")]
-    regs = list(re.finditer(r"^RIP=([0-9a-f]+) RFL=([0-9a-f]+) .*HLT=([01])", snap, re.M))
-    apics = {int(m.group(1)): m.group(2) for m in
-             re.finditer(r"^dumping local APIC state for CPU\s*(\d+)(.*?)(?=^dumping local APIC|^\(qemu\)|\Z)",
-                          snap, re.M | re.S)}
+    secs = _sections(snap)
+    dumps = [out for c, out in secs if c == "info registers -a"] or [snap]
+    rip_re = re.compile(r"^RIP=([0-9a-f]+) RFL=([0-9a-f]+) .*HLT=([01])", re.M)
+    regs = list(rip_re.finditer(dumps[0]))
+    later = [m.group(1) for m in rip_re.finditer(dumps[1])] if len(dumps) > 1 else []
+    stacks: dict[int, list[int]] = {}
+    for (c, _), (c2, out) in zip(secs, secs[1:]):
+        if re.fullmatch(r"cpu \d+", c) and c2.startswith("x "):
+            stacks[int(c.split()[1])] = [int(w, 16) for w in re.findall(r"\b0x([0-9a-f]{16})\b", out)]
+    apics: dict[int, str] = {}
+    apics_later: dict[int, str] = {}
+    for m in re.finditer(r"^dumping local APIC state for CPU\s*(\d+)(.*?)(?=^dumping local APIC|^\(qemu\)|\Z)",
+                         snap, re.M | re.S):
+        (apics_later if int(m.group(1)) in apics else apics)[int(m.group(1))] = m.group(2)
+
+    def waiting(apic: str, flag_if: int) -> bool:
+        # Can take an interrupt (IF=1) and holds one above its priority.
+        ppr_m = re.search(r"PPR 0x([0-9a-f]+)", apic)
+        ppr = int(ppr_m.group(1), 16) if ppr_m else 0
+        return bool(flag_if) and any(v >> 4 > ppr >> 4 for v in vectors(apic, "IRR"))
+
+    later_if = [(int(m.group(2), 16) >> 9) & 1 for m in rip_re.finditer(dumps[1])] if len(dumps) > 1 else []
     cpus, lost = [], []
     for i, m in enumerate(regs):
         flag_if = (int(m.group(2), 16) >> 9) & 1
-        part = f"cpu{i} RIP={m.group(1)} HLT={m.group(3)} IF={flag_if}"
+        where = symbolize(int(m.group(1), 16)) if symbolize else None
+        part = f"cpu{i} RIP={m.group(1)}" + (f" ({where})" if where else "") + f" HLT={m.group(3)} IF={flag_if}"
+        if i < len(later):
+            part += " same RIP 2 s later" if later[i] == m.group(1) else f" RIP={later[i]} 2 s later"
         apic = apics.get(i)
         if apic is not None:
             irr, isr = vectors(apic, "IRR"), vectors(apic, "ISR")
@@ -244,18 +395,32 @@ def snapshot_summary(snap: str) -> str:
             ppr = int(ppr_m.group(1), 16) if ppr_m else 0
             part += (f" IRR={','.join(map(str, irr)) or '-'} ISR={','.join(map(str, isr)) or '-'}"
                      f" PPR=0x{ppr:02x}")
-            if flag_if and any(v >> 4 > ppr >> 4 for v in irr):
+            # With a second dump 2 s later, only a CPU that waited in both
+            # counts: one dump can catch a timer interrupt just raised.
+            if waiting(apic, flag_if) and (i not in apics_later or
+                                           (i < len(later_if) and waiting(apics_later[i], later_if[i]))):
                 lost.append(f"cpu{i}")
+        if symbolize and stacks.get(i):
+            # Words on the stack that point into code, innermost first: the
+            # callers, and stale return addresses among them.
+            names: list[str] = []
+            for w in stacks[i]:
+                n = symbolize(w)
+                if n and n.split("+")[0] not in {x.split("+")[0] for x in names}:
+                    names.append(n)
+            if names:
+                part += " stack: " + " < ".join(names[:6])
         cpus.append(part)
     out = "; ".join(status + cpus) or (snap.splitlines() or ["empty snapshot"])[0]
     return out + (f"; UNDELIVERED INTERRUPT {','.join(lost)}" if lost else "")
 
 
-def bed_fault(silent: str | None, abort: str | None, triple: str | None = None) -> str | None:
+def bed_fault(silent: str | None, abort: str | None, triple: str | None = None,
+              stale: str | None = None) -> str | None:
     """Why a failed L2 boot is provably the test bed's own fault, outside
     every guest, or None when it may not be.
 
-    Three signs qualify, all about the L2 QEMU (TCG) and the nested host's
+    Four signs qualify, all about the L2 QEMU (TCG) and the nested host's
     own CPU, never about what runs in a guest: its own abort line with a
     non-zero exit (`abort`, from Console.abort_line); a nested host stuck
     or silent whose snapshot (Console.silent_host) shows an UNDELIVERED
@@ -266,14 +431,17 @@ def bed_fault(silent: str | None, abort: str | None, triple: str | None = None) 
     a guest's shutdown and turns it into a #VMEXIT, and only Debian's L2
     kernel and KVM run at L2's CPL 0; the one seen (2026-11-27) was the
     emulator's, a page fault on L2's own IDT right after a #VMEXIT, at the
-    instruction after VMRUN. A guest that crashed, hung or printed a bad
+    instruction after VMRUN. Fourth, L2's own kernel reporting an int3
+    trap whose Code: line shows that its memory no longer held the int3
+    (`stale`, Console.stale_int3, see L2_INT3_OOPS_RE): the CPU ran code
+    that was no longer there. A guest that crashed, hung or printed a bad
     verdict is none of these. Harnesses boot L2 again only for these, count
     it and report each one; they never retry a guest."""
     if abort:
         return abort
     if silent and "UNDELIVERED INTERRUPT" in silent:
         return silent
-    return triple or None
+    return triple or stale or None
 
 
 def rerun_after_bed_faults(todo: list, boot, retries: list[str], bound: int, crashed, who: str) -> tuple[list, str | None]:
@@ -446,7 +614,7 @@ def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         con = None
         try:
-            con = Console(proc, log, echo, mon, end_log)
+            con = Console(proc, log, echo, mon, end_log, manifest.get("l2_kallsyms"))
             yield con
         finally:
             kill(proc)  # whatever happened, L2 does not outlive the harness
