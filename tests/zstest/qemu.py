@@ -227,11 +227,12 @@ class Console:
                         # Each CPU's stack (words that point into text name
                         # its callers), then the registers again 2 s later:
                         # a CPU whose RIP did not move is spinning in place.
-                        for n in cpus:
-                            todo += [f"cpu {n}", "x /32xg $esp"]  # $esp: the whole RSP in x86_64 HMP
-                        # The APICs again too: an interrupt that waits in
-                        # both dumps was not just raised at the first.
-                        todo += ["sleep 2", "info registers -a"] + [f"info lapic {n}" for n in cpus]
+                        stacks = [c for n in cpus for c in (f"cpu {n}", STACK_CMD)]
+                        # The APICs and stacks again too: an interrupt that
+                        # waits in both dumps was not just raised at the
+                        # first, and a trap frame in both is a CPU stuck on
+                        # one trap (stale_int3_loop).
+                        todo += stacks + ["sleep 2", "info registers -a"] + [f"info lapic {n}" for n in cpus] + stacks
         except OSError as ex:
             out.append(f"monitor {self.monitor}: {ex}")
         return "\n".join(out)
@@ -247,8 +248,22 @@ class Console:
             return None
         snap = self.snapshot()
         self.log.write("ZS-SNAPSHOT of the silent nested host:\n" + snap + "\n")
+        if not self.stale_int3:
+            for cpu, ip in int3_loop_candidates(snap, self.symbolize):
+                # What memory holds where the CPU trapped: `x` reads through
+                # that CPU's page tables, as the CPU itself would.
+                mem = self.snapshot((f"cpu {cpu}", f"x /1bx 0x{ip - 1:x}"))
+                self.log.write(f"ZS-INT3 cpu{cpu} trapped from {ip:x}:\n{mem}\n")
+                m = re.search(rf"^0*{ip - 1:x}: 0x([0-9a-f]{{2}})$", mem, re.M)
+                if m and m.group(1) != "cc":
+                    where = self.symbolize(ip - 1) or f"{ip - 1:x}"
+                    self.stale_int3 = (f"L2 took an int3 its memory no longer holds (cpu{cpu} stuck in the int3 "
+                                       f"handler on a trap from {where}, where memory holds {m.group(1)}, not cc, "
+                                       "in both dumps 2 s apart: multi-threaded TCG ran stale code)")
+                    self.stuck, self.stuck_what = self.stale_int3, "trapped on a stale int3"
+                    break
         self.log.flush()
-        what = f"nested host {self.stuck_what} ({self.stuck[:160]})" if self.stuck else "nested host silent"
+        what = f"nested host {self.stuck_what} ({self.stuck[:200]})" if self.stuck else "nested host silent"
         return f"{what}, its QEMU running; {snapshot_summary(snap, self.symbolize)}"
 
     def symbolize(self, addr: int) -> str | None:
@@ -337,6 +352,66 @@ def symbolize(addr: int, text: int | None, modules: list[tuple[str, int, int]], 
     return f"{names[i]}+0x{off - offs[i]:x}" if i >= 0 and off - offs[i] < 0x4000 else None
 
 
+# Each CPU's stack in a snapshot: 1 KiB from RSP, deep enough to reach the
+# trap frame under the int3 handler's own calls. `$esp` is the whole RSP in
+# x86_64 HMP (it has no `$rsp`).
+STACK_CMD = "x /128xg $esp"
+
+
+def snapshot_stacks(snap: str) -> list[dict[int, list[int]]]:
+    """The stack words of each CPU in each pass of a snapshot (the first
+    dump, and the one 2 s later), from its 'cpu N' + STACK_CMD sections."""
+    passes: list[dict[int, list[int]]] = []
+    secs = _sections(snap)
+    for (c, _), (c2, out) in zip(secs, secs[1:]):
+        if re.fullmatch(r"cpu \d+", c) and c2.startswith("x /") and c2.endswith("$esp"):
+            n = int(c.split()[1])
+            if not passes or n in passes[-1]:
+                passes.append({})
+            passes[-1][n] = [int(w, 16) for w in re.findall(r"\b0x([0-9a-f]{16})\b", out)]
+    return passes
+
+
+def kernel_trap_frames(words: list[int]) -> list[int]:
+    """The RIPs of the hardware trap frames (RIP, CS=0x10, RFLAGS, RSP,
+    SS=0x18: what an x86_64 CPU pushes on an exception or interrupt taken
+    in Linux's kernel mode) among a CPU's stack words, innermost first."""
+    out = []
+    for i in range(len(words) - 4):
+        ip, cs, fl, sp, ss = words[i:i + 5]
+        if (ip >> 47 == 0x1ffff and cs == 0x10 and ss == 0x18 and fl & 2 and fl < 1 << 22
+                and sp >> 47 == 0x1ffff):
+            out.append(ip)
+    return out
+
+
+def int3_loop_candidates(snap: str, symbolize) -> list[tuple[int, int]]:
+    """(cpu, trap RIP) for each CPU that a snapshot shows inside the int3
+    handler in both passes, on a trap frame with the same RIP both times:
+    a CPU taking one int3 again and again. Linux's kprobes handler does
+    that on purpose when the int3 is gone from memory ("the breakpoint
+    instruction was removed right after we hit it": it backs RIP up and
+    returns), which on a correct CPU runs the new instruction once; a CPU
+    that still sees the int3 traps on it forever, with interrupts off.
+    The caller reads the byte before that RIP (Console.silent_host)."""
+    passes = snapshot_stacks(snap)
+    dumps = [out for c, out in _sections(snap) if c == "info registers -a"]
+    if len(passes) < 2 or len(dumps) < 2 or not symbolize:
+        return []
+    rips = [[int(m.group(1), 16) for m in re.finditer(r"^RIP=([0-9a-f]+) ", d, re.M)] for d in dumps[:2]]
+    out = []
+    for cpu in sorted(set(passes[0]) & set(passes[1])):
+        if cpu >= min(len(rips[0]), len(rips[1])):
+            continue
+        names = [symbolize(r[cpu]) or "" for r in rips]
+        if not any("int3" in n for n in names):
+            continue
+        same = set(kernel_trap_frames(passes[0][cpu])) & set(kernel_trap_frames(passes[1][cpu]))
+        if same:
+            out.append((cpu, sorted(same)[0]))
+    return out
+
+
 def _sections(snap: str) -> list[tuple[str, str]]:
     """(command, its output) for each '(qemu) command' of a snapshot."""
     parts = re.split(r"^\(qemu\) (.*)$", snap, flags=re.M)
@@ -364,10 +439,8 @@ def snapshot_summary(snap: str, symbolize=None) -> str:
     rip_re = re.compile(r"^RIP=([0-9a-f]+) RFL=([0-9a-f]+) .*HLT=([01])", re.M)
     regs = list(rip_re.finditer(dumps[0]))
     later = [m.group(1) for m in rip_re.finditer(dumps[1])] if len(dumps) > 1 else []
-    stacks: dict[int, list[int]] = {}
-    for (c, _), (c2, out) in zip(secs, secs[1:]):
-        if re.fullmatch(r"cpu \d+", c) and c2.startswith("x "):
-            stacks[int(c.split()[1])] = [int(w, 16) for w in re.findall(r"\b0x([0-9a-f]{16})\b", out)]
+    passes = snapshot_stacks(snap)
+    stacks = passes[0] if passes else {}
     apics: dict[int, str] = {}
     apics_later: dict[int, str] = {}
     for m in re.finditer(r"^dumping local APIC state for CPU\s*(\d+)(.*?)(?=^dumping local APIC|^\(qemu\)|\Z)",
@@ -431,10 +504,12 @@ def bed_fault(silent: str | None, abort: str | None, triple: str | None = None,
     a guest's shutdown and turns it into a #VMEXIT, and only Debian's L2
     kernel and KVM run at L2's CPL 0; the one seen (2026-11-27) was the
     emulator's, a page fault on L2's own IDT right after a #VMEXIT, at the
-    instruction after VMRUN. Fourth, L2's own kernel reporting an int3
-    trap whose Code: line shows that its memory no longer held the int3
-    (`stale`, Console.stale_int3, see L2_INT3_OOPS_RE): the CPU ran code
-    that was no longer there. A guest that crashed, hung or printed a bad
+    instruction after VMRUN. Fourth, an int3 that L2's memory no longer
+    held (`stale`, Console.stale_int3): L2's kernel reported the trap and
+    its Code: line shows another byte there (L2_INT3_OOPS_RE), or a silent
+    L2's CPU sat in the int3 handler in both dumps 2 s apart on the same
+    trap frame, and the monitor read another byte than cc where it trapped
+    (int3_loop_candidates): the CPU ran code that was no longer there. A guest that crashed, hung or printed a bad
     verdict is none of these. Harnesses boot L2 again only for these, count
     it and report each one; they never retry a guest."""
     if abort:

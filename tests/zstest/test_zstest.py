@@ -499,7 +499,7 @@ class QemuBoot(unittest.TestCase):
             regs = ("(qemu) info registers -a\nCPU#0\nRIP=ffffffffb8004ffe RFL=00000002 [-------] CPL=0 HLT=0\n"
                     "CPU#1\nRIP=ffffffffb8018710 RFL=00000002 [-------] CPL=0 HLT=0\n")
             snap = ("(qemu) info status\nVM status: running\n" + regs +
-                    "(qemu) cpu 1\n\n(qemu) x /32xg $esp\n"
+                    "(qemu) cpu 1\n\n(qemu) x /128xg $esp\n"
                     "ffffccd1000d0d90: 0xffff8b6598831980 0xffffffffb80186f5\n"
                     "ffffccd1000d0da0: 0xffffffffb8004ffa 0x0000000000000002\n" +
                     regs.replace("RIP=ffffffffb8018710", "RIP=ffffffffb80186f5"))
@@ -508,6 +508,34 @@ class QemuBoot(unittest.TestCase):
                              "later; cpu1 RIP=ffffffffb8018710 (native_queued_spin_lock_slowpath+0x30) HLT=0 IF=0 "
                              "RIP=ffffffffb80186f5 2 s later stack: native_queued_spin_lock_slowpath+0x15 < "
                              "exc_int3+0xa")
+
+    def test_a_cpu_stuck_on_one_int3_is_found_in_both_dumps(self):
+        # Stop 28's cpu0, as the snapshot now shows it: in exc_int3 both
+        # times, its stack holding the trap frame (RIP, CS 0x10, RFLAGS,
+        # RSP, SS 0x18) of an int3 at sched_clock_cpu+0x9. A frame in one
+        # pass only, or a CPU outside the int3 handler, is no candidate.
+        text = 0xffffffffb7600000
+        with tempfile.TemporaryDirectory() as d:
+            ks = Path(d) / "k.txt"
+            ks.write_text("0 T _text\n1000 T sched_clock_cpu\na04ff0 T exc_int3\n"
+                          "a186e0 T native_queued_spin_lock_slowpath\na18800 T after\n")
+            sym = lambda a: qemu.symbolize(a, text, [], str(ks))  # noqa: E731
+            trap = text + 0x100a  # after the int3 at sched_clock_cpu+0x9
+            frame = f"0x{trap:016x} 0x0000000000000010\nffffccd1000d0db0: 0x0000000000000046 0xffffccd1000d0e00\n" \
+                    "ffffccd1000d0dc0: 0x0000000000000018 0x0000000000000000\n"
+            stack0 = "ffffccd1000d0d90: 0xffff8b6598831980 0xffffffffb8004ffa\nffffccd1000d0da0: " + frame
+            stack1 = "ffffccd1000d0d90: 0xffff8b6598831980 0xffffffffb80186f5\n"
+            regs = ("(qemu) info registers -a\nCPU#0\nRIP=ffffffffb8004ffe RFL=00000002 [-------] CPL=0 HLT=0\n"
+                    "CPU#1\nRIP=ffffffffb8018710 RFL=00000002 [-------] CPL=0 HLT=0\n")
+            stacks = f"(qemu) cpu 0\n(qemu) x /128xg $esp\n{stack0}(qemu) cpu 1\n(qemu) x /128xg $esp\n{stack1}"
+            snap = "(qemu) info status\nVM status: running\n" + regs + stacks + regs + stacks
+            self.assertEqual(qemu.kernel_trap_frames(
+                [0xffff8b6598831980, trap, 0x10, 0x46, 0xffffccd1000d0e00, 0x18]), [trap])
+            self.assertEqual(qemu.int3_loop_candidates(snap, sym), [(0, trap)])
+            self.assertEqual(qemu.int3_loop_candidates(regs + stacks + regs + stacks.replace(frame, "0x0\n"), sym),
+                             [])
+            self.assertEqual(qemu.int3_loop_candidates(snap.replace("ffffffffb8004ffe", "ffffffffb8018710"), sym), [])
+            self.assertEqual(qemu.int3_loop_candidates(regs + stacks, sym), [])  # one pass proves nothing
 
     def test_kernel_command(self):
         cmd = qemu.kernel_command("/k/bzImage", "quiet", 2048, ["-initrd", "/i"], thread="single")
