@@ -227,11 +227,11 @@ class Console:
                         # Each CPU's stack (words that point into text name
                         # its callers), then the registers again 2 s later:
                         # a CPU whose RIP did not move is spinning in place.
-                        stacks = [c for n in cpus for c in (f"cpu {n}", STACK_CMD)]
+                        stacks = [cmd for n in cpus for cmd in (f"cpu {n}", STACK_CMD)]
                         # The APICs and stacks again too: an interrupt that
                         # waits in both dumps was not just raised at the
                         # first, and a trap frame in both is a CPU stuck on
-                        # one trap (stale_int3_loop).
+                        # one trap (int3_loop_candidates).
                         todo += stacks + ["sleep 2", "info registers -a"] + [f"info lapic {n}" for n in cpus] + stacks
         except OSError as ex:
             out.append(f"monitor {self.monitor}: {ex}")
@@ -372,8 +372,8 @@ def snapshot_stacks(snap: str) -> list[dict[int, list[int]]]:
     return passes
 
 
-def kernel_trap_frames(words: list[int]) -> list[int]:
-    """The RIPs of the hardware trap frames (RIP, CS=0x10, RFLAGS, RSP,
+def kernel_trap_frames(words: list[int]) -> list[tuple[int, int]]:
+    """(index, RIP) of each hardware trap frame (RIP, CS=0x10, RFLAGS, RSP,
     SS=0x18: what an x86_64 CPU pushes on an exception or interrupt taken
     in Linux's kernel mode) among a CPU's stack words, innermost first."""
     out = []
@@ -381,34 +381,40 @@ def kernel_trap_frames(words: list[int]) -> list[int]:
         ip, cs, fl, sp, ss = words[i:i + 5]
         if (ip >> 47 == 0x1ffff and cs == 0x10 and ss == 0x18 and fl & 2 and fl < 1 << 22
                 and sp >> 47 == 0x1ffff):
-            out.append(ip)
+            out.append((i, ip))
     return out
 
 
 def int3_loop_candidates(snap: str, symbolize) -> list[tuple[int, int]]:
-    """(cpu, trap RIP) for each CPU that a snapshot shows inside the int3
-    handler in both passes, on a trap frame with the same RIP both times:
-    a CPU taking one int3 again and again. Linux's kprobes handler does
-    that on purpose when the int3 is gone from memory ("the breakpoint
-    instruction was removed right after we hit it": it backs RIP up and
-    returns), which on a correct CPU runs the new instruction once; a CPU
-    that still sees the int3 traps on it forever, with interrupts off.
-    The caller reads the byte before that RIP (Console.silent_host)."""
+    """(cpu, trap RIP) for each CPU that a snapshot shows handling an int3
+    in both passes, on a trap frame with the same RIP both times: a CPU
+    taking one int3 again and again. Linux's kprobes handler does that on
+    purpose when the int3 is gone from memory ("the breakpoint instruction
+    was removed right after we hit it": it backs RIP up and returns),
+    which on a correct CPU runs the new instruction once; a CPU that still
+    sees the int3 traps on it forever, with interrupts off. Handling an
+    int3 means: the CPU's RIP, or a return address above the frame on its
+    stack, is in a function named for int3 (asm_exc_int3, exc_int3,
+    poke_int3_handler, kprobe_int3_handler). The caller reads the byte
+    before that RIP (Console.silent_host)."""
     passes = snapshot_stacks(snap)
     dumps = [out for c, out in _sections(snap) if c == "info registers -a"]
     if len(passes) < 2 or len(dumps) < 2 or not symbolize:
         return []
     rips = [[int(m.group(1), 16) for m in re.finditer(r"^RIP=([0-9a-f]+) ", d, re.M)] for d in dumps[:2]]
+
+    def int3_frames(words: list[int], rip: int) -> set[int]:
+        named = "int3" in (symbolize(rip) or "")
+        return {ip for k, ip in kernel_trap_frames(words)
+                if named or any("int3" in (symbolize(w) or "") for w in words[:k])}
+
     out = []
     for cpu in sorted(set(passes[0]) & set(passes[1])):
         if cpu >= min(len(rips[0]), len(rips[1])):
             continue
-        names = [symbolize(r[cpu]) or "" for r in rips]
-        if not any("int3" in n for n in names):
-            continue
-        same = set(kernel_trap_frames(passes[0][cpu])) & set(kernel_trap_frames(passes[1][cpu]))
+        same = int3_frames(passes[0][cpu], rips[0][cpu]) & int3_frames(passes[1][cpu], rips[1][cpu])
         if same:
-            out.append((cpu, sorted(same)[0]))
+            out.append((cpu, min(same)))
     return out
 
 
@@ -506,11 +512,12 @@ def bed_fault(silent: str | None, abort: str | None, triple: str | None = None,
     emulator's, a page fault on L2's own IDT right after a #VMEXIT, at the
     instruction after VMRUN. Fourth, an int3 that L2's memory no longer
     held (`stale`, Console.stale_int3): L2's kernel reported the trap and
-    its Code: line shows another byte there (L2_INT3_OOPS_RE), or a silent
-    L2's CPU sat in the int3 handler in both dumps 2 s apart on the same
-    trap frame, and the monitor read another byte than cc where it trapped
-    (int3_loop_candidates): the CPU ran code that was no longer there. A guest that crashed, hung or printed a bad
-    verdict is none of these. Harnesses boot L2 again only for these, count
+    its Code: line shows another byte there (L2_INT3_OOPS_RE), or a
+    silent L2's CPU was handling an int3 in both dumps 2 s apart on the
+    same trap frame, and the monitor read another byte than cc where it
+    trapped (int3_loop_candidates): the CPU ran code that was no longer
+    there. A guest that crashed, hung or printed a bad verdict is none of
+    these. Harnesses boot L2 again only for these, count
     it and report each one; they never retry a guest."""
     if abort:
         return abort

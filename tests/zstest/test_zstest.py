@@ -530,11 +530,17 @@ class QemuBoot(unittest.TestCase):
             stacks = f"(qemu) cpu 0\n(qemu) x /128xg $esp\n{stack0}(qemu) cpu 1\n(qemu) x /128xg $esp\n{stack1}"
             snap = "(qemu) info status\nVM status: running\n" + regs + stacks + regs + stacks
             self.assertEqual(qemu.kernel_trap_frames(
-                [0xffff8b6598831980, trap, 0x10, 0x46, 0xffffccd1000d0e00, 0x18]), [trap])
+                [0xffff8b6598831980, trap, 0x10, 0x46, 0xffffccd1000d0e00, 0x18]), [(1, trap)])
+            # RIP outside the int3 functions, but exc_int3's return address
+            # above the frame: still handling that int3.
+            elsewhere = snap.replace("ffffffffb8004ffe", "ffffffffb8018710")
+            self.assertEqual(qemu.int3_loop_candidates(elsewhere, sym), [(0, trap)])
             self.assertEqual(qemu.int3_loop_candidates(snap, sym), [(0, trap)])
             self.assertEqual(qemu.int3_loop_candidates(regs + stacks + regs + stacks.replace(frame, "0x0\n"), sym),
                              [])
-            self.assertEqual(qemu.int3_loop_candidates(snap.replace("ffffffffb8004ffe", "ffffffffb8018710"), sym), [])
+            # Neither RIP nor stack in an int3 function: an interrupt's frame, say.
+            self.assertEqual(qemu.int3_loop_candidates(
+                elsewhere.replace("0xffffffffb8004ffa", "0xffffffffb80186f5"), sym), [])
             self.assertEqual(qemu.int3_loop_candidates(regs + stacks, sym), [])  # one pass proves nothing
 
     def test_kernel_command(self):
