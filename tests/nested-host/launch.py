@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -78,6 +79,34 @@ def guest_args(mem_mib: int, extra: str = "") -> str:
     huge = 64
     return (f"prezero.verify=1 hugepages={huge} zsinit.check_mib=64 zsinit.populate_mib={huge * 2} "
             f"{extra} {os.environ.get('ZSE2E_GUEST_APPEND', '')}").strip()
+
+
+# x86 exceptions by vector, for shutdown_event.
+EXCEPTIONS = {0: "#DE", 6: "#UD", 8: "#DF", 11: "#NP", 12: "#SS", 13: "#GP", 14: "#PF"}
+
+
+def shutdown_event(kvm_exit: str) -> str | None:
+    """What the guest was delivering when it shut down, from L2 KVM's
+    kvm_exit record of the shutdown (SVM's EXITINTINFO: bit 31 valid, bits
+    8-10 the type, 3 an exception, bit 11 an error code, bits 0-7 the
+    vector): 'delivering #PF, error 0x10: instruction fetch, page not
+    present'. None when it delivered nothing."""
+    m = re.search(r"intr_info 0x([0-9a-f]+) error_code 0x([0-9a-f]+)", kvm_exit)
+    if not m:
+        return None
+    info, err = int(m.group(1), 16), int(m.group(2), 16)
+    if not info >> 31:
+        return None
+    vec = info & 0xff
+    what = EXCEPTIONS.get(vec, f"vector {vec}") if (info >> 8) & 7 == 3 else f"event type {(info >> 8) & 7} vector {vec}"
+    if not (info >> 11) & 1:
+        return f"delivering {what}"
+    out = f"delivering {what}, error 0x{err:x}"
+    if vec == 14:
+        bits = ["instruction fetch" if err & 0x10 else "write" if err & 2 else "read",
+                "user" if err & 4 else "kernel", "protection" if err & 1 else "page not present"]
+        out += ": " + ", ".join(bits)
+    return out
 
 
 def cloud_hypervisor() -> tuple[Path | None, str]:
@@ -159,6 +188,9 @@ class LaunchResult:
             # exceptions injected on the way there, if any).
             last = self.kvmx[max(dead[-1] - 2, 0):dead[-1] + 1]
             s += f"; L2 KVM: {' | '.join(k.split(': ', 1)[-1].strip() for k in last)}"
+            event = shutdown_event(self.kvmx[dead[-1]])
+            if event:
+                s += f" ({event})"
         return s
 
     def verdict(self) -> dict:

@@ -103,6 +103,22 @@ class Retry(unittest.TestCase):
 
 
 class Judge(unittest.TestCase):
+    def test_a_guest_shutdown_says_what_it_was_delivering(self):
+        # The record of a real one (2026-11-27, microvm-launch with a verbose
+        # guest): a #PF on fetching the instruction after an `out`.
+        rec = ("qemu-system-x86-243     [000] .....    40.048123: kvm_exit: vcpu 0 reason shutdown rip "
+               "0xffffffff815be1a6 info1 0x0000000000000000 info2 0x0000000000000000 intr_info 0x80000b0e "
+               "error_code 0x00000010")
+        self.assertEqual(launch.shutdown_event(rec),
+                         "delivering #PF, error 0x10: instruction fetch, kernel, page not present")
+        self.assertEqual(launch.shutdown_event(rec.replace("0x80000b0e", "0x80000b0d").replace("0x00000010", "0x0")),
+                         "delivering #GP, error 0x0")
+        self.assertIsNone(launch.shutdown_event(rec.replace("0x80000b0e", "0x00000000")))
+        r = launch.LaunchResult(launch.LaunchScenario("x", 1024), qlog="resets=2 ended=reset",
+                                kvmx=[f"KVMX| {rec}"])
+        self.assertTrue(r.end_story().endswith("error_code 0x00000010 (delivering #PF, error 0x10: instruction "
+                                               "fetch, kernel, page not present)"), r.end_story())
+
     def test_silent_host_snapshot_summary(self):
         # What the failure line says of a nested host that went silent:
         # each CPU's RIP, whether it is halted, its IF, and its APIC's IRR,
