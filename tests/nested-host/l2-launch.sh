@@ -18,6 +18,8 @@
 #   QLOG| resets=N ended=.. <errors>     (QEMU's log, l2-pool.sh's qlog_line: how the
 #                                         guest ended when QEMU exited 0: power-off,
 #                                         reset or triple-fault)
+#   KVMX| ..                             (L2 KVM's record of a guest that shut down, or a
+#                                         count line; l2-pool.sh's kvmx_line)
 #   ZSL-TIMELINE name=.. <launcher timeline JSON>
 #   ZSL-END name=.. rc=.. wall_ms=..
 export ZEROSTART_TEST_SWITCHES=1
@@ -29,6 +31,7 @@ tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx 
   case "$source" in pool) src="pool:$sock";; *) src=$source;; esac
   fw=/tmp/$name.fw; err=/tmp/$name.err; tl=/tmp/$name.tl.json; rcf=/tmp/$name.rc; ql=/tmp/$name.qlog
   rm -f "$fw" "$err" "$tl" "$rcf" "$ql"
+  kvmx_start
   t0=$(ms)
   echo "ZSL-BEGIN name=$name t0_ms=$t0"
   {
@@ -56,6 +59,7 @@ tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx 
   [ -f "$fw" ] && grep -a 'ZeroStart' "$fw" | tr -d '\r' | sed 's/^/FW| /'
   [ -f "$err" ] && sed 's/^/VMM| /' "$err"
   qlog_line "$name"
+  kvmx_line
   [ -s "$tl" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "$tl")"
   echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
 done
