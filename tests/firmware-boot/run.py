@@ -42,7 +42,7 @@ from pathlib import Path
 from zstest import l2image as build  # the nested host's image: Cpio, cache
 from zstest.qemu import L2_ABORT_RE as L2_ABORT
 from zstest.qemu import L2_ACCEL, L3_KERNEL_BUG_RE
-from zstest.qemu import bed_fault
+from zstest.qemu import STALE_INT3, bed_fault
 from zstest.qemu import boot_l2 as start_l2
 from zstest.qemu import l2_memory
 
@@ -260,7 +260,7 @@ def main() -> int:
                 aborted = ended.startswith("L2 QEMU aborted") and QEMU_CR8_BUG not in ended
                 fault = bed_fault(ended if ended.startswith("timeout") else None, ended if aborted else None,
                                   ended if "L2 ended by triple fault" in ended else None,
-                                  ended if "L2 took an int3 its memory no longer holds" in ended else None)
+                                  ended if STALE_INT3 in ended else None)
                 crashed = r and any(L3_KERNEL_BUG_RE.search(x) and not x.startswith("ZSINIT:") for x in r["l3"])
                 if not fault or crashed:
                     break

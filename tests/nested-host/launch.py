@@ -98,7 +98,8 @@ def shutdown_event(kvm_exit: str) -> str | None:
     if not info >> 31:
         return None
     vec = info & 0xff
-    what = EXCEPTIONS.get(vec, f"vector {vec}") if (info >> 8) & 7 == 3 else f"event type {(info >> 8) & 7} vector {vec}"
+    kind = (info >> 8) & 7
+    what = EXCEPTIONS.get(vec, f"vector {vec}") if kind == 3 else f"event type {kind} vector {vec}"
     if not (info >> 11) & 1:
         return f"delivering {what}"
     out = f"delivering {what}, error 0x{err:x}"

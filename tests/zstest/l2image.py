@@ -440,16 +440,17 @@ echo ZSKSYM-END
 """
 
 
-def l2_kallsyms(vmlinuz: Path, busybox: Path) -> Path | None:
+def l2_kallsyms(vmlinuz: Path, vm_hash: str, busybox: Path) -> Path | None:
     """The text symbols of L2's kernel as 'offset-from-_text type name'
     lines, so a snapshot of a stuck nested host names the function each CPU
     is in (zstest.qemu.symbolize) instead of a bare RIP. Debian ships the
     real System.map only in the -dbg package (its System.map says so), and
     the bzImage has no symbol table, so L2's kernel is booted once under
-    TCG with a busybox init that prints /proc/kallsyms (about 25 s), cached
-    by the kernel's hash. Diagnostics only: None, with the reason logged,
-    when that boot fails; nothing waits on it otherwise."""
-    out = cache_root() / f"kallsyms-{sha256_file(vmlinuz)[:20]}.txt"
+    TCG with a busybox init that prints /proc/kallsyms (12-25 s), cached
+    by the kernel's hash (`vm_hash`, the one build_l2 computed). Diagnostics
+    only: None, with the reason logged, when that boot fails; nothing waits
+    on it otherwise."""
+    out = cache_root() / f"kallsyms-{vm_hash[:20]}.txt"
     if out.exists():
         return out
     qemu = os.environ.get("ZS_KERNEL_QEMU", "qemu-system-x86_64")
@@ -541,7 +542,7 @@ def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: boo
         "packages": {e.role: f"{e.package}={e.version}" for e in read_lock()},
         "hash": digest,
     }
-    ksyms = l2_kallsyms(vmlinuz, bb)
+    ksyms = l2_kallsyms(vmlinuz, vm_hash, bb)
     if ksyms:
         manifest["l2_kallsyms"] = str(ksyms)
     if (outdir / "manifest.json").exists():

@@ -79,6 +79,9 @@ L2_SOFT_LOCKUP_RE = re.compile(r"^\[\s*\d+\.\d+\] watchdog: BUG: soft lockup - C
 # so a guest's own report never matches.
 L2_INT3_OOPS_RE = re.compile(r"^\[\s*\d+\.\d+\] (?:Oops: )?int3: [0-9a-f]{4} \[#\d+\]")
 L2_CODE_RE = re.compile(r"^\[\s*\d+\.\d+\] Code: (.*)$")
+# How Console.stale_int3 begins, whichever way the proof came (firmware-boot
+# finds the sign in its `ended` text by it).
+STALE_INT3 = "L2 took an int3 its memory no longer holds"
 
 
 def stale_int3_byte(code: str) -> str | None:
@@ -173,10 +176,13 @@ class Console:
         if byte is None:
             return
         oops = re.sub(r"^\[\s*[\d.]+\] ", "", self._int3[0])
-        self.stale_int3 = (f"L2 took an int3 its memory no longer holds ({oops[:60]}; the byte before RIP "
-                           f"is {byte}, not cc: multi-threaded TCG ran stale code)")
-        self.stuck, self.stuck_what = self.stale_int3, "trapped on a stale int3"
+        self._found_stale_int3(f"{oops[:60]}; the byte before RIP is {byte}, not cc")
         raise L2Stuck(line, "nested host took a stale int3")
+
+    def _found_stale_int3(self, proof: str) -> None:
+        """Records bed_fault's fourth sign: stale_int3, and `stuck` for silent_host's line."""
+        self.stale_int3 = f"{STALE_INT3} ({proof}: multi-threaded TCG ran stale code)"
+        self.stuck, self.stuck_what = self.stale_int3, "trapped on a stale int3"
 
     def exit_code(self, wait_s: float = 5) -> int | None:
         """QEMU's exit status once it has ended (None if it is still running after `wait_s`)."""
@@ -257,10 +263,8 @@ class Console:
                 m = re.search(rf"^0*{ip - 1:x}: 0x([0-9a-f]{{2}})$", mem, re.M)
                 if m and m.group(1) != "cc":
                     where = self.symbolize(ip - 1) or f"{ip - 1:x}"
-                    self.stale_int3 = (f"L2 took an int3 its memory no longer holds (cpu{cpu} stuck in the int3 "
-                                       f"handler on a trap from {where}, where memory holds {m.group(1)}, not cc, "
-                                       "in both dumps 2 s apart: multi-threaded TCG ran stale code)")
-                    self.stuck, self.stuck_what = self.stale_int3, "trapped on a stale int3"
+                    self._found_stale_int3(f"cpu{cpu} stuck in the int3 handler on a trap from {where}, where "
+                                           f"memory holds {m.group(1)}, not cc, in both dumps 2 s apart")
                     break
         self.log.flush()
         what = f"nested host {self.stuck_what} ({self.stuck[:200]})" if self.stuck else "nested host silent"
@@ -439,12 +443,24 @@ def snapshot_summary(snap: str, symbolize=None) -> str:
         line = re.search(rf"^{name}\t? (.*)$", apic, re.M)
         return [int(x) for x in re.findall(r"(\d+)(?:\(level\))?", line.group(1))] if line else []
 
+    def apic_state(apic: str) -> tuple[list[int], list[int], int]:
+        ppr_m = re.search(r"PPR 0x([0-9a-f]+)", apic)
+        return vectors(apic, "IRR"), vectors(apic, "ISR"), int(ppr_m.group(1), 16) if ppr_m else 0
+
+    def waiting(apic: str, flag_if: int) -> bool:
+        # Can take an interrupt (IF=1) and holds one above its priority.
+        irr, _, ppr = apic_state(apic)
+        return bool(flag_if) and any(v >> 4 > ppr >> 4 for v in irr)
+
+    def flag_if(m: re.Match) -> int:
+        return (int(m.group(2), 16) >> 9) & 1
+
     status = [ln.strip() for ln in snap.splitlines() if ln.startswith("VM status")]
     secs = _sections(snap)
     dumps = [out for c, out in secs if c == "info registers -a"] or [snap]
     rip_re = re.compile(r"^RIP=([0-9a-f]+) RFL=([0-9a-f]+) .*HLT=([01])", re.M)
     regs = list(rip_re.finditer(dumps[0]))
-    later = [m.group(1) for m in rip_re.finditer(dumps[1])] if len(dumps) > 1 else []
+    later = list(rip_re.finditer(dumps[1])) if len(dumps) > 1 else []
     passes = snapshot_stacks(snap)
     stacks = passes[0] if passes else {}
     apics: dict[int, str] = {}
@@ -453,42 +469,33 @@ def snapshot_summary(snap: str, symbolize=None) -> str:
                          snap, re.M | re.S):
         (apics_later if int(m.group(1)) in apics else apics)[int(m.group(1))] = m.group(2)
 
-    def waiting(apic: str, flag_if: int) -> bool:
-        # Can take an interrupt (IF=1) and holds one above its priority.
-        ppr_m = re.search(r"PPR 0x([0-9a-f]+)", apic)
-        ppr = int(ppr_m.group(1), 16) if ppr_m else 0
-        return bool(flag_if) and any(v >> 4 > ppr >> 4 for v in vectors(apic, "IRR"))
-
-    later_if = [(int(m.group(2), 16) >> 9) & 1 for m in rip_re.finditer(dumps[1])] if len(dumps) > 1 else []
     cpus, lost = [], []
     for i, m in enumerate(regs):
-        flag_if = (int(m.group(2), 16) >> 9) & 1
         where = symbolize(int(m.group(1), 16)) if symbolize else None
-        part = f"cpu{i} RIP={m.group(1)}" + (f" ({where})" if where else "") + f" HLT={m.group(3)} IF={flag_if}"
+        part = f"cpu{i} RIP={m.group(1)}" + (f" ({where})" if where else "") + f" HLT={m.group(3)} IF={flag_if(m)}"
         if i < len(later):
-            part += " same RIP 2 s later" if later[i] == m.group(1) else f" RIP={later[i]} 2 s later"
+            rip2 = later[i].group(1)
+            part += " same RIP 2 s later" if rip2 == m.group(1) else f" RIP={rip2} 2 s later"
         apic = apics.get(i)
         if apic is not None:
-            irr, isr = vectors(apic, "IRR"), vectors(apic, "ISR")
-            ppr_m = re.search(r"PPR 0x([0-9a-f]+)", apic)
-            ppr = int(ppr_m.group(1), 16) if ppr_m else 0
+            irr, isr, ppr = apic_state(apic)
             part += (f" IRR={','.join(map(str, irr)) or '-'} ISR={','.join(map(str, isr)) or '-'}"
                      f" PPR=0x{ppr:02x}")
             # With a second dump 2 s later, only a CPU that waited in both
             # counts: one dump can catch a timer interrupt just raised.
-            if waiting(apic, flag_if) and (i not in apics_later or
-                                           (i < len(later_if) and waiting(apics_later[i], later_if[i]))):
+            if waiting(apic, flag_if(m)) and (i not in apics_later or
+                                              (i < len(later) and waiting(apics_later[i], flag_if(later[i])))):
                 lost.append(f"cpu{i}")
         if symbolize and stacks.get(i):
             # Words on the stack that point into code, innermost first: the
-            # callers, and stale return addresses among them.
-            names: list[str] = []
+            # callers, and stale return addresses among them; one per function.
+            names: dict[str, str] = {}
             for w in stacks[i]:
                 n = symbolize(w)
-                if n and n.split("+")[0] not in {x.split("+")[0] for x in names}:
-                    names.append(n)
+                if n:
+                    names.setdefault(n.split("+")[0], n)
             if names:
-                part += " stack: " + " < ".join(names[:6])
+                part += " stack: " + " < ".join(list(names.values())[:6])
         cpus.append(part)
     out = "; ".join(status + cpus) or (snap.splitlines() or ["empty snapshot"])[0]
     return out + (f"; UNDELIVERED INTERRUPT {','.join(lost)}" if lost else "")
@@ -517,8 +524,8 @@ def bed_fault(silent: str | None, abort: str | None, triple: str | None = None,
     same trap frame, and the monitor read another byte than cc where it
     trapped (int3_loop_candidates): the CPU ran code that was no longer
     there. A guest that crashed, hung or printed a bad verdict is none of
-    these. Harnesses boot L2 again only for these, count
-    it and report each one; they never retry a guest."""
+    these. Harnesses boot L2 again only for these, count it and report
+    each one; they never retry a guest."""
     if abort:
         return abort
     if silent and "UNDELIVERED INTERRUPT" in silent:
