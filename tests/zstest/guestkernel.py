@@ -174,6 +174,22 @@ def grep(lines: list[str], pattern: str) -> list[str]:
     return [ln for ln in lines if rx.search(ln)]
 
 
+# A kernel's own account of why it stopped: the first of these lines in a
+# log that did not end in a power-off names the fault (and RIP: where).
+LAST_WORDS_RE = re.compile(r"Kernel panic|BUG:|Oops|general protection fault|double fault|WARNING:|RIP: |"
+                           r"Kernel Offset|reboot: ")
+
+
+def last_words(lines: list[str], most: int = 3) -> str:
+    """The first MOST lines of LINES that say why a kernel stopped (a panic,
+    an oops and its RIP, a warning, a reboot request), joined by " | " and
+    without printk times: put into a failure line, a CI summary that shows
+    only failure lines still names the crash. Empty when the log has none
+    (a triple fault or a reset says nothing)."""
+    hits = [PRINTK_AT.sub("", ln).strip() for ln in lines if LAST_WORDS_RE.search(ln)]
+    return " | ".join(hits[:most])
+
+
 def boot(logf: Path, timeout: float, mem_mib: int, image: Path | str, append: str, extra: list[str] = (),
          who: str = "test-kernel") -> qemu.Boot:
     """One TCG boot of IMAGE (zstest.qemu.kernel_command; ZS_TCG_THREAD picks

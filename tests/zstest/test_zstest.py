@@ -595,6 +595,20 @@ class GuestKernelKit(unittest.TestCase):
                  "Booting from ROM..\x1bc[    0.000000] Linux version 6.12", "[    0.000000] Command line: x"]
         self.assertEqual(guestkernel.untangle(plain), plain)
 
+    def test_last_words_name_the_crash_and_nothing_of_a_clean_boot(self):
+        # Stop 29's CI printed "init did not finish" for a 7.3 boot that
+        # reset, and nothing of why: the failure line now carries this.
+        log = ["[    5.584658] Run /init as init process",
+               "[    6.000001] BUG: unable to handle page fault for address: ffff888000000000",
+               "[    6.000002] #PF: supervisor read access in kernel mode",
+               "[    6.000010] RIP: 0010:zerostart_pristine_scan+0x40/0x120",
+               "[    6.000020] Kernel panic - not syncing: Fatal exception",
+               "[    6.000030] Kernel Offset: 0x1000000 from 0xffffffff81000000"]
+        self.assertEqual(guestkernel.last_words(log),
+                         "BUG: unable to handle page fault for address: ffff888000000000 | "
+                         "RIP: 0010:zerostart_pristine_scan+0x40/0x120 | Kernel panic - not syncing: Fatal exception")
+        self.assertEqual(guestkernel.last_words(["[    5.584658] Run /init as init process", "ZSDONE"]), "")
+
 
 class HugePagesPort(unittest.TestCase):
     """zstest.hugepages on a fake sysfs: the bash helper's rules."""
