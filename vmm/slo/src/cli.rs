@@ -108,7 +108,7 @@ pub fn run(args: &SloArgs) -> Result<Report, Error> {
     let total: u64 = plan
         .iter()
         .filter(|(_, b)| b.is_ok())
-        .map(|(s, _)| s.repetitions as u64)
+        .map(|(s, _)| (s.warmup + s.repetitions) as u64)
         .sum();
     let tty = std::io::stderr().is_terminal();
     let bar = if tty {
@@ -144,16 +144,27 @@ pub fn run(args: &SloArgs) -> Result<Report, Error> {
             reports.push(ScenarioReport::evaluate(s, bin.display().to_string(), reps));
             continue;
         }
+        // Boots are numbered in the order they ran (their logs too):
+        // the warm-up boots first, then the measured ones.
+        let mut warmup = Vec::new();
         let mut reps = Vec::new();
-        for i in 0..s.repetitions {
-            bar.set_message(format!("{} boot {}/{}", s.name, i + 1, s.repetitions));
+        for i in 0..s.warmup + s.repetitions {
+            let (what, k, n) = if i < s.warmup {
+                ("warm-up boot", i + 1, s.warmup)
+            } else {
+                ("boot", i - s.warmup + 1, s.repetitions)
+            };
+            bar.set_message(format!("{} {what} {k}/{n}", s.name));
             let r = runner::run_rep(s, &bin, &logs, i);
             if !tty {
                 eprintln!(
-                    "zerostart slo: {} boot {}/{}: {}",
+                    "zerostart slo: {} {what} {k}/{n}{}: {}",
                     s.name,
-                    i + 1,
-                    s.repetitions,
+                    if i < s.warmup {
+                        " (in no statistic)"
+                    } else {
+                        ""
+                    },
                     match &r.error {
                         None => format!(
                             "ok, exit at {:.1} ms",
@@ -167,9 +178,18 @@ pub fn run(args: &SloArgs) -> Result<Report, Error> {
                 );
             }
             bar.inc(1);
-            reps.push(r);
+            if i < s.warmup {
+                warmup.push(r);
+            } else {
+                reps.push(r);
+            }
         }
-        reports.push(ScenarioReport::evaluate(s, bin.display().to_string(), reps));
+        reports.push(ScenarioReport::evaluate_warmed(
+            s,
+            bin.display().to_string(),
+            warmup,
+            reps,
+        ));
     }
     bar.finish_and_clear();
 
