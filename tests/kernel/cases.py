@@ -189,6 +189,15 @@ def expect_line(r: Report, lines: list[str], regex: str) -> None:
         r.fail(f"expected one line matching /{regex}/, found {len(m)}")
 
 
+def ended_by(b, lines: list[str]) -> str:
+    """'ended by HOW: the kernel's last words (LOG)' for a boot that failed:
+    why the kernel stopped, in its own words, in the failure line itself.
+    CI shows failure lines, not the log (stop 29: "init did not finish",
+    ended by a reset, and nothing else to go on)."""
+    words = gk.last_words(lines)
+    return f"ended by {b.ended}{': ' + words if words else ''} ({b.log})"
+
+
 def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, qemu_args: list[str] = (),
               mem: int | None = None, common: str = COMMON) -> list[str]:
     """Boots case R.name with COMMON + EXTRA and judges the common part.
@@ -201,17 +210,12 @@ def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, qemu_a
     if b.problem():
         r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
         return lines
-    # Why the kernel stopped, in its own words, in the failure line itself:
-    # CI shows failure lines, not the log (stop 29: "init did not finish",
-    # ended by a reset, and nothing else to go on).
-    words = gk.last_words(lines)
-    why = f": {words}" if words else ""
     if not grep(lines, "^ZSDONE"):
-        r.fail(f"init did not finish: the guest ended by {b.ended}{why} ({b.log})")
+        r.fail(f"init did not finish: the guest {ended_by(b, lines)}")
         return lines
     if b.ended != "power-off":
         # ZSDONE and then a panic, a reset or a triple fault is no clean run.
-        r.fail(f"the guest did not power off after ZSDONE: it ended by {b.ended}{why} ({b.log})")
+        r.fail(f"the guest did not power off after ZSDONE: it {ended_by(b, lines)}")
         return lines
     warn = grep(lines, r"WARNING:|BUG:")
     if grep(lines, WARN):
@@ -820,8 +824,7 @@ def memmap_boot(k: Kernel, r: Report, image: Path, extra: str, qargs: list[str] 
         r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
         return None
     if not grep(lines, "^ZSDONE"):
-        words = gk.last_words(lines)
-        r.fail(f"init did not finish: the guest ended by {b.ended}{': ' + words if words else ''} ({b.log})")
+        r.fail(f"init did not finish: the guest {ended_by(b, lines)}")
         return None
     for key in ("hugetlb_dirty_pages", "anon_dirty_pages"):
         v = kv(lines, "ZSPROBE", key)

@@ -149,7 +149,8 @@ pub fn run(args: &SloArgs) -> Result<Report, Error> {
         let mut warmup = Vec::new();
         let mut reps = Vec::new();
         for i in 0..s.warmup + s.repetitions {
-            let (what, k, n) = if i < s.warmup {
+            let warm = i < s.warmup;
+            let (what, k, n) = if warm {
                 ("warm-up boot", i + 1, s.warmup)
             } else {
                 ("boot", i - s.warmup + 1, s.repetitions)
@@ -160,11 +161,7 @@ pub fn run(args: &SloArgs) -> Result<Report, Error> {
                 eprintln!(
                     "zerostart slo: {} {what} {k}/{n}{}: {}",
                     s.name,
-                    if i < s.warmup {
-                        " (in no statistic)"
-                    } else {
-                        ""
-                    },
+                    if warm { " (in no statistic)" } else { "" },
                     match &r.error {
                         None => format!(
                             "ok, exit at {:.1} ms",
@@ -178,7 +175,7 @@ pub fn run(args: &SloArgs) -> Result<Report, Error> {
                 );
             }
             bar.inc(1);
-            if i < s.warmup {
+            if warm {
                 warmup.push(r);
             } else {
                 reps.push(r);
