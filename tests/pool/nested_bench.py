@@ -7,9 +7,12 @@ This boots L2 once with tests/pool/nested-bench-l2.sh and the probe guest,
 which runs, for each size, interleaved repetitions of four ways to get guest
 RAM ready: a lease from `zerostart pool` (prezero=pool), prefault with
 MADV_POPULATE_WRITE, prefault with the NT-store engine, and no prefault.
-Every boot's zerostart timeline and the probe's verdict (it reads every
-hinted byte) are collected; any boot that fails or whose probe does not
-PASS with a valid hint and zero non-zero bytes fails the run (exit 1).
+Every boot's zerostart timeline, the probe's verdict (it reads every
+hinted byte) and the guest's whole console are collected; any boot that
+fails, whose console has a kernel bug line (zstest.qemu.L3_KERNEL_BUG_RE),
+or whose probe does not PASS with a valid hint and zero non-zero bytes fails
+the run (exit 1). No boot is ever repeated: a crash of the patched kernel is
+the run failing, its console kept in the report and the console log.
 
   nested_bench.py [--sizes 1,4,8] [--reps 3] [--linux 4 --linux-reps 2]
                   [--report target/pool-nested/report.json]
@@ -35,7 +38,7 @@ from pathlib import Path
 
 from zstest import l2image as build
 from zstest import timeline as tlschema
-from zstest.qemu import L2_BOOT_TIMEOUT_S, Console, boot_l2, l2_memory
+from zstest.qemu import L2_BOOT_TIMEOUT_S, L3_KERNEL_BUG_RE, Console, boot_l2, l2_memory
 
 HERE = Path(__file__).resolve().parent
 
@@ -59,14 +62,23 @@ def parse_sample(line: str) -> dict:
     d = dict(m.groups() for m in re.finditer(r"(\w+)=(\S+)", head))
     return {"size_gib": int(d["size_gib"]), "method": d["method"], "rep": int(d["rep"]),
             "guest": d.get("guest", "probe"), "rc": int(d["rc"]), "wall_ms_in_l2": int(d["wall_ms"]),
-            "attempts": int(d.get("attempts", 1)), "verdict": verdict.strip()}
+            "verdict": verdict.strip()}
+
+
+def kernel_bugs(s: dict) -> list[str]:
+    """The guest console's kernel bug lines (zstest.qemu.L3_KERNEL_BUG_RE), each
+    a failure that names the line: a crash, oops or warning of the kernel under
+    test fails its boot whatever its verdict, and is never retried."""
+    return [f"L3 kernel bug line: {ln.strip()[:300]}" for ln in s.get("l3", [])
+            if L3_KERNEL_BUG_RE.search(ln) and not ln.startswith(("ZSINIT:", "ZSPROBE:"))]
 
 
 def judge(s: dict, patched: bool) -> list[str]:
-    """Why a sample fails: the boot must work and the guest must find only zero bytes."""
+    """Why a sample fails: the boot must work, its guest console must hold no
+    kernel bug line and the guest must find only zero bytes."""
     if s["method"] == "leak_probe":
-        return judge_leak(s)
-    f = []
+        return kernel_bugs(s) + judge_leak(s)
+    f = kernel_bugs(s)
     if s["rc"] != 0:
         f.append(f"zerostart exited {s['rc']}")
     v = s["verdict"]
@@ -117,6 +129,7 @@ def drive(con: Console, deadline: float, patched: bool) -> tuple[list[dict], lis
     want = None  # from ZSPOOL-END: how many boots L2 ran
     pools: list[dict] = []
     pending_tl: dict | None = None
+    pending_l3: list[str] = []  # the L3| lines of the boot whose sample comes next
     t0 = time.monotonic()
     try:
         while True:
@@ -129,8 +142,8 @@ def drive(con: Console, deadline: float, patched: bool) -> tuple[list[dict], lis
                 return samples, pools, line
             if line.startswith("ZSE2E-L2 kvm ready"):
                 print(f"pool-nested: L2 up with /dev/kvm after {time.monotonic() - t0:.1f} s", flush=True)
-            elif line.startswith("ZSPOOL-RETRY"):
-                print(f"pool-nested: L3 kernel crashed, retrying: {line[len('ZSPOOL-RETRY '):][:160]}", flush=True)
+            elif line.startswith("L3| "):
+                pending_l3.append(line[len("L3| "):])
             elif line.startswith("ZSPOOL-BEGIN"):
                 print(f"pool-nested: {line[len('ZSPOOL-'):]}", flush=True)
             elif line.startswith("ZSPOOL-TIMELINE "):
@@ -146,6 +159,7 @@ def drive(con: Console, deadline: float, patched: bool) -> tuple[list[dict], lis
             elif line.startswith("ZSPOOL-SAMPLE "):
                 s = parse_sample(line)
                 s["timeline"], pending_tl = pending_tl, None
+                s["l3"], pending_l3 = pending_l3, []
                 s["failures"] = judge(s, patched)
                 samples.append(s)
                 t = s["timeline"]["t_ms"] if s["timeline"] else {}

@@ -9,13 +9,17 @@ synthetic L2 consoles. Run: python3 tests/pool/test_nested_bench.py
 """
 
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
 from pathlib import Path
 
 sys.dont_write_bytecode = True
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 import nested_bench as nb  # noqa: E402
 nb.print = lambda *a, **k: None  # progress lines are noise here
 from zstest.fakes import FakeConsole  # noqa: E402
@@ -28,6 +32,25 @@ PROBE_LEAK = ("ZSPROBE: FAIL hint=valid nonzero_bytes=60221512 first_nonzero=0x1
 LINUX_PASS = ("ZSINIT: PASS hint=valid ranges=1 hinted_bytes=998035456 zero_checked_bytes=335544320 "
               "nonzero_bytes=0 hinted_checked_bytes=285212672 populate_ms=105 uptime_ms=2830 "
               "kernel_pages_skipped=82779 kernel_bytes_verified=-1 kernel_verify_failures=-1 kernel=6.12")
+
+# The console of a patched L3 guest that crashed under oops=panic, in the form
+# of stop 26's real report (tests/zstest/test_zstest.py, multi-threaded TCG's
+# stale int3 in sched_clock_cpu): no verdict, then the reset of panic=-1.
+CRASH_CONSOLE = """\
+[    0.000000] Linux version 6.12.0-zerostart (zerostart@build) #1 SMP PREEMPT_DYNAMIC
+[    0.000000] Command line: console=ttyS0 reboot=k panic=-1 oops=panic loglevel=5 hugepages=128
+[    1.128215] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[    1.128220] CPU: 1 UID: 0 PID: 0 Comm: swapper/1 Not tainted 6.12.0-zerostart #1
+[    1.128230] RIP: 0010:sched_clock_cpu+0x9/0x1d0
+[    1.128301] Code: 48 89 e5 66 <90> e8 3a 00 00 00
+[    1.128390] Kernel panic - not syncing: Fatal exception in interrupt
+[    1.128402] Kernel Offset: 0x1000000 from 0xffffffff81000000
+"""
+CLEAN_CONSOLE = """\
+[    0.000000] Linux version 6.12.0-zerostart (zerostart@build) #1 SMP PREEMPT_DYNAMIC
+[    0.000000] Command line: console=ttyS0 reboot=k panic=-1 oops=panic loglevel=5 hugepages=128
+ZSINIT uptime_s=2.83
+""" + LINUX_PASS + "\n"
 
 
 def timeline(method: str, linux: bool = False) -> str:
@@ -44,7 +67,7 @@ def timeline(method: str, linux: bool = False) -> str:
 
 def sample(method: str, verdict: str, guest: str = "probe", rc: int = 0) -> str:
     return (f"ZSPOOL-SAMPLE size_gib=1 method={method} rep=1 guest={guest} rc={rc} wall_ms=900 "
-            f"attempts=1 verdict={verdict}")
+            f"verdict={verdict}")
 
 
 def drive(lines, eof=True, patched=False):
@@ -96,6 +119,26 @@ class Judge(unittest.TestCase):
         bad = LINUX_PASS.replace("nonzero_bytes=0", "nonzero_bytes=1")
         self.assertTrue(self.one([timeline("pool_lease", True), sample("pool", bad, "linux")]))
 
+    def test_kernel_bug_lines_fail_a_passing_verdict_and_are_named(self):
+        # A patched kernel's WARNING, bad page or oops fails its boot even
+        # when zsinit still printed PASS, and the failure names the line.
+        for bad in ("[    2.1] WARNING: CPU: 0 PID: 1 at mm/page_alloc.c:1203 free_pages_prepare+0x1f0/0x6c0",
+                    "[    2.1] BUG: Bad page state in process zsinit  pfn:12345",
+                    "[    2.1] BUG: KASAN: use-after-free in clear_page_erms+0x7/0x10",
+                    "[    2.1] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [zsinit:1]",
+                    "[    2.1] RIP: 0010:clear_page_erms+0x7/0x10"):
+            f = self.one([timeline("pool_lease", True), "L3| " + bad, sample("pool", LINUX_PASS, "linux")], True)
+            self.assertIn(f"L3 kernel bug line: {bad}", f)
+        # The lines of a clean boot, and a bug line of an earlier boot, fail nothing.
+        samples, _, fatal = drive([timeline("pool_lease", True), "L3| [    0.0] BUG: Bad page state",
+                                   sample("pool", "", "linux"), "L3| ZSINIT uptime_s=2.83", "L3| " + LINUX_PASS,
+                                   timeline("pool_lease", True), sample("pool", LINUX_PASS, "linux"),
+                                   "ZSPOOL-END boots=2"], patched=True)
+        self.assertIsNone(fatal)
+        self.assertTrue(samples[0]["failures"])
+        self.assertEqual(samples[1]["failures"], [])
+        self.assertEqual(samples[1]["l3"], ["ZSINIT uptime_s=2.83", LINUX_PASS])
+
     def test_leak_check_must_see_the_leak(self):
         self.assertEqual(self.one([timeline("pool_lease"), sample("leak_probe", PROBE_LEAK)]), [])
         f = self.one([timeline("pool_lease"), sample("leak_probe", PROBE_PASS)])
@@ -137,6 +180,86 @@ class Drive(unittest.TestCase):
         self.assertIsNone(fatal)
         row = [r for r in nb.table(samples, [1]).splitlines() if r.startswith("| 1 |")][0]
         self.assertIn("30.0 / 10.0 / 20.0 (**20.0**)", row)
+
+
+class InL2Script(unittest.TestCase):
+    """nested-bench-l2.sh itself, run here with a fake zerostart: the boot
+    of a patched guest that crashes is not booted again, its whole console
+    reaches the host, and the host's judge fails it naming the crash line."""
+
+    def run_script(self, linux_console: str) -> tuple[list[str], list[str]]:
+        """(the script's output lines, one line per zerostart run)."""
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "zs" / "kernels").mkdir(parents=True)
+            (d / "tmp").mkdir()
+            (d / "zs" / "probe.bzImage").write_bytes(b"probe")
+            (d / "zs" / "kernels" / "patched").write_bytes(b"bzImage")
+            (d / "cmdline").write_text("zse2e.script=nested-bench-l2.sh zspool.sizes=1 zspool.reps=1 "
+                                       "zspool.timeout=30 zspool.linux=1 zspool.linux_reps=1 "
+                                       "zspool.kernel=patched zspool.methods=populate zspool.leakcheck=0\n")
+            (d / "free").write_text("512\n")  # 1 GiB: one guest, no pool kept (methods=populate)
+            (d / "linux.serial").write_text(linux_console)
+            (d / "probe.serial").write_text(PROBE_PASS + "\n")
+            (d / "linux.tl").write_text(timeline("populate", True).split(" ", 1)[1])
+            (d / "probe.tl").write_text(timeline("populate").split(" ", 1)[1])
+            fake = d / "zs" / "zerostart"
+            # Writes the console and timeline its guest would have, as zerostart does.
+            fake.write_text(f"""#!/bin/sh
+echo "$*" >>{d}/runs
+ser=; tl=; g=probe
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --serial) ser=${{2#file=}}; shift;;
+    --timeline) tl=$2; shift;;
+    --kernel) case "$2" in */kernels/*) g=linux;; esac; shift;;
+  esac
+  shift
+done
+cp {d}/$g.serial "$ser"
+cp {d}/$g.tl "$tl"
+""")
+            fake.chmod(0o755)
+            script = (HERE / "nested-bench-l2.sh").read_text()
+            # L2's paths moved under d (through a placeholder: d itself may be under /tmp).
+            for real, here in (("/proc/cmdline", "@@/cmdline"),
+                               ("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "@@/free"),
+                               ("/zs/", "@@/zs/"), ("/tmp/", "@@/tmp/")):
+                self.assertIn(real, script)
+                script = script.replace(real, here)
+            script = script.replace("@@", str(d))
+            r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+                               env=dict(os.environ, PATH=os.environ.get("PATH", "/usr/bin:/bin")))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            return r.stdout.splitlines(), (d / "runs").read_text().splitlines()
+
+    def test_a_crashed_patched_guest_fails_once_with_its_console_kept(self):
+        out, runs = self.run_script(CRASH_CONSOLE)
+        # Warm-up, the probe, the Linux guest: each booted once, the crash too.
+        self.assertEqual(len(runs), 3, runs)
+        self.assertEqual(sum("/kernels/patched" in r for r in runs), 1, runs)
+        self.assertFalse([ln for ln in out if "RETRY" in ln], out)
+        # Its whole console reached the host, in order, before its sample.
+        l3 = [ln[len("L3| "):] for ln in out if ln.startswith("L3| ")]
+        self.assertEqual(l3[-len(CRASH_CONSOLE.splitlines()):], CRASH_CONSOLE.splitlines())
+        samples, _, fatal = drive(out, patched=True)
+        self.assertIsNone(fatal)
+        linux = [s for s in samples if s["guest"] == "linux"]
+        self.assertEqual(len(linux), 1)
+        f = linux[0]["failures"]
+        self.assertIn("L3 kernel bug line: [    1.128215] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI", f)
+        self.assertIn("L3 kernel bug line: [    1.128390] Kernel panic - not syncing: Fatal exception in interrupt", f)
+        self.assertIn("guest verdict: none", f)
+        self.assertEqual([s["failures"] for s in samples if s["guest"] != "linux"], [[], []])
+
+    def test_a_clean_patched_guest_passes(self):
+        out, runs = self.run_script(CLEAN_CONSOLE)
+        self.assertEqual(len(runs), 3, runs)
+        samples, _, fatal = drive(out, patched=True)
+        self.assertIsNone(fatal)
+        self.assertEqual([s["failures"] for s in samples], [[], [], []])
+        self.assertEqual(samples[-1]["guest"], "linux")
+        self.assertIn(LINUX_PASS, samples[-1]["l3"])
 
 
 if __name__ == "__main__":

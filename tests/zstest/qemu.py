@@ -50,8 +50,14 @@ PREALLOC = [] if os.environ.get("ZSE2E_L2_PREALLOC", "on") == "off" else ["-mem-
 L2_ABORT_RE = re.compile(r"^(qemu: fatal:|qemu-system-x86_64: .*(ssertion|fatal|tcg)|\*\*\s*ERROR:.*|.*: Assertion .* failed\.)")
 # A guest kernel's own report of a bug: a guest that printed one failed,
 # verdict or not, and is never booted again by a retry (rerun_after_bed_faults'
-# `crashed`). The one pattern of every nested harness.
-L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault")
+# `crashed`). The one pattern of every nested harness and of the pool bench's
+# judge. BUG: covers KASAN, KFENCE and soft lockups ("BUG: KASAN: ...",
+# "watchdog: BUG: soft lockup"), named too for whoever greps for them; a
+# WARNING and an oops's RIP line only in the kernel's own form, so a program's
+# "WARNING:" on the console is no kernel bug.
+L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault|"
+                              r"WARNING: (?:CPU: \d+ PID: |at )|RIP: [0-9a-f]{4}:|soft lockup|hard LOCKUP|"
+                              r"KFENCE: |KASAN: ")
 MIB = 1 << 20
 # The nested host's own kernel saying one of its CPUs has spun for tens of
 # seconds. In this bed that has been a CPU waiting for an IPI (a TLB flush)

@@ -595,6 +595,20 @@ class GuestKernelKit(unittest.TestCase):
                  "Booting from ROM..\x1bc[    0.000000] Linux version 6.12", "[    0.000000] Command line: x"]
         self.assertEqual(guestkernel.untangle(plain), plain)
 
+    def test_the_bug_line_judge_sees_every_kind_and_no_program_line(self):
+        # Each kind of kernel report the harnesses fail a guest for.
+        for bad in ("BUG: Bad page state in process zsinit  pfn:12345", "Oops: int3: 0000 [#1] SMP NOPTI",
+                    "WARNING: CPU: 0 PID: 1 at mm/page_alloc.c:1203 free_pages_prepare+0x1f0/0x6c0",
+                    "RIP: 0010:clear_page_erms+0x7/0x10", "Kernel panic - not syncing: Fatal exception",
+                    "watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [zsinit:1]",
+                    "NMI watchdog: Watchdog detected hard LOCKUP on cpu 1",
+                    "BUG: KFENCE: out-of-bounds read in x", "BUG: KASAN: use-after-free in y",
+                    "general protection fault, probably for non-canonical address", "double fault: 0000 [#1]"):
+            self.assertTrue(qemu.L3_KERNEL_BUG_RE.search(f"[    2.100000] {bad}"), bad)
+        for ok in ("ZSINIT: PASS hint=valid nonzero_bytes=0", "WARNING: no 1G page here, skipping",
+                   "RIP=ffffffffb8018710 RFL=00000246", "[    0.000000] Linux version 6.12.0"):
+            self.assertIsNone(qemu.L3_KERNEL_BUG_RE.search(ok), ok)
+
     def test_last_words_name_the_crash_and_nothing_of_a_clean_boot(self):
         # Stop 29's CI printed "init did not finish" for a 7.3 boot that
         # reset, and nothing of why: the failure line now carries this.
