@@ -71,6 +71,7 @@ include $(sort $(wildcard mk/*.mk))
 # not by target name: test-devices-fuzz (fuzz.mk) comes after test-firmware
 # (firmware.mk); `make help` prints the list. Each runs to its end even
 # after another failed; tests/lib/make_test.py counts the checks inside them
-# and ends with `make-test: N passed, N failed, N skipped`.
+# and ends with every skip and retry by name and
+# `make-test: N passed, N failed, N skipped, N retried`.
 test:
 	@MAKE="$(MAKE) CRATE_TESTS=0" python3 tests/lib/make_test.py $(TEST_TARGETS)

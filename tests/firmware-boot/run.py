@@ -267,6 +267,8 @@ def main() -> int:
                 retries.setdefault(run[0], []).append(f"attempt {attempt}: {ended}; {fails[:2]}")
                 print(f"fwboot: {run[0]}: the test bed failed outside every guest ({ended[:200]}); retrying",
                       flush=True)
+                # The one retry line format make test counts and lists (tests/lib/make_test.py).
+                print(f"RETRY fwboot/{run[0]}: {' '.join(ended.split())[:300]}", flush=True)
     report = []
     ok = True
     for name, *_ in runs:

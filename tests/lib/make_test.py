@@ -7,7 +7,11 @@ hugepages. This runs each target (all of them, also after a failure, so one
 run shows every failure), reads what its checks printed, and ends with the
 one line CI parses:
 
-    make-test: N passed, N failed, N skipped
+    make-test: N passed, N failed, N skipped, N retried
+
+(the plain "N passed, N failed, N skipped" first, as CI reads it), after a
+list of every skipped and every retried check by name: a retry that ends in
+a pass, or a skip, is what a green summary would otherwise hide.
 
 What counts as a check, from a target's output:
   - cargo's `test result: ok. N passed; M failed; K ignored` (ignored = skipped);
@@ -16,7 +20,12 @@ What counts as a check, from a target's output:
   - Python unittest's `Ran N tests` with `OK` / `FAILED (failures=F, errors=E)`
     (and `skipped=S`);
   - the harness scripts' own lines: `PASS ...` / `ok: ...`, `FAIL...`, `SKIP ...`;
-  - the e2e harness's `e2e: N passed, N failed, N skipped; ...`.
+  - the e2e harness's `e2e: N passed, N failed, N skipped; ...`;
+  - `RETRY <name>: <why>`, one line per run a harness repeated (the one
+    format of every retry point: zstest.qemu.rerun_after_bed_faults and
+    firmware-boot), counted as retried, not as a check.
+A `SKIP` line that is also in $ZEROSTART_SKIP_LOG (a Rust test run with
+--nocapture) is that one skip, counted once.
 A target that exits non-zero with no failed check counts one failure; one
 that prints no check at all counts as one check (passed or failed by its exit
 status); one whose every check skipped fails (a test bed that can run nothing
@@ -38,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CARGO = re.compile(r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored")
 UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ")
@@ -48,6 +57,10 @@ PASS = re.compile(r"^(PASS|ok)\b[: ]")
 FAIL = re.compile(r"^FAIL\b")
 # `zerostart slo` prints its skipped scenarios as "zerostart slo: SKIP ...".
 SKIP = re.compile(r"^(zerostart slo: )?SKIP\b")
+# A cargo test marked #[ignore], by name.
+CARGO_IGNORED = re.compile(r"^test (\S+) \.\.\. ignored")
+# A harness that ran something again: `RETRY <name>: <why>`.
+RETRY = re.compile(r"^RETRY \S+: ")
 # The panic message is on the line after "panicked at".
 PANIC = re.compile(r"^thread '.*' .*panicked at ")
 # A failed check's own line, repeated in the closing summary: the harness
@@ -62,11 +75,18 @@ class Counts:
     passed: int = 0
     failed: int = 0
     skipped: int = 0
+    retried: int = 0
+    # The skip and retry lines that name them (prefixed by their target once added up).
+    skips: list[str] = field(default_factory=list)
+    retries: list[str] = field(default_factory=list)
 
-    def add(self, o: "Counts") -> None:
+    def add(self, o: "Counts", target: str) -> None:
         self.passed += o.passed
         self.failed += o.failed
         self.skipped += o.skipped
+        self.retried += o.retried
+        self.skips += [f"{target}: {s}" for s in o.skips]
+        self.retries += [f"{target}: {r}" for r in o.retries]
 
 
 def failed_lines(lines: list[str]) -> list[str]:
@@ -83,12 +103,19 @@ def failed_lines(lines: list[str]) -> list[str]:
     return out
 
 
-def count(lines: list[str], runtime_skips: int, rc: int) -> tuple[Counts, list[str]]:
-    """Counts of one target from its output; notes say why a target failed."""
+def count(lines: list[str], runtime_skips: list[str], rc: int) -> tuple[Counts, list[str]]:
+    """Counts of one target from its output and the lines its Rust tests
+    appended to $ZEROSTART_SKIP_LOG; notes say why a target failed."""
     c, notes, ran = Counts(), [], None
+    logged = set(runtime_skips)
     for ln in lines:
         ln = ln.rstrip("\r\n")
-        if m := CARGO.match(ln):
+        if RETRY.match(ln):
+            c.retried += 1
+            c.retries.append(ln)
+        elif m := CARGO_IGNORED.match(ln):
+            c.skips.append(f"{m[1]}: #[ignore]")
+        elif m := CARGO.match(ln):
             c.passed += int(m[1])
             c.failed += int(m[2])
             c.skipped += int(m[3])
@@ -110,12 +137,18 @@ def count(lines: list[str], runtime_skips: int, rc: int) -> tuple[Counts, list[s
             c.passed += 1
         elif FAIL.match(ln):
             c.failed += 1
-        elif SKIP.match(ln):
+        elif SKIP.match(ln) and ln not in logged:
             c.skipped += 1
+            c.skips.append(ln)
     # A Rust test that skipped at run time was counted passed by cargo.
-    moved = min(runtime_skips, c.passed)
+    moved = min(len(runtime_skips), c.passed)
     c.passed -= moved
     c.skipped += moved
+    c.skips += runtime_skips
+    # unittest's skipped=N and the e2e line count skips without naming them here.
+    if c.skipped > len(c.skips):
+        c.skips.append(f"{c.skipped - len(c.skips)} more, counted by a summary line that names none "
+                       "(unittest's skipped=N, e2e's N skipped): see the target's output")
     if c.passed + c.failed + c.skipped == 0:
         c.passed, c.failed = (1, 0) if rc == 0 else (0, 1)
         notes.append("no check lines: counted as one check")
@@ -147,7 +180,7 @@ def run_target(make: list[str], target: str) -> tuple[Counts, list[str], int, li
         os.unlink(skip_log)
     for s in skips:
         print(f"make-test: {target}: {s}")
-    c, notes = count(lines, len(skips), rc)
+    c, notes = count(lines, skips, rc)
     return c, notes, rc, failed_lines(lines) if c.failed else []
 
 
@@ -161,10 +194,10 @@ def main(argv: list[str]) -> int:
         c, notes, rc, fl = run_target(make, t)
         secs = round(time.monotonic() - t0)
         took.append(f"{t} {secs} s")
-        total.add(c)
+        total.add(c, t)
         for n in notes:
             print(f"make-test: {t}: {n}")
-        print(f"make-test: {t}: {c.passed} passed, {c.failed} failed, {c.skipped} skipped "
+        print(f"make-test: {t}: {c.passed} passed, {c.failed} failed, {c.skipped} skipped, {c.retried} retried "
               f"(exit {rc}, {secs} s)", flush=True)
         if c.failed:
             bad.append(t)
@@ -183,7 +216,16 @@ def main(argv: list[str]) -> int:
         print(f"make test: FAILED: {' '.join(bad)}")
     else:
         print(f"make test: every area passed: {' '.join(argv)}")
-    print(f"make-test: {total.passed} passed, {total.failed} failed, {total.skipped} skipped")
+    # Every skip and retry by name, right above the counts: what CI's log
+    # tail shows.
+    print(f"make-test: skipped: {total.skipped}" + (":" if total.skips else ""))
+    for s in total.skips:
+        print(f"make-test:   {s}")
+    print(f"make-test: retried: {total.retried}" + (":" if total.retries else ""))
+    for r in total.retries:
+        print(f"make-test:   {r}")
+    print(f"make-test: {total.passed} passed, {total.failed} failed, {total.skipped} skipped, "
+          f"{total.retried} retried")
     return 1 if bad else 0
 
 

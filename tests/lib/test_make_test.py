@@ -20,13 +20,42 @@ import make_test  # noqa: E402  (this file's directory: python3 puts it on the p
 
 
 class Count(unittest.TestCase):
-    def c(self, text, skips=0, rc=0):
-        return make_test.count(text.splitlines(True), skips, rc)[0]
+    def c(self, text, skips=(), rc=0):
+        return make_test.count(text.splitlines(True), list(skips), rc)[0]
 
     def test_cargo_lines_and_runtime_skips(self):
-        c = self.c("test result: ok. 10 passed; 0 failed; 1 ignored; 0 measured\n"
-                   "test result: ok. 5 passed; 0 failed; 0 ignored\n", skips=2)
+        c = self.c("test a::slow ... ignored\n"
+                   "test result: ok. 10 passed; 0 failed; 1 ignored; 0 measured\n"
+                   "test result: ok. 5 passed; 0 failed; 0 ignored\n",
+                   skips=["SKIP a::kvm: cannot open /dev/kvm", "SKIP b::tap: not root"])
         self.assertEqual((c.passed, c.failed, c.skipped), (13, 0, 3))
+        self.assertEqual(c.skips, ["a::slow: #[ignore]", "SKIP a::kvm: cannot open /dev/kvm",
+                                   "SKIP b::tap: not root"])
+
+    def test_a_logged_skip_printed_too_counts_once(self):
+        # make test-pool runs its crate tests with --nocapture: the helper's
+        # stderr line and its skip-log line are the same skip.
+        c = self.c("SKIP holders::io_uring: io_uring is disabled here\n"
+                   "test result: ok. 4 passed; 0 failed; 0 ignored\n",
+                   skips=["SKIP holders::io_uring: io_uring is disabled here"])
+        self.assertEqual((c.passed, c.failed, c.skipped), (3, 0, 1))
+        self.assertEqual(c.skips, ["SKIP holders::io_uring: io_uring is disabled here"])
+
+    def test_retries_are_counted_and_named_not_checks(self):
+        c = self.c("RETRY e2e/zs-prezero-1g: qemu: fatal: boom (L2 exited during zs-prezero-1g)\n"
+                   "e2e: 8 passed, 0 failed, 0 skipped; 1 L2 retries after a test-bed fault outside every guest\n"
+                   "RETRY fwboot/ovmf: L2 QEMU aborted\n")
+        self.assertEqual((c.passed, c.failed, c.skipped, c.retried), (8, 0, 0, 2))
+        self.assertEqual(c.retries, ["RETRY e2e/zs-prezero-1g: qemu: fatal: boom (L2 exited during zs-prezero-1g)",
+                                     "RETRY fwboot/ovmf: L2 QEMU aborted"])
+        # Not the retry line's form: no count.
+        self.assertEqual(self.c("RETRY without a name\nok: a\n").retried, 0)
+
+    def test_skips_a_summary_counts_without_names_are_said(self):
+        c = self.c("Ran 3 tests in 0.1s\n\nOK (skipped=2)\n")
+        self.assertEqual(c.skipped, 2)
+        self.assertEqual(len(c.skips), 1)
+        self.assertTrue(c.skips[0].startswith("2 more, counted by a summary line"), c.skips)
 
     def test_unittest_and_script_lines(self):
         c = self.c("Ran 7 tests in 0.1s\n\nFAILED (failures=1, errors=1, skipped=1)\n"
@@ -61,18 +90,30 @@ class WithMake(unittest.TestCase):
     def test_runs_every_target_and_prints_the_closing_line(self):
         with tempfile.TemporaryDirectory() as d:
             Path(d, "Makefile").write_text(
-                "good:\n\t@echo 'test result: ok. 3 passed; 0 failed; 1 ignored'\n"
+                "good:\n\t@echo 'test x::slow ... ignored'\n"
+                "\t@echo 'test result: ok. 3 passed; 0 failed; 1 ignored'\n"
                 "\t@echo 'SKIP x: no 1G page' >>$$ZEROSTART_SKIP_LOG\n"
                 "bad:\n\t@echo 'FAIL: planted byte not found'; exit 1\n"
-                "empty:\n\t@echo 'SKIP y: nothing here'\n")
-            r = subprocess.run([sys.executable, str(HERE / "make_test.py"), "good", "bad", "empty"],
+                "empty:\n\t@echo 'SKIP y: nothing here'\n"
+                "again:\n\t@echo 'RETRY e2e/s1: qemu: fatal: boom'; echo 'e2e: 1 passed, 0 failed, 0 skipped'\n")
+            r = subprocess.run([sys.executable, str(HERE / "make_test.py"), "good", "bad", "empty", "again"],
                                cwd=d, env=dict(os.environ, MAKE="make"), capture_output=True, text=True)
         lines = r.stdout.splitlines()
         self.assertEqual(r.returncode, 1, r.stdout)
-        self.assertEqual(lines[-1], "make-test: 2 passed, 2 failed, 3 skipped")
+        self.assertEqual(lines[-1], "make-test: 3 passed, 2 failed, 3 skipped, 1 retried")
+        # CI's parser: 'N passed, N failed' with ', N skipped' after it, on the last line.
+        self.assertRegex(lines[-1], r"^make-test: \d+ passed, \d+ failed, \d+ skipped(, |$)")
+        # Above it, every skip and every retry by name.
+        self.assertEqual(lines[-7:-1], [
+            "make-test: skipped: 3:",
+            "make-test:   good: x::slow: #[ignore]",
+            "make-test:   good: SKIP x: no 1G page",
+            "make-test:   empty: SKIP y: nothing here",
+            "make-test: retried: 1:",
+            "make-test:   again: RETRY e2e/s1: qemu: fatal: boom"])
         self.assertIn("make-test: empty: every one of its 1 checks skipped: the target fails", lines)
         self.assertIn("make test: FAILED: bad empty", lines)
-        self.assertTrue(any(ln.startswith("make-test: good: 2 passed, 0 failed, 2 skipped (exit 0, ")
+        self.assertTrue(any(ln.startswith("make-test: good: 2 passed, 0 failed, 2 skipped, 0 retried (exit 0, ")
                             and ln.endswith(" s)") for ln in lines), lines)
         self.assertTrue(any(ln.startswith("make-test: wall time ") and "bad " in ln for ln in lines), lines)
         # The closing block repeats what failed, after the long output.

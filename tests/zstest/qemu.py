@@ -548,7 +548,8 @@ def rerun_after_bed_faults(todo: list, boot, retries: list[str], bound: int, cra
     After a test-bed fault, L2 boots again for the scenarios not yet ended,
     the one it stopped in included, unless `crashed(result)` says that guest
     printed a kernel bug line: a guest crash is never retried. At most `bound`
-    retries; each reason goes to `retries` and is printed under `who`. The one
+    retries; each reason goes to `retries` and is printed under `who`, and as
+    `RETRY <who>/<scenario>: <fault>` for make test's closing count. The one
     retry rule of every nested harness (e2e, launch and what runs on it)."""
     results: list = []
     while True:
@@ -562,6 +563,8 @@ def rerun_after_bed_faults(todo: list, boot, retries: list[str], bound: int, cra
         retries.append(f"{fault} ({fatal})")
         print(f"{who}: the test bed failed outside every guest ({fault[:200]}); booting L2 again for "
               f"{len(left)} scenario(s) (retry {len(retries)} of at most {bound})", flush=True)
+        # The one retry line format make test counts and lists (tests/lib/make_test.py).
+        print(f"RETRY {who}/{'-'.join(str(left[0].name).split())}: {' '.join(fault.split())[:300]}", flush=True)
         todo = left
 
 

@@ -244,7 +244,7 @@ class Suite(unittest.TestCase):
         self.assertEqual(lines[-1], "test-x: 4 passed, 3 failed, 2 skipped")
         self.assertEqual(err.strip(), "test-x: failed cases: fill-1 strict size-left")
         # tests/lib/make_test.py counts the same from these lines.
-        c, _ = make_test.count(out.splitlines(keepends=True), 0, rc)
+        c, _ = make_test.count(out.splitlines(keepends=True), [], rc)
         self.assertEqual((c.passed, c.failed, c.skipped), (4, 3, 2))
 
     def test_all_passing_selection(self):
@@ -257,7 +257,7 @@ class Suite(unittest.TestCase):
     def test_a_failed_boot_fails_the_run(self):
         rc, out, err, _, _, _ = self.run_cases(names=["a"], bad_boots=("a",))
         self.assertEqual((rc, out.splitlines()[-1]), (1, "test-x: 0 passed, 1 failed, 0 skipped"))
-        c, _ = make_test.count(out.splitlines(keepends=True), 0, rc)
+        c, _ = make_test.count(out.splitlines(keepends=True), [], rc)
         self.assertEqual((c.passed, c.failed), (0, 1))
 
     def test_do_steps_report_many_results_and_keep_work(self):
@@ -297,7 +297,7 @@ class Suite(unittest.TestCase):
         self.assertEqual(stopped, ["daemon"], "at_exit runs when the run ends")
         self.assertEqual(lines[-1], "test-k: 2 passed, 4 failed, 1 skipped")
         self.assertEqual(err.getvalue().strip(), "test-k: failed cases: k e x d")
-        c, _ = make_test.count(out.getvalue().splitlines(keepends=True), 0, rc)
+        c, _ = make_test.count(out.getvalue().splitlines(keepends=True), [], rc)
         self.assertEqual((c.passed, c.failed, c.skipped), (2, 4, 1))
 
     def test_main_refuses_unknown_cases_before_running_any(self):
@@ -594,6 +594,26 @@ class GuestKernelKit(unittest.TestCase):
         plain = ["[    1.000000] a [    2.000000] b", "ZSINIT uptime_s=3.13", "x [1.0] y",
                  "Booting from ROM..\x1bc[    0.000000] Linux version 6.12", "[    0.000000] Command line: x"]
         self.assertEqual(guestkernel.untangle(plain), plain)
+
+    def test_a_bed_fault_retry_prints_the_one_retry_line(self):
+        # make test counts retries from these lines (tests/lib/make_test.py).
+        sc = lambda n: type("Sc", (), {"name": n})()  # noqa: E731
+        res = lambda s, rc: type("R", (), {"sc": s, "rc": rc})()  # noqa: E731
+        a, b = sc("a"), sc("b")
+        runs = iter([([res(a, 0), res(b, None)], "L2 exited during b", "qemu: fatal: boom\n  at x"),
+                      ([res(b, 0)], None, None)])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            got, fatal = qemu.rerun_after_bed_faults([a, b], lambda todo: next(runs), [], 1, lambda r: False, "e2e")
+        self.assertIsNone(fatal)
+        self.assertEqual(len(got), 2)
+        self.assertIn("RETRY e2e/b: qemu: fatal: boom at x\n", out.getvalue())
+        # A crashed guest: no retry, no line.
+        runs = iter([([res(a, 0), res(b, None)], "L2 exited during b", "qemu: fatal: boom")])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            qemu.rerun_after_bed_faults([a, b], lambda todo: next(runs), [], 1, lambda r: True, "e2e")
+        self.assertNotIn("RETRY", out.getvalue())
 
     def test_the_bug_line_judge_sees_every_kind_and_no_program_line(self):
         # Each kind of kernel report the harnesses fail a guest for.
