@@ -21,6 +21,10 @@ PKGS=(
   # cloud-hypervisor's boot disk (tests/lib/mkesp.sh): a UKI on an EFI
   # system partition, since its firmware cannot get a kernel over fw_cfg
   systemd-boot-efi dosfstools mtools
+  # tests that would otherwise skip on a minimal image (testsupport::skip):
+  # the tap tests' network namespace (ip netns), the pool unit's
+  # systemd-analyze verify, setpriv/unshare (privilege drop, PID namespace)
+  iproute2 systemd util-linux
 )
 missing=()
 for p in "${PKGS[@]}"; do

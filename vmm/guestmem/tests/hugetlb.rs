@@ -35,9 +35,10 @@ fn memfd_hugetlb_is_zero_and_hinted_with_2m_pages() {
 fn memfd_hugetlb_1g() {
     let _g = POOL.lock().unwrap_or_else(|p| p.into_inner());
     if let Err(e) = check_hugepages(PageSize::Size1G, 1 << 30) {
-        common::skip(&format!(
-            "no free 1G hugepage (the host cannot always find a contiguous GiB): {e}"
-        ));
+        testsupport::skip(
+            "HUGEPAGE_1G",
+            format!("no free 1G hugepage (the host cannot always find a contiguous GiB): {e}"),
+        );
         return;
     }
     let mut r = create("hugepages=on,hugepage_size=1G,prefault=on", 1 << 30).unwrap();

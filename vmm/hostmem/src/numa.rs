@@ -216,7 +216,7 @@ mod tests {
             let v = vec![1u8; 1 << 16];
             assert!(node_of(v.as_ptr() as usize).is_some());
         } else {
-            println!("SKIP: no {SYSFS_NODES}/node0");
+            testsupport::skip("NUMA", format!("the node checks: no {SYSFS_NODES}/node0"));
         }
         assert!(!node_exists(1 << 20));
         // An address nobody mapped has no node.

@@ -86,7 +86,7 @@ mod tests {
         let nodes = read_nodes(Path::new("/sys/devices/system/node"));
         assert!(!nodes.is_empty());
         if !node_exists(0) {
-            println!("SKIP: no /sys/devices/system/node/node0");
+            testsupport::skip("NUMA", "no /sys/devices/system/node/node0");
             return;
         }
         let m =

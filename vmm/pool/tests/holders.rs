@@ -222,14 +222,14 @@ fn io_uring_attack(fault: Option<&str>) -> Result<Option<String>, String> {
 #[test]
 fn an_io_uring_fixed_buffer_never_reaches_the_next_tenant() {
     if let Some(why) = io_uring_attack(None).unwrap() {
-        println!("SKIP: io_uring fixed buffer case: {why}");
+        testsupport::skip("IO_URING", why);
     }
 }
 
 #[test]
 fn io_uring_leak_is_seen_when_pages_are_reused() {
     match io_uring_attack(Some(REUSE)) {
-        Ok(Some(why)) => println!("SKIP: io_uring negative control: {why}"),
+        Ok(Some(why)) => testsupport::skip("IO_URING", why),
         Ok(None) => panic!("with pages reused in place the io_uring holder saw nothing"),
         Err(e) => assert!(
             e.contains("put 65536 non-zero bytes into B's fresh lease, read 65536 bytes of B's data and wrote 65536 bytes"),
@@ -387,14 +387,14 @@ fn pid_namespace_attack(fault: Option<&str>) -> Result<Option<String>, String> {
 #[test]
 fn a_holder_in_another_pid_namespace_never_reaches_the_next_tenant() {
     if let Some(why) = pid_namespace_attack(None).unwrap() {
-        println!("SKIP: PID namespace case: {why}");
+        testsupport::skip("PID_NAMESPACE", why);
     }
 }
 
 #[test]
 fn pid_namespace_leak_is_seen_when_the_file_is_reused() {
     match pid_namespace_attack(Some(REUSE)) {
-        Ok(Some(why)) => println!("SKIP: PID namespace negative control: {why}"),
+        Ok(Some(why)) => testsupport::skip("PID_NAMESPACE", why),
         Ok(None) => panic!("with the file reused the hidden holder saw nothing"),
         Err(e) => assert!(
             e.contains("put 65536 non-zero bytes into B's fresh lease and read 8388608 bytes"),

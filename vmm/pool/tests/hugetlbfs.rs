@@ -16,14 +16,18 @@ use common::*;
 use pool::PageSize;
 
 /// A fresh directory (mode 0700) on the test's hugetlbfs mount, or `None`
-/// (with SKIP printed) when the run has none.
+/// (a skip, or a failure under ZEROSTART_REQUIRE_POOL_HUGETLBFS=1, which
+/// tests/pool/with-hugetlbfs.sh sets with the mount) when the run has none.
 fn dir(test: &str) -> Option<tempfile::TempDir> {
     let Ok(mnt) = std::env::var("ZEROSTART_POOL_TEST_HUGETLBFS") else {
-        println!("SKIP: {test}: set ZEROSTART_POOL_TEST_HUGETLBFS to a 2M hugetlbfs mount (make test-pool does)");
+        testsupport::skip("POOL_HUGETLBFS", format!("{test}: set ZEROSTART_POOL_TEST_HUGETLBFS to a 2M hugetlbfs mount (make test-pool does)"));
         return None;
     };
     if page() != PageSize::Size2M {
-        println!("SKIP: {test}: needs ZEROSTART_POOL_TEST_PAGE=2M");
+        testsupport::skip(
+            "POOL_HUGETLBFS",
+            format!("{test}: needs ZEROSTART_POOL_TEST_PAGE=2M"),
+        );
         return None;
     }
     Some(tempfile::tempdir_in(mnt).unwrap())
@@ -152,8 +156,11 @@ fn planted_files_and_symlinks_are_refused() {
             true
         }
         Err(e) => {
-            println!(
-                "SKIP: planted symlink on hugetlbfs: this kernel refuses symlinks there ({e})"
+            testsupport::skip(
+                "HUGETLBFS_SYMLINKS",
+                format!(
+                    "the planted symlink case: this kernel refuses symlinks on hugetlbfs ({e})"
+                ),
             );
             false
         }
@@ -210,7 +217,7 @@ fn planted_files_and_symlinks_are_refused() {
         assert!(err.contains("owned by uid 65534"), "{err}");
         std::fs::remove_file(&p).unwrap();
     } else {
-        println!("SKIP: another user's planted file: not root");
+        testsupport::skip("ROOT", "another user's planted file: not root");
     }
     // The pool's own kind of leftover (ours, 0600) is replaced, not used.
     let p = region(d, 0);

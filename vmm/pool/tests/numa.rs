@@ -89,7 +89,7 @@ fn worker_cpus(pid: u32) -> Option<String> {
 #[test]
 fn scrub_workers_run_on_their_regions_node() {
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        println!("SKIP: one CPU: both fake nodes have CPU 0");
+        testsupport::skip("SMP", "one CPU: both fake nodes have CPU 0");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -73,7 +73,7 @@ fn a_1g_page_pool_leases_zeroed_memory_and_replaces_it() {
     let _restore = match reserve_one() {
         Ok(r) => r,
         Err(why) => {
-            println!("SKIP: --page 1G: {why}");
+            testsupport::skip("HUGEPAGE_1G", format!("--page 1G: {why}"));
             return;
         }
     };

@@ -232,7 +232,10 @@ mod tests {
                 .unwrap();
             assert_eq!(child, libc::SCHED_FIFO);
         } else {
-            eprintln!("SKIP: SCHED_FIFO not permitted here; only the restore is checked");
+            testsupport::skip(
+                "SCHED_FIFO",
+                "SCHED_FIFO not permitted here; only the restore is checked",
+            );
         }
         drop(rt);
         assert_eq!(unsafe { libc::sched_getscheduler(0) }, before);

@@ -1034,12 +1034,12 @@ mod tests {
     fn virtio_devices_write_nothing_before_boot() {
         use devices::virtio::mmio::{reg, MMIO_BASE};
         if !Path::new("/dev/kvm").exists() {
-            eprintln!("SKIP virtio_devices_write_nothing_before_boot: no /dev/kvm");
+            testsupport::skip("KVM", "no /dev/kvm (modprobe kvm_intel or kvm_amd)");
             return;
         }
         // SAFETY: plain libc query.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIP virtio_devices_write_nothing_before_boot: the tap needs root");
+            testsupport::skip("TAP", "the tap in a network namespace needs root");
             return;
         }
         let ns = format!("zsnet-hint-{}", std::process::id());
@@ -1050,7 +1050,7 @@ mod tests {
                 .is_ok_and(|s| s.success())
         };
         if !ip(&["netns", "add", &ns]) {
-            eprintln!("SKIP virtio_devices_write_nothing_before_boot: `ip netns add` failed");
+            testsupport::skip("TAP", "`ip netns add` failed (install iproute2)");
             return;
         }
         struct Del(String);
@@ -1073,7 +1073,10 @@ mod tests {
             .exists()
             .then(|| options::vsock("cid=77").unwrap());
         if vsock.is_none() {
-            eprintln!("SKIP virtio_devices_write_nothing_before_boot (vsock part): no /dev/vhost-vsock here");
+            testsupport::skip(
+                "VHOST_VSOCK",
+                "the vsock part: no /dev/vhost-vsock here (modprobe vhost_vsock)",
+            );
         }
         let plan = Plan {
             cpus: CpusConfig::parse("boot=1").unwrap(),

@@ -244,8 +244,9 @@ fn bad_net_and_vsock_values() {
             ],
         ));
     } else {
-        eprintln!(
-            "SKIP bad_net_and_vsock_values (vhost=on without /dev/vhost-net): it exists here"
+        testsupport::skip(
+            "NO_VHOST_NET",
+            "the vhost=on without /dev/vhost-net case: /dev/vhost-net exists here",
         );
     }
     if !vhost_vsock {
@@ -254,8 +255,9 @@ fn bad_net_and_vsock_values() {
             vec!["/dev/vhost-vsock does not exist", "modprobe vhost_vsock"],
         ));
     } else {
-        eprintln!(
-            "SKIP bad_net_and_vsock_values (--vsock without /dev/vhost-vsock): it exists here"
+        testsupport::skip(
+            "NO_VHOST_VSOCK",
+            "the --vsock without /dev/vhost-vsock case: /dev/vhost-vsock exists here",
         );
     }
     for (args, needles) in cases {
@@ -466,7 +468,7 @@ fn guest_sees_a_virtio_net_device() {
     }
     // SAFETY: plain libc query.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP guest_sees_a_virtio_net_device: a tap in a network namespace needs root");
+        testsupport::skip("TAP", "a tap in a network namespace needs root");
         return;
     }
     let ns = format!("zsnet-cli-{}", std::process::id());
@@ -477,7 +479,7 @@ fn guest_sees_a_virtio_net_device() {
             .is_ok_and(|s| s.success())
     };
     if !ip(&["netns", "add", &ns]) {
-        eprintln!("SKIP guest_sees_a_virtio_net_device: `ip netns add` failed");
+        testsupport::skip("TAP", "`ip netns add` failed (install iproute2)");
         return;
     }
     struct Del(String);
@@ -552,7 +554,7 @@ fn not_permitted() {
             .output()
             .is_err()
     {
-        common::skip("needs root and setpriv to drop privileges");
+        testsupport::skip("ROOT", "needs root and setpriv to drop privileges");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

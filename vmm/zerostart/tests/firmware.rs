@@ -416,7 +416,6 @@ const LONG_DMA_FW: [u8; 89] = [
 fn long_fw_cfg_dma_neither_holds_the_vcpu_nor_the_teardown() {
     use std::time::{Duration, Instant};
     if !have_kvm() {
-        eprintln!("SKIP: /dev/kvm not available");
         return;
     }
     let fw = pvh_elf(&LONG_DMA_FW, 3);
@@ -522,7 +521,6 @@ const POLLING_DMA_FW: [u8; 152] = [
 #[test]
 fn a_polling_firmware_gets_a_long_dma_from_the_worker() {
     if !have_kvm() {
-        eprintln!("SKIP: /dev/kvm not available");
         return;
     }
     let fw = pvh_elf(&POLLING_DMA_FW, 3);

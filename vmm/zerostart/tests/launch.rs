@@ -31,7 +31,10 @@ macro_rules! need_qemu {
         match qemu() {
             Some(q) => q,
             None => {
-                common::skip("qemu-system-x86_64 is not on PATH (apt-get install qemu-system-x86)");
+                testsupport::skip(
+                    "QEMU",
+                    "qemu-system-x86_64 is not on PATH (apt-get install qemu-system-x86)",
+                );
                 return;
             }
         }
@@ -482,7 +485,8 @@ fn cloud_hypervisor_when_present() {
             .map(|d| d.join("cloud-hypervisor"))
             .find(|p| p.exists())
     }) else {
-        common::skip(
+        testsupport::skip(
+            "CLOUD_HYPERVISOR",
             "cloud-hypervisor is not on PATH (it is in no package registry; docs/launch.md)",
         );
         return;

@@ -568,8 +568,9 @@ mod tests {
     fn missing_backends_are_one_line_errors() {
         let m = Arc::new(memory());
         if std::path::Path::new(VHOST_VSOCK_DEV).exists() {
-            eprintln!(
-                "SKIP missing_backends_are_one_line_errors (vsock): {VHOST_VSOCK_DEV} exists here"
+            testsupport::skip(
+                "NO_VHOST_VSOCK",
+                format!("the vsock case: {VHOST_VSOCK_DEV} exists here"),
             );
         } else {
             let e = VhostVsock::new(m.clone(), 3).err().unwrap().to_string();

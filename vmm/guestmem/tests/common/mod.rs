@@ -33,41 +33,11 @@ pub fn create(opts: &str, size: u64) -> Result<GuestRam, Error> {
 pub fn have_pages(bytes: u64) -> bool {
     match check_hugepages(PageSize::Size2M, bytes) {
         Ok(()) => true,
-        Err(e) if required("ZEROSTART_REQUIRE_HUGEPAGES") => {
-            panic!("ZEROSTART_REQUIRE_HUGEPAGES=1 but {e}")
-        }
         Err(e) => {
-            skip(&format!("no hugepages: {e}"));
+            testsupport::skip("HUGEPAGES", format!("no hugepages: {e}"));
             false
         }
     }
-}
-
-/// Records a test that could not run its check here: one `SKIP` line on
-/// stderr with the reason and, under `make test`, a line in
-/// $ZEROSTART_SKIP_LOG, so the run's summary counts it as skipped instead
-/// of passed (cargo counts a test that returned early as a pass).
-pub fn skip(reason: &str) {
-    let thread = std::thread::current();
-    let test = thread.name().unwrap_or("?");
-    eprintln!("SKIP {test}: {reason}");
-    if let Some(path) = std::env::var_os("ZEROSTART_SKIP_LOG") {
-        use std::io::Write as _;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-        {
-            let _ = writeln!(f, "SKIP {test}: {reason}");
-        }
-    }
-}
-
-/// True when the switch `var` is set to 1 (`make test` exports
-/// ZEROSTART_REQUIRE_KVM=1 and ZEROSTART_REQUIRE_HUGEPAGES=1): what a test
-/// needs must then be there, and its absence fails the test.
-pub fn required(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1")
 }
 
 /// Reads `/sys/kernel/mm/hugepages/hugepages-2048kB/<file>`.
@@ -103,10 +73,10 @@ impl Mount {
         if r != 0 {
             let e = std::io::Error::last_os_error();
             let _ = std::fs::remove_dir(&dir);
-            if required("ZEROSTART_REQUIRE_HUGEPAGES") {
-                panic!("ZEROSTART_REQUIRE_HUGEPAGES=1 but hugetlbfs cannot be mounted: {e}");
-            }
-            skip(&format!("cannot mount hugetlbfs (needs root): {e}"));
+            testsupport::skip(
+                "HUGEPAGES",
+                format!("cannot mount hugetlbfs (needs root): {e}"),
+            );
             return None;
         }
         Some(Mount(dir))

@@ -86,41 +86,11 @@ pub fn have_kvm() -> bool {
         .open("/dev/kvm")
     {
         Ok(_) => true,
-        Err(e) if required("ZEROSTART_REQUIRE_KVM") => {
-            panic!("ZEROSTART_REQUIRE_KVM=1 but /dev/kvm cannot be opened: {e}; load kvm (modprobe kvm_intel or kvm_amd) and run as a user that may open /dev/kvm, or unset the switch")
-        }
         Err(e) => {
-            skip(&format!("cannot open /dev/kvm: {e}"));
+            testsupport::skip("KVM", format!("/dev/kvm cannot be opened: {e} (load kvm: modprobe kvm_intel or kvm_amd, and run as a user that may open /dev/kvm)"));
             false
         }
     }
-}
-
-/// Records a test that could not run its check here: one `SKIP` line on
-/// stderr with the reason and, under `make test`, a line in
-/// $ZEROSTART_SKIP_LOG, so the run's summary counts it as skipped instead
-/// of passed (cargo counts a test that returned early as a pass).
-pub fn skip(reason: &str) {
-    let thread = std::thread::current();
-    let test = thread.name().unwrap_or("?");
-    eprintln!("SKIP {test}: {reason}");
-    if let Some(path) = std::env::var_os("ZEROSTART_SKIP_LOG") {
-        use std::io::Write as _;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-        {
-            let _ = writeln!(f, "SKIP {test}: {reason}");
-        }
-    }
-}
-
-/// True when the switch `var` is set to 1 (`make test` exports
-/// ZEROSTART_REQUIRE_KVM=1 and ZEROSTART_REQUIRE_HUGEPAGES=1): what a test
-/// needs must then be there, and its absence fails the test.
-pub fn required(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1")
 }
 
 /// Asserts a clean failure: exit code 1, one stderr line containing all of

@@ -568,11 +568,14 @@ impl TestNetns {
     fn new() -> Option<Self> {
         // SAFETY: plain libc query.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIP real_tap_arp_round_trip: not root (a tap in a network namespace needs CAP_NET_ADMIN)");
+            testsupport::skip(
+                "TAP",
+                "not root (a tap in a network namespace needs CAP_NET_ADMIN)",
+            );
             return None;
         }
         if !std::path::Path::new("/dev/net/tun").exists() {
-            eprintln!("SKIP real_tap_arp_round_trip: no /dev/net/tun");
+            testsupport::skip("TAP", "no /dev/net/tun (modprobe tun)");
             return None;
         }
         let name = format!("zsnet-test-{}", std::process::id());
@@ -583,7 +586,7 @@ impl TestNetns {
                 .is_ok_and(|s| s.success())
         };
         if !ip(&["netns", "add", &name]) {
-            eprintln!("SKIP real_tap_arp_round_trip: `ip netns add` failed (no iproute2?)");
+            testsupport::skip("TAP", "`ip netns add` failed (install iproute2)");
             return None;
         }
         let ns = TestNetns { name };
