@@ -18,16 +18,16 @@ use pool::PageSize;
 /// A fresh directory (mode 0700) on the test's hugetlbfs mount, or `None`
 /// (a skip, or a failure under ZEROSTART_REQUIRE_POOL_HUGETLBFS=1, which
 /// tests/pool/with-hugetlbfs.sh sets with the mount) when the run has none.
-fn dir(test: &str) -> Option<tempfile::TempDir> {
+fn dir() -> Option<tempfile::TempDir> {
     let Ok(mnt) = std::env::var("ZEROSTART_POOL_TEST_HUGETLBFS") else {
-        testsupport::skip("POOL_HUGETLBFS", format!("{test}: set ZEROSTART_POOL_TEST_HUGETLBFS to a 2M hugetlbfs mount (make test-pool does)"));
+        testsupport::skip(
+            "POOL_HUGETLBFS",
+            "set ZEROSTART_POOL_TEST_HUGETLBFS to a 2M hugetlbfs mount (make test-pool does)",
+        );
         return None;
     };
     if page() != PageSize::Size2M {
-        testsupport::skip(
-            "POOL_HUGETLBFS",
-            format!("{test}: needs ZEROSTART_POOL_TEST_PAGE=2M"),
-        );
+        testsupport::skip("POOL_HUGETLBFS", "needs ZEROSTART_POOL_TEST_PAGE=2M");
         return None;
     }
     Some(tempfile::tempdir_in(mnt).unwrap())
@@ -57,7 +57,7 @@ fn refused_in(dir: &Path, socket: &Path) -> String {
 
 #[test]
 fn files_left_by_a_killed_daemon_are_replaced() {
-    let Some(hd) = dir("files_left_by_a_killed_daemon_are_replaced") else {
+    let Some(hd) = dir() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -98,7 +98,7 @@ fn open_held(pid: u32, id: (u64, u64)) -> std::fs::File {
 /// file, and the VM must keep its memory intact.
 #[test]
 fn restart_while_a_vm_holds_a_region_file() {
-    let Some(hd) = dir("restart_while_a_vm_holds_a_region_file") else {
+    let Some(hd) = dir() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -140,7 +140,7 @@ type Plant<'a> = Box<dyn Fn(&Path) + 'a>;
 
 #[test]
 fn planted_files_and_symlinks_are_refused() {
-    let Some(hd) = dir("planted_files_and_symlinks_are_refused") else {
+    let Some(hd) = dir() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -231,7 +231,7 @@ fn planted_files_and_symlinks_are_refused() {
 
 #[test]
 fn unsafe_directories_are_refused() {
-    let Some(hd) = dir("unsafe_directories_are_refused") else {
+    let Some(hd) = dir() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
