@@ -115,12 +115,63 @@ impl Entry {
         self.start.saturating_add(self.length)
     }
 
+    /// The entry's marker page (docs/hint-abi.md "Lifetime"): its last
+    /// 4 KiB page, into which the first boot that finds the hint writes
+    /// [`consumed_marker`], so that no later boot in the same VM honours the
+    /// hint again. Hinted memory like the rest of the range: a producer
+    /// promises it zero and owes nothing more.
+    pub const fn marker_page(&self) -> u64 {
+        self.end() - PAGE_SIZE
+    }
+
     /// Whether `[start, start+len)` lies wholly inside this entry.
     pub fn contains(&self, start: u64, len: u64) -> bool {
         match start.checked_add(len) {
             Some(end) => start >= self.start && end <= self.end(),
             None => false,
         }
+    }
+}
+
+/// First bytes of a consumed-marker (docs/hint-abi.md "Lifetime").
+pub const MARKER_MAGIC: [u8; 8] = *b"ZSUSED01";
+/// Size of a consumed-marker; the rest of its page stays zero.
+pub const MARKER_SIZE: usize = 16;
+
+/// The consumed-marker a boot writes into each marker page of a hint whose
+/// header `checksum` is `checksum`: [`MARKER_MAGIC`], the checksum
+/// (little-endian), four zero bytes.
+pub fn consumed_marker(checksum: u32) -> [u8; MARKER_SIZE] {
+    let mut m = [0u8; MARKER_SIZE];
+    m[..8].copy_from_slice(&MARKER_MAGIC);
+    m[8..12].copy_from_slice(&checksum.to_le_bytes());
+    m
+}
+
+/// What a marker page holds, as a consumer reads it before trusting a hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerState {
+    /// All zero: the hint's promise still holds here.
+    Zero,
+    /// A consumed-marker and zeros: an earlier boot in this VM took the
+    /// hint, which is `Stale` now.
+    Consumed,
+    /// Anything else: written since the hint was made, also `Stale`.
+    Dirty,
+}
+
+/// Classifies the contents of a marker page (the kernel's
+/// `zshint_marker_state()`).
+pub fn marker_state(page: &[u8]) -> MarkerState {
+    if page.iter().all(|&b| b == 0) {
+        MarkerState::Zero
+    } else if page.len() >= MARKER_SIZE
+        && page[..8] == MARKER_MAGIC
+        && page[MARKER_SIZE..].iter().all(|&b| b == 0)
+    {
+        MarkerState::Consumed
+    } else {
+        MarkerState::Dirty
     }
 }
 
