@@ -191,10 +191,12 @@ def last_words(lines: list[str], most: int = 3) -> str:
 
 
 def boot(logf: Path, timeout: float, mem_mib: int, image: Path | str, append: str, extra: list[str] = (),
-         who: str = "test-kernel") -> qemu.Boot:
+         who: str = "test-kernel", reboots: int = 0) -> qemu.Boot:
     """One TCG boot of IMAGE (zstest.qemu.kernel_command; ZS_TCG_THREAD picks
-    the thread mode); a QEMU that timed out or failed is named on stderr."""
-    b = qemu.boot(qemu.kernel_command(image, append, mem_mib, list(extra)), log=Path(logf), timeout=timeout)
+    the thread mode); a QEMU that timed out or failed is named on stderr.
+    REBOOTS: resets in place the guest may announce (zstest.qemu.boot)."""
+    b = qemu.boot(qemu.kernel_command(image, append, mem_mib, list(extra), reboot=reboots > 0), log=Path(logf),
+                  timeout=timeout, reboots=reboots)
     if b.problem():
         log(who, b.problem())
     elif b.ended != "power-off":  # a panic (panic=-1), reset or triple fault: said, judged by the caller

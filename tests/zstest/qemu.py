@@ -740,6 +740,9 @@ class Boot:
     log: Path
     timeout: float
     end_log: Path | None = None
+    # Set when the guest reset without announcing it (see boot's REBOOTS):
+    # QEMU was stopped there, so the crashed kernel boots no further.
+    unrequested_reset: str | None = None
 
     @property
     def ended(self) -> str:
@@ -756,6 +759,8 @@ class Boot:
         callers also require the init's last line; any other status is QEMU
         failing (bad option, missing image, a TCG abort, a signal): the log
         then holds no boot to judge."""
+        if self.unrequested_reset:
+            return f"{self.unrequested_reset}; QEMU stopped there, the console is kept: {self.log}"
         if self.rc is None:
             return f"QEMU timed out after {self.timeout:g}s: {self.log}"
         if self.rc != 0:
@@ -764,12 +769,24 @@ class Boot:
         return None
 
 
-def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False) -> Boot:
+# A kernel's first console line, once per boot of the machine; and the line
+# a guest prints right before it reboots on purpose (tests/kernel/init.sh).
+KERNEL_BANNER_RE = re.compile(r"(^|\] )Linux version \d")
+REBOOT_ANNOUNCED = "ZSREBOOT"
+
+
+def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False, reboots: int = 0) -> Boot:
     """Runs CMD (a QEMU whose guest powers off) with stdout and stderr read
     line by line into LOG, until it exits or TIMEOUT seconds pass; the QEMU
     process group is killed on the way out however this returns. QEMU also
     logs how it ended (end_log_args) to LOG with the suffix .qemu.log:
-    Boot.ended."""
+    Boot.ended.
+
+    REBOOTS > 0 is for a CMD without -no-reboot whose guest reboots in place
+    on purpose, up to REBOOTS times, each announced by a REBOOT_ANNOUNCED
+    line: a kernel banner that no such line preceded is a reset nobody asked
+    for (a panic under panic=-1, a triple fault), and QEMU is killed right
+    there, so that a crashed kernel is never booted again."""
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
     end_log = log.with_name(log.name + ".qemu.log")
@@ -784,7 +801,8 @@ def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False) -> Bo
         log.write_text(f"{cmd[0]}: {e.strerror}\n")
         return Boot(127, 0.0, [f"{cmd[0]}: {e.strerror}"], log, timeout, end_log)
     con = Console(proc, log, echo)
-    rc, eof = None, False
+    rc, eof, unrequested = None, False, None
+    banners, announced = 0, 0
     try:
         while True:
             try:
@@ -795,6 +813,13 @@ def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False) -> Bo
                 eof = True
                 rc = con.exit_code(max(deadline - time.monotonic(), 0.1))
                 break
+            if line.startswith(REBOOT_ANNOUNCED):
+                announced = min(announced + 1, reboots)
+            elif KERNEL_BANNER_RE.search(line):
+                banners += 1
+                if banners > 1 + announced:
+                    unrequested = f"the guest reset without announcing it (boot {banners}, {announced} reboot(s) announced)"
+                    break
     finally:
         kill(proc)
         # The reader thread sees EOF once the group is gone: let it finish
@@ -804,7 +829,7 @@ def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False) -> Bo
                 pass
         proc.stdout.close()
         con.log.close()
-    return Boot(rc, time.monotonic() - t0, con.lines, log, timeout, end_log)
+    return Boot(rc, time.monotonic() - t0, con.lines, log, timeout, end_log, unrequested)
 
 
 def tcg_thread() -> str:
@@ -815,10 +840,12 @@ def tcg_thread() -> str:
 
 
 def kernel_command(image: Path | str, append: str, mem_mib: int, extra: list[str] = (), *,
-                   thread: str | None = None, smp: int = 2, cpu: str = "max") -> list[str]:
+                   thread: str | None = None, smp: int = 2, cpu: str = "max", reboot: bool = False) -> list[str]:
     """The QEMU TCG direct-kernel boot of the guest kernel tests: serial on
     stdout, no devices but those in EXTRA, `panic=-1` and -no-reboot so a
-    panic ends QEMU instead of rebooting it."""
+    panic ends QEMU instead of rebooting it. REBOOT leaves -no-reboot out,
+    for a guest that reboots in place on purpose: run it with boot's
+    REBOOTS, which stops QEMU at any reset the guest did not announce."""
     return [KERNEL_QEMU, "-accel", f"tcg,thread={thread or tcg_thread()}", "-cpu", cpu, "-m", str(mem_mib),
-            "-smp", str(smp), "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
+            "-smp", str(smp), "-nographic", *([] if reboot else ["-no-reboot"]), "-nodefaults", "-serial", "stdio",
             "-kernel", str(image), "-append", f"console=ttyS0 panic=-1 {append}", *extra]

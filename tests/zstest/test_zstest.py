@@ -387,6 +387,28 @@ class QemuBoot(unittest.TestCase):
             self.assertEqual(gone.rc, 127)
             self.assertIn("No such file", gone.problem())
 
+    def test_only_announced_reboots_boot_again(self):
+        # A guest that reboots once, announced, then powers off: all of it read.
+        two = "echo 'Linux version 6.12'; echo ZSREBOOT; echo '[    0.000000] Linux version 6.12'; echo ZSDONE"
+        # A kernel that crashed and reset (no announcement): QEMU is stopped at
+        # the second banner, and the third boot is never read.
+        crash = ("echo 'Linux version 6.12'; echo 'Kernel panic - not syncing: x'; echo 'Linux version 6.12'; "
+                 "echo 'ZSINIT again'; sleep 60 & wait")
+        with tempfile.TemporaryDirectory() as d:
+            log = Path(d) / "boot.log"
+            b = qemu.boot(["sh", "-c", two], log=log, timeout=30, reboots=1)
+            self.assertEqual((b.rc, b.problem(), b.lines[-1]), (0, None, "ZSDONE"))
+            t0 = time.monotonic()
+            c = qemu.boot(["sh", "-c", crash], log=log, timeout=30, reboots=1)
+            self.assertLess(time.monotonic() - t0, 15)
+            self.assertIn("the guest reset without announcing it (boot 2, 0 reboot(s) announced)", c.problem())
+            self.assertNotIn("ZSINIT again", c.lines)
+            self.assertIn("Kernel panic - not syncing: x", log.read_text())
+            # The negative control: the same announced reboot is a crash
+            # where none is allowed.
+            n = qemu.boot(["sh", "-c", two], log=log, timeout=30)
+            self.assertIn("the guest reset without announcing it (boot 2, 0 reboot(s) announced)", n.problem())
+
     def test_how_a_zero_exit_ended(self):
         # boot() appends end_log_args: -d cpu_reset -trace ... -D PATH, so
         # PATH is the script's $5 (its $0 is "-d").
