@@ -32,6 +32,11 @@ Main suite, in order:
               handed to user space, skipped clears > 0 exactly when a good
               hint is in effect (and then both scans ran), and one line naming
               the error for a bad hint;
+  reboot rebootctl   no hint honoured twice: boot 1 consumes the hint,
+              fills memory with a secret and reboots in place (no
+              -no-reboot); boot 2 gets the same hint and must refuse it as
+              Stale, skip nothing and find nothing dirty / with the rule off
+              (the control) verify must catch boot 1's data;
   memblock    memblock.reserved one entry short of full when memory is
               released (prezero.test_fill_reserved), so that its array is
               doubled into hinted memory: no page may be left marked pristine;
@@ -103,12 +108,13 @@ class Kernel:
         return self.hinted("good", gk.honest_hint_ranges(self.mem_mib))
 
     def boot(self, logname: str, append: str, image: Path, extra: list[str] = (), mem: int | None = None,
-             timeout: float | None = None, initrd: bool = True):
+             timeout: float | None = None, initrd: bool = True, reboots: int = 0):
         """One boot; the log is WORK/LOGNAME.log. Returns (qemu.Boot, its
-        console lines with interleaved kernel messages untangled)."""
+        console lines with interleaved kernel messages untangled). REBOOTS:
+        resets in place the guest may announce (zstest.qemu.boot)."""
         logf = self.work / f"{logname}.log"
         qargs = (["-initrd", str(self.initrd)] if initrd else []) + list(extra)
-        b = gk.boot(logf, timeout or self.timeout, mem or self.mem_mib, image, append, qargs)
+        b = gk.boot(logf, timeout or self.timeout, mem or self.mem_mib, image, append, qargs, reboots=reboots)
         return b, gk.untangle(b.lines)
 
     def series_patches(self) -> list[Path]:
@@ -207,6 +213,12 @@ def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, qemu_a
     checks then fail on them, as they did in run.sh)."""
     name, cmdline = r.name, f"{common} {extra}"
     b, lines = k.boot(f"boot-{name}", cmdline, image, qemu_args, mem)
+    return judge_boot(r, b, lines, expect, cmdline)
+
+
+def judge_boot(r: Report, b, lines: list[str], expect: str, cmdline: str) -> list[str]:
+    """boot_case's judgement of one boot B (its LINES, booted with CMDLINE):
+    see boot_case. Returns LINES."""
     if b.problem():
         r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
         return lines
@@ -450,6 +462,69 @@ def cover(k: Kernel, r: Report) -> None:
     img, blob = k.hinted("cover", cover_ranges(k.mem_mib))
     lines = boot_case(k, r, "skip", "", img, gk.loader_args(blob))
     expect_line(r, lines, r"zerostart: hint from setup_data: 2 ranges")
+
+
+# The reboot cases: boot 1 takes the honest hint, fills REBOOT_FILL_MIB of
+# anonymous memory with zsprobe's SECRET, frees it and reboots in place (QEMU
+# without -no-reboot: RAM keeps what boot 1 left, and the same setup_data
+# hint is offered again, as a VMM that re-delivers it on reset would); boot 2
+# first-touches REBOOT_PROBE_MIB. The control's boot 2 touches less: verify
+# mode logs a line for each page it catches.
+REBOOT_FILL_MIB = 1200
+REBOOT_PROBE_MIB = 1200
+REBOOTCTL_PROBE_MIB = 64
+STALE = "zerostart: ignoring pre-zeroed hint from setup_data: Stale (consumed by an earlier boot in this VM)"
+
+
+def reboot_case(control: bool):
+    """No hint honoured twice (docs/hint-abi.md "Lifetime"): boot 1 consumes
+    the hint, i.e. writes a marker into the last page of its ranges, and
+    reboots in place after filling memory with a secret; boot 2 gets the
+    same hint and must refuse it as Stale: no clear skipped, nothing dirty in
+    the memory the probe first-touches, 0 verify failures. rebootctl turns
+    the rule off (prezero.test_reuse_hint, test builds only): boot 2 then
+    honours the stale hint, and verify mode must catch pages that boot 1
+    wrote and the hint called zero, or the case could not fail. A reset the
+    guest did not announce stops QEMU (zstest.qemu.boot): a crashed kernel
+    is never booted again."""
+    def case(k: Kernel, r: Report) -> None:
+        img, blob = k.good()
+        probe = REBOOTCTL_PROBE_MIB if control else REBOOT_PROBE_MIB
+        cmdline = (f"{COMMON} zsreboot={REBOOT_FILL_MIB} zsprobe=0,{probe}"
+                   + (" prezero.test_reuse_hint=1" if control else ""))
+        # A blank disk tells init which boot it is (init.sh, zsreboot=).
+        flag = k.work / f"{r.name}.flag"
+        flag.write_bytes(bytes(4096))
+        qargs = [*gk.loader_args(blob), "-drive", f"file={flag},if=virtio,format=raw"]
+        b, lines = k.boot(f"boot-{r.name}", cmdline, img, qargs, reboots=1)
+        cut = next((i for i, ln in enumerate(lines) if ln.startswith("ZSREBOOT")), None)
+        if b.problem() or cut is None:
+            r.fail(f"boot 1 did not reboot as asked: {b.problem() or 'no ZSREBOOT line'}")
+            return
+        first, second = lines[:cut], lines[cut + 1:]
+        if not grep(first, r"^ZSKMSG zerostart: hint consumed: marker written to [1-9]"):
+            r.fail("boot 1 did not consume the hint (no 'hint consumed' line)")
+        if grep(second, r"^ZSKMSG zerostart: hint consumed"):
+            r.fail("boot 2 consumed the hint again: it did not see boot 1's marker")
+        if not control:
+            if not grep(second, "^ZSKMSG " + re.escape(STALE)):
+                r.fail("boot 2 did not refuse the stale hint")
+            judge_boot(r, b, second, "noskip", cmdline)
+            return
+        failed = kv(second, "ZSDEBUGFS", "verify_failures")
+        skipped = kv(second, "ZSDEBUGFS", "pages_skipped")
+        if b.ended != "power-off" or not grep(second, "^ZSDONE"):
+            r.fail(f"boot 2 did not finish: the guest {ended_by(b, second)}")
+        elif not grep(second, r"^ZSKMSG zerostart: prezero.test_reuse_hint: honouring it anyway"):
+            r.fail("boot 2 did not honour the consumed hint under prezero.test_reuse_hint=1")
+        elif int_or(skipped, 0) <= 0:
+            r.fail(f"boot 2 skipped no clear (pages_skipped={skipped or 'missing'}) under prezero.test_reuse_hint=1")
+        elif int_or(failed, 0) > 0:
+            r.ok(f"rule off: boot 2 honoured the stale hint ({skipped} clears skipped) and verify caught {failed} "
+                 "pages boot 1 had written")
+        else:
+            r.fail(f"rule off but verify_failures={failed or 'missing'}: the reboot case could not fail")
+    return case
 
 
 def bad_hint(flag: str, error: str):
@@ -778,6 +853,8 @@ def table(k: Kernel) -> list[Case]:
         c("scrub", bad_hint("--scrub", "ScrubRequest")),
         c("off", off),
         c("nohint", nohint),
+        c("reboot", reboot_case(False)),
+        c("rebootctl", reboot_case(True)),
         c("memblock", memblock),
         c("hibernate", hibernate_case("", "clean")),
         c("hibernatectl", hibernate_case("prezero.test_hibernate_keep=1", "caught")),

@@ -26,6 +26,23 @@ case " $(/bin/busybox cat /proc/cmdline) " in
 *" zshib=2 "*)
 	echo "ZSHIB FAIL no image was resumed"; /bin/busybox poweroff -f ;;
 esac
+# zsreboot=MIB (tests/kernel/cases.py "reboot"), with a blank disk as
+# /dev/vda: the kernel's zerostart lines as ZSKMSG (also under loglevel=1);
+# then on the first boot (the disk says which) fill MIB of anonymous memory
+# with zsprobe's secret, free it and reboot in place; the boot after it
+# goes on as usual.
+for a in $(/bin/busybox cat /proc/cmdline); do
+	case "$a" in
+	zsreboot=*)
+		/bin/busybox dmesg | /bin/busybox grep -oE 'zerostart: (hint|ignoring|prezero).*' | /bin/busybox sed 's/^/ZSKMSG /'
+		if [ "$(/bin/busybox dd if=/dev/vda bs=7 count=1 2>/dev/null)" != ZSBOOT1 ]; then
+			printf ZSBOOT1 | /bin/busybox dd of=/dev/vda conv=fsync 2>/dev/null || echo "ZSBOOTFLAG FAIL cannot write /dev/vda"
+			/zsprobe 0 "${a#zsreboot=}" fill
+			echo "ZSREBOOT after filling ${a#zsreboot=} MiB"
+			/bin/busybox reboot -f
+		fi ;;
+	esac
+done
 probe=""
 for a in $(/bin/busybox cat /proc/cmdline); do
 	case "$a" in

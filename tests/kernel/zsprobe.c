@@ -23,6 +23,8 @@
  *   all memory (/proc/sys/vm/compact_memory) before the first touch, so
  *   that compaction migrates pages into pristine free memory and releases
  *   the free pages it isolated; prints the pages it isolated
+ *   fill: only fill the 4K anon area with SECRET and exit (its pages go
+ *   back to the allocator holding it): the first boot of the reboot case
  *   refuse: afterwards, first-touch 64 MiB with MADV_NOHUGEPAGE, then
  *   64 MiB after prctl(PR_SET_THP_DISABLE), and report how many fault
  *   batches (debugfs zerostart/fault_batches) each caused: batching must
@@ -250,6 +252,11 @@ int main(int argc, char **argv)
 		}
 		if (!thp)
 			madvise(p, len, MADV_NOHUGEPAGE);
+		if (has_flag(argc, argv, "fill")) {
+			memset(p, SECRET, len);
+			printf("ZSPROBE fill_mib=%zu\n", anon_mib);
+			return 0;
+		}
 		if (leak) {
 			pid_t pid = fork();
 			int st = 0;
