@@ -647,7 +647,15 @@ class GuestKernelKit(unittest.TestCase):
                     "BUG: KFENCE: out-of-bounds read in x", "BUG: KASAN: use-after-free in y",
                     "general protection fault, probably for non-canonical address", "double fault: 0000 [#1]"):
             self.assertTrue(qemu.L3_KERNEL_BUG_RE.search(f"[    2.100000] {bad}"), bad)
+        # Any other WARN in zerostart's code is a bug line.
+        self.assertTrue(qemu.L3_KERNEL_BUG_RE.search(
+            "WARNING: CPU: 0 PID: 1 at mm/zerostart_pristine.c:419 zerostart_pristine_init+0x9d/0x110"))
+        self.assertTrue(qemu.L3_KERNEL_BUG_RE.search("RIP: 0010:zerostart_pristine_init+0x9d/0x110"))
         for ok in ("ZSINIT: PASS hint=valid nonzero_bytes=0", "WARNING: no 1G page here, skipping",
+                   # verify catching a page: its count judges it, not this line
+                   "[    3.1] WARNING: CPU: 1 PID: 77 at mm/zerostart_pristine.c:188 zerostart_verify_pages+0x9d/0x110",
+                   "[    3.1] RIP: 0010:zerostart_verify_pages+0x9d/0x110",
+                   "WARNING: CPU: 0 PID: 0 at mm/zerostart_memmap.c:160 zerostart_memmap_take_range+0x5e/0x90",
                    "RIP=ffffffffb8018710 RFL=00000246", "[    0.000000] Linux version 6.12.0"):
             self.assertIsNone(qemu.L3_KERNEL_BUG_RE.search(ok), ok)
 
