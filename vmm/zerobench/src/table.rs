@@ -142,6 +142,7 @@ mod tests {
         let r = Report {
             size_bytes: 4 << 30,
             auto_backend: "avx512_nt".into(),
+            auto_picks: vec![],
             results: vec![
                 m("memset", 2, 20.0),
                 m("avx512_nt", 2, 44.0),
@@ -180,6 +181,7 @@ mod tests {
         let mut r = Report {
             size_bytes: 2 << 30,
             auto_backend: "avx512_nt".into(),
+            auto_picks: vec![],
             results: vec![
                 m("avx512_nt", 1, 50.0),
                 m("auto", 1, 48.0),
