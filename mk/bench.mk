@@ -13,6 +13,11 @@
 #                     (not speed) included; then a run with the backend
 #                     pinned (ZEROSTART_AUTO_BACKEND), which auto must obey;
 #                     the crates' unit/property/schema tests run in test-fast
+# make bench-host   - the host-scale table (issue 33, docs/pool.md "Host
+#                     scale"): engine, auto, memset and kernel populate at
+#                     1, 2, 4, ... all CPUs, NUMA, pool fill, lease latency,
+#                     scrub under leases, memory_ready; everything under
+#                     BENCH_HOST_OUT (JSON, PNG, table)
 #
 # `bench` uses `zerostart bench zero` once the zerostart binary mounts
 # zerobench, and zerobench's bench_zero example until then. Either may grow
@@ -23,7 +28,7 @@ BENCH_CMD = $(if $(shell grep -qs zerobench vmm/zerostart/Cargo.toml && echo y),
 	$(CARGO) run --release -p zerostart -- bench zero,\
 	$(CARGO) run --release -p zerobench --example bench_zero --)
 
-.PHONY: bench bench-check test-bench
+.PHONY: bench bench-check test-bench bench-host
 TEST_TARGETS += test-bench
 
 bench:
@@ -49,3 +54,11 @@ test-bench: deps
 	jq -e '[.auto_picks[] | select(.source == "pinned" and .backend == "portable")] | length == 2' $(BENCH_PINNED_JSON)
 	@echo "test-bench: bench CLI smoke run OK ($$(jq -r .auto_backend $(BENCH_SMOKE_JSON)) is auto; the pin was obeyed)"
 
+# The host-scale run (issue 33): needs root for the hugepage reservation
+# (given back on exit). On another machine, with only the release binary:
+# `zerostart bench host --out DIR` (docs/pool.md, "Host scale").
+BENCH_HOST_OUT ?= target/bench-host
+BENCH_HOST_ARGS ?=
+bench-host:
+	@mkdir -p $(BENCH_HOST_OUT)
+	$(CARGO) run --release -p zerobench --example bench_host -- --out $(BENCH_HOST_OUT) $(BENCH_HOST_ARGS)

@@ -19,6 +19,8 @@
 
 #![deny(missing_docs)]
 
+mod chart;
+pub mod host;
 mod hugetlb;
 mod measure;
 mod size;
@@ -32,6 +34,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use prezero::{Backend, Choice, Zeroer};
 use serde::{Deserialize, Serialize};
 
+pub use host::{BenchHostArgs, HostError, HostReport};
 pub use size::{human, mem_available, parse_size};
 
 use measure::{Backing, Mapping};
