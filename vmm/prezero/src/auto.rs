@@ -385,7 +385,9 @@ fn decide(threads: usize) -> Calibration {
     let c = Calibration {
         backend,
         gib_per_s: here.gib_per_s.clone(),
-        elapsed: start.elapsed(),
+        // The measurement may have run earlier, for another thread
+        // count's tie-break: count it anyway.
+        elapsed: start.elapsed().max(here.elapsed),
         buffer_bytes: here.buffer_bytes,
         threads,
         source: Source::Measured,

@@ -8,7 +8,8 @@
 //! and thread count, measured once and then reused, makes `auto` the same
 //! backend in every process on that machine.
 //!
-//! The file is `$ZEROSTART_AUTO_CACHE` (`off` disables it), else
+//! The file is `$ZEROSTART_AUTO_CACHE` (`off` disables it; unoptimized
+//! builds use no cache unless it is set), else
 //! `$XDG_CACHE_HOME/zerostart/prezero-auto.json`, else
 //! `~/.cache/zerostart/prezero-auto.json`. An entry is used only when its
 //! whole key matches this process ([`Key`]: CPU model, a hash of the
@@ -167,8 +168,12 @@ impl File {
 /// The cache file's path (see the module docs), or `None` when it is off
 /// or there is no home directory.
 pub fn path() -> Option<PathBuf> {
-    // Unit tests never touch the developer's cache unless told to.
-    if cfg!(test) && std::env::var_os(CACHE_ENV).is_none() {
+    // Unit tests never touch the developer's cache unless told to, and
+    // unoptimized builds neither read nor write it: their kernels run at
+    // a fraction of the speed and rank backends differently (a debug
+    // test run once cached clzero at 14.8 against AVX2 NT at 5.9 GiB/s,
+    // where release code runs both at ≈37).
+    if (cfg!(test) || cfg!(debug_assertions)) && std::env::var_os(CACHE_ENV).is_none() {
         return None;
     }
     path_from(
