@@ -44,6 +44,7 @@
 #![deny(missing_docs)]
 
 mod auto;
+pub mod autocache;
 mod backend;
 mod fault;
 #[cfg(feature = "vm-memory")]
@@ -54,9 +55,10 @@ mod plan;
 mod zeroer;
 
 pub use auto::{
-    auto_backend, auto_backend_for, auto_backend_threads, calibration, calibration_for, pick,
-    small_backend, small_threshold, start_calibration, Calibration, CACHED_MARGIN,
-    CALIBRATION_BUDGET, MAX_SMALL_THRESHOLD, SMALL_THRESHOLD, WINDOWS,
+    auto_backend, auto_backend_for, auto_backend_threads, calibration, calibration_for, candidates,
+    per_thread_bytes, pick, pick_robust, pin, pinned, small_backend, small_threshold,
+    start_calibration, tie_set, Calibration, Source, CACHED_MARGIN, CALIBRATION_BUDGET,
+    MAX_CALIBRATION_TOTAL, MAX_SMALL_THRESHOLD, PIN_ENV, SMALL_THRESHOLD, TIE_BAND, WINDOWS,
 };
 pub use backend::{available_backends, Backend, Choice};
 pub use hostmem::PageSize;

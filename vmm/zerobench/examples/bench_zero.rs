@@ -13,6 +13,10 @@ struct Cli {
     /// thread count and (most threads) >= 4x hugetlb populate, in this run.
     #[arg(long)]
     check: bool,
+    /// Exit non-zero unless auto's pick at every thread count follows
+    /// its rule (tie band, scaling, pin): the rule, not speed (make test).
+    #[arg(long)]
+    check_picks: bool,
 }
 
 /// Errors are one line on stderr and exit code 1 (no backtrace even with
@@ -25,6 +29,14 @@ fn fail(msg: String) -> ! {
 fn main() {
     let cli = Cli::parse();
     let report = zerobench::run(&cli.args).unwrap_or_else(|e| fail(e.to_string()));
+    if cli.check_picks {
+        let pinned = prezero::pinned().unwrap_or_else(|e| fail(e.to_string()));
+        let pinned = pinned.map(|b| b.name());
+        match zerobench::check_picks(&report, pinned) {
+            Ok(s) => println!("check-picks: auto followed its rule: {s}"),
+            Err(e) => fail(format!("check-picks: {e}")),
+        }
+    }
     if cli.check {
         match zerobench::check_targets(&report) {
             Ok(s) => println!("bench-check: targets met: {s}"),

@@ -19,6 +19,8 @@
 
 #![deny(missing_docs)]
 
+mod chart;
+pub mod host;
 mod hugetlb;
 mod measure;
 mod size;
@@ -32,6 +34,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use prezero::{Backend, Choice, Zeroer};
 use serde::{Deserialize, Serialize};
 
+pub use host::{BenchHostArgs, HostError, HostReport};
 pub use size::{human, mem_available, parse_size};
 
 use measure::{Backing, Mapping};
@@ -64,6 +67,10 @@ pub struct BenchZeroArgs {
     /// cannot preempt a timed run).
     #[arg(long)]
     pub no_realtime: bool,
+    /// Pin `auto`'s backend for large jobs (the same as setting
+    /// ZEROSTART_AUTO_BACKEND): no calibration, no cache.
+    #[arg(long, value_name = "BACKEND")]
+    pub pin_auto: Option<String>,
 }
 
 impl Default for BenchZeroArgs {
@@ -75,6 +82,7 @@ impl Default for BenchZeroArgs {
             reps: 3,
             no_hugepage_reserve: false,
             no_realtime: false,
+            pin_auto: None,
         }
     }
 }
@@ -152,8 +160,64 @@ pub struct Report {
     pub size_bytes: u64,
     /// What `auto` calibrated to for large jobs.
     pub auto_backend: String,
+    /// What `auto` decided at each thread count, and from what.
+    pub auto_picks: Vec<AutoPick>,
     /// Every measurement, grouped by method.
     pub results: Vec<Measurement>,
+}
+
+/// `auto`'s decision at one thread count (the JSON `auto_picks` entries):
+/// enough to check the picking rule from the report alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoPick {
+    /// Threads.
+    pub threads: usize,
+    /// The backend `auto` uses there.
+    pub backend: String,
+    /// `measured`, `cached` or `pinned` ([`prezero::Source`]).
+    pub source: String,
+    /// Backends within [`prezero::TIE_BAND`] of the fastest of the chosen
+    /// kind.
+    pub tied: Vec<String>,
+    /// The calibration's estimate per candidate (empty when pinned).
+    pub calibration: Vec<Calibrated>,
+}
+
+/// One candidate's calibration estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibrated {
+    /// Backend name.
+    pub backend: String,
+    /// Whether it stores non-temporally (the rule compares within a kind).
+    pub non_temporal: bool,
+    /// Aggregate GiB/s.
+    pub gib_per_s: f64,
+    /// Its scaling, when it broke a tie.
+    pub scaling: Option<f64>,
+}
+
+impl AutoPick {
+    /// The decision at `c.threads`, for the report.
+    pub fn of(c: &prezero::Calibration) -> AutoPick {
+        AutoPick {
+            threads: c.threads,
+            backend: c.backend.name().into(),
+            source: c.source.name().into(),
+            tied: c.tied.iter().map(|b| b.name().to_string()).collect(),
+            calibration: c
+                .gib_per_s
+                .iter()
+                .map(|&(b, g)| Calibrated {
+                    backend: b.name().into(),
+                    non_temporal: b.is_non_temporal(),
+                    gib_per_s: g,
+                    scaling: c.scaling.iter().find(|s| s.0 == b).map(|s| s.1),
+                })
+                .collect(),
+        }
+    }
 }
 
 impl Report {
@@ -289,37 +353,25 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
         None => None,
     };
 
+    if let Some(name) = &args.pin_auto {
+        prezero::pin(name.parse()?)?;
+    }
+    // A bad ZEROSTART_AUTO_BACKEND is an error here, not a warning.
+    prezero::pinned()?;
+
     let mut notes = Vec::new();
     // auto's calibration runs under the same conditions as the timed runs
     // below (see measure::Realtime), so it ranks what they measure.
     let rt = (!args.no_realtime).then(measure::Realtime::enter);
     let cal = prezero::calibration();
     let auto_backend = cal.backend;
-    notes.push(format!(
-        "auto calibrated in {:.0} ms (1 thread, GiB/s): {}",
-        cal.elapsed.as_secs_f64() * 1000.0,
-        cal.gib_per_s
-            .iter()
-            .map(|(b, g)| format!("{b} {g:.1}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-
-    // auto calibrates for the thread count it runs with: show each one.
-    for &t in threads.iter().filter(|&&t| t > 1) {
+    // auto decides for the thread count it runs with: show each one.
+    let mut auto_picks = Vec::new();
+    for &t in &threads {
         let c = prezero::calibration_for(t);
-        notes.push(format!(
-            "auto calibrated for {t} threads in {:.0} ms (aggregate GiB/s): {} -> {}",
-            c.elapsed.as_secs_f64() * 1000.0,
-            c.gib_per_s
-                .iter()
-                .map(|(b, g)| format!("{b} {g:.1}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            c.backend
-        ));
+        notes.push(auto_note(c));
+        auto_picks.push(AutoPick::of(c));
     }
-
     drop(rt);
     let backends = prezero::available_backends();
     let mut engines: Vec<(String, Choice)> = backends
@@ -511,6 +563,7 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
     let report = Report {
         size_bytes: size,
         auto_backend: auto_backend.name().to_string(),
+        auto_picks,
         results,
     };
     println!("{}", table::render(&report, &threads, &notes));
@@ -524,6 +577,134 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
             })?;
     }
     Ok(report)
+}
+
+/// One line on how `auto` decided at `c.threads` threads.
+pub fn auto_note(c: &prezero::Calibration) -> String {
+    let t = c.threads;
+    let what = match c.source {
+        prezero::Source::Pinned => format!("pinned to {} ({})", c.backend, prezero::PIN_ENV),
+        prezero::Source::Cached => format!(
+            "{} from the cache ({}=off measures again)",
+            c.backend,
+            prezero::autocache::CACHE_ENV
+        ),
+        prezero::Source::Measured => format!(
+            "{} measured in {:.0} ms on {}",
+            c.backend,
+            c.elapsed.as_secs_f64() * 1000.0,
+            human(c.buffer_bytes as u64)
+        ),
+    };
+    let mut line = format!(
+        "auto at {t} thread{}: {what}",
+        if t == 1 { "" } else { "s" }
+    );
+    if !c.gib_per_s.is_empty() {
+        line += &format!(
+            "; calibration (aggregate GiB/s): {}",
+            c.gib_per_s
+                .iter()
+                .map(|(b, g)| format!("{b} {g:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if c.tied.len() > 1 {
+        line += &format!(
+            "; tie within {:.0} % of {}, broken by scaling: {}",
+            prezero::TIE_BAND * 100.0,
+            c.tied
+                .iter()
+                .map(|b| b.name())
+                .collect::<Vec<_>>()
+                .join(" / "),
+            if c.scaling.is_empty() {
+                "none measurable (fastest kept)".to_string()
+            } else {
+                c.scaling
+                    .iter()
+                    .map(|(b, x)| format!("{b} {x:.2}x"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        );
+    }
+    line
+}
+
+/// Checks `auto`'s picking rule on a report, without judging speed (for
+/// `make test`): at every thread count the pick is one of the tied
+/// candidates, within [`prezero::TIE_BAND`] of the fastest calibrated
+/// candidate of its kind, and, when pinned, the pinned backend.
+pub fn check_picks(r: &Report, pinned: Option<&str>) -> Result<String, String> {
+    let mut misses = Vec::new();
+    if r.auto_picks.is_empty() {
+        misses.push("report has no auto_picks".to_string());
+    }
+    for p in &r.auto_picks {
+        let t = p.threads;
+        if let Some(want) = pinned {
+            if p.backend != want || p.source != "pinned" {
+                misses.push(format!(
+                    "{t} threads: pinned {want} but auto used {} ({})",
+                    p.backend, p.source
+                ));
+            }
+            continue;
+        }
+        let Some(me) = p.calibration.iter().find(|c| c.backend == p.backend) else {
+            misses.push(format!("{t} threads: {} was not calibrated", p.backend));
+            continue;
+        };
+        let top = p
+            .calibration
+            .iter()
+            .filter(|c| c.non_temporal == me.non_temporal)
+            .map(|c| c.gib_per_s)
+            .fold(0.0, f64::max);
+        if me.gib_per_s < top * (1.0 - prezero::TIE_BAND) {
+            misses.push(format!(
+                "{t} threads: auto picked {} at {:.1} GiB/s, outside the tie band of the fastest of its kind ({top:.1})",
+                p.backend, me.gib_per_s
+            ));
+        }
+        if !p.tied.contains(&p.backend) {
+            misses.push(format!("{t} threads: {} is not in its tie set", p.backend));
+        }
+        if p.tied.len() > 1
+            && p.calibration
+                .iter()
+                .any(|c| p.tied.contains(&c.backend) && c.scaling.is_some())
+        {
+            let s = |b: &str| {
+                p.calibration
+                    .iter()
+                    .find(|c| c.backend == b)
+                    .and_then(|c| c.scaling)
+            };
+            let best = p.tied.iter().filter_map(|b| s(b)).fold(0.0, f64::max);
+            if let Some(mine) = s(&p.backend) {
+                // The pick is the best scaler, or within the band of it
+                // (then the fastest stays).
+                if mine < best / (1.0 + prezero::TIE_BAND) && p.backend != p.tied[0] {
+                    misses.push(format!(
+                        "{t} threads: tie broken for {} (scaling {mine:.2}) over a better scaler ({best:.2})",
+                        p.backend
+                    ));
+                }
+            }
+        }
+    }
+    if misses.is_empty() {
+        Ok(r.auto_picks
+            .iter()
+            .map(|p| format!("{}: {} ({})", p.threads, p.backend, p.source))
+            .collect::<Vec<_>>()
+            .join(", "))
+    } else {
+        Err(misses.join("; "))
+    }
 }
 
 /// Checks the engine's performance targets on a report: at every thread
@@ -614,6 +795,7 @@ mod tests {
         let mut r = Report {
             size_bytes: 1 << 30,
             auto_backend: "avx512_nt".into(),
+            auto_picks: vec![],
             results: vec![
                 m("rep_stosb", 2, 50.0),
                 m("avx512_nt", 2, 44.0),
@@ -635,6 +817,7 @@ mod tests {
         let mut r = Report {
             size_bytes: 1 << 30,
             auto_backend: "avx512_nt".into(),
+            auto_picks: vec![],
             results: vec![
                 m("memset", 1, 10.0),
                 m("auto", 1, 1.0),

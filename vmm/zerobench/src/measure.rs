@@ -197,6 +197,42 @@ pub(crate) fn engine(m: &Mapping, z: &Zeroer) -> Duration {
     start.elapsed()
 }
 
+/// Dirties `len` bytes of `m`, then times `backend` zeroing them from
+/// one thread per CPU in `cpus`, each pinned to the whole set (so the
+/// threads stay on that NUMA node): the NUMA local/remote measurement,
+/// where the engine's own placement would move the work to the memory.
+pub(crate) fn pinned_zero(
+    m: &Mapping,
+    len: usize,
+    cpus: &[usize],
+    backend: prezero::Backend,
+) -> Duration {
+    let ps = parts(len.min(m.len), cpus.len().max(1));
+    let run = |zero: bool| {
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for &(off, l) in &ps {
+                s.spawn(move || {
+                    hostmem::numa::pin_current_thread(cpus);
+                    // SAFETY: disjoint parts of our mapping; the backend
+                    // is available (auto chose it).
+                    unsafe {
+                        let p = m.ptr().add(off);
+                        if zero {
+                            let _ = prezero::zero_with(backend, p, l);
+                        } else {
+                            std::ptr::write_bytes(p, 0x5a, l);
+                        }
+                    }
+                });
+            }
+        });
+        start.elapsed()
+    };
+    run(false);
+    run(true)
+}
+
 /// Maps `len` fresh bytes with `backing` and times `MADV_POPULATE_WRITE`
 /// over it from `threads` threads (disjoint parts): the kernel zeroes
 /// every page as it faults it in. Mapping and unmapping are not timed.

@@ -61,6 +61,7 @@ pub(crate) fn render(r: &Report, threads: &[usize], notes: &[String]) -> String 
         "auto/populate THP",
         "auto/populate hugetlb",
     ]);
+    let pinned = !r.auto_picks.is_empty() && r.auto_picks.iter().all(|p| p.source == "pinned");
     for &n in threads {
         let g = |m: &str| r.get(m, n).map(|x| x.gib_per_s);
         let auto = g("auto");
@@ -73,7 +74,7 @@ pub(crate) fn render(r: &Report, threads: &[usize], notes: &[String]) -> String 
                     "{} ({}){}",
                     ratio(Some(a), Some(b.gib_per_s)),
                     b.method,
-                    if a < b.gib_per_s * AUTO_VS_BEST {
+                    if !pinned && a < b.gib_per_s * AUTO_VS_BEST {
                         " FAIL"
                     } else {
                         ""
@@ -107,7 +108,15 @@ pub(crate) fn render(r: &Report, threads: &[usize], notes: &[String]) -> String 
         .iter()
         .any(|&n| r.get("auto", n).is_some() && r.reference_backend(n).is_some());
     if judged {
-        out += &if misses.is_empty() {
+        out += &if pinned {
+            // The operator chose the backend: the line would judge them,
+            // not auto's rule.
+            format!(
+                "\nauto pinned to {} ({}): its ratio to the reference backend is shown, not judged",
+                r.auto_backend,
+                prezero::PIN_ENV
+            )
+        } else if misses.is_empty() {
             format!("\nauto >= {AUTO_VS_BEST:.2}x reference backend at every thread count: PASS")
         } else {
             format!(
@@ -142,6 +151,7 @@ mod tests {
         let r = Report {
             size_bytes: 4 << 30,
             auto_backend: "avx512_nt".into(),
+            auto_picks: vec![],
             results: vec![
                 m("memset", 2, 20.0),
                 m("avx512_nt", 2, 44.0),
@@ -180,6 +190,7 @@ mod tests {
         let mut r = Report {
             size_bytes: 2 << 30,
             auto_backend: "avx512_nt".into(),
+            auto_picks: vec![],
             results: vec![
                 m("avx512_nt", 1, 50.0),
                 m("auto", 1, 48.0),
@@ -197,6 +208,23 @@ mod tests {
             out.contains("every thread count: FAIL (2 threads: 0.88x avx512_nt)"),
             "{out}"
         );
+        // A pinned auto is the operator's choice: shown, not judged.
+        r.auto_picks = [1, 2]
+            .map(|t| crate::AutoPick {
+                threads: t,
+                backend: "avx512_nt".into(),
+                source: "pinned".into(),
+                tied: vec!["avx512_nt".into()],
+                calibration: vec![],
+            })
+            .to_vec();
+        let out = render(&r, &[1, 2], &[]);
+        assert!(
+            out.contains("0.88x (avx512_nt)") && !out.contains("FAIL"),
+            "{out}"
+        );
+        assert!(out.contains("auto pinned to avx512_nt"), "{out}");
+        r.auto_picks.clear();
         // Exactly at the bar passes.
         r.results[4].gib_per_s = 47.5;
         let out = render(&r, &[1, 2], &[]);

@@ -17,6 +17,7 @@ fn small_run_writes_the_documented_json() {
         no_hugepage_reserve: true,
         // A test has no business taking the CPU from others.
         no_realtime: true,
+        pin_auto: None,
     };
     let report = run(&args).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
@@ -27,7 +28,10 @@ fn small_run_writes_the_documented_json() {
     let top = v.as_object().unwrap();
     let mut keys: Vec<&str> = top.keys().map(|k| k.as_str()).collect();
     keys.sort();
-    assert_eq!(keys, ["auto_backend", "results", "size_bytes"]);
+    assert_eq!(
+        keys,
+        ["auto_backend", "auto_picks", "results", "size_bytes"]
+    );
     assert_eq!(top["size_bytes"].as_u64(), Some(64 << 20));
     let auto = top["auto_backend"].as_str().unwrap();
     assert_eq!(
@@ -78,6 +82,29 @@ fn small_run_writes_the_documented_json() {
     let n = seen.len();
     seen.dedup();
     assert_eq!(seen.len(), n, "duplicate entries");
+
+    // auto's decision at each thread count, checkable from the report.
+    let picks = top["auto_picks"].as_array().unwrap();
+    let threads: Vec<u64> = picks
+        .iter()
+        .map(|p| p["threads"].as_u64().unwrap())
+        .collect();
+    assert_eq!(threads, [1, 2]);
+    for p in picks {
+        let o = p.as_object().unwrap();
+        let mut keys: Vec<&str> = o.keys().map(|k| k.as_str()).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            ["backend", "calibration", "source", "threads", "tied"]
+        );
+        let t = o["threads"].as_u64().unwrap() as usize;
+        assert_eq!(
+            o["backend"].as_str().unwrap(),
+            prezero::auto_backend_threads(t).name()
+        );
+    }
+    zerobench::check_picks(&report, None).unwrap();
 
     // The typed report round-trips and equals what run() returned.
     let typed: Report = serde_json::from_str(&text).unwrap();

@@ -44,6 +44,9 @@ pub enum Command {
 pub enum BenchCommand {
     /// Zeroing engine against memset and kernel prefault, in one run.
     Zero(zerobench::BenchZeroArgs),
+    /// The engine and the pool at this host's core count and memory: one
+    /// table, JSON and PNG under --out (docs/pool.md, "Host scale").
+    Host(zerobench::BenchHostArgs),
 }
 
 /// `zerostart run` options.

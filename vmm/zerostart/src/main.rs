@@ -49,6 +49,13 @@ fn main() {
                 1
             }
         },
+        Command::Bench(BenchCommand::Host(args)) => match zerobench::host::run(&args) {
+            Ok(_) => 0,
+            Err(e) => {
+                eprintln!("zerostart: bench host: {e}");
+                1
+            }
+        },
         Command::Pool(args) => match pool::cli::run(&args) {
             Ok(()) => 0,
             Err(e) => {
