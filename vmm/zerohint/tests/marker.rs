@@ -6,8 +6,14 @@ use zerohint::{consumed_marker, marker_state, Entry, MarkerState, MARKER_SIZE, P
 
 #[test]
 fn marker_page_is_the_last_page_of_each_range() {
-    assert_eq!(Entry::zeroed(0x100_0000, 0x20_0000, 21).marker_page(), 0x11f_f000);
-    assert_eq!(Entry::zeroed(0x4000_0000, 0x1000, 12).marker_page(), 0x4000_0000);
+    assert_eq!(
+        Entry::zeroed(0x100_0000, 0x20_0000, 21).marker_page(),
+        0x11f_f000
+    );
+    assert_eq!(
+        Entry::zeroed(0x4000_0000, 0x1000, 12).marker_page(),
+        0x4000_0000
+    );
 }
 
 #[test]
