@@ -586,15 +586,22 @@ def end_log_args(path: Path) -> list[str]:
     return ["-d", "cpu_reset", "-trace", "qemu_system_shutdown_request", "-D", str(path)]
 
 
-def how_it_ended(path: Path) -> str:
+def how_it_ended(path: Path, rebooted: bool = False) -> str:
     """'power-off', 'triple fault', 'reset' (the guest asked for a reset:
     a kernel panic under panic=-1, or a reboot; no triple fault) or
     'unknown (...)' from the log `end_log_args(path)` made. Meaningful
-    only for a QEMU that exited 0."""
+    only for a QEMU that exited 0. REBOOTED: the guest rebooted in place on
+    purpose (boot's REBOOTS), where QEMU ran without -no-reboot, so every
+    reset and triple fault rebooted and only a power-off could end it; a
+    kernel's reboot may triple-fault on the way (x86's reboot falls through
+    to a triple fault while TCG has not yet served the keyboard controller's
+    reset), and a reset nobody announced was stopped by boot itself."""
     try:
         text = Path(path).read_text(errors="replace")
     except OSError as e:
         return f"unknown (no QEMU log: {e.strerror})"
+    if rebooted:
+        return "power-off" if "qemu_system_shutdown_request" in text else "unknown (no power-off)"
     if "Triple fault" in text:
         return "triple fault"
     if "qemu_system_shutdown_request" in text:
@@ -748,11 +755,13 @@ class Boot:
     # Set when the guest reset without announcing it (see boot's REBOOTS):
     # QEMU was stopped there, so the crashed kernel boots no further.
     unrequested_reset: str | None = None
+    # Reboots in place the guest announced (boot's REBOOTS).
+    rebooted: int = 0
 
     @property
     def ended(self) -> str:
         """How QEMU's guest ended (see how_it_ended) when QEMU exited 0."""
-        return how_it_ended(self.end_log) if self.end_log else "unknown (no QEMU log)"
+        return how_it_ended(self.end_log, self.rebooted > 0) if self.end_log else "unknown (no QEMU log)"
 
     @property
     def timed_out(self) -> bool:
@@ -834,7 +843,7 @@ def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False, reboo
                 pass
         proc.stdout.close()
         con.log.close()
-    return Boot(rc, time.monotonic() - t0, con.lines, log, timeout, end_log, unrequested)
+    return Boot(rc, time.monotonic() - t0, con.lines, log, timeout, end_log, unrequested, announced)
 
 
 def tcg_thread() -> str:

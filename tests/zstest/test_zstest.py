@@ -419,6 +419,16 @@ class QemuBoot(unittest.TestCase):
                                    ("CPU Reset (CPU 0)\\nTriple fault", "triple fault")):
                 b = qemu.boot(["sh", "-c", f'printf "{written}\\n" > "$5"'], log=log, timeout=30)
                 self.assertEqual((b.rc, b.ended), (0, ended), written)
+            # An announced reboot may triple-fault on its way; only a
+            # power-off ends such a run.
+            t = qemu.boot(["sh", "-c", 'echo ZSREBOOT; printf "Triple fault\\nCPU Reset (CPU 0)\\n'
+                           'qemu_system_shutdown_request reason=6\\n" > "$5"'], log=log, timeout=30, reboots=1)
+            self.assertEqual((t.problem(), t.ended), (None, "power-off"))
+            self.assertEqual(qemu.how_it_ended(log.with_name("boot.log.qemu.log"), rebooted=True), "power-off")
+            r = Path(d) / "reset.log"
+            r.write_text("Triple fault\nCPU Reset (CPU 0)\n")
+            self.assertEqual(qemu.how_it_ended(r), "triple fault")
+            self.assertEqual(qemu.how_it_ended(r, rebooted=True), "unknown (no power-off)")
             silent = qemu.boot(["sh", "-c", "true"], log=log, timeout=30)
             self.assertTrue(silent.ended.startswith("unknown (no QEMU log"), silent.ended)
             empty = Path(d) / "empty.log"
