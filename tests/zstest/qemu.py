@@ -54,14 +54,16 @@ L2_ABORT_RE = re.compile(r"^(qemu: fatal:|qemu-system-x86_64: .*(ssertion|fatal|
 # judge. BUG: covers KASAN, KFENCE and soft lockups ("BUG: KASAN: ...",
 # "watchdog: BUG: soft lockup"), named too for whoever greps for them; a
 # WARNING and an oops's RIP line only in the kernel's own form, so a program's
-# "WARNING:" on the console is no kernel bug. Not a bug line: the WARN (and
+# "WARNING:" on the console is no kernel bug; a RIP in kernel mode (CS 0010)
+# only: a dump's user-mode RIP (0033, the task the kernel interrupted)
+# belongs to the WARNING or BUG line above it. Not a bug line: the WARN (and
 # its RIP line) of prezero.verify catching a page, in the two functions that
 # check skipped clears: that is verify doing its job, which a dirty control
 # requires and every other scenario fails on by its verify_failures count.
 VERIFY_WARN_FUNCS = r"(?:zerostart_verify_pages|zerostart_memmap_take_range)\+"
 L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault|"
                               rf"WARNING: (?:CPU: \d+ PID: |at )(?!.*{VERIFY_WARN_FUNCS})|"
-                              rf"RIP: [0-9a-f]{{4}}:(?!{VERIFY_WARN_FUNCS})|soft lockup|hard LOCKUP|"
+                              rf"RIP: 0010:(?!{VERIFY_WARN_FUNCS})|soft lockup|hard LOCKUP|"
                               r"KFENCE: |KASAN: ")
 MIB = 1 << 20
 # The nested host's own kernel saying one of its CPUs has spun for tens of
