@@ -7,6 +7,8 @@ whole suite into a test that cannot fail. These feed it synthetic L2
 consoles. Run: python3 tests/nested-host/test_run.py
 """
 
+import contextlib
+import io
 import subprocess
 import tempfile
 import time
@@ -159,7 +161,8 @@ class Judge(unittest.TestCase):
         run._run_l2 = fake_run_l2
         try:
             retries = []
-            res, fatal = run.run_nested([sc("a"), sc("b")], {}, False, 2, retries)
+            with contextlib.redirect_stdout(io.StringIO()):
+                res, fatal = run.run_nested([sc("a"), sc("b")], {}, False, 2, retries)
         finally:
             run._run_l2 = old
         self.assertIsNone(fatal)
@@ -218,7 +221,8 @@ class Judge(unittest.TestCase):
             return rs, None, None
         retries = []
         with mock.patch.object(run, "_run_l2", fake_run_l2):
-            res, fatal = run.run_nested([sc("a"), sc("b"), sc("c")], {}, False, 2, retries)
+            with contextlib.redirect_stdout(io.StringIO()):
+                res, fatal = run.run_nested([sc("a"), sc("b"), sc("c")], {}, False, 2, retries)
         self.assertIsNone(fatal)
         self.assertEqual(calls, [["a", "b", "c"], ["b", "c"]])
         self.assertEqual([(r.sc.name, r.failures) for r in res], [("a", []), ("b", []), ("c", [])])
@@ -239,7 +243,8 @@ class Judge(unittest.TestCase):
             return [b], "timeout waiting for scenario b", lost
         retries = []
         with mock.patch.object(run, "_run_l2", fake_run_l2):
-            res, fatal = run.run_nested([sc("b")], {}, False, 2, retries)
+            with contextlib.redirect_stdout(io.StringIO()):
+                res, fatal = run.run_nested([sc("b")], {}, False, 2, retries)
         self.assertEqual((calls, retries), ([0], []))
         self.assertIn("timeout", fatal)
         self.assertEqual(res[0].failures, ["harness timeout"])
@@ -254,7 +259,8 @@ class Judge(unittest.TestCase):
         run._run_l2 = fake_run_l2
         try:
             retries = []
-            _, fatal = run.run_nested([sc("a")], {}, False, 2, retries)
+            with contextlib.redirect_stdout(io.StringIO()):
+                _, fatal = run.run_nested([sc("a")], {}, False, 2, retries)
         finally:
             run._run_l2 = old
         self.assertEqual(calls, [0])
