@@ -61,6 +61,7 @@ from pathlib import Path
 
 from zstest import guestkernel as gk
 from zstest.guestkernel import grep, int_or, kv
+from zstest.qemu import REBOOT_ANNOUNCED
 from zstest.suite import Case, Do, Report
 
 MIB = gk.MIB
@@ -497,9 +498,9 @@ def reboot_case(control: bool):
         flag.write_bytes(bytes(4096))
         qargs = [*gk.loader_args(blob), "-drive", f"file={flag},if=virtio,format=raw"]
         b, lines = k.boot(f"boot-{r.name}", cmdline, img, qargs, reboots=1)
-        cut = next((i for i, ln in enumerate(lines) if ln.startswith("ZSREBOOT")), None)
+        cut = next((i for i, ln in enumerate(lines) if ln.startswith(REBOOT_ANNOUNCED)), None)
         if b.problem() or cut is None:
-            r.fail(f"boot 1 did not reboot as asked: {b.problem() or 'no ZSREBOOT line'}")
+            r.fail(f"boot 1 did not reboot as asked: {b.problem() or f'no {REBOOT_ANNOUNCED} line'}")
             return
         first, second = lines[:cut], lines[cut + 1:]
         if not grep(first, r"^ZSKMSG zerostart: hint consumed: marker written to [1-9]"):
