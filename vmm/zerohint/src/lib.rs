@@ -23,9 +23,31 @@
 //! # }
 //! ```
 //!
+//! The same bytes also travel as text, for the channels every VMM already
+//! has: the kernel parameter `prezero.hint=<text>` and an SMBIOS OEM string
+//! of the same form (docs/hint-abi.md, "Text form"). The text is canonical
+//! base64url, so one hint has exactly one text; [`find_in_cmdline`] (which
+//! splits the line as the kernel does) or [`find_in_oem_strings`] finds it,
+//! [`decode_text`] turns it back into bytes for [`decode_exact`], and a
+//! producer fits it into the kernel's limits with
+//! [`Hint::encode_text_fitting`] or [`cmdline_with_hint`], which drop the
+//! smallest ranges first and never emit an empty hint.
+//!
+//! ```
+//! let hint = zerohint::Hint::zeroed_from_ranges(&[(0x10_0000, 0x3ff0_0000)], 21).unwrap();
+//! let (cmdline, dropped) = zerohint::cmdline_with_hint("console=ttyS0 -- init-arg", &hint).unwrap();
+//! assert_eq!(dropped, 0);
+//! assert!(cmdline.starts_with("console=ttyS0 prezero.hint=")); // before `--`
+//!
+//! let text = zerohint::find_in_cmdline(&cmdline).unwrap().expect("one hint");
+//! let mut buf = [0u8; zerohint::TEXT_MAX_BYTES];
+//! let n = zerohint::decode_text(text, &mut buf).unwrap();
+//! assert_eq!(zerohint::decode_exact(&buf[..n]).unwrap().entries().count(), 1);
+//! ```
+//!
 //! `no_std`; decoding never allocates (the bare-metal probe guest uses it
 //! with `default-features = false`). Feature `alloc` (default) adds the owned
-//! [`Hint`] builder, `std` adds `std::error::Error`.
+//! [`Hint`] builder and the text encoder, `std` adds `std::error::Error`.
 #![no_std]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -39,11 +61,18 @@ mod crc;
 mod error;
 #[cfg(feature = "alloc")]
 mod hint;
+mod text;
 
 pub use crc::crc32;
 pub use error::Error;
 #[cfg(feature = "alloc")]
 pub use hint::Hint;
+#[cfg(feature = "alloc")]
+pub use text::{cmdline_with_hint, encode_text, CmdlineError};
+pub use text::{
+    decode_text, find_in_cmdline, find_in_oem_strings, text_len, TextError, CMDLINE_MAX,
+    TEXT_MAX_BYTES, TEXT_MAX_CHARS, TEXT_MAX_ENTRIES, TEXT_PARAM, TEXT_PREFIX,
+};
 
 /// Header magic, ASCII `ZSHINT01`.
 pub const MAGIC: [u8; 8] = *b"ZSHINT01";

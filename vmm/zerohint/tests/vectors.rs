@@ -1,6 +1,7 @@
 //! The checked-in golden vectors (tests/vectors/) are exactly what the
 //! generator produces, and the decoder agrees with every expectation as
-//! read back from vectors.json (not from the generator's memory).
+//! read back from vectors.json and text.json (not from the generator's
+//! memory).
 
 mod vectorgen;
 
@@ -8,7 +9,10 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use serde_json::Value;
-use zerohint::{check_in_ram, decode, decode_exact, Entry, Error};
+use zerohint::{
+    check_in_ram, decode, decode_exact, decode_text, encode_text, find_in_cmdline,
+    find_in_oem_strings, Entry, Error, TextError, TEXT_MAX_BYTES, TEXT_PREFIX,
+};
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors")
@@ -109,5 +113,87 @@ fn decoder_matches_vectors_json() {
     }
     for n in Error::ALL_NAMES.iter().chain(&["ok"]) {
         assert!(seen.contains(*n), "no vector expects {n}");
+    }
+}
+
+/// What the crate makes of one text.json vector: `(expect, index, decoded
+/// bytes)` in the file's terms.
+fn text_outcome(v: &Value) -> (String, Option<usize>, Option<Vec<u8>>) {
+    let found = match v["transport"].as_str().expect("transport") {
+        "cmdline" => find_in_cmdline(v["input"].as_str().expect("cmdline string")),
+        "smbios" => {
+            let strings: Vec<&str> = v["input"]
+                .as_array()
+                .expect("smbios list")
+                .iter()
+                .map(|s| s.as_str().expect("OEM string"))
+                .collect();
+            find_in_oem_strings(&strings)
+        }
+        t => panic!("unknown transport {t}"),
+    };
+    let text = match found {
+        Ok(Some(text)) => text,
+        Ok(None) => return ("Absent".into(), None, None),
+        Err(e) => return (e.name().into(), e.index(), None),
+    };
+    let mut buf = [0u8; TEXT_MAX_BYTES];
+    let n = match decode_text(text, &mut buf) {
+        Ok(n) => n,
+        Err(e) => return (e.name().into(), e.index(), None),
+    };
+    let bytes = buf[..n].to_vec();
+    match decode_exact(&bytes) {
+        Ok(_) => ("ok".into(), None, Some(bytes)),
+        Err(e) => (e.name().into(), e.index(), Some(bytes)),
+    }
+}
+
+#[test]
+fn text_decoder_matches_text_json() {
+    let text = std::fs::read_to_string(dir().join("text.json")).expect("text.json");
+    let vectors: Vec<Value> = serde_json::from_str(&text).expect("text.json parses");
+    assert!(vectors.len() >= 40, "only {} text vectors", vectors.len());
+    let mut seen = BTreeSet::new();
+    let mut names = BTreeSet::new();
+    for v in &vectors {
+        let name = v["name"].as_str().expect("name");
+        assert!(names.insert(name), "{name}: duplicate name");
+        assert!(
+            v["description"].as_str().is_some_and(|d| !d.is_empty()),
+            "{name}: description"
+        );
+        let expect = v["expect"].as_str().expect("expect");
+        seen.insert(expect.to_string());
+        let index = v.get("index").map(|i| u64_of(i) as usize);
+        let (got, got_index, bytes) = text_outcome(v);
+        assert_eq!((got.as_str(), got_index), (expect, index), "{name}");
+        if let Some(file) = v.get("file") {
+            let want = std::fs::read(dir().join(file.as_str().expect("file"))).expect("bin");
+            assert_eq!(
+                bytes.as_ref(),
+                Some(&want),
+                "{name}: decoded bytes vs {file}"
+            );
+        }
+        // Whatever decodes is the crate's own encoding of its bytes: one
+        // hint, one text.
+        if let Some(bytes) = &bytes {
+            let cmdline = v["input"].as_str();
+            let text = match cmdline {
+                Some(c) => find_in_cmdline(c).unwrap().unwrap(),
+                None => v["input"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find_map(|s| s.as_str().unwrap().strip_prefix(TEXT_PREFIX))
+                    .unwrap(),
+            };
+            assert_eq!(encode_text(bytes), text, "{name}: re-encode");
+        }
+    }
+    let needed = ["ok", "Absent"].into_iter().chain(TextError::ALL_NAMES);
+    for n in needed {
+        assert!(seen.contains(n), "no text vector expects {n}");
     }
 }

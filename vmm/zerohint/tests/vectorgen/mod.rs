@@ -9,6 +9,8 @@
 
 #![allow(dead_code)]
 
+pub mod text;
+
 use std::fmt::Write as _;
 
 use zerohint::{check_in_ram, crc32, decode, decode_exact, Error};
@@ -1075,14 +1077,46 @@ and several vectors break more than one rule to pin it.
   `struct zshint_vector { name, file, data, len, expect, index, exact,
   has_ram, ram, ram_count }` for the kernel KUnit test and EDK2 host tests.
   `data` is NULL for the zero-length vector.
-- `check_c_header.c`: compiles the header and checks it against the `.bin`
-  files (`make test-abi` builds and runs it).
+- `text.json`: the text form's checks (transports (d) kernel command line,
+  (e) SMBIOS OEM strings), one object per check, with
+  - `name`: unique id (also the C name);
+  - `transport`: `"cmdline"` or `"smbios"`;
+  - `input`: for `cmdline` the whole command line (a string), for `smbios`
+    the OEM strings (a list, possibly empty); the bytes a consumer sees are
+    the strings' UTF-8 encoding (the file itself is ASCII, with `\u`
+    escapes);
+  - `expect`: `"ok"`, `"Absent"`, a text error (`Duplicate`,
+    `TextTooLong`, `TextBadChar`, `TextBadLength`, `TextNonCanonical`) or,
+    when the text decodes, the error of the decoded bytes validated with an
+    exact length (`Truncated`, `BadMagic`, ... as in `vectors.json`);
+  - `index`: for `TextBadChar` the zero-based index of the first bad
+    character (byte) of the text; for entry errors the entry index;
+  - `file` (optional): the `.bin` file the decoded bytes equal;
+  - `description`.
+- `zshint_text_vectors.h`: `ZSHINT_TEXT_*` limits and result codes
+  (`ZSHINT_TEXT_E_OK` 0, `ZSHINT_TEXT_E_ABSENT` 1, then the text errors in
+  spec order; X-macro `ZSHINT_TEXT_ERRORS(X)`), and every text vector in a
+  table `zshint_text_vectors[ZSHINT_TEXT_VECTOR_COUNT]` of
+  `struct zshint_text_vector { name, transport, input, input_count,
+  text_expect, text_index, data, len, expect, index }`: `input` the
+  command line (`input[0]`) or the OEM strings (NULL when there are none),
+  `data`/`len` the decoded bytes and `expect`/`index` their `ZSHINT_E_*`
+  result, meaningful only when `text_expect` is `ZSHINT_TEXT_E_OK`.
+  Includes `zshint_errors.h`; no libc.
+- `check_c_header.c`: compiles both headers, checks `zshint_vectors.h`
+  against the `.bin` files and every text vector against its own C
+  command-line tokenizer and base64url decoder (`make test-abi` builds and
+  runs it).
 - `check_vectors.py`: an independent Python 3 (stdlib only) validator that
-  recomputes every expectation from the spec, as a second implementation.
+  recomputes every expectation from the spec, as a second implementation,
+  for `vectors.json` and `text.json`.
 
 A C consumer's test loops over `zshint_vectors`, runs its validator on
 `data`/`len` (plus its RAM check when `has_ram`), and compares the result
-code and, for entry errors, the entry index.
+code and, for entry errors, the entry index. A text consumer loops over
+`zshint_text_vectors`, runs its finder and decoder on `input` and compares
+`text_expect` (and `text_index`); when that is OK, it compares the decoded
+bytes with `data`/`len` and its validator's result with `expect`/`index`.
 
 ## Vectors
 
@@ -1103,9 +1137,16 @@ pub fn files() -> Vec<(String, Vec<u8>)> {
         }
         out.push((v.file.clone(), v.bytes.clone()));
     }
+    let texts = text::vectors(&vectors);
     out.push(("vectors.json".into(), json(&vectors).into_bytes()));
     out.push(("zshint_errors.h".into(), errors_h().into_bytes()));
     out.push(("zshint_vectors.h".into(), vectors_h(&vectors).into_bytes()));
-    out.push(("README.md".into(), readme(&vectors).into_bytes()));
+    out.push(("text.json".into(), text::json(&texts).into_bytes()));
+    out.push((
+        "zshint_text_vectors.h".into(),
+        text::header(&texts).into_bytes(),
+    ));
+    let readme = readme(&vectors) + &text::readme(&texts);
+    out.push(("README.md".into(), readme.into_bytes()));
     out
 }
