@@ -146,7 +146,8 @@ static int text_find_cmdline(const char *s, const char **text, size_t *len)
 			pos++;
 		if (!equals && pend - args == 2 && memcmp(s + args, "--", 2) == 0)
 			break;
-		if (equals && pend - args == 12 && memcmp(s + args, "prezero.hint", 12) == 0) {
+		/* A bare name (no '=') is the parameter with an empty text. */
+		if (pend - args == 12 && memcmp(s + args, "prezero.hint", 12) == 0) {
 			if (found++)
 				return ZSHINT_TEXT_E_DUPLICATE;
 			*text = s + vs;

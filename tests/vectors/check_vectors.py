@@ -126,8 +126,9 @@ def kernel_params(line):
 def find_text(transport, inputs):
     """Returns ("ok", text bytes) or (result name, None)."""
     if transport == "cmdline":
-        found = [v for p, v in kernel_params(inputs.encode("utf-8"))
-                 if p == b"prezero.hint" and v is not None]
+        # A bare name (no "=") is the parameter with an empty text.
+        found = [v or b"" for p, v in kernel_params(inputs.encode("utf-8"))
+                 if p == b"prezero.hint"]
     else:
         found = [s.encode("utf-8")[len(TEXT_PREFIX):] for s in inputs
                  if s.encode("utf-8").startswith(TEXT_PREFIX)]

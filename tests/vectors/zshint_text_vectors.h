@@ -352,10 +352,6 @@ static const char *const zshint_text_in_absent_after_quoted_dashdash[1] = {
 	"AAAAAAAAIAAAAAAAAQAAAAwAAAA",
 };
 
-static const char *const zshint_text_in_absent_bare_name[1] = {
-	"quiet prezero.hint rw",
-};
-
 static const char *const zshint_text_in_absent_inside_value[1] = {
 	"init.note=\"prezero.hint=WlNISU5UMDEBACAAGAAAAAEAAAAAAAAA-ZNknwAAAAAAABAA"
 	"AAAAAAAAIAAAAAAAAQAAAAwAAAA\"",
@@ -399,6 +395,11 @@ static const char *const zshint_text_in_duplicate_before_text_errors[1] = {
 static const char *const zshint_text_in_duplicate_empty_second[1] = {
 	"prezero.hint=WlNISU5UMDEBACAAGAAAAAEAAAAAAAAA-ZNknwAAAAAAABAAAAAAAAAAIAA"
 	"AAAAAAQAAAAwAAAA prezero.hint=",
+};
+
+static const char *const zshint_text_in_duplicate_bare_name[1] = {
+	"prezero.hint=WlNISU5UMDEBACAAGAAAAAEAAAAAAAAA-ZNknwAAAAAAABAAAAAAAAAAIAA"
+	"AAAAAAQAAAAwAAAA prezero.hint",
 };
 
 static const char *const zshint_text_in_duplicate_smbios[3] = {
@@ -606,6 +607,10 @@ static const char *const zshint_text_in_empty_quoted_value[1] = {
 	"prezero.hint=\"\"",
 };
 
+static const char *const zshint_text_in_empty_bare_name[1] = {
+	"quiet prezero.hint rw",
+};
+
 static const char *const zshint_text_in_empty_smbios[1] = {
 	"prezero.hint=",
 };
@@ -789,7 +794,7 @@ static const unsigned char zshint_text_data_blob_1024_chars[768] = {
 	0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5,
 };
 
-#define ZSHINT_TEXT_VECTOR_COUNT 63
+#define ZSHINT_TEXT_VECTOR_COUNT 64
 
 static const struct zshint_text_vector zshint_text_vectors[ZSHINT_TEXT_VECTOR_COUNT] = {
 	{ "ok_cmdline_alone", ZSHINT_TEXT_CMDLINE, zshint_text_in_ok_cmdline_alone, 1, ZSHINT_TEXT_E_OK, 0, zshint_text_data_ok_cmdline_alone, 56, ZSHINT_E_OK, 0 },
@@ -810,7 +815,6 @@ static const struct zshint_text_vector zshint_text_vectors[ZSHINT_TEXT_VECTOR_CO
 	{ "absent_case", ZSHINT_TEXT_CMDLINE, zshint_text_in_absent_case, 1, ZSHINT_TEXT_E_ABSENT, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "absent_after_dashdash", ZSHINT_TEXT_CMDLINE, zshint_text_in_absent_after_dashdash, 1, ZSHINT_TEXT_E_ABSENT, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "absent_after_quoted_dashdash", ZSHINT_TEXT_CMDLINE, zshint_text_in_absent_after_quoted_dashdash, 1, ZSHINT_TEXT_E_ABSENT, 0, 0, 0, ZSHINT_E_OK, 0 },
-	{ "absent_bare_name", ZSHINT_TEXT_CMDLINE, zshint_text_in_absent_bare_name, 1, ZSHINT_TEXT_E_ABSENT, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "absent_inside_value", ZSHINT_TEXT_CMDLINE, zshint_text_in_absent_inside_value, 1, ZSHINT_TEXT_E_ABSENT, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "absent_smbios_none", ZSHINT_TEXT_SMBIOS, 0, 0, ZSHINT_TEXT_E_ABSENT, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "absent_smbios_no_match", ZSHINT_TEXT_SMBIOS, zshint_text_in_absent_smbios_no_match, 3, ZSHINT_TEXT_E_ABSENT, 0, 0, 0, ZSHINT_E_OK, 0 },
@@ -819,6 +823,7 @@ static const struct zshint_text_vector zshint_text_vectors[ZSHINT_TEXT_VECTOR_CO
 	{ "duplicate_different", ZSHINT_TEXT_CMDLINE, zshint_text_in_duplicate_different, 1, ZSHINT_TEXT_E_DUPLICATE, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "duplicate_before_text_errors", ZSHINT_TEXT_CMDLINE, zshint_text_in_duplicate_before_text_errors, 1, ZSHINT_TEXT_E_DUPLICATE, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "duplicate_empty_second", ZSHINT_TEXT_CMDLINE, zshint_text_in_duplicate_empty_second, 1, ZSHINT_TEXT_E_DUPLICATE, 0, 0, 0, ZSHINT_E_OK, 0 },
+	{ "duplicate_bare_name", ZSHINT_TEXT_CMDLINE, zshint_text_in_duplicate_bare_name, 1, ZSHINT_TEXT_E_DUPLICATE, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "duplicate_smbios", ZSHINT_TEXT_SMBIOS, zshint_text_in_duplicate_smbios, 3, ZSHINT_TEXT_E_DUPLICATE, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "too_long_1025", ZSHINT_TEXT_CMDLINE, zshint_text_in_too_long_1025, 1, ZSHINT_TEXT_E_TOO_LONG, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "too_long_2000", ZSHINT_TEXT_CMDLINE, zshint_text_in_too_long_2000, 1, ZSHINT_TEXT_E_TOO_LONG, 0, 0, 0, ZSHINT_E_OK, 0 },
@@ -845,6 +850,7 @@ static const struct zshint_text_vector zshint_text_vectors[ZSHINT_TEXT_VECTOR_CO
 	{ "non_canonical_smbios", ZSHINT_TEXT_SMBIOS, zshint_text_in_non_canonical_smbios, 1, ZSHINT_TEXT_E_NON_CANONICAL, 0, 0, 0, ZSHINT_E_OK, 0 },
 	{ "empty_value", ZSHINT_TEXT_CMDLINE, zshint_text_in_empty_value, 1, ZSHINT_TEXT_E_OK, 0, 0, 0, ZSHINT_E_TRUNCATED, 0 },
 	{ "empty_quoted_value", ZSHINT_TEXT_CMDLINE, zshint_text_in_empty_quoted_value, 1, ZSHINT_TEXT_E_OK, 0, 0, 0, ZSHINT_E_TRUNCATED, 0 },
+	{ "empty_bare_name", ZSHINT_TEXT_CMDLINE, zshint_text_in_empty_bare_name, 1, ZSHINT_TEXT_E_OK, 0, 0, 0, ZSHINT_E_TRUNCATED, 0 },
 	{ "empty_smbios", ZSHINT_TEXT_SMBIOS, zshint_text_in_empty_smbios, 1, ZSHINT_TEXT_E_OK, 0, 0, 0, ZSHINT_E_TRUNCATED, 0 },
 	{ "tail2_canonical", ZSHINT_TEXT_CMDLINE, zshint_text_in_tail2_canonical, 1, ZSHINT_TEXT_E_OK, 0, zshint_text_data_tail2_canonical, 1, ZSHINT_E_TRUNCATED, 0 },
 	{ "tail3_canonical", ZSHINT_TEXT_CMDLINE, zshint_text_in_tail3_canonical, 1, ZSHINT_TEXT_E_OK, 0, zshint_text_data_tail3_canonical, 2, ZSHINT_E_TRUNCATED, 0 },

@@ -353,8 +353,11 @@ impl Arg {
 /// the kernel's `next_arg()` does (white space is the kernel's `isspace()`,
 /// which includes byte 0xA0; double quotes are stripped as the kernel
 /// strips them; the line ends at a NUL, as the kernel's C string does).
-/// `Ok(None)`: no hint (a bare `prezero.hint` without `=` carries none).
-/// [`TextError::Duplicate`]: more than one, even equal.
+/// `Ok(None)`: no hint. [`TextError::Duplicate`]: more than one, even
+/// equal. A bare `prezero.hint` without `=` is the parameter with an empty
+/// text (which then fails as `Truncated`), as the kernel's early-parameter
+/// handler sees it: a confused producer is refused, and cannot hide a
+/// second parameter from the `Duplicate` check.
 ///
 /// The kernel splits at a 0xA0 byte even inside a UTF-8 character; a value
 /// cut that way is not a `&str`, and holds a non-ASCII byte, so it is
@@ -367,11 +370,12 @@ pub fn find_in_cmdline(cmdline: &str) -> Result<Option<&str>, TextError> {
         if arg.ends_params(&args) {
             break;
         }
-        if let (b"prezero.hint", Some(val)) = (args.bytes(arg.param), arg.val) {
+        if args.bytes(arg.param) == TEXT_PARAM.as_bytes() {
             if found.is_some() {
                 return Err(TextError::Duplicate);
             }
-            found = Some(val);
+            // A bare name: an empty text where the name ends.
+            found = Some(arg.val.unwrap_or((arg.param.1, arg.param.1)));
         }
     }
     match found {

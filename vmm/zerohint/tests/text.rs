@@ -275,7 +275,8 @@ fn cmdline_tokenizer_like_the_kernel() {
         ("--= prezero.hint=AAAA", Ok(Some(t))), // `--=` has a value: not the end
         ("=prezero.hint=AAAA", Ok(None)),       // a leading = is part of the name
         ("prezero.hint=AAAA\0 prezero.hint=AAAA", Ok(Some(t))), // a C string ends at NUL
-        ("prezero.hint", Ok(None)),
+        ("prezero.hint", Ok(Some(""))),
+        ("a \"prezero.hint\" b", Ok(Some(""))),
         (
             "prezero.hint=AAAA prezero.hint=AAAA",
             Err(TextError::Duplicate),

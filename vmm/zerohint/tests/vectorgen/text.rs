@@ -269,13 +269,6 @@ pub fn vectors(bins: &[Vector]) -> Vec<TextVector> {
         "A quoted \"--\" ends the parameters too: the kernel strips the quotes first.",
     );
     v.add(
-        "absent_bare_name",
-        cmd("quiet prezero.hint rw"),
-        TextExpect::Absent,
-        None,
-        "prezero.hint without = carries no text: not the hint.",
-    );
-    v.add(
         "absent_inside_value",
         cmd(format!("init.note=\"prezero.hint={t1}\"")),
         TextExpect::Absent,
@@ -340,6 +333,13 @@ pub fn vectors(bins: &[Vector]) -> Vec<TextVector> {
         text_err("Duplicate"),
         None,
         "An empty prezero.hint= is a parameter too.",
+    );
+    v.add(
+        "duplicate_bare_name",
+        cmd(format!("prezero.hint={t1} prezero.hint")),
+        text_err("Duplicate"),
+        None,
+        "A bare prezero.hint (no =) is the parameter too: Duplicate.",
     );
     v.add(
         "duplicate_smbios",
@@ -536,6 +536,13 @@ pub fn vectors(bins: &[Vector]) -> Vec<TextVector> {
         blob(&[], super::err("Truncated")),
         Some("trunc_zero_bytes.bin"),
         "An empty quoted value.",
+    );
+    v.add(
+        "empty_bare_name",
+        cmd("quiet prezero.hint rw"),
+        blob(&[], super::err("Truncated")),
+        Some("trunc_zero_bytes.bin"),
+        "A bare prezero.hint (no =) is the parameter with an empty text, as the kernel's early-parameter handler gets it (NULL): Truncated, refused rather than ignored.",
     );
     v.add(
         "empty_smbios",
