@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zstest import guestkernel as gk
+from zstest import hint as zshint
 from zstest.guestkernel import grep, int_or, kv
 from zstest.qemu import REBOOT_ANNOUNCED
 from zstest.suite import Case, Do, Report
@@ -307,7 +308,7 @@ def vectors(k: Kernel, r: Report) -> None:
     if p.returncode != 0:
         r.fail("cannot generate the kernel's vectors from tests/vectors/")
         return
-    for name in ("zshint_vectors.h", "zshint_errors.h"):
+    for name in ("zshint_vectors.h", "zshint_errors.h", "zshint_text_vectors.h"):
         head = f"+++ b/mm/{name}"
         patch = next((q for q in sorted((k.series_dir / "patches").glob("*.patch"))
                       if head in q.read_text(errors="replace").splitlines()), None)
@@ -534,6 +535,89 @@ def bad_hint(flag: str, error: str):
         lines = boot_case(k, r, "noskip", "", img, gk.loader_args(blob))
         expect_line(r, lines, f"zerostart: ignoring pre-zeroed hint from setup_data: {error}")
     return case
+
+
+# The text transports (docs/hint-abi.md "Text form"): the honest hint as
+# prezero.hint= on the kernel command line or as an SMBIOS type 11 string,
+# on the plain image (no setup_data). Each transport has a good case, a
+# dirty-page control (the hint lies about 256 KiB that QEMU's loader fills
+# with 0xa5 inside a hinted range: verify mode or the scans must catch it)
+# and a corrupt hint that is refused with its reason.
+TEXT_PLANT_ADDR = 1024 * MIB
+TEXT_PLANT_KIB = 256
+
+
+def text_hint(k: Kernel, ranges: str, corrupt: bool = False) -> str:
+    """The text form of a hint of RANGES (START:LEN,...); CORRUPT flips one
+    bit of the first entry, as mkhint.py --corrupt does (BadChecksum)."""
+    entries = []
+    for item in ranges.split(","):
+        start, length = (int(x) for x in item.split(":"))
+        entries.append((start, length, zshint.natural_shift(start, length)))
+    blob = bytearray(zshint.encode(entries))
+    if corrupt:
+        blob[32 + 9] ^= 0x10
+    return zshint.text(blob)
+
+
+def text_transport_args(transport: str, text: str) -> tuple[str, list[str]]:
+    """(kernel command line part, QEMU arguments) that carry TEXT."""
+    if transport == "cmdline":
+        return f"{zshint.TEXT_PARAM}={text}", []
+    return "", ["-smbios", f"type=11,value={zshint.TEXT_PARAM}={text}"]
+
+
+TEXT_SRC = {"cmdline": "command line", "smbios": "SMBIOS"}
+
+
+def text_case(transport: str, kind: str):
+    """kind: good (clears skipped, every one verified zero), dirty (the
+    negative control: planted bytes inside a hinted range must be caught),
+    corrupt (BadChecksum: refused, nothing skipped)."""
+    def case(k: Kernel, r: Report) -> None:
+        ranges = gk.honest_hint_ranges(k.mem_mib)
+        part, qargs = text_transport_args(transport, text_hint(k, ranges, corrupt=kind == "corrupt"))
+        src = TEXT_SRC[transport]
+        if kind == "good":
+            lines = boot_case(k, r, "skip", part, k.image, qargs)
+            expect_line(r, lines, rf"zerostart: hint from {src}: 2 ranges")
+        elif kind == "corrupt":
+            lines = boot_case(k, r, "noskip", part, k.image, qargs)
+            expect_line(r, lines, f"zerostart: ignoring pre-zeroed hint from {src}: BadChecksum")
+        else:
+            plant = k.work / "text-plant.bin"
+            plant.write_bytes(b"\xa5" * (TEXT_PLANT_KIB * 1024))
+            qargs += ["-device", f"loader,file={plant},addr={TEXT_PLANT_ADDR},force-raw=on"]
+            b, lines = k.boot(f"boot-{r.name}", f"{COMMON} {part}", k.image, qargs)
+            if b.problem() or not grep(lines, "^ZSDONE"):
+                r.fail(f"the guest did not finish: it {ended_by(b, lines)}")
+                return
+            f, sc = kv(lines, "ZSDEBUGFS", "verify_failures"), kv(lines, "ZSDEBUGFS", "scan_failures")
+            caught = int_or(f, 0) + int_or(sc, 0) + len(grep(lines, "marked pristine but is not zero"))
+            if not grep(lines, rf"zerostart: hint from {src}: 2 ranges"):
+                r.fail(f"the lying hint was not taken from {src}, so the control shows nothing")
+            elif caught > 0:
+                r.ok(f"the hint lied about {TEXT_PLANT_KIB} KiB at {TEXT_PLANT_ADDR:#x}: verify_failures={f} "
+                     f"scan_failures={sc}")
+            else:
+                r.fail(f"{TEXT_PLANT_KIB} KiB of 0xa5 inside the hint went unseen (verify_failures={f or 'missing'} "
+                       f"scan_failures={sc or 'missing'}): the text transport's skips cannot fail")
+    return case
+
+
+def text_rules(k: Kernel, r: Report) -> None:
+    """The raw transports' rules on a direct boot: two prezero.hint=
+    parameters are refused as Duplicate, and a command-line hint that
+    differs from the setup_data one is refused as a disagreement (the
+    setup_data hint alone would be taken: case good)."""
+    ranges = gk.honest_hint_ranges(k.mem_mib)
+    good = text_hint(k, ranges)
+    lines = boot_case(k, r, "noskip", f"prezero.hint={good} prezero.hint={good}", k.image)
+    expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint from command line: Duplicate \(2 of them\)")
+    img, blob = k.good()
+    other = text_hint(k, f"{16 * MIB}:{64 * MIB}")
+    lines = boot_case(k, r, "noskip", f"prezero.hint={other}", img, gk.loader_args(blob))
+    expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint: transports disagree \(setup_data, command line\)")
 
 
 def off(k: Kernel, r: Report) -> None:
@@ -833,10 +917,15 @@ def efi(k: Kernel, r: Report) -> None:
     if p.returncode != 0:
         r.fail("cannot build the fw_cfg hint")
         return
-    lines = boot_case(k, r, "skip", "", k.image, [
+    # A raw transport counts only on a direct boot: the same hint on the
+    # command line is refused by rule and the EFI table is judged alone.
+    raw = text_hint(k, f"{MIB}:{k.mem_mib * MIB - MIB}")
+    lines = boot_case(k, r, "skip", f"prezero.hint={raw}", k.image, [
         "-machine", "q35", "-bios", str(k.firmware), "-fw_cfg", f"name=opt/org.zerostart/prezeroed,file={hint}",
         "-debugcon", f"file:{k.work / 'boot-efi.fw.log'}", "-global", "isa-debugcon.iobase=0x402"])
     expect_line(r, lines, "zerostart: hint from EFI table: 1 ranges")
+    expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint from command line: EFI boot \(only the firmware's EFI "
+                r"table can vouch for memory\)")
 
 
 def table(k: Kernel) -> list[Case]:
@@ -852,6 +941,13 @@ def table(k: Kernel) -> list[Case]:
         c("cover", cover),
         c("corrupt", bad_hint("--corrupt", "BadChecksum")),
         c("scrub", bad_hint("--scrub", "ScrubRequest")),
+        c("cmdline", text_case("cmdline", "good")),
+        c("cmdlinedirty", text_case("cmdline", "dirty")),
+        c("cmdlinecorrupt", text_case("cmdline", "corrupt")),
+        c("smbios", text_case("smbios", "good")),
+        c("smbiosdirty", text_case("smbios", "dirty")),
+        c("smbioscorrupt", text_case("smbios", "corrupt")),
+        c("textrules", text_rules),
         c("off", off),
         c("nohint", nohint),
         c("reboot", reboot_case(False)),

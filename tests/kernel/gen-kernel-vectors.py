@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Generate the kernel's copy of the hint ABI golden vectors.
 
-The kernel patch carries mm/zshint_errors.h and mm/zshint_vectors.h. They
-hold exactly the data of tests/vectors/ (vectors.json, the .bin files and
-the error codes of zshint_errors.h) in kernel coding style, so the patch is
-checkpatch-clean. `make test-kernel` regenerates both files and diffs them
-against the copies inside the patch: the kernel's vectors cannot drift from
-the project's.
+The kernel patches carry mm/zshint_errors.h, mm/zshint_vectors.h and
+mm/zshint_text_vectors.h. They hold exactly the data of tests/vectors/
+(vectors.json, text.json, the .bin files and the error codes of
+zshint_errors.h) in kernel coding style, so the patches are
+checkpatch-clean. `make test-kernel` regenerates the files and diffs them
+against the copies inside the patches: the kernel's vectors cannot drift
+from the project's.
 
 usage: gen-kernel-vectors.py VECTORS_DIR OUT_DIR
 """
+import base64
 import json
 import os
 import re
@@ -104,6 +106,168 @@ def gen_vectors(vdir, codes, names):
     return "\n".join(out)
 
 
+TEXT_CODES = ["OK", "ABSENT", "DUPLICATE", "TOO_LONG", "BAD_CHAR", "BAD_LENGTH", "NON_CANONICAL"]
+TEXT_NAMES = ["ok", "Absent", "Duplicate", "TextTooLong", "TextBadChar", "TextBadLength", "TextNonCanonical"]
+PREFIX = b"prezero.hint="
+
+
+def kernel_isspace(c):
+    """The kernel's isspace() (lib/ctype.c): \t-\r, space and 0xa0."""
+    return c in b" \t\n\v\f\r\xa0"
+
+
+def next_arg(buf, i):
+    """lib/cmdline.c next_arg() on the bytearray BUF from I, NULs written in
+    as the C code writes them: (param, val or None, next index)."""
+    quoted = in_quote = False
+    if i < len(buf) and buf[i] == ord('"'):
+        i += 1
+        quoted = in_quote = True
+    n = equals = 0
+    while i + n < len(buf) and buf[i + n]:
+        c = buf[i + n]
+        if kernel_isspace(c) and not in_quote:
+            break
+        if equals == 0 and c == ord("="):
+            equals = n
+        if c == ord('"'):
+            in_quote = not in_quote
+        n += 1
+    val = None
+    if equals:
+        buf[i + equals] = 0
+        val = i + equals + 1
+        if val < len(buf) and buf[val] == ord('"'):
+            val += 1
+            if buf[i + n - 1] == ord('"'):
+                buf[i + n - 1] = 0
+    if quoted and n > 0 and buf[i + n - 1] == ord('"'):
+        buf[i + n - 1] = 0
+    nxt = i + n
+    if nxt < len(buf) and buf[nxt]:
+        buf[nxt] = 0
+        nxt += 1
+    while nxt < len(buf) and kernel_isspace(buf[nxt]):
+        nxt += 1
+
+    def cstr(at):
+        end = buf.find(0, at)
+        return bytes(buf[at:end if end >= 0 else len(buf)])
+    return cstr(i), (cstr(val) if val is not None else None), nxt
+
+
+def find_text(v):
+    """(count, first text) of the hint in text vector V, as the kernel finds it."""
+    found = []
+    if v["transport"] == "smbios":
+        found = [x.encode()[len(PREFIX):] for x in v["input"] if x.encode().startswith(PREFIX)]
+        return len(found), (found[0] if found else None)
+    args = bytearray(v["input"].encode())
+    i = 0
+    while i < len(args) and kernel_isspace(args[i]):
+        i += 1
+    while i < len(args):
+        param, val, i = next_arg(args, i)
+        if val is None and param == b"--":
+            break
+        if param == b"prezero.hint":
+            found.append(val if val is not None else b"")
+    return len(found), (found[0] if found else None)
+
+
+def decode_text(text):
+    """The decoded bytes of a text that text.json says decodes."""
+    data = base64.urlsafe_b64decode(text + b"=" * (-len(text) % 4))
+    if base64.urlsafe_b64encode(data).rstrip(b"=") != text:
+        sys.exit("gen-kernel-vectors: text.json calls a non-canonical text valid")
+    return data
+
+
+def cstring(b):
+    """B as a C string literal: printable ASCII as is, the rest escaped."""
+    out = []
+    for c in b:
+        ch = chr(c)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\t":
+            out.append("\\t")
+        elif 0x20 <= c < 0x7f:
+            out.append(ch)
+        else:
+            out.append("\\%03o" % c)
+    return '"' + "".join(out) + '"'
+
+
+def gen_text_vectors(vdir, names):
+    by_name = {n: c for c, n in names.items()}
+    vectors = json.load(open(os.path.join(vdir, "text.json")))
+    out = ["/* SPDX-License-Identifier: BSD-3-Clause */", HEADER.rstrip("\n"),
+           "#ifndef _MM_ZSHINT_TEXT_VECTORS_H", "#define _MM_ZSHINT_TEXT_VECTORS_H", "",
+           "#include <linux/build_bug.h>", "#include <linux/kernel.h>", "#include <linux/types.h>",
+           "#include <linux/zerostart.h>", "",
+           "#include \"zshint_errors.h\"", "",
+           "/* The text codes of linux/zerostart.h are the ABI's. */"]
+    for num, code in enumerate(TEXT_CODES):
+        out.append("static_assert(ZSHINT_TEXT_E_%s == %d);" % (code, num))
+    out += ["static_assert(ZSHINT_TEXT_MAX_CHARS == 1024);", "",
+            "#define ZSHINT_TEXT_CMDLINE 0", "#define ZSHINT_TEXT_SMBIOS 1", "",
+            "struct zshint_text_vector {",
+            "\tconst char *name;",
+            "\tint transport;\t\t/* ZSHINT_TEXT_CMDLINE or ZSHINT_TEXT_SMBIOS */",
+            "\tconst char * const *input;\t/* the command line, or the OEM strings */",
+            "\tunsigned int input_count;",
+            "\tint text_expect;\t/* ZSHINT_TEXT_E_* */",
+            "\tunsigned int text_index;\t/* first bad character, for BAD_CHAR */",
+            "\tconst u8 *data;\t\t/* the decoded bytes, for OK (NULL when len is 0) */",
+            "\tsize_t len;",
+            "\tint expect;\t\t/* ZSHINT_E_* of the bytes, exact length */",
+            "\tunsigned int index;\t/* entry index of an entry error */",
+            "};", ""]
+    rows = []
+    for v in vectors:
+        c = cident(v["name"])
+        inputs = [v["input"]] if v["transport"] == "cmdline" else v["input"]
+        if inputs:
+            out.append("static const char * const zshint_tin_%s[] = {" % c)
+            out += ["\t%s," % cstring(x.encode()) for x in inputs]
+            out += ["};", ""]
+        count, text = find_text(v)
+        if v["expect"] in TEXT_NAMES[1:]:
+            texp, blob = TEXT_CODES[TEXT_NAMES.index(v["expect"])], None
+        else:
+            if count != 1:
+                sys.exit("gen-kernel-vectors: text vector %s: found %d hints" % (v["name"], count))
+            texp, blob = "OK", decode_text(text)
+            if v.get("file") and open(os.path.join(vdir, v["file"]), "rb").read() != blob:
+                sys.exit("gen-kernel-vectors: text vector %s does not decode to %s" % (v["name"], v["file"]))
+        if blob:
+            out.append("static const u8 zshint_tdata_%s[%d] = {" % (c, len(blob)))
+            for i in range(0, len(blob), 12):
+                out.append("\t" + " ".join("0x%02x," % b for b in blob[i:i + 12]))
+            out += ["};", ""]
+        row = ["\t{", "\t\t.name = \"%s\"," % v["name"],
+               "\t\t.transport = ZSHINT_TEXT_%s," % v["transport"].upper(),
+               "\t\t.input = %s," % ("zshint_tin_" + c if inputs else "NULL"),
+               "\t\t.input_count = %d," % len(inputs),
+               "\t\t.text_expect = ZSHINT_TEXT_E_%s," % texp]
+        if texp == "BAD_CHAR":
+            row.append("\t\t.text_index = %d," % v["index"])
+        if texp == "OK":
+            expect = "OK" if v["expect"] == "ok" else by_name[v["expect"]]
+            row += ["\t\t.data = %s," % ("zshint_tdata_" + c if blob else "NULL"),
+                    "\t\t.len = %d," % len(blob),
+                    "\t\t.expect = ZSHINT_E_%s," % expect]
+            if v.get("index") is not None:
+                row.append("\t\t.index = %d," % v["index"])
+        rows += row + ["\t},"]
+    out.append("static const struct zshint_text_vector zshint_text_vectors[] = {")
+    out += rows
+    out += ["};", "", "#define ZSHINT_TEXT_VECTOR_COUNT ARRAY_SIZE(zshint_text_vectors)", "",
+            "#endif /* _MM_ZSHINT_TEXT_VECTORS_H */", ""]
+    return "\n".join(out)
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__.strip().splitlines()[-1])
@@ -114,6 +278,8 @@ def main():
         f.write(gen_errors(codes, names))
     with open(os.path.join(odir, "zshint_vectors.h"), "w") as f:
         f.write(gen_vectors(vdir, codes, names))
+    with open(os.path.join(odir, "zshint_text_vectors.h"), "w") as f:
+        f.write(gen_text_vectors(vdir, names))
 
 
 if __name__ == "__main__":

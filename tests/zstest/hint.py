@@ -7,6 +7,7 @@ from the spec with the standard library only, and zstest's unit tests hold it
 to the golden vectors in tests/vectors byte for byte.
 """
 
+import base64
 import struct
 import zlib
 
@@ -44,6 +45,16 @@ def natural_shift(start, length):
     """The page_shift a range given without one gets: 21 (2 MiB backing)
     when it is 2 MiB aligned, else 12. Informational only to a consumer."""
     return 21 if (start | length) % (2 * MiB) == 0 else 12
+
+
+TEXT_PARAM = "prezero.hint"
+
+
+def text(hint):
+    """hint in its text form (docs/hint-abi.md "Text form"): unpadded
+    base64url, for the kernel parameter prezero.hint= and the SMBIOS OEM
+    string with that prefix. Nothing is validated."""
+    return base64.urlsafe_b64encode(bytes(hint)).rstrip(b"=").decode()
 
 
 def setup_data(hint, next_addr=0):

@@ -68,7 +68,9 @@ pub use error::Error;
 #[cfg(feature = "alloc")]
 pub use hint::Hint;
 #[cfg(feature = "alloc")]
-pub use text::{cmdline_with_hint, encode_text, CmdlineError};
+pub use text::{
+    cmdline_text_budget, cmdline_with_hint, cmdline_with_text, encode_text, CmdlineError,
+};
 pub use text::{
     decode_text, find_in_cmdline, find_in_oem_strings, text_len, TextError, CMDLINE_MAX,
     TEXT_MAX_BYTES, TEXT_MAX_CHARS, TEXT_MAX_ENTRIES, TEXT_PARAM, TEXT_PREFIX,

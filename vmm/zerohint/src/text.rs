@@ -426,6 +426,40 @@ pub fn encode_text(blob: &[u8]) -> String {
 
 #[cfg(feature = "alloc")]
 impl Hint {
+    /// Keeps only the ranges the text form has room for within
+    /// `min(max_chars, TEXT_MAX_CHARS)` characters, dropping the smallest
+    /// first (of equal lengths, the higher start first), as
+    /// [`Hint::encode_text_fitting`] does; for a producer that hands the
+    /// trimmed hint on (the launcher publishes it, then encodes it).
+    /// `false`, and the hint unchanged, when not even one range fits.
+    pub fn fit_text(&mut self, max_chars: usize) -> bool {
+        let budget = max_chars.min(TEXT_MAX_CHARS);
+        let mut keep = self.entries.len().min(TEXT_MAX_ENTRIES);
+        while keep > 0 && text_len(crate::encoded_size(keep)) > budget {
+            keep -= 1;
+        }
+        if keep == 0 {
+            return false;
+        }
+        // Largest first; of equal lengths the lower start (starts are
+        // distinct: the entries are sorted and disjoint).
+        let mut order: Vec<usize> = (0..self.entries.len()).collect();
+        order.sort_unstable_by(|&a, &b| {
+            let (a, b) = (&self.entries[a], &self.entries[b]);
+            b.length.cmp(&a.length).then(a.start.cmp(&b.start))
+        });
+        let mut kept = alloc::vec![false; self.entries.len()];
+        for &i in &order[..keep] {
+            kept[i] = true;
+        }
+        let mut i = 0;
+        self.entries.retain(|_| {
+            i += 1;
+            kept[i - 1]
+        });
+        true
+    }
+
     /// The hint as text of at most `min(max_chars, TEXT_MAX_CHARS)`
     /// characters, and how many ranges were dropped to fit: the smallest
     /// first (of equal lengths, the higher start first), never a part of
@@ -447,38 +481,14 @@ impl Hint {
             crate::check_entry(e, false, self.is_scrub_request(), prev, index)?;
             prev = Some(e);
         }
-        let budget = max_chars.min(TEXT_MAX_CHARS);
-        let mut keep = self.entries.len().min(TEXT_MAX_ENTRIES);
-        while keep > 0 && text_len(crate::encoded_size(keep)) > budget {
-            keep -= 1;
-        }
-        if keep == 0 {
+        let mut trimmed = self.clone();
+        let before = trimmed.entries.len();
+        if !trimmed.fit_text(max_chars) {
             return Ok(None);
         }
-        // Largest first; of equal lengths the lower start (starts are
-        // distinct: the entries are sorted and disjoint).
-        let mut order: Vec<usize> = (0..self.entries.len()).collect();
-        order.sort_unstable_by(|&a, &b| {
-            let (a, b) = (&self.entries[a], &self.entries[b]);
-            b.length.cmp(&a.length).then(a.start.cmp(&b.start))
-        });
-        let mut kept = alloc::vec![false; self.entries.len()];
-        for &i in &order[..keep] {
-            kept[i] = true;
-        }
-        let trimmed = Hint {
-            flags: self.flags,
-            entries: self
-                .entries
-                .iter()
-                .zip(&kept)
-                .filter(|(_, &k)| k)
-                .map(|(e, _)| *e)
-                .collect(),
-        };
         let text = encode_text(&trimmed.encode()?);
-        debug_assert!(text.len() <= budget);
-        Ok(Some((text, self.entries.len() - keep)))
+        debug_assert!(text.len() <= max_chars.min(TEXT_MAX_CHARS));
+        Ok(Some((text, before - trimmed.entries.len())))
     }
 }
 
@@ -551,6 +561,18 @@ pub fn cmdline_with_hint(cmdline: &str, hint: &Hint) -> Result<(String, usize), 
     if hint.is_scrub_request() {
         return Err(CmdlineError::ScrubRequest);
     }
+    let budget = cmdline_text_budget(cmdline)?;
+    let Some((text, dropped)) = hint.encode_text_fitting(budget)? else {
+        return Ok((String::from(cmdline), hint.entries.len()));
+    };
+    Ok((cmdline_with_text(cmdline, &text)?, dropped))
+}
+
+/// Where `prezero.hint=` goes on `cmdline`: the byte offset of a `--`
+/// token (the parameter goes before it), or `None` for the end. Refuses a
+/// line the parameter cannot be added to (see [`CmdlineError`]).
+#[cfg(feature = "alloc")]
+fn hint_slot(cmdline: &str) -> Result<Option<usize>, CmdlineError> {
     let bytes = cmdline.as_bytes();
     if bytes.contains(&0) {
         return Err(CmdlineError::Nul);
@@ -569,18 +591,34 @@ pub fn cmdline_with_hint(cmdline: &str, hint: &Hint) -> Result<(String, usize), 
     if args.open_quote {
         return Err(CmdlineError::OpenQuote);
     }
-    // The parameter plus one separating space (none on an empty line).
+    Ok(dashes)
+}
+
+/// How many characters the hint's text may take on `cmdline`: what is
+/// left of [`CMDLINE_MAX`] after the line, one separating space (none on
+/// an empty line) and `prezero.hint=`. For a producer that trims its hint
+/// first ([`Hint::fit_text`]) and adds it with [`cmdline_with_text`].
+#[cfg(feature = "alloc")]
+pub fn cmdline_text_budget(cmdline: &str) -> Result<usize, CmdlineError> {
+    hint_slot(cmdline)?;
     let sep = usize::from(!cmdline.is_empty());
-    let budget = CMDLINE_MAX.saturating_sub(cmdline.len() + sep + TEXT_PREFIX.len());
-    let Some((text, dropped)) = hint.encode_text_fitting(budget)? else {
-        return Ok((String::from(cmdline), hint.entries.len()));
-    };
+    Ok(CMDLINE_MAX.saturating_sub(cmdline.len() + sep + TEXT_PREFIX.len()))
+}
+
+/// `cmdline` with ` prezero.hint=<text>` added: before a `--` token if
+/// there is one (after it, it would be init's argument), else at the end.
+/// `text` is taken as it is (a test may pass a corrupt one); the caller
+/// keeps it within [`cmdline_text_budget`].
+#[cfg(feature = "alloc")]
+pub fn cmdline_with_text(cmdline: &str, text: &str) -> Result<String, CmdlineError> {
+    let dashes = hint_slot(cmdline)?;
+    let sep = usize::from(!cmdline.is_empty());
     let mut line = String::with_capacity(cmdline.len() + sep + TEXT_PREFIX.len() + text.len());
     match dashes {
         Some(at) => {
             line.push_str(&cmdline[..at]);
             line.push_str(TEXT_PREFIX);
-            line.push_str(&text);
+            line.push_str(text);
             line.push(' ');
             line.push_str(&cmdline[at..]);
         }
@@ -590,10 +628,8 @@ pub fn cmdline_with_hint(cmdline: &str, hint: &Hint) -> Result<(String, usize), 
                 line.push(' ');
             }
             line.push_str(TEXT_PREFIX);
-            line.push_str(&text);
+            line.push_str(text);
         }
     }
-    debug_assert!(line.len() <= CMDLINE_MAX);
-    debug_assert_eq!(find_in_cmdline(&line), Ok(Some(text.as_str())));
-    Ok((line, dropped))
+    Ok(line)
 }

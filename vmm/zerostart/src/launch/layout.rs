@@ -67,6 +67,27 @@ pub fn cloud_hypervisor(size: u64) -> Vec<RamRange> {
     split(size, 3 * GIB)
 }
 
+/// Room left at the top of low RAM on a QEMU direct kernel boot, above
+/// the initrd's own size: SeaBIOS's ACPI, SMBIOS and e820 tables and its
+/// temporary allocations grow down from there (guest-kernel-patches/
+/// memmap.md found SeaBIOS data ~16 MiB below the top). The launch tests'
+/// poisoned-memory experiment checks it with the guest's verify mode.
+pub const QEMU_DIRECT_TOP_MARGIN: u64 = 64 << 20;
+
+/// What QEMU writes into guest RAM above [`HINT_FLOOR`]'s start before a
+/// direct-boot kernel runs (`x86_load_linux`, hw/i386/x86-common.c, QEMU
+/// 10.0): the bzImage's protected-mode part at 1 MiB (at most the file's
+/// size: `kernel_bytes`), and the initrd at `below_4g_mem_size -
+/// acpi_data_size - initrd_size`, page aligned, with SeaBIOS's tables
+/// below the top of low RAM (`low_end`): the top
+/// [`QEMU_DIRECT_TOP_MARGIN`] plus the initrd rounded up to 2 MiB. The
+/// command line (0x20000), the real-mode setup (0x10000) and SeaBIOS
+/// itself lie below 1 MiB. An ELF kernel's segments are the caller's.
+pub fn qemu_direct_writes(low_end: u64, kernel_bytes: u64, initrd_bytes: u64) -> Vec<(u64, u64)> {
+    let top = (QEMU_DIRECT_TOP_MARGIN + initrd_bytes.next_multiple_of(2 << 20)).min(low_end);
+    vec![(1 << 20, kernel_bytes), (low_end - top, top)]
+}
+
 /// RAM minus `[0, HINT_FLOOR)` minus every `exclude` range (rounded out
 /// to 4 KiB pages), as sorted `(start, len)` guest-physical ranges.
 pub fn hint_ranges(ram: &[RamRange], exclude: &[(u64, u64)]) -> Vec<(u64, u64)> {

@@ -123,9 +123,23 @@ pub enum Error {
     /// cloud-hypervisor without `--firmware`.
     #[error("cloud-hypervisor's direct kernel boot writes no setup_data, so it cannot carry the hint; pass --firmware CLOUDHV.fd (make firmware) and a --disk the firmware boots the kernel from (an EFI system partition, as cloud images have)")]
     ChvNeedsFirmware,
-    /// QEMU without `--firmware`.
-    #[error("QEMU needs --firmware OVMF.fd built with ZeroStartPkg (make firmware) to turn the fw_cfg hint into the EFI table the guest reads; pass it, or hint=off in --memory")]
+    /// QEMU with neither `--firmware` nor `-kernel`.
+    #[error("QEMU can carry the hint only to a kernel it boots directly (-kernel: the hint goes on its command line) or through --firmware OVMF.fd built with ZeroStartPkg (make firmware), which turns the fw_cfg hint into the EFI table the guest reads; pass one of them, or hint=off in --memory")]
     QemuNeedsFirmware,
+    /// A boot path given a hint transport it does not have (a bug in the
+    /// launcher, never the user's input).
+    #[error("internal: {0}; please report this")]
+    HintTransport(String),
+    /// A file the VMM loads into guest RAM that the launcher must measure.
+    #[error("cannot read {opt} {path}: {err}; check the path")]
+    BootFile {
+        /// The VMM option.
+        opt: &'static str,
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        err: std::io::Error,
+    },
     /// The firmware is not an ELF.
     #[error("{0} is not an ELF image; cloud-hypervisor takes CLOUDHV.fd (a PVH ELF), not OVMF.fd")]
     ChvFirmwareNotElf(PathBuf),
@@ -300,6 +314,8 @@ impl MemoryOpts {
 /// mapping of the region.
 struct External<'a> {
     ranges: Vec<(u64, u64)>,
+    /// For a hint on the kernel command line: the characters it may take.
+    text_budget: Option<usize>,
     recompute: &'a dyn Fn() -> Result<Vec<(u64, u64)>, Error>,
     ram: &'a [layout::RamRange],
     region: Option<&'a Region>,
@@ -311,7 +327,15 @@ impl HintSource for External<'_> {
         if self.ranges.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Hint::zeroed_from_ranges(&self.ranges, 12)?))
+        let mut h = Hint::zeroed_from_ranges(&self.ranges, 12)?;
+        // On the command line: drop the smallest ranges until the text
+        // fits (docs/hint-abi.md "Text form"); none at all if none fits.
+        if let Some(budget) = self.text_budget {
+            if !h.fit_text(budget) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(h))
     }
 
     fn freeze(&mut self) -> Result<Option<Hint>, hint::Error> {
@@ -355,13 +379,31 @@ pub fn device_opts(a: &LaunchArgs) -> Result<vmm::DeviceOpts, Error> {
     Ok(vmm::DeviceOpts { disks, nets, vsock })
 }
 
+/// The boot path of the launch: decides the hint's transport.
+fn boot_of(a: &LaunchArgs) -> vmm::Boot {
+    match a.vmm {
+        VmmKind::Qemu => vmm::qemu_boot(&a.vmm_args, a.firmware.is_some()),
+        VmmKind::CloudHypervisor => vmm::Boot::Uefi,
+    }
+}
+
+/// The carrier of a hint that is not known yet: the placeholder a dry
+/// run and the layout pass name.
+fn placeholder(a: &LaunchArgs, hint: bool, fw_cfg: &str) -> vmm::Carrier {
+    match (hint, boot_of(a)) {
+        (false, _) => vmm::Carrier::None,
+        (true, vmm::Boot::Uefi) => vmm::Carrier::FwCfg(fw_cfg.into()),
+        (true, vmm::Boot::Direct) => vmm::Carrier::Text("HINT_TEXT".into()),
+    }
+}
+
 fn build_args(
     a: &LaunchArgs,
     opts: &MemoryOpts,
     mem_path: String,
     mem_offset: u64,
     hugepage_bytes: Option<u64>,
-    hint_path: Option<String>,
+    hint: vmm::Carrier,
     fw_image: Option<&[u8]>,
 ) -> Result<vmm::Built, Error> {
     let inp = vmm::Inputs {
@@ -369,13 +411,13 @@ fn build_args(
         mem_path,
         mem_offset,
         hugepage_bytes,
-        hint_path,
+        hint,
         firmware: a.firmware.clone(),
         devices: device_opts(a)?,
     };
     match a.vmm {
         VmmKind::Qemu => {
-            if a.firmware.is_none() && opts.hint {
+            if a.firmware.is_none() && opts.hint && boot_of(a) == vmm::Boot::Uefi {
                 return Err(Error::QemuNeedsFirmware);
             }
             vmm::qemu(&a.vmm_args, &inp)
@@ -462,19 +504,49 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     // Argument checks and layout before any memory is taken: the fds are
     // named as placeholders here (a dry run shows them so).
     let hp = opts.page.is_huge().then(|| opts.page.bytes());
-    let planned = build_args(
+    let mut planned = build_args(
         a,
         &opts,
         "/proc/self/fd/REGION_FD".into(),
         0,
         hp,
-        opts.hint.then(|| "/proc/self/fd/HINT_FD".into()),
+        placeholder(a, opts.hint, "/proc/self/fd/HINT_FD"),
         fw_image.as_deref(),
     )?;
     if a.vmm == VmmKind::CloudHypervisor && opts.hint && !a.dry_run {
         vmm::check_chv_binary(&binary)?;
     }
     if a.dry_run {
+        // A hint on the command line is shown as it will be: the layout
+        // does not depend on the memory, so the text is known already.
+        let mut text_hint = None;
+        if let (true, Some(budget)) = (opts.hint, planned.text_budget) {
+            let mut src = External {
+                ranges: planned.hint_ranges.clone(),
+                text_budget: Some(budget),
+                recompute: &|| Ok(vec![]),
+                ram: &planned.ram,
+                region: None,
+                file: None,
+            };
+            let h = src.zero_hint().map_err(Error::Hint)?;
+            let carrier = match &h {
+                Some(h) => vmm::Carrier::Text(zerohint::encode_text(
+                    &h.encode().map_err(|e| Error::Hint(e.into()))?,
+                )),
+                None => vmm::Carrier::None,
+            };
+            text_hint = Some(h);
+            planned = build_args(
+                a,
+                &opts,
+                "/proc/self/fd/REGION_FD".into(),
+                0,
+                hp,
+                carrier,
+                fw_image.as_deref(),
+            )?;
+        }
         let built = planned;
         let line: Vec<String> = std::iter::once(binary.display().to_string())
             .chain(built.args.iter().cloned())
@@ -490,15 +562,24 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
                 _ => String::new(),
             }
         );
+        let ranges: Vec<(u64, u64)> = match &text_hint {
+            Some(Some(h)) => h.entries.iter().map(|e| (e.start, e.length)).collect(),
+            Some(None) => vec![],
+            None => built.hint_ranges.clone(),
+        };
         if opts.hint {
-            let total: u64 = built.hint_ranges.iter().map(|r| r.1).sum();
+            let total: u64 = ranges.iter().map(|r| r.1).sum();
+            let via = match text_hint {
+                Some(_) => format!("on the kernel command line ({}...)", zerohint::TEXT_PREFIX),
+                None => format!("over fw_cfg {}", zerohint::FW_CFG_NAME),
+            };
             println!(
-                "# hint over fw_cfg {}: {} ranges, {} bytes",
-                zerohint::FW_CFG_NAME,
-                built.hint_ranges.len(),
+                "# boot: {}; hint {via}: {} ranges, {} bytes",
+                built.boot.name(),
+                ranges.len(),
                 total
             );
-            for (s, l) in &built.hint_ranges {
+            for (s, l) in &ranges {
                 println!("#   [{s:#x}, {:#x}) {} MiB", s + l, l >> 20);
             }
         } else {
@@ -540,7 +621,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
             mem_path.clone(),
             region.offset(),
             hp,
-            opts.hint.then(|| "/proc/self/fd/HINT".into()),
+            placeholder(a, opts.hint, "/proc/self/fd/HINT"),
             fw_image.as_deref(),
         )
     };
@@ -555,19 +636,26 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         } else {
             vec![]
         },
+        text_budget: first.text_budget,
         recompute: &recompute,
         ram: &first.ram,
         region: Some(&region),
         file: None,
     };
+    // The blob as published (a test corruption included): a memfd the
+    // VMM serves over fw_cfg, or its text for the kernel command line.
+    let boot = first.boot;
+    let mut text = None;
     let published = if opts.hint {
         Some(hint::publish(
             &mut src,
             hint::Mode::Zero,
             a.test_corrupt_hint,
             |s: &mut External<'_>, blob| {
-                if let Some(b) = blob {
-                    s.file = Some(memory::hint_memfd(b)?);
+                match (blob, boot) {
+                    (Some(b), vmm::Boot::Uefi) => s.file = Some(memory::hint_memfd(b)?),
+                    (Some(b), vmm::Boot::Direct) => text = Some(zerohint::encode_text(b)),
+                    (None, _) => {}
                 }
                 Ok::<(), Error>(())
             },
@@ -577,13 +665,19 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     };
     let hint_file = src.file.take();
     let hint_fd = hint_file.as_ref().map(|f| f.as_raw_fd());
+    let carrier = match (hint_fd, text) {
+        (Some(fd), _) => vmm::Carrier::FwCfg(format!("/proc/self/fd/{fd}")),
+        (None, Some(t)) => vmm::Carrier::Text(t),
+        (None, None) => vmm::Carrier::None,
+    };
+    let hint_transport = carrier.transport();
     let built = build_args(
         a,
         &opts,
         mem_path.clone(),
         region.offset(),
         hp,
-        hint_fd.map(|fd| format!("/proc/self/fd/{fd}")),
+        carrier,
         fw_image.as_deref(),
     )?;
     let hint_ready = start.elapsed();
@@ -674,8 +768,9 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     });
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
     eprintln!(
-        "zerostart launch: vmm={} exit={} memory={}MiB source={}{} hint={} memory_ready={:.1}ms vmm_spawned={:.1}ms exit_at={:.1}ms",
+        "zerostart launch: vmm={} boot={} exit={} memory={}MiB source={}{} hint={} ({hint_transport}) memory_ready={:.1}ms vmm_spawned={:.1}ms exit_at={:.1}ms",
         a.vmm.name(),
+        boot.name(),
         match signal {
             Some(s) => format!("signal {s}"),
             None => format!("code {code}"),
@@ -703,6 +798,8 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
             ],
             "guest_phases": guest_phases,
             "vmm": a.vmm.name(),
+            "boot": boot.name(),
+            "hint_transport": hint_transport,
             "argv": std::iter::once(binary.display().to_string()).chain(built.args.iter().cloned()).collect::<Vec<_>>(),
             "memory_bytes": opts.size,
             "memory_source": opts.source.name(),

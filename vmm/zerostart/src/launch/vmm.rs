@@ -36,6 +36,64 @@ impl VmmKind {
     }
 }
 
+/// How the guest boots, which decides how the hint reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boot {
+    /// The VMM loads the kernel itself (QEMU `-kernel` without
+    /// `--firmware`): the hint rides on the kernel command line, the one
+    /// channel every VMM passes to the kernel unchanged.
+    Direct,
+    /// Firmware boots the guest (`--firmware`): the hint goes to the
+    /// firmware, which claims the memory and publishes the EFI table that
+    /// the kernel trusts on an EFI boot.
+    Uefi,
+}
+
+impl Boot {
+    /// Name in reports and messages (`boot` in the timeline).
+    pub fn name(self) -> &'static str {
+        match self {
+            Boot::Direct => "direct",
+            Boot::Uefi => "uefi",
+        }
+    }
+}
+
+/// The hint as the VMM carries it to the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Carrier {
+    /// No hint.
+    None,
+    /// The blob as a file the VMM serves over fw_cfg (`/proc/self/fd/N`),
+    /// for the firmware.
+    FwCfg(String),
+    /// The text form (docs/hint-abi.md "Text form"), for the kernel
+    /// command line.
+    Text(String),
+}
+
+impl Carrier {
+    /// Transport name in reports: `fw_cfg`, `cmdline`, or `none`.
+    pub fn transport(&self) -> &'static str {
+        match self {
+            Carrier::None => "none",
+            Carrier::FwCfg(_) => "fw_cfg",
+            Carrier::Text(_) => "cmdline",
+        }
+    }
+}
+
+/// The boot path of a QEMU command line: direct when it names `-kernel`
+/// and the launcher got no `--firmware` (QEMU then runs SeaBIOS, whose
+/// linuxboot option ROM starts the kernel), else a firmware boot.
+pub fn qemu_boot(user: &[String], firmware: bool) -> Boot {
+    if !firmware && user.iter().any(|a| qemu_opt(a) == Some("kernel")) {
+        Boot::Direct
+    } else {
+        Boot::Uefi
+    }
+}
+
 /// What the launcher hands the VMM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inputs {
@@ -47,8 +105,8 @@ pub struct Inputs {
     pub mem_offset: u64,
     /// Whether the file is on hugetlbfs (and its page size).
     pub hugepage_bytes: Option<u64>,
-    /// Path of the hint blob the VMM serves over fw_cfg; `None`: no hint.
-    pub hint_path: Option<String>,
+    /// The hint, in the form the boot path carries.
+    pub hint: Carrier,
     /// Firmware image given with `--firmware`.
     pub firmware: Option<PathBuf>,
     /// `--disk`, `--net`, `--vsock`.
@@ -183,6 +241,11 @@ pub struct Built {
     /// Guest-physical ranges the VMM and firmware never write before the
     /// first instruction: the hint.
     pub hint_ranges: Vec<(u64, u64)>,
+    /// The boot path.
+    pub boot: Boot,
+    /// For a hint on the kernel command line: the characters its text may
+    /// take, so the whole line stays within x86's `COMMAND_LINE_SIZE`.
+    pub text_budget: Option<usize>,
 }
 
 fn conflict(vmm: VmmKind, arg: &str, why: &str) -> Error {
@@ -202,17 +265,39 @@ fn qemu_opt(a: &str) -> Option<&str> {
 /// QEMU: adds `-machine q35` (when no machine is named), `-machine
 /// memory-backend=`, `-m`, `-object memory-backend-file,...,share=on`,
 /// `-fw_cfg name=opt/org.zerostart/prezeroed,file=` and `-bios`.
+///
+/// On a direct kernel boot (`-kernel`, no `--firmware`) the hint goes on
+/// `-append` instead (added when the user gave none) and no `-bios` is
+/// added: QEMU's own SeaBIOS starts the kernel.
 pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     let k = VmmKind::Qemu;
     let mut machine_named = false;
-    let mut it = user.iter().peekable();
-    while let Some(a) = it.next() {
+    let (mut kernel, mut initrd, mut append) = (None, None, None);
+    let mut it = user.iter().enumerate().peekable();
+    while let Some((i, a)) = it.next() {
         let Some(opt) = qemu_opt(a) else { continue };
-        let val = match a.split_once('=') {
-            Some((_, v)) => v.to_string(),
-            None => it.peek().map(|v| v.to_string()).unwrap_or_default(),
+        let (val, val_at) = match a.split_once('=') {
+            Some((_, v)) => (v.to_string(), None),
+            None => (
+                it.peek().map(|(_, v)| v.to_string()).unwrap_or_default(),
+                Some(i + 1),
+            ),
         };
         match opt {
+            "kernel" => kernel = Some(val.clone()),
+            "initrd" => initrd = Some(val.clone()),
+            "append" => {
+                if let Err(e) = zerohint::cmdline_text_budget(&val) {
+                    let why = match e {
+                        zerohint::CmdlineError::HasHint => {
+                            "the launcher adds the prezero.hint parameter itself".to_string()
+                        }
+                        e => format!("the launcher cannot add the hint to it: {e}"),
+                    };
+                    return Err(conflict(k, &format!("{a} {val}"), &why));
+                }
+                append = Some((val.clone(), val_at));
+            }
             "m" => return Err(conflict(k, a, "the launcher sets -m to --memory size=")),
             "mem-path" | "mem-prealloc" => {
                 return Err(conflict(k, a, "guest RAM comes from the launcher's region"))
@@ -294,7 +379,42 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
             inp.size
         )));
     }
+    let boot = qemu_boot(user, inp.firmware.is_some());
     let mut args: Vec<String> = user.to_vec();
+    let line = append.as_ref().map_or("", |(v, _)| v.as_str());
+    // Checked above: the user's line takes a hint.
+    let text_budget =
+        (boot == Boot::Direct).then(|| zerohint::cmdline_text_budget(line).unwrap_or(0));
+    match (&inp.hint, boot) {
+        (Carrier::Text(t), Boot::Direct) => {
+            let with = zerohint::cmdline_with_text(line, t).map_err(|e| {
+                conflict(
+                    k,
+                    &format!("-append {line}"),
+                    &format!("the launcher cannot add the hint to it: {e}"),
+                )
+            })?;
+            match &append {
+                Some((_, Some(at))) => args[*at] = with,
+                Some((v, None)) => {
+                    return Err(conflict(
+                        k,
+                        &format!("-append={v}"),
+                        "write -append and its value as two arguments",
+                    ))
+                }
+                None => args.extend(["-append".into(), with]),
+            }
+        }
+        (Carrier::Text(_), Boot::Uefi) | (Carrier::FwCfg(_), Boot::Direct) => {
+            return Err(Error::HintTransport(format!(
+                "QEMU {} boot cannot take the hint as {}",
+                boot.name(),
+                inp.hint.transport()
+            )))
+        }
+        _ => {}
+    }
     if !machine_named {
         args.extend(["-machine".into(), "q35".into()]);
     }
@@ -315,7 +435,7 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
             }
         ),
     ]);
-    if let Some(h) = &inp.hint_path {
+    if let Carrier::FwCfg(h) = &inp.hint {
         args.extend([
             "-fw_cfg".into(),
             format!("name={},file={h}", zerohint::FW_CFG_NAME),
@@ -335,11 +455,46 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     // copies into memory it allocates (never claimed by ZeroStartPei).
     // What the launcher refuses above (-device loader, -incoming, -loadvm)
     // is what would write it. The floor covers the rest.
-    let hint_ranges = layout::hint_ranges(&ram, &[]);
+    let exclude = match boot {
+        Boot::Uefi => vec![],
+        Boot::Direct => {
+            let size = |opt: &'static str, path: &Option<String>| -> Result<u64, Error> {
+                let Some(p) = path else { return Ok(0) };
+                std::fs::metadata(p)
+                    .map(|m| m.len())
+                    .map_err(|err| Error::BootFile {
+                        opt,
+                        path: p.into(),
+                        err,
+                    })
+            };
+            let mut w = layout::qemu_direct_writes(
+                ram[0].len,
+                size("-kernel", &kernel)?,
+                size("-initrd", &initrd)?,
+            );
+            // An ELF kernel (PVH) is loaded segment by segment at its
+            // physical addresses instead.
+            if let Some(p) = &kernel {
+                let image = std::fs::read(p).map_err(|err| Error::BootFile {
+                    opt: "-kernel",
+                    path: p.into(),
+                    err,
+                })?;
+                if let Some(segs) = layout::elf_load_segments(&image) {
+                    w.extend(segs.iter().map(|&(s, e)| (s, e - s)));
+                }
+            }
+            w
+        }
+    };
+    let hint_ranges = layout::hint_ranges(&ram, &exclude);
     Ok(Built {
         args,
         ram,
         hint_ranges,
+        boot,
+        text_budget,
     })
 }
 
@@ -453,8 +608,16 @@ pub fn cloud_hypervisor(
     // Each defaults to on, and on without --kernel/--cmdline/--initramfs
     // is an error in cloud-hypervisor.
     let mut fwcfg = String::from("kernel=off,cmdline=off,initramfs=off");
-    if let Some(h) = &inp.hint_path {
-        fwcfg.push_str(&format!(",items=[name={},file={h}]", zerohint::FW_CFG_NAME));
+    match &inp.hint {
+        Carrier::FwCfg(h) => {
+            fwcfg.push_str(&format!(",items=[name={},file={h}]", zerohint::FW_CFG_NAME))
+        }
+        Carrier::None => {}
+        Carrier::Text(_) => {
+            return Err(Error::HintTransport(
+                "cloud-hypervisor's firmware boot takes the hint over fw_cfg".into(),
+            ))
+        }
     }
     args.extend(["--fw-cfg-config".into(), fwcfg]);
     args.extend(chv_devices(&inp.devices)?);
@@ -465,6 +628,8 @@ pub fn cloud_hypervisor(
         args,
         ram,
         hint_ranges,
+        boot: Boot::Uefi,
+        text_budget: None,
     })
 }
 
@@ -509,7 +674,7 @@ mod tests {
             mem_path: "/proc/self/fd/7".into(),
             mem_offset: 0,
             hugepage_bytes: Some(2 * MIB),
-            hint_path: Some("/proc/self/fd/8".into()),
+            hint: Carrier::FwCfg("/proc/self/fd/8".into()),
             firmware: Some("/fw/CLOUDHV.fd".into()),
             devices: DeviceOpts::default(),
         }
@@ -567,7 +732,7 @@ mod tests {
         assert_eq!(b.hint_ranges, vec![(32 * MIB, GIB - 32 * MIB)]);
         let mut i = inputs(GIB);
         i.hugepage_bytes = None;
-        i.hint_path = None;
+        i.hint = Carrier::None;
         let b = cloud_hypervisor(&[], &i, &cloudhv_like()).unwrap();
         assert!(b.args.contains(
             &"id=zerostart-ram,size=1073741824,file=/proc/self/fd/7,shared=on,hugepages=off"
@@ -669,6 +834,110 @@ mod tests {
             b.hint_ranges,
             vec![(32 * MIB, 2 * GIB - 32 * MIB), (4 * GIB, GIB)]
         );
+    }
+
+    /// A file of `len` bytes (sparse) for -kernel / -initrd.
+    fn sized_file(dir: &Path, name: &str, len: u64) -> String {
+        let p = dir.join(name);
+        std::fs::File::create(&p).unwrap().set_len(len).unwrap();
+        p.display().to_string()
+    }
+
+    #[test]
+    fn qemu_direct_boot_carries_the_hint_on_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let kernel = sized_file(dir.path(), "bzImage", 10 * MIB);
+        let initrd = sized_file(dir.path(), "initrd", 3 * MIB);
+        let mut i = inputs(GIB);
+        i.firmware = None;
+        i.hint = Carrier::Text("ABC".into());
+        let user = s(&[
+            "-kernel",
+            &kernel,
+            "-initrd",
+            &initrd,
+            "-append",
+            "console=ttyS0",
+        ]);
+        let b = qemu(&user, &i).unwrap();
+        assert_eq!(b.boot, Boot::Direct);
+        assert_eq!(b.args[5], "console=ttyS0 prezero.hint=ABC");
+        assert!(
+            !b.args.iter().any(|a| a == "-bios" || a == "-fw_cfg"),
+            "{:?}",
+            b.args
+        );
+        // The whole line stays within COMMAND_LINE_SIZE.
+        assert_eq!(
+            b.text_budget,
+            Some(2047 - "console=ttyS0 prezero.hint=".len())
+        );
+        // The kernel at 1 MiB is under the floor; the initrd (3 MiB, so 4)
+        // and SeaBIOS's 64 MiB come off the top of low RAM.
+        assert_eq!(b.hint_ranges, vec![(32 * MIB, GIB - 68 * MIB - 32 * MIB)]);
+        // A kernel larger than the floor is left out where QEMU puts it.
+        let big = sized_file(dir.path(), "big", 40 * MIB);
+        let b = qemu(&s(&["-kernel", &big]), &i).unwrap();
+        assert_eq!(b.hint_ranges, vec![(41 * MIB, GIB - 64 * MIB - 41 * MIB)]);
+        // No -append: the launcher adds one.
+        let n = b.args.iter().position(|a| a == "-append").unwrap();
+        assert_eq!(b.args[n + 1], "prezero.hint=ABC");
+        assert_eq!(b.text_budget, Some(2047 - "prezero.hint=".len()));
+        // 3 GiB: low RAM ends at 2 GiB; the high GiB is all hinted.
+        let mut i3 = i.clone();
+        i3.size = 3 * GIB;
+        let b = qemu(&s(&["-kernel", &kernel]), &i3).unwrap();
+        assert_eq!(
+            b.hint_ranges,
+            vec![(32 * MIB, 2 * GIB - 64 * MIB - 32 * MIB), (4 * GIB, GIB)]
+        );
+    }
+
+    #[test]
+    fn qemu_direct_boot_refusals() {
+        let dir = tempfile::tempdir().unwrap();
+        let kernel = sized_file(dir.path(), "bzImage", MIB);
+        let mut i = inputs(GIB);
+        i.firmware = None;
+        i.hint = Carrier::Text("ABC".into());
+        // Someone else's hint on the line: ours would make it a Duplicate.
+        for append in [
+            "prezero.hint=XYZ",
+            "quiet prezero.hint",
+            "a prezero.hint=x prezero.hint=y",
+        ] {
+            let e = qemu(&s(&["-kernel", &kernel, "-append", append]), &i)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("prezero.hint parameter itself"), "{append}: {e}");
+        }
+        // After "--" it is init's argument, not a kernel parameter, and
+        // the hint goes before the "--".
+        let b = qemu(
+            &s(&["-kernel", &kernel, "-append", "quiet -- prezero.hint=x"]),
+            &i,
+        )
+        .unwrap();
+        assert_eq!(b.args[3], "quiet prezero.hint=ABC -- prezero.hint=x");
+        let e = qemu(&s(&["-kernel", &kernel, "-append", "dyndbg=\"x"]), &i)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("double quotes"), "{e}");
+        let e = qemu(&s(&["-kernel", "/no/such/bzImage"]), &i)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("-kernel /no/such/bzImage") && e.contains("check the path"),
+            "{e}"
+        );
+        // The firmware's transport on a direct boot is a launcher bug.
+        i.hint = Carrier::FwCfg("/proc/self/fd/8".into());
+        let e = qemu(&s(&["-kernel", &kernel]), &i).unwrap_err().to_string();
+        assert!(e.contains("internal"), "{e}");
+        // With --firmware, -kernel is OVMF's to load: a firmware boot.
+        assert_eq!(qemu_boot(&s(&["-kernel", &kernel]), true), Boot::Uefi);
+        assert_eq!(qemu_boot(&s(&["-kernel", &kernel]), false), Boot::Direct);
+        assert_eq!(qemu_boot(&s(&["-hda", "x.img"]), false), Boot::Uefi);
     }
 
     #[test]
