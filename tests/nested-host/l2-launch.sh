@@ -2,7 +2,9 @@
 # L2 script (zse2e.script=launch.sh) for `zerostart launch` scenarios: QEMU
 # (the pinned 10.x in /qemu) started by the launcher on memory leased from a
 # `zerostart pool` running here, OVMF (ZeroStartPkg) at /zs/fw/OVMF.fd
-# reading the hint over fw_cfg, the L3 guest's /init is zsinit. Or
+# reading the hint over fw_cfg, the L3 guest's /init is zsinit; vmm
+# qemu-direct: the same QEMU booting the kernel directly (SeaBIOS,
+# /qemu/share/bios-256k.bin), the hint on its command line. Or
 # cloud-hypervisor (/zs/cloud-hypervisor) with CLOUDHV.fd, booting the UKI
 # on /zs/esp/<name>.img (kernel, initramfs and command line are in it).
 #
@@ -46,8 +48,12 @@ tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx 
     else
       dcargs=
       [ "$dc" = on ] && dcargs="-debugcon file:$fw -global isa-debugcon.iobase=0x402"
+      # qemu-direct: QEMU boots the kernel itself (SeaBIOS and its
+      # linuxboot option ROM, no OVMF): the hint rides on -append.
+      fwargs="--firmware /zs/fw/OVMF.fd"
+      [ "$vmm" = qemu-direct ] && fwargs=
       timeout -s KILL "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary /qemu/bin/qemu-system-x86_64 \
-        --memory "size=${mem}M,source=$src" --firmware /zs/fw/OVMF.fd --timeline "$tl" $lx -- \
+        --memory "size=${mem}M,source=$src" $fwargs --timeline "$tl" $lx -- \
         -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
         -display none -no-reboot -serial stdio $dcargs $(qlog_args "$name") \
         -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \

@@ -52,7 +52,7 @@ GRACE_S = 60
 class LaunchScenario:
     name: str
     mem_mib: int
-    vmm: str = "qemu"  # qemu | cloud-hypervisor
+    vmm: str = "qemu"  # qemu (through OVMF) | qemu-direct (-kernel, hint on -append) | cloud-hypervisor
     source: str = "pool"  # pool | prefault | none
     kernel: str = "patched"  # name under /zs/kernels in L2
     expect: str = "pass"  # pass | dirty (verify must catch it) | corrupt (hint ignored, reason logged)
@@ -141,6 +141,29 @@ def chv_scenarios(kernel: str) -> list[LaunchScenario]:
     ]
 
 
+def direct_scenarios(kernel: str) -> list[LaunchScenario]:
+    """QEMU's direct kernel boot through the launcher (no OVMF: SeaBIOS and
+    the linuxboot option ROM start the kernel, the hint rides on -append).
+    The pool row is the poisoned-memory experiment that checks the layout
+    facts (vmm::qemu_direct_writes): every byte the hint leaves out is
+    poisoned first, and verify checks every clear the kernel skips. The
+    corrupt row logs at loglevel 5 so the kernel's one-line reason reaches
+    the console."""
+    return [
+        LaunchScenario("launch-qemu-direct-corrupt-1g", 1024, vmm="qemu-direct", kernel=kernel, expect="corrupt",
+                       launcher_args="--test-corrupt-hint checksum", guest_args=guest_args(1024, "loglevel=5"),
+                       note="direct boot: a hint with a bad checksum on the command line is refused with its "
+                            "one-line reason"),
+        LaunchScenario("launch-qemu-direct-pool-1g", 1024, vmm="qemu-direct", kernel=kernel,
+                       launcher_args="--test-poison-unhinted", guest_args=guest_args(1024),
+                       note="direct boot (SeaBIOS, -kernel) on pool memory, hint on the kernel command line; "
+                            "every byte the hint leaves out is poisoned first, every skipped clear verified"),
+        LaunchScenario("launch-qemu-direct-dirty-1g", 1024, vmm="qemu-direct", kernel=kernel, expect="dirty",
+                       launcher_args="--test-corrupt-hint dirty", guest_args=guest_args(1024, "zsinit.check_pct=85"),
+                       note="negative control of the direct boot: a byte planted inside the hint must be caught"),
+    ]
+
+
 def test_scenarios(kernel: str, large_mib: int) -> list[LaunchScenario]:
     """`make test-launch`: 1 GiB and a larger size (3 GiB: q35 puts 1 GiB of it above 4 GiB)."""
     # The corrupt case runs first: the first launch of an L2 boot pays
@@ -223,7 +246,9 @@ def row(r: LaunchResult) -> dict:
     skipped = int(v.get("kernel_pages_skipped", -1))
     return {
         "name": r.sc.name,
-        "vmm": r.sc.vmm,
+        "vmm": "qemu" if r.sc.vmm == "qemu-direct" else r.sc.vmm,
+        "boot": (r.timeline or {}).get("boot") or ("direct" if r.sc.vmm == "qemu-direct" else "uefi"),
+        "hint_transport": (r.timeline or {}).get("hint_transport"),
         "memory_bytes": r.sc.mem_mib * MIB,
         "memory_source": r.sc.source,
         "kernel": "stock" if r.sc.kernel.startswith("debian") else "patched",
@@ -293,6 +318,14 @@ def judge(r: LaunchResult) -> None:
     elif sc.expect == "dirty":
         if fails <= 0 and nonzero <= 0:
             f.append("the planted byte inside the hint was not caught (verify_failures 0, nonzero 0)")
+    elif sc.expect == "corrupt" and sc.vmm == "qemu-direct":
+        why = "zerostart: ignoring pre-zeroed hint from command line: BadChecksum"
+        if not any(why in ln for _, ln in r.l3):
+            f.append(f"the kernel did not log '{why}'")
+        if skipped > 0:
+            f.append(f"the kernel skipped {skipped} clears without a valid hint")
+        if v["status"] != "PASS" or nonzero != 0:
+            f.append(f"guest verdict {v['status']} nonzero={nonzero}")
     elif sc.expect == "corrupt":
         if "hint rejected: BadChecksum" not in fw:
             f.append("the firmware did not log 'hint rejected: BadChecksum'")
@@ -372,10 +405,16 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
             extra.file(f"zs/esp/{s.name}.img", img.read_bytes())
     extra.file("zs/launch.sh", script.read_bytes(), 0o755)
     extra.file("zs/l2-pool.sh", (Path(__file__).parent / "l2-pool.sh").read_bytes(), 0o644)
-    _, (data, _) = build.pinned_qemu()
+    _, (data, seabios) = build.pinned_qemu()
     for rom in ("kvmvapic.bin", "linuxboot_dma.bin"):
         if (data / rom).exists():
             extra.file(f"qemu/share/{rom}", (data / rom).read_bytes())
+    # q35's default BIOS, which runs a direct kernel boot (qemu-direct).
+    if any(s.vmm == "qemu-direct" for s in scenarios):
+        bios = seabios / "bios-256k.bin"
+        if not bios.is_file():
+            raise build.BuildError(f"no {bios} for the direct-boot scenarios: run `make deps` (seabios)")
+        extra.file("qemu/share/bios-256k.bin", bios.read_bytes())
     for path, (blob, mode) in (extra_files or {}).items():
         extra.file(path, blob, mode)
     extra.file("zs/launch.txt", ("\n".join([f"pool|{pool_mib}|{region_mib}"] + [s.line() for s in scenarios])
@@ -524,9 +563,15 @@ def cmd_launch(a) -> int:
     scs = test_scenarios(kernel, large)
     chv, why = cloud_hypervisor()
     skipped: list[str] = []
+    # Only the patched kernel reads a hint on its command line.
+    if kernel == "patched":
+        scs += direct_scenarios(kernel)
+    else:
+        skipped += [f"SKIP launch: {s.name}: no patched guest kernel reads the command-line hint"
+                    for s in direct_scenarios(kernel)]
     if chv is None or kernel != "patched":
         why = why or "no patched guest kernel to put in the UKI"
-        skipped = [f"SKIP launch: {s.name}: {why}" for s in chv_scenarios(kernel)]
+        skipped += [f"SKIP launch: {s.name}: {why}" for s in chv_scenarios(kernel)]
     else:
         print(f"launch: cloud-hypervisor {chv}", flush=True)
         scs += chv_scenarios(kernel)

@@ -42,7 +42,7 @@ RUN = {
 LAUNCH = {
     "phases": [{"name": n, "t_ms": float(i)} for i, n in enumerate(timeline.LAUNCH_PHASES)],
     "guest_phases": [],
-    "vmm": "qemu", "argv": ["qemu-system-x86_64", "-m", "1G"], "memory_bytes": 1 << 30, "memory_source": "pool",
+    "vmm": "qemu", "boot": "uefi", "hint_transport": "fw_cfg", "argv": ["qemu-system-x86_64", "-m", "1G"], "memory_bytes": 1 << 30, "memory_source": "pool",
     "lease": 3, "hint": None, "exit": {"code": 0, "signal": None},
 }
 

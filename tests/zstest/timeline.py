@@ -8,8 +8,9 @@ Two documents, both written by vmm/zerostart:
           guest_phases, memory_bytes, vcpus, prezero (ram::Report),
           exit {reason, kind, code}
   launch  `zerostart launch --timeline` (src/launch/mod.rs): phases,
-          guest_phases, vmm, argv, memory_bytes, memory_source, lease, hint,
-          exit {code, signal}
+          guest_phases, vmm, boot (direct|uefi), hint_transport
+          (fw_cfg|cmdline|none), argv, memory_bytes, memory_source, lease,
+          hint, exit {code, signal}
 
 guest_phases (src/phases.rs) are what the guest reported over vsock (port
 5300, `zsphase: <name> uptime_ms=<n>`): [{name, host_ms, guest_uptime_ms}]
@@ -44,6 +45,8 @@ LAUNCH = {
     "phases": list,
     "guest_phases": list,
     "vmm": str,
+    "boot": str,
+    "hint_transport": str,
     "argv": list,
     "memory_bytes": int,
     "memory_source": str,
