@@ -26,13 +26,15 @@ V = ("ZSINIT: PASS hint=absent ranges=0 hinted_bytes=0 zero_checked_bytes=201326
 # The shape `zerostart launch --timeline` writes (checked by zstest.timeline).
 TL = ('{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_ms":21.7},'
       '{"name":"hint_ready","t_ms":22.0},{"name":"vmm_spawned","t_ms":23.1},{"name":"exit","t_ms":9000.0}],'
-      '"vmm":"qemu","argv":["qemu-system-x86_64","-m","1024M"],"memory_bytes":1073741824,'
+      '"vmm":"qemu","boot":"uefi","hint_transport":"fw_cfg","argv":["qemu-system-x86_64","-m","1024M"],'
+      '"memory_bytes":1073741824,'
       '"memory_source":"pool","lease":1,"hint":{"ranges":[[1048576,1072693248]]},"exit":{"code":0,"signal":null},'
       '"guest_phases":[]}')
 
 
-def drive(sc, verdict, fw=(), rc=0, tl=TL):
+def drive(sc, verdict, fw=(), rc=0, tl=TL, l3=()):
     lines = ["ZSL-POOL ready ms=1", f"ZSL-BEGIN name={sc.name} t0_ms=1000",
+             *[f"L3| 4000 {x}" for x in l3],
              "L3| 5000 ZSINIT: START kernel=6.12 uptime_ms=300",
              "L3| 5100 ZSINIT: kernel-zerostart start pristine_pages_at_boot=155506",
              f"L3| 9000 {verdict}", *[f"FW| {x}" for x in fw],
@@ -225,6 +227,18 @@ class Judge(unittest.TestCase):
         self.assertEqual(drive(sc, V.format(sk=0, vf=0), fw=ok).failures, [])
         self.assertTrue(drive(sc, V.format(sk=0, vf=0)).failures)
         self.assertTrue(drive(sc, V.format(sk=3, vf=0), fw=ok).failures)
+
+    def test_direct_corrupt_needs_the_kernels_reason(self):
+        """A direct boot has no firmware: the kernel's own line is the reason."""
+        sc = launch.LaunchScenario("dc", 1024, vmm="qemu-direct", expect="corrupt")
+        why = ["[    0.000000] zerostart: ignoring pre-zeroed hint from command line: BadChecksum"]
+        tl = TL.replace('"boot":"uefi","hint_transport":"fw_cfg"', '"boot":"direct","hint_transport":"cmdline"')
+        r = drive(sc, V.format(sk=0, vf=0), tl=tl, l3=why)
+        self.assertEqual(r.failures, [])
+        self.assertEqual(launch.row(r)["boot"], "direct")
+        self.assertEqual(launch.row(r)["vmm"], "qemu")
+        self.assertTrue(drive(sc, V.format(sk=0, vf=0), tl=tl).failures)
+        self.assertTrue(drive(sc, V.format(sk=3, vf=0), tl=tl, l3=why).failures)
 
     def test_vmm_exit_code_fails(self):
         r = drive(launch.LaunchScenario("a", 1024), V.format(sk=46766, vf=0), rc=1)
