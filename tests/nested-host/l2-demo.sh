@@ -1,13 +1,16 @@
 #!/bin/sh
 # L2 script (zse2e.script=demo.sh) of `make demo`: the same guest, the same
-# workload, three ways, on real kvm-amd in the nested host:
+# workload, five ways, on real kvm-amd in the nested host:
 #   stock      QEMU 10 with what operators run today: guest RAM on hugetlbfs
 #              with prealloc=on (the host kernel zeroes every page before the
 #              guest starts), OVMF without a hint, Debian's stock kernel
 #              (init_on_alloc=1, its default);
+#   stock-direct  the same with the kernel booted directly (SeaBIOS, no OVMF);
 #   launch     the same QEMU started by `zerostart launch` on memory leased
 #              from `zerostart pool` (zeroed off the launch path), the hint
 #              over fw_cfg through the same OVMF, the patched kernel;
+#   launch-direct  QEMU's direct kernel boot through `zerostart launch`: the
+#              pool, the hint on the kernel command line, the patched kernel;
 #   zerostart  zerostart's own VMM on the same pool, direct kernel boot,
 #              the patched kernel.
 #
@@ -23,10 +26,10 @@
 . /zs/l2-pool.sh
 
 tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
-  [ "$kind" = stock ] || continue
+  case "$kind" in stock) bios="-bios /zs/fw/OVMF.fd";; stock-direct) bios=;; *) continue;; esac
   stock_memory_ready "$name" "$mem"
-  # shellcheck disable=SC2046
-  run "$name" "$tmo" $q -L /qemu/share $(stock_mem "$mem") -cpu host -smp 1 -bios /zs/fw/OVMF.fd \
+  # shellcheck disable=SC2046,SC2086
+  run "$name" "$tmo" $q -L /qemu/share $(stock_mem "$mem") -cpu host -smp 1 $bios \
     -nodefaults -no-user-config -display none -no-reboot -serial stdio \
     -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
     -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx"
@@ -36,10 +39,13 @@ pool_start
 
 tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
   case "$kind" in
-  launch)
+  launch|launch-direct)
+    fw="--firmware /zs/fw/OVMF.fd"
+    [ "$kind" = launch-direct ] && fw=
     wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
+    # shellcheck disable=SC2086
     run "$name" "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary $q \
-      --memory "size=${mem}M,source=pool:$sock" --firmware /zs/fw/OVMF.fd --timeline "/tmp/$name.tl.json" -- \
+      --memory "size=${mem}M,source=pool:$sock" $fw --timeline "/tmp/$name.tl.json" -- \
       -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
       -display none -no-reboot -serial stdio \
       -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
