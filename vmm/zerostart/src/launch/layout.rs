@@ -88,6 +88,18 @@ pub fn qemu_direct_writes(low_end: u64, kernel_bytes: u64, initrd_bytes: u64) ->
     vec![(1 << 20, kernel_bytes), (low_end - top, top)]
 }
 
+/// What cloud-hypervisor writes above 1 MiB on a direct kernel boot
+/// besides the kernel's own segments: the initramfs at the top of the
+/// first RAM region (`low_end`), page-aligned down from its end (shared
+/// reference), left out with its size rounded up to 2 MiB plus 2 MiB.
+pub fn chv_direct_writes(low_end: u64, initramfs_bytes: u64) -> Vec<(u64, u64)> {
+    if initramfs_bytes == 0 {
+        return vec![];
+    }
+    let top = (initramfs_bytes.next_multiple_of(2 << 20) + (2 << 20)).min(low_end);
+    vec![(low_end - top, top)]
+}
+
 /// RAM minus `[0, HINT_FLOOR)` minus every `exclude` range (rounded out
 /// to 4 KiB pages), as sorted `(start, len)` guest-physical ranges.
 pub fn hint_ranges(ram: &[RamRange], exclude: &[(u64, u64)]) -> Vec<(u64, u64)> {

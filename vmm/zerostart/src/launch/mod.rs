@@ -121,7 +121,7 @@ pub enum Error {
         why: String,
     },
     /// cloud-hypervisor without `--firmware`.
-    #[error("cloud-hypervisor's direct kernel boot writes no setup_data, so it cannot carry the hint; pass --firmware CLOUDHV.fd (make firmware) and a --disk the firmware boots the kernel from (an EFI system partition, as cloud images have)")]
+    #[error("cloud-hypervisor can carry the hint only to a kernel it boots directly (--kernel vmlinux: the hint goes on --cmdline) or through --firmware CLOUDHV.fd (make firmware) with a --disk the firmware boots the kernel from (an EFI system partition, as cloud images have); pass one of them, or hint=off in --memory")]
     ChvNeedsFirmware,
     /// QEMU with neither `--firmware` nor `-kernel`.
     #[error("QEMU can carry the hint only to a kernel it boots directly (-kernel: the hint goes on its command line) or through --firmware OVMF.fd built with ZeroStartPkg (make firmware), which turns the fw_cfg hint into the EFI table the guest reads; pass one of them, or hint=off in --memory")]
@@ -144,7 +144,7 @@ pub enum Error {
     #[error("{0} is not an ELF image; cloud-hypervisor takes CLOUDHV.fd (a PVH ELF), not OVMF.fd")]
     ChvFirmwareNotElf(PathBuf),
     /// A cloud-hypervisor without fw_cfg.
-    #[error("{0} has no fw_cfg device (--fw-cfg-config is not in its --help); use cloud-hypervisor v48 or later built with --features fw_cfg")]
+    #[error("{0} has no fw_cfg device (--fw-cfg-config is not in its --help, as in every release binary), so the firmware cannot get the hint; boot the kernel directly instead (--kernel vmlinux, no --firmware: the hint goes on --cmdline), use a build with --features fw_cfg (v48 or later), or hint=off in --memory")]
     ChvNoFwCfg(PathBuf),
     /// The VMM binary cannot be run.
     #[error("cannot run {path}: {err}; install it or pass --vmm-binary PATH")]
@@ -383,7 +383,7 @@ pub fn device_opts(a: &LaunchArgs) -> Result<vmm::DeviceOpts, Error> {
 fn boot_of(a: &LaunchArgs) -> vmm::Boot {
     match a.vmm {
         VmmKind::Qemu => vmm::qemu_boot(&a.vmm_args, a.firmware.is_some()),
-        VmmKind::CloudHypervisor => vmm::Boot::Uefi,
+        VmmKind::CloudHypervisor => vmm::chv_boot(&a.vmm_args, a.firmware.is_some()),
     }
 }
 
@@ -513,7 +513,9 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         placeholder(a, opts.hint, "/proc/self/fd/HINT_FD"),
         fw_image.as_deref(),
     )?;
-    if a.vmm == VmmKind::CloudHypervisor && opts.hint && !a.dry_run {
+    // A firmware boot needs fw_cfg for the hint, which release binaries
+    // lack: probed before anything is taken, in a dry run too.
+    if a.vmm == VmmKind::CloudHypervisor && opts.hint && boot_of(a) == vmm::Boot::Uefi {
         vmm::check_chv_binary(&binary)?;
     }
     if a.dry_run {

@@ -504,33 +504,67 @@ fn chv_opt(a: &str) -> Option<&str> {
     Some(s.split('=').next().unwrap_or(s))
 }
 
-/// cloud-hypervisor: adds `--memory size=0`, `--memory-zone
-/// id=,size=,file=,shared=on[,hugepages=on,hugepage_size=]`, `--firmware`
-/// and `--fw-cfg-config kernel=off,cmdline=off,initramfs=off,items=[...]`
-/// with the hint item.
+/// The boot path of a cloud-hypervisor command line: direct when it names
+/// `--kernel` and the launcher got no `--firmware`, else a firmware boot.
+pub fn chv_boot(user: &[String], firmware: bool) -> Boot {
+    if !firmware && user.iter().any(|a| chv_opt(a) == Some("kernel")) {
+        Boot::Direct
+    } else {
+        Boot::Uefi
+    }
+}
+
+/// cloud-hypervisor: adds `--memory size=0` and `--memory-zone
+/// id=,size=,file=,shared=on[,hugepages=on,hugepage_size=]`; then for a
+/// firmware boot `--firmware` and, with a hint, `--fw-cfg-config
+/// e820=off,kernel=off,cmdline=off,initramfs=off,acpi_table=off,items=[...]`
+/// (release binaries have no fw_cfg: [`check_chv_binary`] says so before),
+/// and for a direct kernel boot (`--kernel`, no `--firmware`) the hint on
+/// `--cmdline`.
 ///
-/// The guest kernel comes from a disk the firmware boots (an EFI system
-/// partition, as in every cloud image), never from `--kernel`:
-/// cloud-hypervisor refuses `--firmware` beside `--kernel`
+/// `e820=off`: on this command line (`--memory size=0` plus a zone)
+/// cloud-hypervisor computes fw_cfg's `etc/e820` as `0 - HIGH_RAM_START`
+/// (v53.0 `devices/src/legacy/fw_cfg.rs`), a ~16 EiB RAM entry in a release
+/// build and a panic in a debug one; ZeroStartPkg never reads it.
+/// `acpi_table=off`: the firmware finds the tables in guest memory as it
+/// does without fw_cfg. `hint=off` needs neither the firmware nor fw_cfg.
+///
+/// A firmware boot takes the guest kernel from a disk the firmware boots
+/// (an EFI system partition, as in every cloud image), never from
+/// `--kernel`: cloud-hypervisor refuses `--firmware` beside `--kernel`
 /// (`FirmwarePlusOtherPayloads`, v53.0 `PayloadConfig::validate`), and its
 /// fw_cfg `kernel=on` serves only `--kernel`'s own file, so there is no way
 /// to hand the firmware a separate kernel over fw_cfg as QEMU's `-kernel`
-/// does. `--kernel`, `--initramfs` and `--cmdline` are refused here with
-/// that reason, before cloud-hypervisor would refuse them with less.
+/// does. `--kernel`, `--initramfs` and `--cmdline` beside `--firmware` are
+/// refused here with that reason, before cloud-hypervisor would refuse them
+/// with less.
 ///
 /// `firmware_image` is the firmware's bytes: its PT_LOAD segments are
-/// written into guest RAM before the first instruction.
+/// written into guest RAM before the first instruction. On a direct boot
+/// the kernel (a PVH ELF: its segments, read from the file), the
+/// initramfs at the top of the first RAM region and the low structures
+/// below 1 MiB are what cloud-hypervisor writes.
 pub fn cloud_hypervisor(
     user: &[String],
     inp: &Inputs,
     firmware_image: &[u8],
 ) -> Result<Built, Error> {
     let k = VmmKind::CloudHypervisor;
-    let Some(fw) = &inp.firmware else {
+    let boot = chv_boot(user, inp.firmware.is_some());
+    if boot == Boot::Uefi && inp.firmware.is_none() && inp.hint != Carrier::None {
         return Err(Error::ChvNeedsFirmware);
-    };
-    for a in user {
+    }
+    let (mut kernel, mut initramfs, mut cmdline) = (None, None, None);
+    let mut it = user.iter().enumerate().peekable();
+    while let Some((i, a)) = it.next() {
         let Some(opt) = chv_opt(a) else { continue };
+        let (val, val_at) = match a.split_once('=') {
+            Some((_, v)) => (v.to_string(), None),
+            None => (
+                it.peek().map(|(_, v)| v.to_string()).unwrap_or_default(),
+                Some(i + 1),
+            ),
+        };
         match opt {
             "memory" | "memory-zone" => {
                 return Err(conflict(k, a, "the launcher adds the memory zone"))
@@ -570,18 +604,30 @@ pub fn cloud_hypervisor(
             "vsock" if inp.devices.vsock.is_some() => {
                 return Err(conflict(k, a, "the launcher's --vsock adds it"))
             }
-            "kernel" | "cmdline" | "initramfs" => {
+            "kernel" | "cmdline" | "initramfs" if inp.firmware.is_some() => {
                 return Err(conflict(
                     k,
                     a,
-                    "cloud-hypervisor refuses --firmware beside --kernel (FirmwarePlusOtherPayloads) and ignores --cmdline/--initramfs without one, so the firmware cannot get a kernel from it; boot the kernel from a --disk with an EFI system partition (a UKI at /EFI/BOOT/BOOTX64.EFI, as cloud images have)",
+                    "cloud-hypervisor refuses --firmware beside --kernel (FirmwarePlusOtherPayloads) and ignores --cmdline/--initramfs without one, so the firmware cannot get a kernel from it; boot the kernel from a --disk with an EFI system partition (a UKI at /EFI/BOOT/BOOTX64.EFI, as cloud images have), or drop --firmware for a direct kernel boot",
                 ))
+            }
+            "kernel" => kernel = Some(val),
+            "initramfs" => initramfs = Some(val),
+            "cmdline" => {
+                if let Err(e) = zerohint::cmdline_text_budget(&val) {
+                    let why = match e {
+                        zerohint::CmdlineError::HasHint => {
+                            "the launcher adds the prezero.hint parameter itself".to_string()
+                        }
+                        e => format!("the launcher cannot add the hint to it: {e}"),
+                    };
+                    return Err(conflict(k, &format!("{a} {val}"), &why));
+                }
+                cmdline = Some((val, val_at));
             }
             _ => {}
         }
     }
-    let segs = layout::elf_load_segments(firmware_image)
-        .ok_or_else(|| Error::ChvFirmwareNotElf(fw.clone()))?;
     let mut zone = format!(
         "id={MEMORY_ID},size={},file={},shared=on",
         inp.size, inp.mem_path
@@ -597,39 +643,100 @@ pub fn cloud_hypervisor(
         None => zone.push_str(",hugepages=off"),
     }
     let mut args: Vec<String> = user.to_vec();
+    let line = cmdline.as_ref().map_or("", |(v, _)| v.as_str());
+    let text_budget =
+        (boot == Boot::Direct).then(|| zerohint::cmdline_text_budget(line).unwrap_or(0));
+    match (&inp.hint, boot) {
+        (Carrier::Text(t), Boot::Direct) => {
+            let with = zerohint::cmdline_with_text(line, t).map_err(|e| {
+                conflict(
+                    k,
+                    &format!("--cmdline {line}"),
+                    &format!("the launcher cannot add the hint to it: {e}"),
+                )
+            })?;
+            match &cmdline {
+                Some((_, Some(at))) => args[*at] = with,
+                Some((v, None)) => {
+                    return Err(conflict(
+                        k,
+                        &format!("--cmdline={v}"),
+                        "write --cmdline and its value as two arguments",
+                    ))
+                }
+                None => args.extend(["--cmdline".into(), with]),
+            }
+        }
+        (Carrier::Text(_), Boot::Uefi) | (Carrier::FwCfg(_), Boot::Direct) => {
+            return Err(Error::HintTransport(format!(
+                "cloud-hypervisor {} boot cannot take the hint as {}",
+                boot.name(),
+                inp.hint.transport()
+            )))
+        }
+        _ => {}
+    }
     args.extend([
         "--memory".into(),
         "size=0".into(),
         "--memory-zone".into(),
         zone,
-        "--firmware".into(),
-        fw.display().to_string(),
     ]);
-    // Each defaults to on, and on without --kernel/--cmdline/--initramfs
-    // is an error in cloud-hypervisor.
-    let mut fwcfg = String::from("kernel=off,cmdline=off,initramfs=off");
-    match &inp.hint {
-        Carrier::FwCfg(h) => {
-            fwcfg.push_str(&format!(",items=[name={},file={h}]", zerohint::FW_CFG_NAME))
-        }
-        Carrier::None => {}
-        Carrier::Text(_) => {
-            return Err(Error::HintTransport(
-                "cloud-hypervisor's firmware boot takes the hint over fw_cfg".into(),
-            ))
-        }
-    }
-    args.extend(["--fw-cfg-config".into(), fwcfg]);
-    args.extend(chv_devices(&inp.devices)?);
     let ram = layout::cloud_hypervisor(inp.size);
-    let exclude: Vec<(u64, u64)> = segs.iter().map(|&(s, e)| (s, e - s)).collect();
+    let exclude: Vec<(u64, u64)> = match (boot, &inp.firmware) {
+        (Boot::Uefi, Some(fw)) => {
+            let segs = layout::elf_load_segments(firmware_image)
+                .ok_or_else(|| Error::ChvFirmwareNotElf(fw.clone()))?;
+            args.extend(["--firmware".into(), fw.display().to_string()]);
+            if let Carrier::FwCfg(h) = &inp.hint {
+                args.extend([
+                    "--fw-cfg-config".into(),
+                    format!(
+                        "e820=off,kernel=off,cmdline=off,initramfs=off,acpi_table=off,items=[name={},file={h}]",
+                        zerohint::FW_CFG_NAME
+                    ),
+                ]);
+            }
+            segs.iter().map(|&(s, e)| (s, e - s)).collect()
+        }
+        (Boot::Uefi, None) => vec![],
+        (Boot::Direct, _) => {
+            let read = |opt: &'static str, p: &str| {
+                std::fs::read(p).map_err(|err| Error::BootFile {
+                    opt,
+                    path: p.into(),
+                    err,
+                })
+            };
+            let image = read("--kernel", kernel.as_deref().unwrap_or_default())?;
+            let mut w: Vec<(u64, u64)> = match layout::elf_load_segments(&image) {
+                Some(segs) => segs.iter().map(|&(s, e)| (s, e - s)).collect(),
+                // Not a PVH ELF (cloud-hypervisor will say so): wherever
+                // it would go from 1 MiB.
+                None => vec![(1 << 20, image.len() as u64)],
+            };
+            let initramfs_bytes = match &initramfs {
+                Some(p) => std::fs::metadata(p)
+                    .map_err(|err| Error::BootFile {
+                        opt: "--initramfs",
+                        path: p.into(),
+                        err,
+                    })?
+                    .len(),
+                None => 0,
+            };
+            w.extend(layout::chv_direct_writes(ram[0].len, initramfs_bytes));
+            w
+        }
+    };
+    args.extend(chv_devices(&inp.devices)?);
     let hint_ranges = layout::hint_ranges(&ram, &exclude);
     Ok(Built {
         args,
         ram,
         hint_ranges,
-        boot: Boot::Uefi,
-        text_budget: None,
+        boot,
+        text_budget,
     })
 }
 
@@ -721,7 +828,7 @@ mod tests {
                 "--firmware",
                 "/fw/CLOUDHV.fd",
                 "--fw-cfg-config",
-                "kernel=off,cmdline=off,initramfs=off,items=[name=opt/org.zerostart/prezeroed,file=/proc/self/fd/8]",
+                "e820=off,kernel=off,cmdline=off,initramfs=off,acpi_table=off,items=[name=opt/org.zerostart/prezeroed,file=/proc/self/fd/8]",
             ])
         );
         // Item names are at most 56 bytes (the reference).
@@ -738,9 +845,8 @@ mod tests {
             &"id=zerostart-ram,size=1073741824,file=/proc/self/fd/7,shared=on,hugepages=off"
                 .to_string()
         ));
-        assert!(b
-            .args
-            .contains(&"kernel=off,cmdline=off,initramfs=off".to_string()));
+        // hint=off needs no fw_cfg at all (release binaries have none).
+        assert!(!b.args.iter().any(|a| a.contains("fw-cfg")), "{:?}", b.args);
     }
 
     #[test]
@@ -774,7 +880,10 @@ mod tests {
         let mut i = inputs(GIB);
         i.firmware = None;
         let e = cloud_hypervisor(&[], &i, &fw).unwrap_err().to_string();
-        assert!(e.contains("direct kernel boot"), "{e}");
+        assert!(e.contains("--kernel vmlinux") && e.contains("--firmware CLOUDHV.fd"), "{e}");
+        // Without a hint there is nothing to carry: no firmware needed.
+        i.hint = Carrier::None;
+        assert!(cloud_hypervisor(&[], &i, &fw).is_ok());
         let e = cloud_hypervisor(&[], &inputs(GIB), b"MZ")
             .unwrap_err()
             .to_string();
@@ -782,6 +891,52 @@ mod tests {
         let mut i = inputs(GIB);
         i.mem_offset = 4096;
         assert!(cloud_hypervisor(&[], &i, &fw).is_err());
+    }
+
+    /// A PVH ELF kernel with one PT_LOAD at 16 MiB..(16 + mib) MiB.
+    fn vmlinux_like(mib: u64) -> Vec<u8> {
+        let mut b = cloudhv_like();
+        b[64 + 24..64 + 32].copy_from_slice(&(16 * MIB).to_le_bytes());
+        b[64 + 32..64 + 40].copy_from_slice(&(mib * MIB).to_le_bytes());
+        b[64 + 40..64 + 48].copy_from_slice(&(mib * MIB).to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn chv_direct_boot_carries_the_hint_on_cmdline() {
+        let dir = tempfile::tempdir().unwrap();
+        let kernel = dir.path().join("vmlinux");
+        std::fs::write(&kernel, vmlinux_like(40)).unwrap();
+        let kernel = kernel.display().to_string();
+        let initramfs = sized_file(dir.path(), "initramfs", 3 * MIB);
+        let mut i = inputs(GIB);
+        i.firmware = None;
+        i.hint = Carrier::Text("ABC".into());
+        let user = s(&["--kernel", &kernel, "--initramfs", &initramfs, "--cmdline", "console=ttyS0"]);
+        let b = cloud_hypervisor(&user, &i, &[]).unwrap();
+        assert_eq!(b.boot, Boot::Direct);
+        assert_eq!(b.args[5], "console=ttyS0 prezero.hint=ABC");
+        // No firmware, no fw_cfg: what every release binary can run.
+        assert!(!b.args.iter().any(|a| a.contains("firmware") || a.contains("fw-cfg")), "{:?}", b.args);
+        assert_eq!(b.text_budget, Some(2047 - "console=ttyS0 prezero.hint=".len()));
+        // The kernel's segment [16, 56) MiB and the initramfs at the top of
+        // low RAM (3 MiB: 4 + 2 MiB) are left out.
+        assert_eq!(b.hint_ranges, vec![(56 * MIB, GIB - 6 * MIB - 56 * MIB)]);
+        // No --cmdline: the launcher adds one.
+        let b = cloud_hypervisor(&s(&["--kernel", &kernel]), &i, &[]).unwrap();
+        let n = b.args.iter().position(|a| a == "--cmdline").unwrap();
+        assert_eq!(b.args[n + 1], "prezero.hint=ABC");
+        // A hint already on the line is someone else's.
+        let e = cloud_hypervisor(&s(&["--kernel", &kernel, "--cmdline", "prezero.hint=x"]), &i, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("prezero.hint parameter itself"), "{e}");
+        let e = cloud_hypervisor(&s(&["--kernel", "/no/such/vmlinux"]), &i, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--kernel /no/such/vmlinux"), "{e}");
+        assert_eq!(chv_boot(&s(&["--kernel", &kernel]), false), Boot::Direct);
+        assert_eq!(chv_boot(&s(&["--kernel", &kernel]), true), Boot::Uefi);
     }
 
     #[test]
