@@ -880,7 +880,10 @@ mod tests {
         let mut i = inputs(GIB);
         i.firmware = None;
         let e = cloud_hypervisor(&[], &i, &fw).unwrap_err().to_string();
-        assert!(e.contains("--kernel vmlinux") && e.contains("--firmware CLOUDHV.fd"), "{e}");
+        assert!(
+            e.contains("--kernel vmlinux") && e.contains("--firmware CLOUDHV.fd"),
+            "{e}"
+        );
         // Without a hint there is nothing to carry: no firmware needed.
         i.hint = Carrier::None;
         assert!(cloud_hypervisor(&[], &i, &fw).is_ok());
@@ -912,13 +915,29 @@ mod tests {
         let mut i = inputs(GIB);
         i.firmware = None;
         i.hint = Carrier::Text("ABC".into());
-        let user = s(&["--kernel", &kernel, "--initramfs", &initramfs, "--cmdline", "console=ttyS0"]);
+        let user = s(&[
+            "--kernel",
+            &kernel,
+            "--initramfs",
+            &initramfs,
+            "--cmdline",
+            "console=ttyS0",
+        ]);
         let b = cloud_hypervisor(&user, &i, &[]).unwrap();
         assert_eq!(b.boot, Boot::Direct);
         assert_eq!(b.args[5], "console=ttyS0 prezero.hint=ABC");
         // No firmware, no fw_cfg: what every release binary can run.
-        assert!(!b.args.iter().any(|a| a.contains("firmware") || a.contains("fw-cfg")), "{:?}", b.args);
-        assert_eq!(b.text_budget, Some(2047 - "console=ttyS0 prezero.hint=".len()));
+        assert!(
+            !b.args
+                .iter()
+                .any(|a| a.contains("firmware") || a.contains("fw-cfg")),
+            "{:?}",
+            b.args
+        );
+        assert_eq!(
+            b.text_budget,
+            Some(2047 - "console=ttyS0 prezero.hint=".len())
+        );
         // The kernel's segment [16, 56) MiB and the initramfs at the top of
         // low RAM (3 MiB: 4 + 2 MiB) are left out.
         assert_eq!(b.hint_ranges, vec![(56 * MIB, GIB - 6 * MIB - 56 * MIB)]);
@@ -927,9 +946,13 @@ mod tests {
         let n = b.args.iter().position(|a| a == "--cmdline").unwrap();
         assert_eq!(b.args[n + 1], "prezero.hint=ABC");
         // A hint already on the line is someone else's.
-        let e = cloud_hypervisor(&s(&["--kernel", &kernel, "--cmdline", "prezero.hint=x"]), &i, &[])
-            .unwrap_err()
-            .to_string();
+        let e = cloud_hypervisor(
+            &s(&["--kernel", &kernel, "--cmdline", "prezero.hint=x"]),
+            &i,
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("prezero.hint parameter itself"), "{e}");
         let e = cloud_hypervisor(&s(&["--kernel", "/no/such/vmlinux"]), &i, &[])
             .unwrap_err()
