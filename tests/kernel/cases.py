@@ -32,11 +32,22 @@ Main suite, in order:
               handed to user space, skipped clears > 0 exactly when a good
               hint is in effect (and then both scans ran), and one line naming
               the error for a bad hint;
-  reboot rebootctl   no hint honoured twice: boot 1 consumes the hint,
-              fills memory with a secret and reboots in place (no
+  cmdline cmdlinedirty cmdlinecorrupt smbios smbiosdirty smbioscorrupt
+              the hint's text form (docs/hint-abi.md "Text form") on the
+              plain image: as prezero.hint= on the command line / as an
+              SMBIOS type 11 string: honest hint (clears skipped, all
+              verified), the dirty-page control (256 KiB of 0xa5 planted in
+              a hinted range by QEMU's loader must be caught by verify or
+              the scans) and a corrupt hint refused with its reason;
+  textrules   two prezero.hint= refused as Duplicate; a command-line hint
+              that differs from the setup_data one refused (transports
+              disagree);
+  reboot rebootctl rebootcmdline   no hint honoured twice: boot 1 consumes
+              the hint, fills memory with a secret and reboots in place (no
               -no-reboot); boot 2 gets the same hint and must refuse it as
               Stale, skip nothing and find nothing dirty / with the rule off
-              (the control) verify must catch boot 1's data;
+              (the control) verify must catch boot 1's data / the same with
+              the hint on the command line;
   memblock    memblock.reserved one entry short of full when memory is
               released (prezero.test_fill_reserved), so that its array is
               doubled into hinted memory: no page may be left marked pristine;
@@ -45,7 +56,8 @@ Main suite, in order:
   hugedirty scanctl batch leak compact pool nt   (see each case below);
   efi         firmware boot: zerostart's OVMF reads the hint from fw_cfg,
               publishes it in the EFI configuration table, and the kernel
-              takes it from there through its EFI stub.
+              takes it from there through its EFI stub; a hint on the
+              command line of the same boot is refused by rule (EFI boot).
 qemu-exit, vectors and checkpatch run in every selection (they cost no
 boot).
 """
@@ -478,7 +490,7 @@ REBOOTCTL_PROBE_MIB = 64
 STALE = "zerostart: ignoring pre-zeroed hint from setup_data: Stale (consumed by an earlier boot in this VM)"
 
 
-def reboot_case(control: bool):
+def reboot_case(control: bool, transport: str = "setup_data"):
     """No hint honoured twice (docs/hint-abi.md "Lifetime"): boot 1 consumes
     the hint, i.e. writes a marker into the last page of its ranges, and
     reboots in place after filling memory with a secret; boot 2 gets the
@@ -488,7 +500,8 @@ def reboot_case(control: bool):
     honours the stale hint, and verify mode must catch pages that boot 1
     wrote and the hint called zero, or the case could not fail. A reset the
     guest did not announce stops QEMU (zstest.qemu.boot): a crashed kernel
-    is never booted again."""
+    is never booted again. TRANSPORT cmdline: the same hint as prezero.hint=
+    on the command line, which QEMU passes again on the reset."""
     def case(k: Kernel, r: Report) -> None:
         img, blob = k.good()
         probe = REBOOTCTL_PROBE_MIB if control else REBOOT_PROBE_MIB
@@ -498,6 +511,12 @@ def reboot_case(control: bool):
         flag = k.work / f"{r.name}.flag"
         flag.write_bytes(bytes(4096))
         qargs = [*gk.loader_args(blob), "-drive", f"file={flag},if=virtio,format=raw"]
+        stale = STALE
+        if transport == "cmdline":
+            img = k.image
+            cmdline += f" prezero.hint={text_hint(k, gk.honest_hint_ranges(k.mem_mib))}"
+            qargs = qargs[2:]
+            stale = STALE.replace("from setup_data", "from command line")
         b, lines = k.boot(f"boot-{r.name}", cmdline, img, qargs, reboots=1)
         cut = next((i for i, ln in enumerate(lines) if ln.startswith(REBOOT_ANNOUNCED)), None)
         if b.problem() or cut is None:
@@ -509,7 +528,7 @@ def reboot_case(control: bool):
         if grep(second, r"^ZSKMSG zerostart: hint consumed"):
             r.fail("boot 2 consumed the hint again: it did not see boot 1's marker")
         if not control:
-            if not grep(second, "^ZSKMSG " + re.escape(STALE)):
+            if not grep(second, "^ZSKMSG " + re.escape(stale)):
                 r.fail("boot 2 did not refuse the stale hint")
             judge_boot(r, b, second, "noskip", cmdline)
             return
@@ -952,6 +971,7 @@ def table(k: Kernel) -> list[Case]:
         c("nohint", nohint),
         c("reboot", reboot_case(False)),
         c("rebootctl", reboot_case(True)),
+        c("rebootcmdline", reboot_case(False, "cmdline")),
         c("memblock", memblock),
         c("hibernate", hibernate_case("", "clean")),
         c("hibernatectl", hibernate_case("prezero.test_hibernate_keep=1", "caught")),
