@@ -756,7 +756,12 @@ mod tests {
         let t = got.iter().position(|a| a == "--timeline").unwrap();
         assert_eq!(got[t + 1], "logs/s-3.launch-timeline.json");
         got.drain(t..t + 2);
-        assert_eq!(got, doc_command("zerostart launch --vmm cloud-hypervisor"));
+        assert_eq!(
+            got,
+            doc_command(
+                "zerostart launch --vmm cloud-hypervisor --memory size=4G,source=pool --firmware",
+            )
+        );
     }
 
     /// QEMU through the launcher: none of the memory arguments the

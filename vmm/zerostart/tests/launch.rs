@@ -385,7 +385,19 @@ fn bad_input_is_one_line() {
                 "--kernel",
                 "k",
             ],
-            "cannot carry the hint",
+            "cannot read --kernel k",
+        ),
+        (
+            vec![
+                "--vmm",
+                "cloud-hypervisor",
+                "--memory",
+                "size=64M,source=none",
+                "--",
+                "--cpus",
+                "boot=1",
+            ],
+            "can carry the hint only to a kernel it boots directly",
         ),
         (
             vec![
