@@ -34,8 +34,8 @@ pub enum Command {
     Pool(pool::cli::PoolArgs),
     /// Boot scenarios repeatedly and check boot-time SLOs (docs/slo.md).
     Slo(slo::cli::SloArgs),
-    /// Start QEMU or cloud-hypervisor on pre-zeroed memory with the zero
-    /// hint (docs/launch.md).
+    /// Start QEMU, cloud-hypervisor or Firecracker on pre-zeroed memory
+    /// with the zero hint (docs/launch.md).
     Launch(Box<crate::launch::LaunchArgs>),
 }
 

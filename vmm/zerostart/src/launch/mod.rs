@@ -1,10 +1,12 @@
-//! `zerostart launch`: starts QEMU or cloud-hypervisor, unpatched, on
-//! pre-zeroed memory with the zero hint (docs/launch.md).
+//! `zerostart launch`: starts QEMU, cloud-hypervisor or Firecracker,
+//! unpatched, on pre-zeroed memory with the zero hint (docs/launch.md).
 //!
 //! The launcher leases guest RAM from `zerostart pool` (or prefaults a
-//! memfd), adds the VMM's memory and fw_cfg arguments, publishes the hint
-//! as a sealed memfd the VMM serves over fw_cfg (through
-//! [`crate::hint::publish`], like zerostart's own boot paths), runs the VMM
+//! memfd; Firecracker allocates its own), adds the VMM's memory arguments,
+//! publishes the hint (through [`crate::hint::publish`], like zerostart's
+//! own boot paths) by the transport the boot path has: a sealed memfd the
+//! VMM serves over fw_cfg to the firmware on a UEFI boot, the hint's text
+//! on the kernel command line on a direct boot ([`vmm::Boot`]), runs the VMM
 //! as its child with stdio untouched and signals forwarded, passes its exit
 //! status through, and returns the region when the VMM exits.
 //!
@@ -21,6 +23,7 @@
 //! connection's lifetime, not the signal, decides. Last net: the pool's
 //! holder scan retires a region some process still maps or holds.
 
+pub mod firecracker;
 pub mod layout;
 pub mod memory;
 pub mod vmm;
@@ -58,7 +61,7 @@ pub struct LaunchArgs {
     /// EFI table the guest kernel reads.
     #[arg(long, value_name = "PATH")]
     pub firmware: Option<PathBuf>,
-    /// The VMM binary (default: qemu-system-x86_64 or cloud-hypervisor on PATH).
+    /// The VMM binary (default: qemu-system-x86_64, cloud-hypervisor or firecracker on PATH).
     #[arg(long, value_name = "PATH")]
     pub vmm_binary: Option<PathBuf>,
     /// Print the exact command line and the hint ranges; start nothing.
@@ -130,6 +133,9 @@ pub enum Error {
     /// launcher, never the user's input).
     #[error("internal: {0}; please report this")]
     HintTransport(String),
+    /// The Firecracker config or command line.
+    #[error(transparent)]
+    Firecracker(#[from] firecracker::FcError),
     /// A file the VMM loads into guest RAM that the launcher must measure.
     #[error("cannot read {opt} {path}: {err}; check the path")]
     BootFile {
@@ -384,6 +390,7 @@ fn boot_of(a: &LaunchArgs) -> vmm::Boot {
     match a.vmm {
         VmmKind::Qemu => vmm::qemu_boot(&a.vmm_args, a.firmware.is_some()),
         VmmKind::CloudHypervisor => vmm::chv_boot(&a.vmm_args, a.firmware.is_some()),
+        VmmKind::Firecracker => vmm::Boot::Direct,
     }
 }
 
@@ -397,6 +404,7 @@ fn placeholder(a: &LaunchArgs, hint: bool, fw_cfg: &str) -> vmm::Carrier {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build_args(
     a: &LaunchArgs,
     opts: &MemoryOpts,
@@ -405,6 +413,7 @@ fn build_args(
     hugepage_bytes: Option<u64>,
     hint: vmm::Carrier,
     fw_image: Option<&[u8]>,
+    vmm_config: Option<String>,
 ) -> Result<vmm::Built, Error> {
     let inp = vmm::Inputs {
         size: opts.size,
@@ -414,6 +423,7 @@ fn build_args(
         hint,
         firmware: a.firmware.clone(),
         devices: device_opts(a)?,
+        vmm_config,
     };
     match a.vmm {
         VmmKind::Qemu => {
@@ -425,6 +435,7 @@ fn build_args(
         VmmKind::CloudHypervisor => {
             vmm::cloud_hypervisor(&a.vmm_args, &inp, fw_image.unwrap_or(&[]))
         }
+        VmmKind::Firecracker => vmm::firecracker(&a.vmm_args, &inp),
     }
 }
 
@@ -480,6 +491,20 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         return Err(Error::TestSwitchLocked);
     }
     let opts = MemoryOpts::parse(&a.memory)?;
+    if a.vmm == VmmKind::Firecracker {
+        if !matches!(opts.source, Source::None) {
+            return Err(Error::BadMemory(format!(
+                "source={}: Firecracker allocates its own guest memory and cannot map a region at boot (docs/launch.md, Firecracker); use source=none",
+                opts.source.name()
+            )));
+        }
+        if a.test_poison_unhinted {
+            return Err(Error::BadMemory(
+                "--test-poison-unhinted needs a region the launcher holds; Firecracker has none"
+                    .into(),
+            ));
+        }
+    }
     let binary = a
         .vmm_binary
         .clone()
@@ -512,6 +537,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         hp,
         placeholder(a, opts.hint, "/proc/self/fd/HINT_FD"),
         fw_image.as_deref(),
+        None,
     )?;
     // A firmware boot needs fw_cfg for the hint, which release binaries
     // lack: probed before anything is taken, in a dry run too.
@@ -522,6 +548,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         // A hint on the command line is shown as it will be: the layout
         // does not depend on the memory, so the text is known already.
         let mut text_hint = None;
+        let mut dry_carrier = vmm::Carrier::None;
         if let (true, Some(budget)) = (opts.hint, planned.text_budget) {
             let mut src = External {
                 ranges: planned.hint_ranges.clone(),
@@ -539,6 +566,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
                 None => vmm::Carrier::None,
             };
             text_hint = Some(h);
+            dry_carrier = carrier.clone();
             planned = build_args(
                 a,
                 &opts,
@@ -547,6 +575,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
                 hp,
                 carrier,
                 fw_image.as_deref(),
+                None,
             )?;
         }
         let built = planned;
@@ -555,6 +584,17 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
             .map(|s| shell_quote(&s))
             .collect();
         println!("{}", line.join(" "));
+        if a.vmm == VmmKind::Firecracker {
+            // CONFIG_FD is the launcher's sealed copy of the config: what
+            // Firecracker will read from it.
+            let cfg =
+                firecracker::FcConfig::parse(&vmm::firecracker_config(&a.vmm_args, &dry_carrier)?)?;
+            println!(
+                "# CONFIG_FD: the --config-file with mem_size_mib={} and boot_args={}",
+                cfg.mem_size_mib(),
+                shell_quote(cfg.boot_args().unwrap_or_default())
+            );
+        }
         println!(
             "# memory: {} bytes, source={}{}; REGION_FD and HINT_FD are descriptors the launcher opens and the VMM inherits",
             opts.size,
@@ -607,30 +647,42 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         None => None,
     };
 
-    // Memory.
-    let region = Region::acquire(&opts.source, opts.size, opts.page, opts.threads)?;
+    // Memory. Firecracker allocates its own (checked above): no region.
+    let region = match a.vmm {
+        VmmKind::Firecracker => None,
+        _ => Some(Region::acquire(
+            &opts.source,
+            opts.size,
+            opts.page,
+            opts.threads,
+        )?),
+    };
     let memory_ready = start.elapsed();
-    let region_fd = region.fd().as_raw_fd();
-    let mem_path = format!("/proc/self/fd/{region_fd}");
+    let region_fd = region.as_ref().map(|r| r.fd().as_raw_fd());
+    let mem_path = region_fd
+        .map(|fd| format!("/proc/self/fd/{fd}"))
+        .unwrap_or_default();
+    let mem_offset = region.as_ref().map_or(0, |r| r.offset());
 
     // The layout is a pure function of the arguments: computed once for
     // the hint and once more when it is frozen.
-    let hp = region.hugepage_bytes();
+    let hp = region.as_ref().and_then(|r| r.hugepage_bytes());
     let layout_of = || {
         build_args(
             a,
             &opts,
             mem_path.clone(),
-            region.offset(),
+            mem_offset,
             hp,
             placeholder(a, opts.hint, "/proc/self/fd/HINT"),
             fw_image.as_deref(),
+            None,
         )
     };
     let first = layout_of()?;
     let recompute = || layout_of().map(|b| b.hint_ranges);
-    if a.test_poison_unhinted {
-        poison_unhinted(&region, &first.ram, &first.hint_ranges)?;
+    if let (true, Some(r)) = (a.test_poison_unhinted, &region) {
+        poison_unhinted(r, &first.ram, &first.hint_ranges)?;
     }
     let mut src = External {
         ranges: if opts.hint {
@@ -641,7 +693,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         text_budget: first.text_budget,
         recompute: &recompute,
         ram: &first.ram,
-        region: Some(&region),
+        region: region.as_ref(),
         file: None,
     };
     // The blob as published (a test corruption included): a memfd the
@@ -673,22 +725,37 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         (None, None) => vmm::Carrier::None,
     };
     let hint_transport = carrier.transport();
+    // Firecracker reads the hint in its config file: the launcher's copy,
+    // sealed like the fw_cfg blob, is the --config-file it gets.
+    let vmm_config = match a.vmm {
+        VmmKind::Firecracker => {
+            let f = memory::hint_memfd(vmm::firecracker_config(&a.vmm_args, &carrier)?.as_bytes())?;
+            memory::seal(&f)?;
+            Some(f)
+        }
+        _ => None,
+    };
+    let config_fd = vmm_config.as_ref().map(|f| f.as_raw_fd());
     let built = build_args(
         a,
         &opts,
         mem_path.clone(),
-        region.offset(),
+        mem_offset,
         hp,
         carrier,
         fw_image.as_deref(),
+        config_fd.map(|fd| format!("/proc/self/fd/{fd}")),
     )?;
     let hint_ready = start.elapsed();
 
     // The VMM.
     let inherit: Vec<RawFd> = [
-        Some(region_fd),
+        region_fd,
         hint_fd,
-        region.connection().map(|c| c.as_raw_fd()),
+        config_fd,
+        region
+            .as_ref()
+            .and_then(|r| r.connection().map(|c| c.as_raw_fd())),
     ]
     .into_iter()
     .flatten()
@@ -756,8 +823,9 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     let guest_phases = listener.map(|l| l.finish()).unwrap_or_default();
     CHILD.store(0, Ordering::SeqCst);
     // The VMM is gone: the region goes back (lease closed; memfd freed).
-    let lease_id = region.lease_id();
+    let lease_id = region.as_ref().and_then(|r| r.lease_id());
     drop(hint_file);
+    drop(vmm_config);
     drop(region);
 
     let (code, signal) = match status {

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::firecracker::{self as fc, FcConfig};
 use super::layout::{self, RamRange};
 use super::Error;
 
@@ -14,8 +15,13 @@ pub const MEMORY_ID: &str = "zerostart-ram";
 pub enum VmmKind {
     /// QEMU (`qemu-system-x86_64`), machine q35, firmware OVMF with ZeroStartPkg.
     Qemu,
-    /// cloud-hypervisor (≥ v48, built with its `fw_cfg` feature), firmware CLOUDHV.fd.
+    /// cloud-hypervisor: a PVH `vmlinux` booted directly (the hint on
+    /// `--cmdline`; every release binary), or firmware CLOUDHV.fd with the
+    /// hint over fw_cfg (builds with its `fw_cfg` feature, ≥ v48).
     CloudHypervisor,
+    /// Firecracker (x86_64): its `--config-file` rewritten with the hint on
+    /// `boot_args`; it allocates its own guest memory (launch/firecracker.rs).
+    Firecracker,
 }
 
 impl VmmKind {
@@ -24,6 +30,7 @@ impl VmmKind {
         match self {
             VmmKind::Qemu => "qemu-system-x86_64",
             VmmKind::CloudHypervisor => "cloud-hypervisor",
+            VmmKind::Firecracker => fc::DEFAULT_BINARY,
         }
     }
 
@@ -32,6 +39,7 @@ impl VmmKind {
         match self {
             VmmKind::Qemu => "qemu",
             VmmKind::CloudHypervisor => "cloud-hypervisor",
+            VmmKind::Firecracker => "firecracker",
         }
     }
 }
@@ -111,6 +119,9 @@ pub struct Inputs {
     pub firmware: Option<PathBuf>,
     /// `--disk`, `--net`, `--vsock`.
     pub devices: DeviceOpts,
+    /// Firecracker: the `--config-file` path it is given, the launcher's
+    /// rewritten copy (`/proc/self/fd/N`); `None` names a placeholder.
+    pub vmm_config: Option<String>,
 }
 
 /// The launcher's `--disk` / `--net` / `--vsock`, in zerostart run's
@@ -740,6 +751,86 @@ pub fn cloud_hypervisor(
     })
 }
 
+/// The user's Firecracker config file, parsed (from its `--config-file`).
+fn fc_config(user: &[String]) -> Result<(fc::FcArgs, FcConfig), Error> {
+    let parsed = fc::check_args(user)?;
+    let text = std::fs::read_to_string(&parsed.config_file).map_err(|err| Error::BootFile {
+        opt: "--config-file",
+        path: parsed.config_file.clone().into(),
+        err,
+    })?;
+    Ok((parsed, FcConfig::parse(&text)?))
+}
+
+/// Firecracker: its own `--config-file` replaced by the launcher's copy
+/// ([`firecracker_config`]), `--no-api` unless the user gave an API socket;
+/// the layout from the config, the kernel ELF and the initrd
+/// (launch/firecracker.rs). Always a direct boot: Firecracker has no
+/// firmware path. The launcher's `--disk`/`--net`/`--vsock` are refused:
+/// Firecracker takes its devices from the config file.
+pub fn firecracker(user: &[String], inp: &Inputs) -> Result<Built, Error> {
+    let k = VmmKind::Firecracker;
+    let (parsed, cfg) = fc_config(user)?;
+    if inp.firmware.is_some() {
+        return Err(conflict(
+            k,
+            "--firmware",
+            "Firecracker has no firmware boot; it loads the kernel itself",
+        ));
+    }
+    if inp.devices != DeviceOpts::default() {
+        return Err(conflict(
+            k,
+            "--disk/--net/--vsock",
+            "Firecracker takes its devices from the config file (drives, network-interfaces, vsock)",
+        ));
+    }
+    fc::check_size(&cfg, inp.size)?;
+    let budget = fc::text_budget(&cfg)?;
+    let kernel = std::fs::read(cfg.kernel_image_path()).map_err(|err| Error::BootFile {
+        opt: "kernel_image_path",
+        path: cfg.kernel_image_path().into(),
+        err,
+    })?;
+    let initrd_bytes = match cfg.initrd_path() {
+        Some(p) => std::fs::metadata(p)
+            .map_err(|err| Error::BootFile {
+                opt: "initrd_path",
+                path: p.into(),
+                err,
+            })?
+            .len(),
+        None => 0,
+    };
+    let lay = fc::guest_layout(&cfg, &kernel, initrd_bytes)?;
+    if let Carrier::FwCfg(_) = inp.hint {
+        return Err(Error::HintTransport(
+            "Firecracker takes the hint on boot_args only".into(),
+        ));
+    }
+    let path = inp
+        .vmm_config
+        .clone()
+        .unwrap_or_else(|| "/proc/self/fd/CONFIG_FD".into());
+    Ok(Built {
+        args: fc::args_with_config(user, &parsed, &path),
+        ram: lay.ram,
+        hint_ranges: lay.hint_ranges,
+        boot: Boot::Direct,
+        text_budget: Some(budget),
+    })
+}
+
+/// The config file the launcher hands Firecracker: the user's, with
+/// ` prezero.hint=<text>` added to `boot_args` when there is a hint.
+pub fn firecracker_config(user: &[String], hint: &Carrier) -> Result<String, Error> {
+    let (_, cfg) = fc_config(user)?;
+    match hint {
+        Carrier::Text(t) => Ok(fc::with_hint(&cfg, t)?),
+        _ => Ok(serde_json::to_string_pretty(cfg.json()).unwrap_or_default()),
+    }
+}
+
 /// Whether a cloud-hypervisor binary has the fw_cfg device: builds without
 /// the `fw_cfg` Cargo feature do not list `--fw-cfg-config` in `--help`.
 pub fn chv_has_fw_cfg(help: &str) -> bool {
@@ -784,6 +875,7 @@ mod tests {
             hint: Carrier::FwCfg("/proc/self/fd/8".into()),
             firmware: Some("/fw/CLOUDHV.fd".into()),
             devices: DeviceOpts::default(),
+            vmm_config: None,
         }
     }
 
@@ -960,6 +1052,58 @@ mod tests {
         assert!(e.contains("--kernel /no/such/vmlinux"), "{e}");
         assert_eq!(chv_boot(&s(&["--kernel", &kernel]), false), Boot::Direct);
         assert_eq!(chv_boot(&s(&["--kernel", &kernel]), true), Boot::Uefi);
+    }
+
+    #[test]
+    fn firecracker_takes_the_hint_in_its_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let kernel = dir.path().join("vmlinux");
+        std::fs::write(&kernel, vmlinux_like(20)).unwrap();
+        let cfg = dir.path().join("vm.json");
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"{{"boot-source": {{"kernel_image_path": "{}", "boot_args": "console=ttyS0"}},
+                    "machine-config": {{"vcpu_count": 1, "mem_size_mib": 1024}}, "x-unknown": 1}}"#,
+                kernel.display()
+            ),
+        )
+        .unwrap();
+        let user = s(&["--config-file", &cfg.display().to_string()]);
+        let mut i = inputs(GIB);
+        i.firmware = None;
+        i.hint = Carrier::Text("ABC".into());
+        i.vmm_config = Some("/proc/self/fd/9".into());
+        let b = firecracker(&user, &i).unwrap();
+        assert_eq!(b.boot, Boot::Direct);
+        assert_eq!(b.args, s(&["--config-file", "/proc/self/fd/9", "--no-api"]));
+        // The kernel's segment [16, 36) MiB is left out, the floor too.
+        assert_eq!(b.hint_ranges, vec![(36 * MIB, GIB - 36 * MIB)]);
+        let json = firecracker_config(&user, &i.hint).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            v["boot-source"]["boot_args"],
+            "console=ttyS0 prezero.hint=ABC"
+        );
+        assert_eq!(v["x-unknown"], 1);
+        // Firecracker has no firmware, no fw_cfg, and its own devices.
+        i.hint = Carrier::FwCfg("/proc/self/fd/8".into());
+        assert!(firecracker(&user, &i)
+            .unwrap_err()
+            .to_string()
+            .contains("internal"));
+        i.hint = Carrier::None;
+        i.firmware = Some("/fw/CLOUDHV.fd".into());
+        assert!(firecracker(&user, &i)
+            .unwrap_err()
+            .to_string()
+            .contains("firmware"));
+        i.firmware = None;
+        i.size = 2 * GIB;
+        assert!(firecracker(&user, &i)
+            .unwrap_err()
+            .to_string()
+            .contains("mem_size_mib"));
     }
 
     #[test]
