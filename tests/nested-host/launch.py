@@ -146,20 +146,21 @@ def direct_scenarios(kernel: str) -> list[LaunchScenario]:
     the linuxboot option ROM start the kernel, the hint rides on -append).
     The pool row is the poisoned-memory experiment that checks the layout
     facts (vmm::qemu_direct_writes): every byte the hint leaves out is
-    poisoned first, and verify checks every clear the kernel skips. The
-    corrupt row logs at loglevel 5 so the kernel's one-line reason reaches
-    the console."""
+    poisoned first, and verify checks every clear the kernel skips. They
+    log at loglevel 5, so the kernel's one-line reasons (a refused hint)
+    reach the console."""
     return [
         LaunchScenario("launch-qemu-direct-corrupt-1g", 1024, vmm="qemu-direct", kernel=kernel, expect="corrupt",
                        launcher_args="--test-corrupt-hint checksum", guest_args=guest_args(1024, "loglevel=5"),
                        note="direct boot: a hint with a bad checksum on the command line is refused with its "
                             "one-line reason"),
         LaunchScenario("launch-qemu-direct-pool-1g", 1024, vmm="qemu-direct", kernel=kernel,
-                       launcher_args="--test-poison-unhinted", guest_args=guest_args(1024),
+                       launcher_args="--test-poison-unhinted", guest_args=guest_args(1024, "loglevel=5"),
                        note="direct boot (SeaBIOS, -kernel) on pool memory, hint on the kernel command line; "
                             "every byte the hint leaves out is poisoned first, every skipped clear verified"),
         LaunchScenario("launch-qemu-direct-dirty-1g", 1024, vmm="qemu-direct", kernel=kernel, expect="dirty",
-                       launcher_args="--test-corrupt-hint dirty", guest_args=guest_args(1024, "zsinit.check_pct=85"),
+                       launcher_args="--test-corrupt-hint dirty",
+                       guest_args=guest_args(1024, "zsinit.check_pct=85 loglevel=5"),
                        note="negative control of the direct boot: a byte planted inside the hint must be caught"),
     ]
 
