@@ -340,6 +340,7 @@ impl HintSource for External<'_> {
             if !h.fit_text(budget) {
                 return Ok(None);
             }
+            h = two_markers(h, budget)?;
         }
         Ok(Some(h))
     }
@@ -364,7 +365,44 @@ impl HintSource for External<'_> {
     }
 }
 
-/// Parses the launcher's `--disk`, `--net` and `--vsock` with zerostart
+/// A one-range text hint split in two at a 2 MiB boundary near its
+/// middle, when the budget has room for the second entry. The kernel
+/// consumes a hint through the last page of each range (its marker page)
+/// and needs one it can vouch for; the decompressor's KASLR keeps the
+/// kernel off the marker pages of a setup_data hint but does not read the
+/// text transports, so it lands on a lone range's marker in a few percent
+/// of boots (a 1 GiB guest: about the kernel's size over RAM), and the
+/// kernel then refuses the whole hint for want of a marker (seen once in
+/// the nested host's direct-boot rows). Two markers hundreds of MiB apart
+/// cannot both be under the kernel. Nothing else changes: the same bytes
+/// are hinted, one more 4 KiB page stays reserved.
+fn two_markers(h: Hint, budget: usize) -> Result<Hint, hint::Error> {
+    const ALIGN: u64 = 2 << 20;
+    let room =
+        zerohint::text_len(zerohint::encoded_size(2)) <= budget.min(zerohint::TEXT_MAX_CHARS);
+    let [e] = h.entries.as_slice() else {
+        return Ok(h);
+    };
+    let mid = (e.start + e.length / 2) & !(ALIGN - 1);
+    if !room || mid <= e.start || mid >= e.start + e.length {
+        return Ok(h);
+    }
+    // Built entry by entry: zeroed_from_ranges would merge the two halves
+    // again. Adjacent entries are valid (golden vector ok_adjacent).
+    let (a, b) = (
+        zerohint::Entry::zeroed(e.start, mid - e.start, e.page_shift),
+        zerohint::Entry::zeroed(mid, e.start + e.length - mid, e.page_shift),
+    );
+    let split = Hint {
+        flags: h.flags,
+        entries: vec![a, b],
+    };
+    // The encoder validates what it emits; a split it refused would be a bug.
+    split.encode()?;
+    Ok(split)
+}
+
+/// Parses the launcher's `--disk`, `--net` and `--vsock` with zerostart/// Parses the launcher's `--disk`, `--net` and `--vsock` with zerostart
 /// run's grammar (options crate) and the same MAC/vhost rule.
 pub fn device_opts(a: &LaunchArgs) -> Result<vmm::DeviceOpts, Error> {
     let disks = a
@@ -962,6 +1000,23 @@ fn reraise(sig: i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_text_range_gets_two_markers() {
+        const MIB: u64 = 1 << 20;
+        let one = Hint::zeroed_from_ranges(&[(32 * MIB, 926 * MIB)], 12).unwrap();
+        let h = two_markers(one.clone(), 1000).unwrap();
+        let r: Vec<(u64, u64)> = h.entries.iter().map(|e| (e.start, e.length)).collect();
+        assert_eq!(r, vec![(32 * MIB, 462 * MIB), (494 * MIB, 464 * MIB)]);
+        assert_eq!(h.total_bytes(), one.total_bytes());
+        // No room for a second entry, or nothing to split: unchanged.
+        assert_eq!(two_markers(one.clone(), 80).unwrap(), one);
+        let small = Hint::zeroed_from_ranges(&[(32 * MIB, MIB)], 12).unwrap();
+        assert_eq!(two_markers(small.clone(), 1000).unwrap(), small);
+        let two =
+            Hint::zeroed_from_ranges(&[(32 * MIB, 8 * MIB), (64 * MIB, 8 * MIB)], 12).unwrap();
+        assert_eq!(two_markers(two.clone(), 1000).unwrap(), two);
+    }
 
     #[test]
     fn memory_options() {
