@@ -76,8 +76,11 @@ class LaunchScenario:
 
 
 def guest_args(mem_mib: int, extra: str = "") -> str:
+    """The L3 kernel's arguments of a launch row. loglevel=5 after the
+    cmdline's quiet: the kernel's warnings (a WARNING, a refused hint's
+    reason) reach the console, where judge() reads them."""
     huge = 64
-    return (f"prezero.verify=1 hugepages={huge} zsinit.check_mib=64 zsinit.populate_mib={huge * 2} "
+    return (f"loglevel=5 prezero.verify=1 hugepages={huge} zsinit.check_mib=64 zsinit.populate_mib={huge * 2} "
             f"{extra} {os.environ.get('ZSE2E_GUEST_APPEND', '')}").strip()
 
 
@@ -146,21 +149,21 @@ def direct_scenarios(kernel: str) -> list[LaunchScenario]:
     the linuxboot option ROM start the kernel, the hint rides on -append).
     The pool row is the poisoned-memory experiment that checks the layout
     facts (vmm::qemu_direct_writes): every byte the hint leaves out is
-    poisoned first, and verify checks every clear the kernel skips. They
-    log at loglevel 5, so the kernel's one-line reasons (a refused hint)
-    reach the console."""
+    poisoned first, and verify checks every clear the kernel skips. Like
+    every launch row they log at loglevel 5 (guest_args), so the kernel's
+    one-line reasons (a refused hint) reach the console."""
     return [
         LaunchScenario("launch-qemu-direct-corrupt-1g", 1024, vmm="qemu-direct", kernel=kernel, expect="corrupt",
-                       launcher_args="--test-corrupt-hint checksum", guest_args=guest_args(1024, "loglevel=5"),
+                       launcher_args="--test-corrupt-hint checksum", guest_args=guest_args(1024),
                        note="direct boot: a hint with a bad checksum on the command line is refused with its "
                             "one-line reason"),
         LaunchScenario("launch-qemu-direct-pool-1g", 1024, vmm="qemu-direct", kernel=kernel,
-                       launcher_args="--test-poison-unhinted", guest_args=guest_args(1024, "loglevel=5"),
+                       launcher_args="--test-poison-unhinted", guest_args=guest_args(1024),
                        note="direct boot (SeaBIOS, -kernel) on pool memory, hint on the kernel command line; "
                             "every byte the hint leaves out is poisoned first, every skipped clear verified"),
         LaunchScenario("launch-qemu-direct-dirty-1g", 1024, vmm="qemu-direct", kernel=kernel, expect="dirty",
                        launcher_args="--test-corrupt-hint dirty",
-                       guest_args=guest_args(1024, "zsinit.check_pct=85 loglevel=5"),
+                       guest_args=guest_args(1024, "zsinit.check_pct=85"),
                        note="negative control of the direct boot: a byte planted inside the hint must be caught"),
     ]
 
@@ -298,6 +301,12 @@ def judge(r: LaunchResult) -> None:
     skipped = int(v.get("kernel_pages_skipped", -1))
     fails = int(v.get("kernel_verify_failures", -1))
     nonzero = int(v.get("nonzero_bytes", -1))
+    # A kernel bug line fails the row whatever the verdict says (a Bad
+    # page state with a PASS verdict is no pass); verify mode's own WARN
+    # on a caught page is the dirty rows' point and never matches.
+    bug = next((ln for _, ln in r.l3 if e2e.L3_KERNEL_BUG_RE.search(ln)), None)
+    if bug:
+        f.append(f"kernel bug line on the guest console: {bug.strip()[:160]}")
     if r.timeline is None:
         f.append("no launcher timeline")
     else:

@@ -240,6 +240,16 @@ class Judge(unittest.TestCase):
         self.assertTrue(drive(sc, V.format(sk=0, vf=0), tl=tl).failures)
         self.assertTrue(drive(sc, V.format(sk=3, vf=0), tl=tl, l3=why).failures)
 
+    def test_a_kernel_bug_line_fails_a_passing_row(self):
+        sc = launch.LaunchScenario("b", 1024)
+        bug = ["[    3.100000] BUG: Bad page state in process zsinit  pfn:12345"]
+        r = drive(sc, V.format(sk=46766, vf=0), l3=bug)
+        self.assertTrue(any("kernel bug line" in f and "Bad page state" in f for f in r.failures), r.failures)
+        # verify mode's WARN on a caught page is the dirty rows' point.
+        warn = ["[    3.1] WARNING: CPU: 0 PID: 1 at mm/zerostart_pristine.c:200 zerostart_verify_pages+0x9c/0x120"]
+        sc = launch.LaunchScenario("d", 1024, expect="dirty")
+        self.assertEqual(drive(sc, V.format(sk=5, vf=1), l3=warn).failures, [])
+
     def test_vmm_exit_code_fails(self):
         r = drive(launch.LaunchScenario("a", 1024), V.format(sk=46766, vf=0), rc=1)
         self.assertTrue(any("exited 1" in f for f in r.failures), r.failures)
