@@ -425,11 +425,7 @@ pub fn device_opts(a: &LaunchArgs) -> Result<vmm::DeviceOpts, Error> {
 
 /// The boot path of the launch: decides the hint's transport.
 fn boot_of(a: &LaunchArgs) -> vmm::Boot {
-    match a.vmm {
-        VmmKind::Qemu => vmm::qemu_boot(&a.vmm_args, a.firmware.is_some()),
-        VmmKind::CloudHypervisor => vmm::chv_boot(&a.vmm_args, a.firmware.is_some()),
-        VmmKind::Firecracker => vmm::Boot::Direct,
-    }
+    a.vmm.driver().boot(&a.vmm_args, a.firmware.is_some())
 }
 
 /// The carrier of a hint that is not known yet: the placeholder a dry
@@ -463,18 +459,9 @@ fn build_args(
         devices: device_opts(a)?,
         vmm_config,
     };
-    match a.vmm {
-        VmmKind::Qemu => {
-            if a.firmware.is_none() && opts.hint && boot_of(a) == vmm::Boot::Uefi {
-                return Err(Error::QemuNeedsFirmware);
-            }
-            vmm::qemu(&a.vmm_args, &inp)
-        }
-        VmmKind::CloudHypervisor => {
-            vmm::cloud_hypervisor(&a.vmm_args, &inp, fw_image.unwrap_or(&[]))
-        }
-        VmmKind::Firecracker => vmm::firecracker(&a.vmm_args, &inp),
-    }
+    a.vmm
+        .driver()
+        .build(&a.vmm_args, &inp, fw_image.unwrap_or(&[]))
 }
 
 fn shell_quote(s: &str) -> String {
@@ -529,7 +516,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         return Err(Error::TestSwitchLocked);
     }
     let opts = MemoryOpts::parse(&a.memory)?;
-    if a.vmm == VmmKind::Firecracker {
+    if !a.vmm.driver().takes_memory() {
         if !matches!(opts.source, Source::None) {
             return Err(Error::BadMemory(format!(
                 "source={}: Firecracker allocates its own guest memory and cannot map a region at boot (docs/launch.md, Firecracker); use source=none",
@@ -579,9 +566,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     )?;
     // A firmware boot needs fw_cfg for the hint, which release binaries
     // lack: probed before anything is taken, in a dry run too.
-    if a.vmm == VmmKind::CloudHypervisor && opts.hint && boot_of(a) == vmm::Boot::Uefi {
-        vmm::check_chv_binary(&binary)?;
-    }
+    a.vmm.driver().probe(&binary, boot_of(a), opts.hint)?;
     if a.dry_run {
         // A hint on the command line is shown as it will be: the layout
         // does not depend on the memory, so the text is known already.
@@ -686,9 +671,9 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     };
 
     // Memory. Firecracker allocates its own (checked above): no region.
-    let region = match a.vmm {
-        VmmKind::Firecracker => None,
-        _ => Some(Region::acquire(
+    let region = match a.vmm.driver().takes_memory() {
+        false => None,
+        true => Some(Region::acquire(
             &opts.source,
             opts.size,
             opts.page,

@@ -44,7 +44,86 @@ impl VmmKind {
     }
 }
 
-/// How the guest boots, which decides how the hint reaches it.
+/// One external VMM as the launcher drives it: each VMM's facts live
+/// behind these four questions, so `launch::run` asks them the same way
+/// for every VMM and adding one is one more implementation.
+pub trait Driver: Sync {
+    /// How the user's command line boots the guest (with or without the
+    /// launcher's `--firmware`), which decides the hint's transport.
+    fn boot(&self, user: &[String], firmware: bool) -> Boot;
+    /// The VMM's full argument list for the launcher's inputs (the hint in
+    /// the transport of that boot), its guest RAM layout and the ranges it
+    /// never writes before the first instruction; the user's arguments that
+    /// would break the hint are refused here.
+    fn build(&self, user: &[String], inp: &Inputs, firmware_image: &[u8]) -> Result<Built, Error>;
+    /// Whether the binary can carry a hint on this boot (cloud-hypervisor's
+    /// fw_cfg feature); `Ok` when there is nothing to check.
+    fn probe(&self, binary: &Path, boot: Boot, hint: bool) -> Result<(), Error>;
+    /// Whether the launcher provides guest RAM (a pool lease or its own
+    /// memfd); Firecracker allocates its own.
+    fn takes_memory(&self) -> bool {
+        true
+    }
+}
+
+struct QemuDriver;
+struct ChvDriver;
+struct FirecrackerDriver;
+
+impl Driver for QemuDriver {
+    fn boot(&self, user: &[String], firmware: bool) -> Boot {
+        qemu_boot(user, firmware)
+    }
+    fn build(&self, user: &[String], inp: &Inputs, _: &[u8]) -> Result<Built, Error> {
+        qemu(user, inp)
+    }
+    fn probe(&self, _: &Path, _: Boot, _: bool) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+impl Driver for ChvDriver {
+    fn boot(&self, user: &[String], firmware: bool) -> Boot {
+        chv_boot(user, firmware)
+    }
+    fn build(&self, user: &[String], inp: &Inputs, firmware_image: &[u8]) -> Result<Built, Error> {
+        cloud_hypervisor(user, inp, firmware_image)
+    }
+    fn probe(&self, binary: &Path, boot: Boot, hint: bool) -> Result<(), Error> {
+        if hint && boot == Boot::Uefi {
+            check_chv_binary(binary)?;
+        }
+        Ok(())
+    }
+}
+
+impl Driver for FirecrackerDriver {
+    fn boot(&self, _: &[String], _: bool) -> Boot {
+        Boot::Direct
+    }
+    fn build(&self, user: &[String], inp: &Inputs, _: &[u8]) -> Result<Built, Error> {
+        firecracker(user, inp)
+    }
+    fn probe(&self, _: &Path, _: Boot, _: bool) -> Result<(), Error> {
+        Ok(())
+    }
+    fn takes_memory(&self) -> bool {
+        false
+    }
+}
+
+impl VmmKind {
+    /// The driver that knows this VMM.
+    pub fn driver(self) -> &'static dyn Driver {
+        match self {
+            VmmKind::Qemu => &QemuDriver,
+            VmmKind::CloudHypervisor => &ChvDriver,
+            VmmKind::Firecracker => &FirecrackerDriver,
+        }
+    }
+}
+
+/// How the guest boots, which decides how the hint reaches it./// How the guest boots, which decides how the hint reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Boot {
     /// The VMM loads the kernel itself (QEMU `-kernel` without
@@ -391,6 +470,9 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
         )));
     }
     let boot = qemu_boot(user, inp.firmware.is_some());
+    if boot == Boot::Uefi && inp.firmware.is_none() && inp.hint != Carrier::None {
+        return Err(Error::QemuNeedsFirmware);
+    }
     let mut args: Vec<String> = user.to_vec();
     let line = append.as_ref().map_or("", |(v, _)| v.as_str());
     // Checked above: the user's line takes a hint.
@@ -1104,6 +1186,37 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("mem_size_mib"));
+    }
+
+    #[test]
+    fn each_vmm_answers_through_its_driver() {
+        let k = s(&["-kernel", "/k"]);
+        assert_eq!(VmmKind::Qemu.driver().boot(&k, false), Boot::Direct);
+        assert_eq!(VmmKind::Qemu.driver().boot(&k, true), Boot::Uefi);
+        let k = s(&["--kernel", "/k"]);
+        assert_eq!(
+            VmmKind::CloudHypervisor.driver().boot(&k, false),
+            Boot::Direct
+        );
+        assert_eq!(VmmKind::Firecracker.driver().boot(&[], false), Boot::Direct);
+        assert!(VmmKind::Qemu.driver().takes_memory());
+        assert!(!VmmKind::Firecracker.driver().takes_memory());
+        // Only a cloud-hypervisor firmware boot with a hint needs fw_cfg: a
+        // binary that cannot even run is refused then, and only then.
+        let none = Path::new("/no/such/cloud-hypervisor");
+        let chv = VmmKind::CloudHypervisor.driver();
+        assert!(chv.probe(none, Boot::Uefi, true).is_err());
+        assert!(chv.probe(none, Boot::Direct, true).is_ok());
+        assert!(chv.probe(none, Boot::Uefi, false).is_ok());
+        // QEMU without a firmware or a kernel cannot carry the hint.
+        let mut i = inputs(GIB);
+        i.firmware = None;
+        let e = VmmKind::Qemu
+            .driver()
+            .build(&[], &i, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("-kernel"), "{e}");
     }
 
     #[test]
