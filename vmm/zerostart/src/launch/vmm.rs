@@ -346,6 +346,89 @@ fn conflict(vmm: VmmKind, arg: &str, why: &str) -> Error {
     }
 }
 
+/// The value of the option at `user[i]`: after its `=`, else the next
+/// argument, with that argument's index (`None` for the `opt=value` form).
+fn option_value(user: &[String], i: usize) -> (String, Option<usize>) {
+    match user[i].split_once('=') {
+        Some((_, v)) => (v.to_string(), None),
+        None => (user.get(i + 1).cloned().unwrap_or_default(), Some(i + 1)),
+    }
+}
+
+/// The kernel command line the user gave a direct-boot VMM (QEMU
+/// `-append`, cloud-hypervisor `--cmdline`): its value and the argv index
+/// of that value (`None` for the `opt=value` form).
+struct KernelLine {
+    value: String,
+    at: Option<usize>,
+}
+
+impl KernelLine {
+    /// Option `a`'s line, refused when the hint cannot be added to it
+    /// (someone else's `prezero.hint`, an open quote, a NUL).
+    fn take(k: VmmKind, a: &str, value: String, at: Option<usize>) -> Result<Self, Error> {
+        if let Err(e) = zerohint::cmdline_text_budget(&value) {
+            let why = match e {
+                zerohint::CmdlineError::HasHint => {
+                    "the launcher adds the prezero.hint parameter itself".to_string()
+                }
+                e => format!("the launcher cannot add the hint to it: {e}"),
+            };
+            return Err(conflict(k, &format!("{a} {value}"), &why));
+        }
+        Ok(KernelLine { value, at })
+    }
+}
+
+/// The hint's text on the kernel command line of a direct boot: the
+/// user's `line` (option `opt`) gets ` prezero.hint=<text>` in `args`, or
+/// `opt` is added with it. Returns the text's budget on a direct boot
+/// (`None` on a firmware boot); a carrier the boot has no transport for
+/// is a launcher bug.
+fn carry_text(
+    k: VmmKind,
+    opt: &str,
+    line: Option<&KernelLine>,
+    boot: Boot,
+    hint: &Carrier,
+    args: &mut Vec<String>,
+) -> Result<Option<usize>, Error> {
+    let value = line.map_or("", |l| l.value.as_str());
+    match (hint, boot) {
+        (Carrier::Text(t), Boot::Direct) => {
+            let with = zerohint::cmdline_with_text(value, t).map_err(|e| {
+                conflict(
+                    k,
+                    &format!("{opt} {value}"),
+                    &format!("the launcher cannot add the hint to it: {e}"),
+                )
+            })?;
+            match line.map(|l| l.at) {
+                Some(Some(at)) => args[at] = with,
+                Some(None) => {
+                    return Err(conflict(
+                        k,
+                        &format!("{opt}={value}"),
+                        &format!("write {opt} and its value as two arguments"),
+                    ))
+                }
+                None => args.extend([opt.to_string(), with]),
+            }
+        }
+        (Carrier::Text(_), Boot::Uefi) | (Carrier::FwCfg(_), Boot::Direct) => {
+            return Err(Error::HintTransport(format!(
+                "{} {} boot cannot take the hint as {}",
+                k.name(),
+                boot.name(),
+                hint.transport()
+            )))
+        }
+        _ => {}
+    }
+    // Checked by KernelLine::take: the user's line takes a hint.
+    Ok((boot == Boot::Direct).then(|| zerohint::cmdline_text_budget(value).unwrap_or(0)))
+}
+
 /// QEMU option name of `a` (`-m`, `--m` and `-m=...` style alike).
 fn qemu_opt(a: &str) -> Option<&str> {
     let s = a.strip_prefix("--").or_else(|| a.strip_prefix('-'))?;
@@ -363,31 +446,13 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     let k = VmmKind::Qemu;
     let mut machine_named = false;
     let (mut kernel, mut initrd, mut append) = (None, None, None);
-    let mut it = user.iter().enumerate().peekable();
-    while let Some((i, a)) = it.next() {
+    for (i, a) in user.iter().enumerate() {
         let Some(opt) = qemu_opt(a) else { continue };
-        let (val, val_at) = match a.split_once('=') {
-            Some((_, v)) => (v.to_string(), None),
-            None => (
-                it.peek().map(|(_, v)| v.to_string()).unwrap_or_default(),
-                Some(i + 1),
-            ),
-        };
+        let (val, val_at) = option_value(user, i);
         match opt {
             "kernel" => kernel = Some(val.clone()),
             "initrd" => initrd = Some(val.clone()),
-            "append" => {
-                if let Err(e) = zerohint::cmdline_text_budget(&val) {
-                    let why = match e {
-                        zerohint::CmdlineError::HasHint => {
-                            "the launcher adds the prezero.hint parameter itself".to_string()
-                        }
-                        e => format!("the launcher cannot add the hint to it: {e}"),
-                    };
-                    return Err(conflict(k, &format!("{a} {val}"), &why));
-                }
-                append = Some((val.clone(), val_at));
-            }
+            "append" => append = Some(KernelLine::take(k, a, val, val_at)?),
             "m" => return Err(conflict(k, a, "the launcher sets -m to --memory size=")),
             "mem-path" | "mem-prealloc" => {
                 return Err(conflict(k, a, "guest RAM comes from the launcher's region"))
@@ -474,40 +539,7 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
         return Err(Error::QemuNeedsFirmware);
     }
     let mut args: Vec<String> = user.to_vec();
-    let line = append.as_ref().map_or("", |(v, _)| v.as_str());
-    // Checked above: the user's line takes a hint.
-    let text_budget =
-        (boot == Boot::Direct).then(|| zerohint::cmdline_text_budget(line).unwrap_or(0));
-    match (&inp.hint, boot) {
-        (Carrier::Text(t), Boot::Direct) => {
-            let with = zerohint::cmdline_with_text(line, t).map_err(|e| {
-                conflict(
-                    k,
-                    &format!("-append {line}"),
-                    &format!("the launcher cannot add the hint to it: {e}"),
-                )
-            })?;
-            match &append {
-                Some((_, Some(at))) => args[*at] = with,
-                Some((v, None)) => {
-                    return Err(conflict(
-                        k,
-                        &format!("-append={v}"),
-                        "write -append and its value as two arguments",
-                    ))
-                }
-                None => args.extend(["-append".into(), with]),
-            }
-        }
-        (Carrier::Text(_), Boot::Uefi) | (Carrier::FwCfg(_), Boot::Direct) => {
-            return Err(Error::HintTransport(format!(
-                "QEMU {} boot cannot take the hint as {}",
-                boot.name(),
-                inp.hint.transport()
-            )))
-        }
-        _ => {}
-    }
+    let text_budget = carry_text(k, "-append", append.as_ref(), boot, &inp.hint, &mut args)?;
     if !machine_named {
         args.extend(["-machine".into(), "q35".into()]);
     }
@@ -648,16 +680,9 @@ pub fn cloud_hypervisor(
         return Err(Error::ChvNeedsFirmware);
     }
     let (mut kernel, mut initramfs, mut cmdline) = (None, None, None);
-    let mut it = user.iter().enumerate().peekable();
-    while let Some((i, a)) = it.next() {
+    for (i, a) in user.iter().enumerate() {
         let Some(opt) = chv_opt(a) else { continue };
-        let (val, val_at) = match a.split_once('=') {
-            Some((_, v)) => (v.to_string(), None),
-            None => (
-                it.peek().map(|(_, v)| v.to_string()).unwrap_or_default(),
-                Some(i + 1),
-            ),
-        };
+        let (val, val_at) = option_value(user, i);
         match opt {
             "memory" | "memory-zone" => {
                 return Err(conflict(k, a, "the launcher adds the memory zone"))
@@ -706,18 +731,7 @@ pub fn cloud_hypervisor(
             }
             "kernel" => kernel = Some(val),
             "initramfs" => initramfs = Some(val),
-            "cmdline" => {
-                if let Err(e) = zerohint::cmdline_text_budget(&val) {
-                    let why = match e {
-                        zerohint::CmdlineError::HasHint => {
-                            "the launcher adds the prezero.hint parameter itself".to_string()
-                        }
-                        e => format!("the launcher cannot add the hint to it: {e}"),
-                    };
-                    return Err(conflict(k, &format!("{a} {val}"), &why));
-                }
-                cmdline = Some((val, val_at));
-            }
+            "cmdline" => cmdline = Some(KernelLine::take(k, a, val, val_at)?),
             _ => {}
         }
     }
@@ -736,39 +750,7 @@ pub fn cloud_hypervisor(
         None => zone.push_str(",hugepages=off"),
     }
     let mut args: Vec<String> = user.to_vec();
-    let line = cmdline.as_ref().map_or("", |(v, _)| v.as_str());
-    let text_budget =
-        (boot == Boot::Direct).then(|| zerohint::cmdline_text_budget(line).unwrap_or(0));
-    match (&inp.hint, boot) {
-        (Carrier::Text(t), Boot::Direct) => {
-            let with = zerohint::cmdline_with_text(line, t).map_err(|e| {
-                conflict(
-                    k,
-                    &format!("--cmdline {line}"),
-                    &format!("the launcher cannot add the hint to it: {e}"),
-                )
-            })?;
-            match &cmdline {
-                Some((_, Some(at))) => args[*at] = with,
-                Some((v, None)) => {
-                    return Err(conflict(
-                        k,
-                        &format!("--cmdline={v}"),
-                        "write --cmdline and its value as two arguments",
-                    ))
-                }
-                None => args.extend(["--cmdline".into(), with]),
-            }
-        }
-        (Carrier::Text(_), Boot::Uefi) | (Carrier::FwCfg(_), Boot::Direct) => {
-            return Err(Error::HintTransport(format!(
-                "cloud-hypervisor {} boot cannot take the hint as {}",
-                boot.name(),
-                inp.hint.transport()
-            )))
-        }
-        _ => {}
-    }
+    let text_budget = carry_text(k, "--cmdline", cmdline.as_ref(), boot, &inp.hint, &mut args)?;
     args.extend([
         "--memory".into(),
         "size=0".into(),
