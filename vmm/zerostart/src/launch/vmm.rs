@@ -599,15 +599,28 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
                 size("-initrd", &initrd)?,
             );
             // An ELF kernel (PVH) is loaded segment by segment at its
-            // physical addresses instead.
+            // physical addresses instead. Only then is the whole file read:
+            // the usual bzImage needs its size alone, and this runs on the
+            // launch path, more than once.
             if let Some(p) = &kernel {
-                let image = std::fs::read(p).map_err(|err| Error::BootFile {
+                let err = |err| Error::BootFile {
                     opt: "-kernel",
                     path: p.into(),
                     err,
-                })?;
-                if let Some(segs) = layout::elf_load_segments(&image) {
-                    w.extend(segs.iter().map(|&(s, e)| (s, e - s)));
+                };
+                let mut magic = [0u8; 4];
+                let elf = match std::fs::File::open(p)
+                    .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+                {
+                    Ok(()) => &magic == b"\x7fELF",
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => false,
+                    Err(e) => return Err(err(e)),
+                };
+                if elf {
+                    let image = std::fs::read(p).map_err(err)?;
+                    if let Some(segs) = layout::elf_load_segments(&image) {
+                        w.extend(segs.iter().map(|&(s, e)| (s, e - s)));
+                    }
                 }
             }
             w
@@ -1296,6 +1309,11 @@ mod tests {
         let big = sized_file(dir.path(), "big", 40 * MIB);
         let b = qemu(&s(&["-kernel", &big]), &i).unwrap();
         assert_eq!(b.hint_ranges, vec![(41 * MIB, GIB - 64 * MIB - 41 * MIB)]);
+        // An ELF kernel is left out where its segments go ([16, 56) MiB).
+        let elf = dir.path().join("vmlinux");
+        std::fs::write(&elf, vmlinux_like(40)).unwrap();
+        let e = qemu(&s(&["-kernel", &elf.display().to_string()]), &i).unwrap();
+        assert_eq!(e.hint_ranges, vec![(56 * MIB, GIB - 64 * MIB - 56 * MIB)]);
         // No -append: the launcher adds one.
         let n = b.args.iter().position(|a| a == "-append").unwrap();
         assert_eq!(b.args[n + 1], "prezero.hint=ABC");
