@@ -11,7 +11,6 @@ from the project's.
 
 usage: gen-kernel-vectors.py VECTORS_DIR OUT_DIR
 """
-import base64
 import json
 import os
 import re
@@ -108,78 +107,19 @@ def gen_vectors(vdir, codes, names):
 
 TEXT_CODES = ["OK", "ABSENT", "DUPLICATE", "TOO_LONG", "BAD_CHAR", "BAD_LENGTH", "NON_CANONICAL"]
 TEXT_NAMES = ["ok", "Absent", "Duplicate", "TextTooLong", "TextBadChar", "TextBadLength", "TextNonCanonical"]
-PREFIX = b"prezero.hint="
-
-
-def kernel_isspace(c):
-    """The kernel's isspace() (lib/ctype.c): \t-\r, space and 0xa0."""
-    return c in b" \t\n\v\f\r\xa0"
-
-
-def next_arg(buf, i):
-    """lib/cmdline.c next_arg() on the bytearray BUF from I, NULs written in
-    as the C code writes them: (param, val or None, next index)."""
-    quoted = in_quote = False
-    if i < len(buf) and buf[i] == ord('"'):
-        i += 1
-        quoted = in_quote = True
-    n = equals = 0
-    while i + n < len(buf) and buf[i + n]:
-        c = buf[i + n]
-        if kernel_isspace(c) and not in_quote:
-            break
-        if equals == 0 and c == ord("="):
-            equals = n
-        if c == ord('"'):
-            in_quote = not in_quote
-        n += 1
-    val = None
-    if equals:
-        buf[i + equals] = 0
-        val = i + equals + 1
-        if val < len(buf) and buf[val] == ord('"'):
-            val += 1
-            if buf[i + n - 1] == ord('"'):
-                buf[i + n - 1] = 0
-    if quoted and n > 0 and buf[i + n - 1] == ord('"'):
-        buf[i + n - 1] = 0
-    nxt = i + n
-    if nxt < len(buf) and buf[nxt]:
-        buf[nxt] = 0
-        nxt += 1
-    while nxt < len(buf) and kernel_isspace(buf[nxt]):
-        nxt += 1
-
-    def cstr(at):
-        end = buf.find(0, at)
-        return bytes(buf[at:end if end >= 0 else len(buf)])
-    return cstr(i), (cstr(val) if val is not None else None), nxt
-
-
-def find_text(v):
-    """(count, first text) of the hint in text vector V, as the kernel finds it."""
-    found = []
-    if v["transport"] == "smbios":
-        found = [x.encode()[len(PREFIX):] for x in v["input"] if x.encode().startswith(PREFIX)]
-        return len(found), (found[0] if found else None)
-    args = bytearray(v["input"].encode())
-    i = 0
-    while i < len(args) and kernel_isspace(args[i]):
-        i += 1
-    while i < len(args):
-        param, val, i = next_arg(args, i)
-        if val is None and param == b"--":
-            break
-        if param == b"prezero.hint":
-            found.append(val if val is not None else b"")
-    return len(found), (found[0] if found else None)
-
-
-def decode_text(text):
-    """The decoded bytes of a text that text.json says decodes."""
-    data = base64.urlsafe_b64decode(text + b"=" * (-len(text) % 4))
-    if base64.urlsafe_b64encode(data).rstrip(b"=") != text:
-        sys.exit("gen-kernel-vectors: text.json calls a non-canonical text valid")
+def text_bytes(check, v):
+    """The bytes text vector V decodes to (text.json says it decodes),
+    found and decoded by the project's own independent checker,
+    tests/vectors/check_vectors.py (CHECK): one Python port of the kernel's
+    tokenizer, not two. KUnit then holds the kernel's real next_arg() to
+    the same vectors."""
+    found, text = check.find_text(v["transport"], v["input"])
+    if found != "ok":
+        sys.exit("gen-kernel-vectors: text vector %s: %s" % (v["name"], found))
+    result, _, data = check.decode_text(text)
+    if result != "ok":
+        sys.exit("gen-kernel-vectors: text.json calls text vector %s valid, the checker says %s"
+                 % (v["name"], result))
     return data
 
 
@@ -200,6 +140,8 @@ def cstring(b):
 
 
 def gen_text_vectors(vdir, names):
+    sys.path.insert(0, vdir)
+    import check_vectors as check
     by_name = {n: c for c, n in names.items()}
     vectors = json.load(open(os.path.join(vdir, "text.json")))
     out = ["/* SPDX-License-Identifier: BSD-3-Clause */", HEADER.rstrip("\n"),
@@ -232,13 +174,10 @@ def gen_text_vectors(vdir, names):
             out.append("static const char * const zshint_tin_%s[] = {" % c)
             out += ["\t%s," % cstring(x.encode()) for x in inputs]
             out += ["};", ""]
-        count, text = find_text(v)
         if v["expect"] in TEXT_NAMES[1:]:
             texp, blob = TEXT_CODES[TEXT_NAMES.index(v["expect"])], None
         else:
-            if count != 1:
-                sys.exit("gen-kernel-vectors: text vector %s: found %d hints" % (v["name"], count))
-            texp, blob = "OK", decode_text(text)
+            texp, blob = "OK", text_bytes(check, v)
             if v.get("file") and open(os.path.join(vdir, v["file"]), "rb").read() != blob:
                 sys.exit("gen-kernel-vectors: text vector %s does not decode to %s" % (v["name"], v["file"]))
         if blob:
