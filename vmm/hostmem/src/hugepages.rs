@@ -197,18 +197,15 @@ impl Drop for Reservation {
 mod tests {
     use super::*;
 
-    fn fake_pool(nr: u64, free: u64) -> PathBuf {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let d = std::env::temp_dir().join(format!(
-            "hostmem-pool-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("nr_hugepages"), format!("{nr}\n")).unwrap();
-        std::fs::write(d.join("free_hugepages"), format!("{free}\n")).unwrap();
-        std::fs::write(d.join("resv_hugepages"), "0\n").unwrap();
+    /// A stand-in for a hugepage size's sysfs directory, removed on drop.
+    fn fake_pool(nr: u64, free: u64) -> tempfile::TempDir {
+        let d = tempfile::Builder::new()
+            .prefix("hostmem-pool-")
+            .tempdir()
+            .unwrap();
+        std::fs::write(d.path().join("nr_hugepages"), format!("{nr}\n")).unwrap();
+        std::fs::write(d.path().join("free_hugepages"), format!("{free}\n")).unwrap();
+        std::fs::write(d.path().join("resv_hugepages"), "0\n").unwrap();
         d
     }
 
@@ -222,20 +219,22 @@ mod tests {
             dir(PageSize::Size1G),
             PathBuf::from("/sys/kernel/mm/hugepages/hugepages-1048576kB")
         );
-        let d = fake_pool(10, 7);
+        let pool = fake_pool(10, 7);
+        let d = pool.path();
         std::fs::write(d.join("resv_hugepages"), "3").unwrap();
-        let c = counters_in(&d).unwrap();
+        let c = counters_in(d).unwrap();
         assert_eq!((c.total, c.free, c.reserved, c.unclaimed()), (10, 7, 3, 4));
         std::fs::remove_file(d.join("free_hugepages")).unwrap();
-        let (path, _) = counters_in(&d).unwrap_err();
+        let (path, _) = counters_in(d).unwrap_err();
         assert!(path.ends_with("free_hugepages"));
         assert_eq!(counters(PageSize::Size4K), None);
     }
 
     #[test]
     fn enough_free_pages_changes_nothing() {
-        let d = fake_pool(10, 10);
-        let r = Reservation::acquire_in(&d, P, 8, true).unwrap();
+        let pool = fake_pool(10, 10);
+        let d = pool.path();
+        let r = Reservation::acquire_in(d, P, 8, true).unwrap();
         assert_eq!(r.added(), 0);
         drop(r);
         assert_eq!(read_u64(&d.join("nr_hugepages")).ok(), Some(10));
@@ -246,8 +245,9 @@ mod tests {
         let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         // A fake pool: the "kernel" here does not update free_hugepages,
         // so acquiring reports the shortfall, and must still restore.
-        let d = fake_pool(4, 1);
-        let e = Reservation::acquire_in(&d, P, 3, true).unwrap_err();
+        let pool = fake_pool(4, 1);
+        let d = pool.path();
+        let e = Reservation::acquire_in(d, P, 3, true).unwrap_err();
         assert!(e.contains("only 1 of 3"), "{e}");
         assert_eq!(read_u64(&d.join("nr_hugepages")).ok(), Some(4));
 
@@ -266,7 +266,8 @@ mod tests {
     #[test]
     fn a_signal_handler_gives_back_once() {
         let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        let d = fake_pool(4, 1);
+        let pool = fake_pool(4, 1);
+        let d = pool.path();
         let nr = d.join("nr_hugepages");
         ADDED.lock().unwrap().push((nr.clone(), 2));
         let r = Reservation {
@@ -282,17 +283,19 @@ mod tests {
 
     #[test]
     fn pages_promised_to_others_do_not_count() {
-        let d = fake_pool(10, 10);
+        let pool = fake_pool(10, 10);
+        let d = pool.path();
         std::fs::write(d.join("resv_hugepages"), "6").unwrap();
-        let e = Reservation::acquire_in(&d, P, 8, false).unwrap_err();
+        let e = Reservation::acquire_in(d, P, 8, false).unwrap_err();
         assert!(e.contains("4 free"), "{e}");
-        assert!(Reservation::acquire_in(&d, P, 4, false).is_ok());
+        assert!(Reservation::acquire_in(d, P, 4, false).is_ok());
     }
 
     #[test]
     fn refusal_and_missing_pool_are_reasons() {
-        let d = fake_pool(0, 0);
-        let e = Reservation::acquire_in(&d, P, 2, false).unwrap_err();
+        let pool = fake_pool(0, 0);
+        let d = pool.path();
+        let e = Reservation::acquire_in(d, P, 2, false).unwrap_err();
         assert!(e.contains("--no-hugepage-reserve"), "{e}");
         let e = Reservation::acquire_in(Path::new("/nonexistent"), P, 2, true).unwrap_err();
         assert!(e.contains("no 2 MiB hugepage pool"), "{e}");
