@@ -340,7 +340,6 @@ impl HintSource for External<'_> {
             if !h.fit_text(budget) {
                 return Ok(None);
             }
-            h = two_markers(h, budget)?;
         }
         Ok(Some(h))
     }
@@ -365,43 +364,6 @@ impl HintSource for External<'_> {
     }
 }
 
-/// A one-range text hint split in two at a 2 MiB boundary near its
-/// middle, when the budget has room for the second entry. The kernel
-/// consumes a hint through the last page of each range (its marker page)
-/// and needs one it can vouch for; the decompressor's KASLR keeps the
-/// kernel off the marker pages of a setup_data hint but does not read the
-/// text transports, so it lands on a lone range's marker in a few percent
-/// of boots (a 1 GiB guest: about the kernel's size over RAM), and the
-/// kernel then refuses the whole hint for want of a marker (seen once in
-/// the nested host's direct-boot rows). Two markers hundreds of MiB apart
-/// cannot both be under the kernel. Nothing else changes: the same bytes
-/// are hinted, one more 4 KiB page stays reserved.
-fn two_markers(h: Hint, budget: usize) -> Result<Hint, hint::Error> {
-    const ALIGN: u64 = 2 << 20;
-    let room =
-        zerohint::text_len(zerohint::encoded_size(2)) <= budget.min(zerohint::TEXT_MAX_CHARS);
-    let [e] = h.entries.as_slice() else {
-        return Ok(h);
-    };
-    let mid = (e.start + e.length / 2) & !(ALIGN - 1);
-    if !room || mid <= e.start || mid >= e.start + e.length {
-        return Ok(h);
-    }
-    // Built entry by entry: zeroed_from_ranges would merge the two halves
-    // again. Adjacent entries are valid (golden vector ok_adjacent).
-    let (a, b) = (
-        zerohint::Entry::zeroed(e.start, mid - e.start, e.page_shift),
-        zerohint::Entry::zeroed(mid, e.start + e.length - mid, e.page_shift),
-    );
-    let split = Hint {
-        flags: h.flags,
-        entries: vec![a, b],
-    };
-    // The encoder validates what it emits; a split it refused would be a bug.
-    split.encode()?;
-    Ok(split)
-}
-
 /// Parses the launcher's `--disk`, `--net` and `--vsock` with zerostart/// Parses the launcher's `--disk`, `--net` and `--vsock` with zerostart
 /// run's grammar (options crate) and the same MAC/vhost rule.
 pub fn device_opts(a: &LaunchArgs) -> Result<vmm::DeviceOpts, Error> {
@@ -423,45 +385,332 @@ pub fn device_opts(a: &LaunchArgs) -> Result<vmm::DeviceOpts, Error> {
     Ok(vmm::DeviceOpts { disks, nets, vsock })
 }
 
-/// The boot path of the launch: decides the hint's transport.
-fn boot_of(a: &LaunchArgs) -> vmm::Boot {
-    a.vmm.driver().boot(&a.vmm_args, a.firmware.is_some())
+/// What the launch will do, decided from its arguments before any memory
+/// is taken: each of them parsed once, here.
+struct Plan<'a> {
+    a: &'a LaunchArgs,
+    driver: &'static dyn vmm::Driver,
+    opts: MemoryOpts,
+    devices: vmm::DeviceOpts,
+    binary: PathBuf,
+    /// cloud-hypervisor's `--firmware`, read for its layout.
+    fw_image: Vec<u8>,
+    /// The boot path: decides the hint's transport.
+    boot: vmm::Boot,
 }
 
-/// The carrier of a hint that is not known yet: the placeholder a dry
-/// run and the layout pass name.
-fn placeholder(a: &LaunchArgs, hint: bool, fw_cfg: &str) -> vmm::Carrier {
-    match (hint, boot_of(a)) {
-        (false, _) => vmm::Carrier::None,
-        (true, vmm::Boot::Uefi) => vmm::Carrier::FwCfg(fw_cfg.into()),
-        (true, vmm::Boot::Direct) => vmm::Carrier::Text("HINT_TEXT".into()),
+/// Where the VMM finds guest RAM: the region's fd once it is taken.
+struct Binding {
+    path: String,
+    offset: u64,
+    hugepage_bytes: Option<u64>,
+}
+
+impl Binding {
+    /// What a dry run shows and the layout is computed with: the layout
+    /// does not depend on where guest RAM comes from.
+    fn placeholder(opts: &MemoryOpts) -> Binding {
+        Binding {
+            path: "/proc/self/fd/REGION_FD".into(),
+            offset: 0,
+            hugepage_bytes: opts.page.is_huge().then(|| opts.page.bytes()),
+        }
+    }
+
+    /// The region the VMM inherits (none: Firecracker).
+    fn of(region: Option<&Region>) -> Binding {
+        Binding {
+            path: region
+                .map(|r| format!("/proc/self/fd/{}", r.fd().as_raw_fd()))
+                .unwrap_or_default(),
+            offset: region.map_or(0, |r| r.offset()),
+            hugepage_bytes: region.and_then(|r| r.hugepage_bytes()),
+        }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build_args(
-    a: &LaunchArgs,
-    opts: &MemoryOpts,
-    mem_path: String,
-    mem_offset: u64,
-    hugepage_bytes: Option<u64>,
-    hint: vmm::Carrier,
-    fw_image: Option<&[u8]>,
-    vmm_config: Option<String>,
-) -> Result<vmm::Built, Error> {
-    let inp = vmm::Inputs {
-        size: opts.size,
-        mem_path,
-        mem_offset,
-        hugepage_bytes,
-        hint,
-        firmware: a.firmware.clone(),
-        devices: device_opts(a)?,
-        vmm_config,
+impl<'a> Plan<'a> {
+    /// Step 1: every argument checked, nothing taken yet.
+    fn new(a: &'a LaunchArgs) -> Result<Plan<'a>, Error> {
+        let test_switch =
+            a.test_corrupt_hint.is_some() || a.test_poison_unhinted || a.test_no_pdeathsig;
+        if test_switch && !hint::test_switches_unlocked() {
+            return Err(Error::TestSwitchLocked);
+        }
+        let driver = a.vmm.driver();
+        let opts = MemoryOpts::parse(&a.memory)?;
+        if !driver.takes_memory() {
+            if !matches!(opts.source, Source::None) {
+                return Err(Error::BadMemory(format!(
+                    "source={}: Firecracker allocates its own guest memory and cannot map a region at boot (docs/launch.md, Firecracker); use source=none",
+                    opts.source.name()
+                )));
+            }
+            if a.test_poison_unhinted {
+                return Err(Error::BadMemory(
+                    "--test-poison-unhinted needs a region the launcher holds; Firecracker has none"
+                        .into(),
+                ));
+            }
+        }
+        let binary = a
+            .vmm_binary
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(a.vmm.default_binary()));
+        let fw_err = |p: &PathBuf| {
+            let path = p.clone();
+            move |err| Error::Firmware { path, err }
+        };
+        let fw_image = match (&a.firmware, a.vmm) {
+            (Some(p), VmmKind::CloudHypervisor) => std::fs::read(p).map_err(fw_err(p))?,
+            (Some(p), _) => {
+                File::open(p).map_err(fw_err(p))?;
+                Vec::new()
+            }
+            (None, _) => Vec::new(),
+        };
+        Ok(Plan {
+            a,
+            driver,
+            opts,
+            devices: device_opts(a)?,
+            binary,
+            fw_image,
+            boot: driver.boot(&a.vmm_args, a.firmware.is_some()),
+        })
+    }
+
+    /// The carrier of a hint that is not known yet: the placeholder a dry
+    /// run and the layout name.
+    fn placeholder(&self) -> vmm::Carrier {
+        match (self.opts.hint, self.boot) {
+            (false, _) => vmm::Carrier::None,
+            (true, vmm::Boot::Uefi) => vmm::Carrier::FwCfg("/proc/self/fd/HINT_FD".into()),
+            (true, vmm::Boot::Direct) => vmm::Carrier::Text("HINT_TEXT".into()),
+        }
+    }
+
+    /// The VMM's arguments and guest layout: the one place they are built.
+    fn args(
+        &self,
+        mem: &Binding,
+        hint: vmm::Carrier,
+        vmm_config: Option<String>,
+    ) -> Result<vmm::Built, Error> {
+        let inp = vmm::Inputs {
+            size: self.opts.size,
+            mem_path: mem.path.clone(),
+            mem_offset: mem.offset,
+            hugepage_bytes: mem.hugepage_bytes,
+            hint,
+            firmware: self.a.firmware.clone(),
+            devices: self.devices.clone(),
+            vmm_config,
+        };
+        self.driver.build(&self.a.vmm_args, &inp, &self.fw_image)
+    }
+
+    /// The hint of LAYOUT's ranges, fitted to the command line on a
+    /// direct boot (None: it is off, or no range fits).
+    fn text_hint(&self, layout: &vmm::Built) -> Result<Option<Hint>, Error> {
+        let mut src = External {
+            ranges: layout.hint_ranges.clone(),
+            text_budget: layout.text_budget,
+            recompute: &|| Ok(vec![]),
+            ram: &layout.ram,
+            region: None,
+            file: None,
+        };
+        src.zero_hint().map_err(Error::Hint)
+    }
+}
+
+/// Step 2, a dry run: the VMM's command line as it will be run, with the
+/// descriptors the launcher would open named as placeholders; a hint on
+/// the command line is shown as it will be (the layout does not depend on
+/// the memory, so the text is known already).
+fn dry_run(plan: &Plan<'_>, layout: vmm::Built) -> Result<i32, Error> {
+    let a = plan.a;
+    let text = match (plan.opts.hint, layout.text_budget) {
+        (true, Some(_)) => Some(plan.text_hint(&layout)?),
+        _ => None,
     };
-    a.vmm
-        .driver()
-        .build(&a.vmm_args, &inp, fw_image.unwrap_or(&[]))
+    let carrier = match &text {
+        Some(Some(h)) => vmm::Carrier::Text(zerohint::encode_text(
+            &h.encode().map_err(|e| Error::Hint(e.into()))?,
+        )),
+        Some(None) => vmm::Carrier::None,
+        None => plan.placeholder(),
+    };
+    let built = match text {
+        Some(_) => plan.args(&Binding::placeholder(&plan.opts), carrier.clone(), None)?,
+        None => layout,
+    };
+    let line: Vec<String> = std::iter::once(plan.binary.display().to_string())
+        .chain(built.args.iter().cloned())
+        .map(|s| shell_quote(&s))
+        .collect();
+    println!("{}", line.join(" "));
+    if a.vmm == VmmKind::Firecracker {
+        // CONFIG_FD is the launcher's sealed copy of the config: what
+        // Firecracker will read from it.
+        let cfg = firecracker::FcConfig::parse(&vmm::firecracker_config(&a.vmm_args, &carrier)?)?;
+        println!(
+            "# CONFIG_FD: the --config-file with mem_size_mib={} and boot_args={}",
+            cfg.mem_size_mib(),
+            shell_quote(cfg.boot_args().unwrap_or_default())
+        );
+    }
+    let opts = &plan.opts;
+    println!(
+        "# memory: {} bytes, source={}{}; REGION_FD and HINT_FD are descriptors the launcher opens and the VMM inherits",
+        opts.size,
+        opts.source.name(),
+        match &opts.source {
+            Source::Pool(s) => format!(" ({})", s.display()),
+            _ => String::new(),
+        }
+    );
+    if !opts.hint {
+        println!("# hint: off");
+        return Ok(0);
+    }
+    let ranges: Vec<(u64, u64)> = match &text {
+        Some(Some(h)) => h.entries.iter().map(|e| (e.start, e.length)).collect(),
+        Some(None) => vec![],
+        None => built.hint_ranges.clone(),
+    };
+    let total: u64 = ranges.iter().map(|r| r.1).sum();
+    let via = match text {
+        Some(_) => format!("on the kernel command line ({}...)", zerohint::TEXT_PREFIX),
+        None => format!("over fw_cfg {}", zerohint::FW_CFG_NAME),
+    };
+    println!(
+        "# boot: {}; hint {via}: {} ranges, {} bytes",
+        built.boot.name(),
+        ranges.len(),
+        total
+    );
+    for (s, l) in &ranges {
+        println!("#   [{s:#x}, {:#x}) {} MiB", s + l, l >> 20);
+    }
+    Ok(0)
+}
+
+/// Step 3: the guest's phases. QEMU's vhost-vsock-pci is the kernel's
+/// vhost-vsock (AF_VSOCK, this VM's CID only); cloud-hypervisor's hybrid
+/// vsock connects to `<socket>_5300`. Listening before the VMM exists, so
+/// no line is missed; a listener that cannot start costs the phases, not
+/// the VM.
+fn listen_for_phases(plan: &Plan<'_>, start: Instant) -> Option<crate::phases::PhaseListener> {
+    let v = plan.devices.vsock.as_ref()?;
+    match (plan.a.vmm, &v.socket) {
+        (VmmKind::CloudHypervisor, Some(s)) => {
+            crate::phases::PhaseListener::unix(&crate::phases::chv_listen_path(s), start)
+        }
+        _ => crate::phases::PhaseListener::vsock(v.cid, start),
+    }
+    .map_err(|e| eprintln!("zerostart launch: warning: {e}"))
+    .ok()
+}
+
+/// Step 4: guest RAM, leased from the pool or prefaulted; Firecracker
+/// allocates its own (checked in [`Plan::new`]).
+fn take_memory(plan: &Plan<'_>) -> Result<Option<Region>, Error> {
+    if !plan.driver.takes_memory() {
+        return Ok(None);
+    }
+    let o = &plan.opts;
+    Ok(Some(Region::acquire(&o.source, o.size, o.page, o.threads)?))
+}
+
+/// The hint as it went out: what the VMM inherits to carry it.
+struct Sent {
+    published: Option<hint::Published>,
+    carrier: vmm::Carrier,
+    /// The sealed memfd served over fw_cfg.
+    file: Option<File>,
+    /// Firecracker's rewritten `--config-file`, sealed like the fw_cfg blob.
+    vmm_config: Option<File>,
+}
+
+impl Sent {
+    fn config_path(&self) -> Option<String> {
+        self.vmm_config
+            .as_ref()
+            .map(|f| format!("/proc/self/fd/{}", f.as_raw_fd()))
+    }
+}
+
+/// Step 5: the hint, published (a test corruption included) by the boot
+/// path's transport: a memfd the VMM serves over fw_cfg, or its text on
+/// the kernel command line. Frozen by re-deriving the layout, which must
+/// come out the same.
+fn publish_hint(
+    plan: &Plan<'_>,
+    layout: &vmm::Built,
+    region: Option<&Region>,
+) -> Result<Sent, Error> {
+    let a = plan.a;
+    if let (true, Some(r)) = (a.test_poison_unhinted, region) {
+        poison_unhinted(r, &layout.ram, &layout.hint_ranges)?;
+    }
+    let recompute = || {
+        plan.args(&Binding::placeholder(&plan.opts), plan.placeholder(), None)
+            .map(|b| b.hint_ranges)
+    };
+    let mut src = External {
+        ranges: if plan.opts.hint {
+            layout.hint_ranges.clone()
+        } else {
+            vec![]
+        },
+        text_budget: layout.text_budget,
+        recompute: &recompute,
+        ram: &layout.ram,
+        region,
+        file: None,
+    };
+    let boot = layout.boot;
+    let mut text = None;
+    let published = match plan.opts.hint {
+        false => None,
+        true => Some(hint::publish(
+            &mut src,
+            hint::Mode::Zero,
+            a.test_corrupt_hint,
+            |s: &mut External<'_>, blob| {
+                match (blob, boot) {
+                    (Some(b), vmm::Boot::Uefi) => s.file = Some(memory::hint_memfd(b)?),
+                    (Some(b), vmm::Boot::Direct) => text = Some(zerohint::encode_text(b)),
+                    (None, _) => {}
+                }
+                Ok::<(), Error>(())
+            },
+        )?),
+    };
+    let file = src.file.take();
+    let carrier = match (&file, text) {
+        (Some(f), _) => vmm::Carrier::FwCfg(format!("/proc/self/fd/{}", f.as_raw_fd())),
+        (None, Some(t)) => vmm::Carrier::Text(t),
+        (None, None) => vmm::Carrier::None,
+    };
+    // Firecracker reads the hint in its config file: the launcher's copy,
+    // sealed like the fw_cfg blob, is the --config-file it gets.
+    let vmm_config = match a.vmm {
+        VmmKind::Firecracker => {
+            let f = memory::hint_memfd(vmm::firecracker_config(&a.vmm_args, &carrier)?.as_bytes())?;
+            memory::seal(&f)?;
+            Some(f)
+        }
+        _ => None,
+    };
+    Ok(Sent {
+        published,
+        carrier,
+        file,
+        vmm_config,
+    })
 }
 
 fn shell_quote(s: &str) -> String {
@@ -508,274 +757,32 @@ fn sigset(sigs: &[libc::c_int]) -> libc::sigset_t {
     }
 }
 
-/// Runs `zerostart launch`; returns the exit code to pass on.
+/// Runs `zerostart launch`; returns the exit code to pass on. A recipe of
+/// named steps, like `builder::build`.
 pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
-    let test_switch =
-        a.test_corrupt_hint.is_some() || a.test_poison_unhinted || a.test_no_pdeathsig;
-    if test_switch && !hint::test_switches_unlocked() {
-        return Err(Error::TestSwitchLocked);
-    }
-    let opts = MemoryOpts::parse(&a.memory)?;
-    if !a.vmm.driver().takes_memory() {
-        if !matches!(opts.source, Source::None) {
-            return Err(Error::BadMemory(format!(
-                "source={}: Firecracker allocates its own guest memory and cannot map a region at boot (docs/launch.md, Firecracker); use source=none",
-                opts.source.name()
-            )));
-        }
-        if a.test_poison_unhinted {
-            return Err(Error::BadMemory(
-                "--test-poison-unhinted needs a region the launcher holds; Firecracker has none"
-                    .into(),
-            ));
-        }
-    }
-    let binary = a
-        .vmm_binary
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(a.vmm.default_binary()));
-    let fw_image = match (&a.firmware, a.vmm) {
-        (Some(p), VmmKind::CloudHypervisor) => {
-            Some(std::fs::read(p).map_err(|err| Error::Firmware {
-                path: p.clone(),
-                err,
-            })?)
-        }
-        (Some(p), VmmKind::Qemu) => {
-            File::open(p).map_err(|err| Error::Firmware {
-                path: p.clone(),
-                err,
-            })?;
-            None
-        }
-        _ => None,
-    };
-
-    // Argument checks and layout before any memory is taken: the fds are
-    // named as placeholders here (a dry run shows them so).
-    let hp = opts.page.is_huge().then(|| opts.page.bytes());
-    let mut planned = build_args(
-        a,
-        &opts,
-        "/proc/self/fd/REGION_FD".into(),
-        0,
-        hp,
-        placeholder(a, opts.hint, "/proc/self/fd/HINT_FD"),
-        fw_image.as_deref(),
-        None,
-    )?;
+    let plan = Plan::new(a)?;
+    // Argument checks and layout before any memory is taken.
+    let layout = plan.args(&Binding::placeholder(&plan.opts), plan.placeholder(), None)?;
     // A firmware boot needs fw_cfg for the hint, which release binaries
     // lack: probed before anything is taken, in a dry run too.
-    a.vmm.driver().probe(&binary, boot_of(a), opts.hint)?;
+    plan.driver.probe(&plan.binary, plan.boot, plan.opts.hint)?;
     if a.dry_run {
-        // A hint on the command line is shown as it will be: the layout
-        // does not depend on the memory, so the text is known already.
-        let mut text_hint = None;
-        let mut dry_carrier = vmm::Carrier::None;
-        if let (true, Some(budget)) = (opts.hint, planned.text_budget) {
-            let mut src = External {
-                ranges: planned.hint_ranges.clone(),
-                text_budget: Some(budget),
-                recompute: &|| Ok(vec![]),
-                ram: &planned.ram,
-                region: None,
-                file: None,
-            };
-            let h = src.zero_hint().map_err(Error::Hint)?;
-            let carrier = match &h {
-                Some(h) => vmm::Carrier::Text(zerohint::encode_text(
-                    &h.encode().map_err(|e| Error::Hint(e.into()))?,
-                )),
-                None => vmm::Carrier::None,
-            };
-            text_hint = Some(h);
-            dry_carrier = carrier.clone();
-            planned = build_args(
-                a,
-                &opts,
-                "/proc/self/fd/REGION_FD".into(),
-                0,
-                hp,
-                carrier,
-                fw_image.as_deref(),
-                None,
-            )?;
-        }
-        let built = planned;
-        let line: Vec<String> = std::iter::once(binary.display().to_string())
-            .chain(built.args.iter().cloned())
-            .map(|s| shell_quote(&s))
-            .collect();
-        println!("{}", line.join(" "));
-        if a.vmm == VmmKind::Firecracker {
-            // CONFIG_FD is the launcher's sealed copy of the config: what
-            // Firecracker will read from it.
-            let cfg =
-                firecracker::FcConfig::parse(&vmm::firecracker_config(&a.vmm_args, &dry_carrier)?)?;
-            println!(
-                "# CONFIG_FD: the --config-file with mem_size_mib={} and boot_args={}",
-                cfg.mem_size_mib(),
-                shell_quote(cfg.boot_args().unwrap_or_default())
-            );
-        }
-        println!(
-            "# memory: {} bytes, source={}{}; REGION_FD and HINT_FD are descriptors the launcher opens and the VMM inherits",
-            opts.size,
-            opts.source.name(),
-            match &opts.source {
-                Source::Pool(s) => format!(" ({})", s.display()),
-                _ => String::new(),
-            }
-        );
-        let ranges: Vec<(u64, u64)> = match &text_hint {
-            Some(Some(h)) => h.entries.iter().map(|e| (e.start, e.length)).collect(),
-            Some(None) => vec![],
-            None => built.hint_ranges.clone(),
-        };
-        if opts.hint {
-            let total: u64 = ranges.iter().map(|r| r.1).sum();
-            let via = match text_hint {
-                Some(_) => format!("on the kernel command line ({}...)", zerohint::TEXT_PREFIX),
-                None => format!("over fw_cfg {}", zerohint::FW_CFG_NAME),
-            };
-            println!(
-                "# boot: {}; hint {via}: {} ranges, {} bytes",
-                built.boot.name(),
-                ranges.len(),
-                total
-            );
-            for (s, l) in &ranges {
-                println!("#   [{s:#x}, {:#x}) {} MiB", s + l, l >> 20);
-            }
-        } else {
-            println!("# hint: off");
-        }
-        return Ok(0);
+        return dry_run(&plan, layout);
     }
-
-    // The guest's phases: QEMU's vhost-vsock-pci is the kernel's
-    // vhost-vsock (AF_VSOCK, this VM's CID only); cloud-hypervisor's
-    // hybrid vsock connects to `<socket>_5300`. Listening before the VMM
-    // exists, so no line is missed.
-    // A listener that cannot start costs the phases, not the VM.
-    let listener = match device_opts(a)?.vsock {
-        Some(v) => match (a.vmm, &v.socket) {
-            (VmmKind::CloudHypervisor, Some(s)) => {
-                crate::phases::PhaseListener::unix(&crate::phases::chv_listen_path(s), start)
-            }
-            _ => crate::phases::PhaseListener::vsock(v.cid, start),
-        }
-        .map_err(|e| eprintln!("zerostart launch: warning: {e}"))
-        .ok(),
-        None => None,
-    };
-
-    // Memory. Firecracker allocates its own (checked above): no region.
-    let region = match a.vmm.driver().takes_memory() {
-        false => None,
-        true => Some(Region::acquire(
-            &opts.source,
-            opts.size,
-            opts.page,
-            opts.threads,
-        )?),
-    };
+    let listener = listen_for_phases(&plan, start);
+    let region = take_memory(&plan)?;
     let memory_ready = start.elapsed();
-    let region_fd = region.as_ref().map(|r| r.fd().as_raw_fd());
-    let mem_path = region_fd
-        .map(|fd| format!("/proc/self/fd/{fd}"))
-        .unwrap_or_default();
-    let mem_offset = region.as_ref().map_or(0, |r| r.offset());
-
-    // The layout is a pure function of the arguments: computed once for
-    // the hint and once more when it is frozen.
-    let hp = region.as_ref().and_then(|r| r.hugepage_bytes());
-    let layout_of = || {
-        build_args(
-            a,
-            &opts,
-            mem_path.clone(),
-            mem_offset,
-            hp,
-            placeholder(a, opts.hint, "/proc/self/fd/HINT"),
-            fw_image.as_deref(),
-            None,
-        )
-    };
-    let first = layout_of()?;
-    let recompute = || layout_of().map(|b| b.hint_ranges);
-    if let (true, Some(r)) = (a.test_poison_unhinted, &region) {
-        poison_unhinted(r, &first.ram, &first.hint_ranges)?;
-    }
-    let mut src = External {
-        ranges: if opts.hint {
-            first.hint_ranges.clone()
-        } else {
-            vec![]
-        },
-        text_budget: first.text_budget,
-        recompute: &recompute,
-        ram: &first.ram,
-        region: region.as_ref(),
-        file: None,
-    };
-    // The blob as published (a test corruption included): a memfd the
-    // VMM serves over fw_cfg, or its text for the kernel command line.
-    let boot = first.boot;
-    let mut text = None;
-    let published = if opts.hint {
-        Some(hint::publish(
-            &mut src,
-            hint::Mode::Zero,
-            a.test_corrupt_hint,
-            |s: &mut External<'_>, blob| {
-                match (blob, boot) {
-                    (Some(b), vmm::Boot::Uefi) => s.file = Some(memory::hint_memfd(b)?),
-                    (Some(b), vmm::Boot::Direct) => text = Some(zerohint::encode_text(b)),
-                    (None, _) => {}
-                }
-                Ok::<(), Error>(())
-            },
-        )?)
-    } else {
-        None
-    };
-    let hint_file = src.file.take();
-    let hint_fd = hint_file.as_ref().map(|f| f.as_raw_fd());
-    let carrier = match (hint_fd, text) {
-        (Some(fd), _) => vmm::Carrier::FwCfg(format!("/proc/self/fd/{fd}")),
-        (None, Some(t)) => vmm::Carrier::Text(t),
-        (None, None) => vmm::Carrier::None,
-    };
-    let hint_transport = carrier.transport();
-    // Firecracker reads the hint in its config file: the launcher's copy,
-    // sealed like the fw_cfg blob, is the --config-file it gets.
-    let vmm_config = match a.vmm {
-        VmmKind::Firecracker => {
-            let f = memory::hint_memfd(vmm::firecracker_config(&a.vmm_args, &carrier)?.as_bytes())?;
-            memory::seal(&f)?;
-            Some(f)
-        }
-        _ => None,
-    };
-    let config_fd = vmm_config.as_ref().map(|f| f.as_raw_fd());
-    let built = build_args(
-        a,
-        &opts,
-        mem_path.clone(),
-        mem_offset,
-        hp,
-        carrier,
-        fw_image.as_deref(),
-        config_fd.map(|fd| format!("/proc/self/fd/{fd}")),
+    let sent = publish_hint(&plan, &layout, region.as_ref())?;
+    let built = plan.args(
+        &Binding::of(region.as_ref()),
+        sent.carrier.clone(),
+        sent.config_path(),
     )?;
     let hint_ready = start.elapsed();
-
-    // The VMM.
     let inherit: Vec<RawFd> = [
-        region_fd,
-        hint_fd,
-        config_fd,
+        region.as_ref().map(|r| r.fd().as_raw_fd()),
+        sent.file.as_ref().map(|f| f.as_raw_fd()),
+        sent.vmm_config.as_ref().map(|f| f.as_raw_fd()),
         region
             .as_ref()
             .and_then(|r| r.connection().map(|c| c.as_raw_fd())),
@@ -783,10 +790,94 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     .into_iter()
     .flatten()
     .collect();
-    let pdeathsig = !a.test_no_pdeathsig;
+    let child = spawn_vmm(&plan, &built, inherit)?;
+    let vmm_spawned = start.elapsed();
+    let status = wait(child);
+    let exit = start.elapsed();
+    let guest_phases = listener.map(|l| l.finish()).unwrap_or_default();
+    CHILD.store(0, Ordering::SeqCst);
+    // The VMM is gone: the region goes back (lease closed; memfd freed).
+    let lease_id = region.as_ref().and_then(|r| r.lease_id());
+    let Sent {
+        published,
+        carrier,
+        file,
+        vmm_config,
+    } = sent;
+    drop((file, vmm_config, region));
+    let (code, signal) = match status {
+        Status::Exited(c) => (c, None),
+        Status::Signaled(s) => (128 + s, Some(s)),
+    };
+    let zero = published.as_ref().and_then(|p| p.zero.as_ref());
+    let ms = |d: std::time::Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+    let opts = &plan.opts;
+    eprintln!(
+        "zerostart launch: vmm={} boot={} exit={} memory={}MiB source={}{} hint={} ({}) memory_ready={:.1}ms vmm_spawned={:.1}ms exit_at={:.1}ms",
+        a.vmm.name(),
+        built.boot.name(),
+        match signal {
+            Some(s) => format!("signal {s}"),
+            None => format!("code {code}"),
+        },
+        opts.size >> 20,
+        opts.source.name(),
+        lease_id.map(|i| format!(" lease={i}")).unwrap_or_default(),
+        zero.map(|h| format!("{} ranges/{} MiB", h.entries.len(), h.total_bytes() >> 20))
+            .unwrap_or_else(|| "off".into()),
+        carrier.transport(),
+        ms(memory_ready),
+        ms(vmm_spawned),
+        ms(exit),
+    );
+    if let Some(path) = &a.timeline {
+        let doc = json!({
+            "phases": [
+                {"name": "process_start", "t_ms": 0.0},
+                {"name": "memory_ready", "t_ms": ms(memory_ready)},
+                {"name": "hint_ready", "t_ms": ms(hint_ready)},
+                {"name": "vmm_spawned", "t_ms": ms(vmm_spawned)},
+                {"name": "exit", "t_ms": ms(exit)},
+            ],
+            "guest_phases": guest_phases,
+            "vmm": a.vmm.name(),
+            "boot": built.boot.name(),
+            "hint_transport": carrier.transport(),
+            "argv": std::iter::once(plan.binary.display().to_string()).chain(built.args.iter().cloned()).collect::<Vec<_>>(),
+            "memory_bytes": opts.size,
+            "memory_source": opts.source.name(),
+            "lease": lease_id,
+            "hint": zero.map(|h| json!({
+                "ranges": h.entries.iter().map(|e| [e.start, e.length]).collect::<Vec<_>>(),
+                "bytes": h.total_bytes(),
+                "corrupt": a.test_corrupt_hint.map(CorruptHint::name),
+            })),
+            "exit": {"code": code, "signal": signal},
+        });
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
+        )
+        .map_err(|err| Error::Timeline {
+            path: path.clone(),
+            err,
+        })?;
+    }
+    if let Some(s) = signal {
+        reraise(s);
+    }
+    Ok(code)
+}
+
+/// Step 6: the VMM, as the launcher's child with stdio untouched, the
+/// fds in INHERIT kept open across exec, and (unless a test turns it off)
+/// killed when the launcher dies. Returns its pid, with the signal
+/// forwarder installed.
+fn spawn_vmm(plan: &Plan<'_>, built: &vmm::Built, inherit: Vec<RawFd>) -> Result<i32, Error> {
+    let pdeathsig = !plan.a.test_no_pdeathsig;
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
-    let mut cmd = std::process::Command::new(&binary);
+    let mut cmd = std::process::Command::new(&plan.binary);
     cmd.args(&built.args);
     // Signals that arrive while the child is being started wait (blocked)
     // and are forwarded once its pid is known.
@@ -817,17 +908,19 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     }
     // SAFETY: changes this thread's signal mask.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    let spawned = cmd.spawn();
-    let child = match spawned {
+    let child = match cmd.spawn() {
         Ok(c) => c,
         Err(err) => {
             // SAFETY: restores the mask.
             unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
-            return Err(Error::Spawn { path: binary, err });
+            return Err(Error::Spawn {
+                path: plan.binary.clone(),
+                err,
+            });
         }
     };
-    let vmm_spawned = start.elapsed();
-    CHILD.store(child.id() as i32, Ordering::SeqCst);
+    let pid = child.id() as i32;
+    CHILD.store(pid, Ordering::SeqCst);
     for &s in &FORWARDED {
         // SAFETY: installs an async-signal-safe handler.
         unsafe {
@@ -840,79 +933,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     }
     // SAFETY: restores the mask; pending signals now reach the forwarder.
     unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
-
-    let status = wait(child.id() as i32);
-    let exit = start.elapsed();
-    let guest_phases = listener.map(|l| l.finish()).unwrap_or_default();
-    CHILD.store(0, Ordering::SeqCst);
-    // The VMM is gone: the region goes back (lease closed; memfd freed).
-    let lease_id = region.as_ref().and_then(|r| r.lease_id());
-    drop(hint_file);
-    drop(vmm_config);
-    drop(region);
-
-    let (code, signal) = match status {
-        Status::Exited(c) => (c, None),
-        Status::Signaled(s) => (128 + s, Some(s)),
-    };
-    let hint_json = published.as_ref().and_then(|p| p.zero.as_ref()).map(|h| {
-        json!({"ranges": h.entries.iter().map(|e| [e.start, e.length]).collect::<Vec<_>>(),
-               "bytes": h.total_bytes(), "corrupt": a.test_corrupt_hint.map(CorruptHint::name)})
-    });
-    let ms = |d: std::time::Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
-    eprintln!(
-        "zerostart launch: vmm={} boot={} exit={} memory={}MiB source={}{} hint={} ({hint_transport}) memory_ready={:.1}ms vmm_spawned={:.1}ms exit_at={:.1}ms",
-        a.vmm.name(),
-        boot.name(),
-        match signal {
-            Some(s) => format!("signal {s}"),
-            None => format!("code {code}"),
-        },
-        opts.size >> 20,
-        opts.source.name(),
-        lease_id.map(|i| format!(" lease={i}")).unwrap_or_default(),
-        published
-            .as_ref()
-            .and_then(|p| p.zero.as_ref())
-            .map(|h| format!("{} ranges/{} MiB", h.entries.len(), h.total_bytes() >> 20))
-            .unwrap_or_else(|| "off".into()),
-        ms(memory_ready),
-        ms(vmm_spawned),
-        ms(exit),
-    );
-    if let Some(path) = &a.timeline {
-        let doc = json!({
-            "phases": [
-                {"name": "process_start", "t_ms": 0.0},
-                {"name": "memory_ready", "t_ms": ms(memory_ready)},
-                {"name": "hint_ready", "t_ms": ms(hint_ready)},
-                {"name": "vmm_spawned", "t_ms": ms(vmm_spawned)},
-                {"name": "exit", "t_ms": ms(exit)},
-            ],
-            "guest_phases": guest_phases,
-            "vmm": a.vmm.name(),
-            "boot": boot.name(),
-            "hint_transport": hint_transport,
-            "argv": std::iter::once(binary.display().to_string()).chain(built.args.iter().cloned()).collect::<Vec<_>>(),
-            "memory_bytes": opts.size,
-            "memory_source": opts.source.name(),
-            "lease": lease_id,
-            "hint": hint_json,
-            "exit": {"code": code, "signal": signal},
-        });
-        std::fs::write(
-            path,
-            serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
-        )
-        .map_err(|err| Error::Timeline {
-            path: path.clone(),
-            err,
-        })?;
-    }
-    if let Some(s) = signal {
-        reraise(s);
-    }
-    Ok(code)
+    Ok(pid)
 }
 
 /// Test only: fills all guest RAM outside the hint with a pattern.
@@ -985,23 +1006,6 @@ fn reraise(sig: i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_lone_text_range_gets_two_markers() {
-        const MIB: u64 = 1 << 20;
-        let one = Hint::zeroed_from_ranges(&[(32 * MIB, 926 * MIB)], 12).unwrap();
-        let h = two_markers(one.clone(), 1000).unwrap();
-        let r: Vec<(u64, u64)> = h.entries.iter().map(|e| (e.start, e.length)).collect();
-        assert_eq!(r, vec![(32 * MIB, 462 * MIB), (494 * MIB, 464 * MIB)]);
-        assert_eq!(h.total_bytes(), one.total_bytes());
-        // No room for a second entry, or nothing to split: unchanged.
-        assert_eq!(two_markers(one.clone(), 80).unwrap(), one);
-        let small = Hint::zeroed_from_ranges(&[(32 * MIB, MIB)], 12).unwrap();
-        assert_eq!(two_markers(small.clone(), 1000).unwrap(), small);
-        let two =
-            Hint::zeroed_from_ranges(&[(32 * MIB, 8 * MIB), (64 * MIB, 8 * MIB)], 12).unwrap();
-        assert_eq!(two_markers(two.clone(), 1000).unwrap(), two);
-    }
 
     #[test]
     fn memory_options() {
