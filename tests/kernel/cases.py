@@ -42,6 +42,11 @@ Main suite, in order:
   textrules   two prezero.hint= refused as Duplicate; a command-line hint
               that differs from the setup_data one refused (transports
               disagree);
+  kaslrslot   a command-line hint whose marker pages leave KASLR a single
+              slot: the decompressor must put the kernel there (every
+              marker written, the hint taken);
+  hiddenmarker   an SMBIOS hint under nokaslr with a marker page under the
+              kernel: refused, since another boot's kernel may sit elsewhere;
   reboot rebootctl rebootcmdline   no hint honoured twice: boot 1 consumes
               the hint, fills memory with a secret and reboots in place (no
               -no-reboot); boot 2 gets the same hint and must refuse it as
@@ -487,15 +492,21 @@ def cover(k: Kernel, r: Report) -> None:
 REBOOT_FILL_MIB = 1200
 REBOOT_PROBE_MIB = 1200
 REBOOTCTL_PROBE_MIB = 64
-STALE = "zerostart: ignoring pre-zeroed hint from setup_data: Stale (consumed by an earlier boot in this VM)"
+# Boot 1 writes a marker into every marker page (the decompressor keeps the
+# kernel off them, also for a command-line hint) and keeps them reserved, so
+# boot 2 must find a marker. CI once saw boot 2 find a marker page "not zero"
+# instead: boot 1's kernel had sat on it (the decompressor did not read
+# command-line hints then), so boot 1 wrote only the other marker, and a
+# boot 2 that sat on that one would have taken the hint again.
+STALE = (r"zerostart: ignoring pre-zeroed hint from {transport}: "
+         r"Stale \(consumed by an earlier boot in this VM\)")
 
 
 def kernel_said(lines: list[str], regex: str) -> list[str]:
     """The lines where the kernel said REGEX: on its console ("[ts] ...")
-    or as init's ZSKMSG copy of dmesg. Either alone can be cut in two: a
-    printk reaches the UART directly, so it can land in the middle of a line
-    init is writing (CI saw a reboot case miss the one line it looks for);
-    a refusal or a consumed hint must count wherever it was said."""
+    or as init's ZSKMSG copy of dmesg (which also works under loglevel=1).
+    A printk reaches the UART directly and may cut a line init is writing in
+    two, so a refusal or a consumed hint counts wherever it was said."""
     return grep(lines, rf"^(ZSKMSG |\[[^]]*\] ){regex}")
 
 
@@ -528,12 +539,12 @@ def reboot_case(control: bool, transport: str = "setup_data"):
         flag = k.work / f"{r.name}.flag"
         flag.write_bytes(bytes(4096))
         qargs = [*gk.loader_args(blob), "-drive", f"file={flag},if=virtio,format=raw"]
-        stale = STALE
+        stale = STALE.format(transport="setup_data")
         if transport == "cmdline":
             img = k.image
             cmdline += f" prezero.hint={text_hint(k, gk.honest_hint_ranges(k.mem_mib))}"
             qargs = qargs[2:]
-            stale = STALE.replace("from setup_data", "from command line")
+            stale = STALE.format(transport="command line")
         b, lines = k.boot(f"boot-{r.name}", cmdline, img, qargs, reboots=1)
         cut = next((i for i, ln in enumerate(lines) if ln.startswith(REBOOT_ANNOUNCED)), None)
         if b.problem() or cut is None:
@@ -545,7 +556,7 @@ def reboot_case(control: bool, transport: str = "setup_data"):
         if kernel_said(second, r"zerostart: hint consumed"):
             r.fail("boot 2 consumed the hint again: it did not see boot 1's marker")
         if not control:
-            if not kernel_said(second, re.escape(stale)):
+            if not kernel_said(second, stale):
                 r.fail("boot 2 did not refuse the stale hint; it said: "
                        + ("; ".join(hint_lines(second)) or "nothing about the hint"))
             judge_boot(r, b, second, "noskip", cmdline)
@@ -598,10 +609,13 @@ def text_hint(k: Kernel, ranges: str, corrupt: bool = False) -> str:
 
 
 def text_transport_args(transport: str, text: str) -> tuple[str, list[str]]:
-    """(kernel command line part, QEMU arguments) that carry TEXT."""
+    """(kernel command line part, QEMU arguments) that carry TEXT. An SMBIOS
+    hint boots with nokaslr: the decompressor does not read SMBIOS, so KASLR
+    may put the kernel on one of its marker pages, and the kernel refuses
+    such a hint (case hiddenmarker) in a few percent of boots."""
     if transport == "cmdline":
         return f"{zshint.TEXT_PARAM}={text}", []
-    return "", ["-smbios", f"type=11,value={zshint.TEXT_PARAM}={text}"]
+    return "nokaslr", ["-smbios", f"type=11,value={zshint.TEXT_PARAM}={text}"]
 
 
 TEXT_SRC = {"cmdline": "command line", "smbios": "SMBIOS"}
@@ -640,6 +654,84 @@ def text_case(transport: str, kind: str):
                 r.fail(f"{TEXT_PLANT_KIB} KiB of 0xa5 inside the hint went unseen (verify_failures={f or 'missing'} "
                        f"scan_failures={sc or 'missing'}): the text transport's skips cannot fail")
     return case
+
+
+def init_size(image: Path) -> int:
+    """The bzImage's init_size (boot protocol 2.10, offset 0x260): the
+    buffer the decompressed kernel occupies wherever KASLR puts it."""
+    with open(image, "rb") as f:
+        f.seek(0x260)
+        return int.from_bytes(f.read(4), "little")
+
+
+# kaslrslot: a command-line hint whose marker pages leave KASLR one slot.
+KASLR_MEM_MIB = 512
+KASLR_LIMIT = 448 * MIB             # mem=448M: KASLR's slots end here
+KASLR_SLOT = 256 * MIB              # the one slot no marker page blocks
+KASLR_STEP = 20 * MIB               # < every init_size seen (26-28 MiB)
+
+
+def kaslr_slot_ranges(image_size: int) -> list[tuple[int, int]]:
+    """Ranges tiling [BASE, KASLR_LIMIT) whose last pages (the marker
+    pages) lie at most KASLR_STEP apart, except around KASLR_SLOT: no marker
+    in [KASLR_SLOT, KASLR_SLOT + IMAGE_SIZE), one right below it and one
+    right after it, so that of all 2 MiB-aligned slots from BASE only
+    KASLR_SLOT holds a kernel of IMAGE_SIZE clear of every marker page.
+    BASE: above the decompressor's own buffer at 16 MiB (boot data, which
+    KASLR avoids by itself), so every marker page can be written."""
+    def up(n: int) -> int:
+        return -(-n // (2 * MIB)) * 2 * MIB
+    base, after = 16 * MIB + up(image_size), KASLR_SLOT + up(image_size)
+    marks = [*range(base + KASLR_STEP - 4096, KASLR_SLOT - 4096, KASLR_STEP), KASLR_SLOT - 4096,
+             *range(after, KASLR_LIMIT - 4096, KASLR_STEP), KASLR_LIMIT - 4096]
+    starts = [base] + [m + 4096 for m in marks[:-1]]
+    ranges = [(a, m + 4096 - a) for a, m in zip(starts, marks)]
+    # The tiling's own proof: every other slot below the limit meets a marker.
+    for slot in range(base, KASLR_LIMIT - image_size + 1, 2 * MIB):
+        hit = any(slot <= m < slot + image_size for m in marks)
+        if hit == (slot == KASLR_SLOT):
+            raise ValueError(f"the marker pages {'block' if hit else 'leave free'} slot {slot:#x} for a "
+                             f"{image_size:#x}-byte kernel (KASLR_STEP must stay below init_size)")
+    return ranges
+
+
+def kaslr_slot(k: Kernel, r: Report) -> None:
+    """The decompressor keeps the kernel off the marker pages of a
+    command-line hint. Its marker pages (kaslr_slot_ranges) leave KASLR one
+    2 MiB slot in a 512 MiB guest booted with mem=448M, so the boot must
+    write the marker into every one of them and take the hint. Without the
+    avoidance KASLR picks among some 200 slots, lands on a marker page and
+    the kernel refuses the hint (case hiddenmarker's rule): the case fails
+    then, but for the 1 in 200 boots that pick the slot by chance."""
+    try:
+        ranges = kaslr_slot_ranges(init_size(k.image))
+    except ValueError as e:
+        r.fail(str(e))
+        return
+    text = text_hint(k, ",".join(f"{a}:{n}" for a, n in ranges))
+    lines = boot_case(k, r, "skip", f"mem={KASLR_LIMIT // MIB}M prezero.hint={text}", k.image, mem=KASLR_MEM_MIB,
+                      common="hugepages=32 prezero.verify=2 init_on_alloc=1 zsprobe=64,64")
+    n = len(ranges)
+    expect_line(r, lines, rf"zerostart: hint consumed: marker written to {n} of {n} range-end pages")
+    expect_line(r, lines, rf"zerostart: hint from command line: {n} ranges")
+
+
+def hidden_marker(k: Kernel, r: Report) -> None:
+    """A raw-transport hint one of whose marker pages lies under the kernel
+    is refused: KASLR may put the kernel elsewhere in another boot, so the
+    only marker an earlier boot could write may be under it now. An SMBIOS
+    hint (the decompressor does not read SMBIOS) and nokaslr: the kernel
+    sits at 16 MiB, on the marker page of the hint's first range; the
+    second range's marker page is free, so without the rule the hint would
+    be consumed through it and taken, and the case fails."""
+    ranges = f"{16 * MIB}:{8 * MIB},{HIDDEN_FROM}:{HIDDEN_LEN}"
+    part, qargs = text_transport_args("smbios", text_hint(k, ranges))
+    lines = boot_case(k, r, "noskip", part, k.image, qargs)
+    expect_line(r, lines, rf"zerostart: hint's marker page {24 * MIB - 4096:#x} is under the kernel \(1 of 2\)")
+    expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint from SMBIOS: a marker page is under the kernel")
+
+
+HIDDEN_FROM, HIDDEN_LEN = 256 * MIB, 512 * MIB
 
 
 def text_rules(k: Kernel, r: Report) -> None:
@@ -985,6 +1077,8 @@ def table(k: Kernel) -> list[Case]:
         c("smbiosdirty", text_case("smbios", "dirty")),
         c("smbioscorrupt", text_case("smbios", "corrupt")),
         c("textrules", text_rules),
+        c("kaslrslot", kaslr_slot),
+        c("hiddenmarker", hidden_marker),
         c("off", off),
         c("nohint", nohint),
         c("reboot", reboot_case(False)),
