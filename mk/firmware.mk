@@ -8,6 +8,7 @@ FW_DIR = $(shell bash firmware/build.sh --print-dir)
 FW_UNIT_BIN = $(ZEROSTART_CACHE)/firmware/unit/test_zerohint
 FW_UNIT_SRC = tests/firmware/unit/test_zerohint.c \
 	firmware/ZeroStartPkg/Library/ZeroHintLib/ZeroHint.c \
+	firmware/ZeroStartPkg/Library/ZeroHintLib/ZeroHintText.c \
 	firmware/ZeroStartPkg/Library/ZeroHintLib/ZeroRange.c
 
 .PHONY: firmware test-firmware test-firmware-unit test-firmware-qemu firmware-timing

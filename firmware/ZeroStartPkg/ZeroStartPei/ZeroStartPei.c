@@ -1,6 +1,18 @@
 /** @file
-  ZeroStartPei: read the zerostart hint from fw_cfg at the end of PEI and
-  claim the hinted memory the firmware has provably not written yet.
+  ZeroStartPei: read the zerostart hint at the end of PEI and claim the
+  hinted memory the firmware has provably not written yet.
+
+  Where the hint comes from, in this order (docs/hint-abi.md "Transports"):
+  the fw_cfg file opt/org.zerostart/prezeroed (transport (b), the binary
+  hint; the only one that may carry a scrub request), else the text form in
+  an SMBIOS type 11 OEM string "prezero.hint=" (transport (e), for VMMs that
+  have SMBIOS but no fw_cfg file, e.g. a cloud-hypervisor build without its
+  fw_cfg feature). SMBIOS is found in QEMU's fw_cfg file
+  etc/smbios/smbios-tables (QEMU with OVMF keeps SMBIOS out of guest RAM;
+  OVMF's DXE installs it later) or through the entry point in the BIOS area
+  at 0xF0000, where cloud-hypervisor writes it. Whatever the source, the
+  bytes then take one path: validation, confidential-guest refusal, claim,
+  first-boot marker, EFI table.
 
   Why PEI, and why a claim: the DXE core reuses freed pages and allocates
   pages for itself (images, pool) without going through gBS, so no DXE
@@ -24,7 +36,8 @@
   left to DXE and the OS loader.
 
   The hint is only true for the guest's first boot: after a warm reset RAM
-  keeps the previous boot's data while fw_cfg still offers the hint. A
+  keeps the previous boot's data while fw_cfg or SMBIOS still offers the
+  hint. A
   reserved marker page (ZEROSTART_MARKER_ADDRESS) detects that and the hint
   is rejected as "Stale".
 
@@ -56,7 +69,7 @@
 /// The reset marker: one reserved page below the floor and above OVMF's
 /// MEMFD. A hint promises zero memory when the guest first runs; after a
 /// warm reset the guest's RAM keeps whatever the previous boot wrote, while
-/// fw_cfg still offers the same hint. The first boot that uses a hint writes
+/// fw_cfg or SMBIOS still offers the same hint. The first boot that uses a hint writes
 /// the marker into this page and reserves it (EfiReservedMemoryType, so the
 /// OS leaves it alone); a boot that finds the marker knows its RAM is not
 /// fresh and rejects the hint ("Stale"). Fresh guest RAM never holds it (a
@@ -69,6 +82,146 @@
 /// Memory left to DXE and the OS loader: 256 MiB plus 1/16 of RAM.
 #define ZEROSTART_RESERVE_BASE   SIZE_256MB
 #define ZEROSTART_RESERVE_SHIFT  4
+
+/// Where a hint or an SMBIOS table came from, for log lines.
+#define ZEROSTART_SOURCE_FW_CFG        "fw_cfg " ZSHINT_FW_CFG_FILE
+#define ZEROSTART_SMBIOS_FWCFG         "fw_cfg " ZSHINT_SMBIOS_FW_CFG_FILE
+#define ZEROSTART_SMBIOS_AREA          "entry point in the BIOS area at 0xF0000"
+#define ZEROSTART_SOURCE_SMBIOS_FWCFG  "SMBIOS OEM string, " ZEROSTART_SMBIOS_FWCFG
+#define ZEROSTART_SOURCE_SMBIOS_AREA   "SMBIOS OEM string, " ZEROSTART_SMBIOS_AREA
+
+/**
+  Find the SMBIOS structure table: QEMU's fw_cfg file first (with OVMF, QEMU
+  puts no SMBIOS into guest RAM; what lies at 0xF0000 there is firmware),
+  else the entry point in the BIOS area [0xF0000, 0x100000), where
+  cloud-hypervisor writes the entry point and the table behind it (not in a
+  confidential guest).
+
+  @param[out] Table        The structure table (a PEI copy of the fw_cfg file,
+                           or the table in guest RAM).
+  @param[out] TableLength  Its length.
+  @param[out] InFwCfg      TRUE when the table came from fw_cfg (for log lines).
+
+  @retval ZeroSmbiosOk            Found.
+  @retval ZeroSmbiosNoEntryPoint  The VMM gave no SMBIOS (or PEI memory ran out,
+                                  with its own warning).
+  @retval other                   Refused (entry point or table location).
+**/
+STATIC
+ZERO_SMBIOS_STATUS
+LocateSmbios (
+  OUT CONST UINT8  **Table,
+  OUT UINTN        *TableLength,
+  OUT BOOLEAN      *InFwCfg
+  )
+{
+  FIRMWARE_CONFIG_ITEM  Item;
+  UINTN                 Size;
+  UINT8                 *Copy;
+  UINT64                Address;
+  ZERO_SMBIOS_STATUS    Status;
+
+  if (QemuFwCfgIsAvailable () && !RETURN_ERROR (QemuFwCfgFindFile (ZSHINT_SMBIOS_FW_CFG_FILE, &Item, &Size))) {
+    *InFwCfg     = TRUE;
+    *TableLength = Size;
+    if (Size > ZSHINT_SMBIOS_MAX_TABLE) {
+      return ZeroSmbiosTableLocation;
+    }
+
+    Copy = AllocatePages (EFI_SIZE_TO_PAGES (Size + 1));
+    if (Copy == NULL) {
+      DEBUG ((DEBUG_WARN, "ZeroStart: out of PEI memory reading %a (%u bytes); SMBIOS not read\n", ZSHINT_SMBIOS_FW_CFG_FILE, (UINT32)Size));
+      return ZeroSmbiosNoEntryPoint;
+    }
+
+    QemuFwCfgSelectItem (Item);
+    QemuFwCfgReadBytes (Size, Copy);
+    *Table       = Copy;
+    *TableLength = Size;
+    return ZeroSmbiosOk;
+  }
+
+  //
+  // In a confidential guest (SEV, TDX) what the VMM wrote into private
+  // memory does not read back as written, and unaccepted memory must not be
+  // touched at all. Nothing from SMBIOS could be used there anyway (a zero
+  // hint is ConfidentialGuest, a scrub request only comes over fw_cfg).
+  //
+  *InFwCfg = FALSE;
+  if (PcdGet64 (PcdConfidentialComputingGuestAttr) != 0) {
+    return ZeroSmbiosNoEntryPoint;
+  }
+
+  Status = ZeroSmbiosFindEntryPoint ((CONST VOID *)(UINTN)ZSHINT_SMBIOS_AREA_BASE, ZSHINT_SMBIOS_AREA_SIZE, &Address, &Size);
+  if (Status != ZeroSmbiosOk) {
+    return Status;
+  }
+
+  *Table       = (CONST UINT8 *)(UINTN)Address;
+  *TableLength = Size;
+  return ZeroSmbiosOk;
+}
+
+/**
+  Find the hint's text in SMBIOS: the one type 11 OEM string that starts
+  with "prezero.hint=".
+
+  @param[in]  Quiet       TRUE when fw_cfg already has the hint and SMBIOS is
+                          only looked at to say that it is ignored: a
+                          malformed table then needs no warning.
+  @param[out] Text        The text after the prefix (ZeroHintTextOk only).
+  @param[out] TextLength  Its length in characters.
+  @param[out] Source      ZEROSTART_SOURCE_SMBIOS_* for log lines.
+
+  @return ZeroHintTextOk, ZeroHintTextDuplicate, or ZeroHintTextAbsent (also
+          for no SMBIOS, and for a malformed SMBIOS, after a one-line
+          warning naming the problem).
+**/
+STATIC
+ZERO_HINT_TEXT_STATUS
+FindSmbiosHint (
+  IN  BOOLEAN      Quiet,
+  OUT CONST CHAR8  **Text,
+  OUT UINTN        *TextLength,
+  OUT CONST CHAR8  **Source
+  )
+{
+  CONST UINT8            *Table;
+  UINTN                  TableLength;
+  BOOLEAN                InFwCfg;
+  ZERO_SMBIOS_STATUS     Status;
+  ZERO_HINT_TEXT_STATUS  TextStatus;
+
+  Table       = NULL;
+  TableLength = 0;
+  InFwCfg     = FALSE;
+  TextStatus  = ZeroHintTextAbsent;
+  Status      = LocateSmbios (&Table, &TableLength, &InFwCfg);
+  *Source     = InFwCfg ? ZEROSTART_SOURCE_SMBIOS_FWCFG : ZEROSTART_SOURCE_SMBIOS_AREA;
+  if (Status == ZeroSmbiosOk) {
+    Status = ZeroSmbiosFindHintText (Table, TableLength, &TextStatus, Text, TextLength);
+  }
+
+  if (Status == ZeroSmbiosNoEntryPoint) {
+    return ZeroHintTextAbsent;
+  }
+
+  if (Status != ZeroSmbiosOk) {
+    if (!Quiet) {
+      DEBUG ((
+        DEBUG_WARN,
+        "ZeroStart: SMBIOS refused: %a (%a, %u bytes); no hint taken from SMBIOS\n",
+        ZeroSmbiosStatusName (Status),
+        InFwCfg ? ZEROSTART_SMBIOS_FWCFG : ZEROSTART_SMBIOS_AREA,
+        (UINT32)TableLength
+        ));
+    }
+
+    return ZeroHintTextAbsent;
+  }
+
+  return TextStatus;
+}
 
 STATIC
 VOID
@@ -125,6 +278,13 @@ ZeroStartEndOfPei (
   UINTN                       Size;
   UINTN                       ReadSize;
   UINT8                       *Blob;
+  CONST CHAR8                 *Source;
+  BOOLEAN                     FromSmbios;
+  CONST CHAR8                 *Text;
+  UINTN                       TextLength;
+  CONST CHAR8                 *SmbiosSource;
+  ZERO_HINT_TEXT_STATUS       TextStatus;
+  UINT32                      BadChar;
   ZERO_HINT_STATUS            Status;
   UINT32                      EntryCount;
   UINT32                      Flags;
@@ -164,51 +324,115 @@ ZeroStartEndOfPei (
     return EFI_SUCCESS;
   }
 
-  if (!QemuFwCfgIsAvailable ()) {
-    DEBUG ((DEBUG_INFO, "ZeroStart: no fw_cfg; no hint\n"));
-    return EFI_SUCCESS;
+  if (QemuFwCfgIsAvailable () && !RETURN_ERROR (QemuFwCfgFindFile (ZSHINT_FW_CFG_FILE, &Item, &Size))) {
+    //
+    // fw_cfg comes first: it is the binary hint, and the only transport that
+    // may carry a scrub request. A file longer than the largest valid hint
+    // can only be BadLength or fail an earlier header check; one byte more
+    // than the maximum is enough to tell which.
+    //
+    Source     = ZEROSTART_SOURCE_FW_CFG;
+    FromSmbios = FALSE;
+    ReadSize   = (Size > ZSHINT_MAX_SIZE) ? ZSHINT_MAX_SIZE + 1 : Size;
+    Blob       = AllocatePages (EFI_SIZE_TO_PAGES (ReadSize + 1));
+    if (Blob == NULL) {
+      DEBUG ((DEBUG_WARN, "ZeroStart: out of PEI memory reading the hint; nothing published\n"));
+      return EFI_SUCCESS;
+    }
+
+    QemuFwCfgSelectItem (Item);
+    QemuFwCfgReadBytes (ReadSize, Blob);
+
+    //
+    // SMBIOS is not consulted, but a VMM that also put a (perhaps different)
+    // hint there should be able to see which one counted.
+    //
+    if (FindSmbiosHint (TRUE, &Text, &TextLength, &SmbiosSource) != ZeroHintTextAbsent) {
+      DEBUG ((DEBUG_INFO, "ZeroStart: SMBIOS OEM string %a ignored: fw_cfg %a comes first\n", ZSHINT_TEXT_PREFIX, ZSHINT_FW_CFG_FILE));
+    }
+  } else {
+    //
+    // No fw_cfg file: the text form in an SMBIOS OEM string, with the ABI's
+    // text errors in its order (find: Duplicate; decode: TextTooLong,
+    // TextBadChar, TextBadLength, TextNonCanonical).
+    //
+    FromSmbios = TRUE;
+    TextStatus = FindSmbiosHint (FALSE, &Text, &TextLength, &Source);
+    if (TextStatus == ZeroHintTextAbsent) {
+      DEBUG ((DEBUG_INFO, "ZeroStart: no fw_cfg file %a and no SMBIOS OEM string %a; no hint\n", ZSHINT_FW_CFG_FILE, ZSHINT_TEXT_PREFIX));
+      return EFI_SUCCESS;
+    }
+
+    if (TextStatus == ZeroHintTextDuplicate) {
+      DEBUG ((DEBUG_WARN, "ZeroStart: hint rejected: Duplicate (%a: more than one %a); nothing published\n", Source, ZSHINT_TEXT_PREFIX));
+      return EFI_SUCCESS;
+    }
+
+    Blob = AllocatePages (EFI_SIZE_TO_PAGES (ZSHINT_TEXT_MAX_BYTES));
+    if (Blob == NULL) {
+      DEBUG ((DEBUG_WARN, "ZeroStart: out of PEI memory decoding the hint; nothing published\n"));
+      return EFI_SUCCESS;
+    }
+
+    TextStatus = ZeroHintTextDecode (Text, TextLength, Blob, ZSHINT_TEXT_MAX_BYTES, &ReadSize, &BadChar);
+    if (TextStatus == ZeroHintTextBadChar) {
+      DEBUG ((
+        DEBUG_WARN,
+        "ZeroStart: hint rejected: %a (index %u, %a, %u characters); nothing published\n",
+        ZeroHintTextStatusName (TextStatus),
+        BadChar,
+        Source,
+        (UINT32)TextLength
+        ));
+      return EFI_SUCCESS;
+    }
+
+    if (TextStatus != ZeroHintTextOk) {
+      DEBUG ((
+        DEBUG_WARN,
+        "ZeroStart: hint rejected: %a (%a, %u characters); nothing published\n",
+        ZeroHintTextStatusName (TextStatus),
+        Source,
+        (UINT32)TextLength
+        ));
+      return EFI_SUCCESS;
+    }
+
+    // The text gives the exact length: trailing bytes are BadLength.
+    Size = ReadSize;
   }
 
-  if (RETURN_ERROR (QemuFwCfgFindFile (ZSHINT_FW_CFG_FILE, &Item, &Size))) {
-    DEBUG ((DEBUG_INFO, "ZeroStart: no fw_cfg file %a; no hint\n", ZSHINT_FW_CFG_FILE));
-    return EFI_SUCCESS;
-  }
-
-  //
-  // A file longer than the largest valid hint can only be BadLength or fail
-  // an earlier header check; one byte more than the maximum is enough to
-  // tell which.
-  //
-  ReadSize = (Size > ZSHINT_MAX_SIZE) ? ZSHINT_MAX_SIZE + 1 : Size;
-  Blob     = AllocatePages (EFI_SIZE_TO_PAGES (ReadSize + 1));
-  if (Blob == NULL) {
-    DEBUG ((DEBUG_WARN, "ZeroStart: out of PEI memory reading the hint; nothing published\n"));
-    return EFI_SUCCESS;
-  }
-
-  QemuFwCfgSelectItem (Item);
-  QemuFwCfgReadBytes (ReadSize, Blob);
   Status = ZeroHintValidate (Blob, ReadSize, TRUE, &EntryCount, &Flags, &BadEntry);
   if (Status != ZeroHintOk) {
     if (Status >= ZeroHintBadEntryFlags) {
       DEBUG ((
         DEBUG_WARN,
-        "ZeroStart: hint rejected: %a (entry %u, fw_cfg %a, %u bytes); nothing published\n",
+        "ZeroStart: hint rejected: %a (entry %u, %a, %u bytes); nothing published\n",
         ZeroHintStatusName (Status),
         BadEntry,
-        ZSHINT_FW_CFG_FILE,
+        Source,
         (UINT32)Size
         ));
     } else {
       DEBUG ((
         DEBUG_WARN,
-        "ZeroStart: hint rejected: %a (fw_cfg %a, %u bytes); nothing published\n",
+        "ZeroStart: hint rejected: %a (%a, %u bytes); nothing published\n",
         ZeroHintStatusName (Status),
-        ZSHINT_FW_CFG_FILE,
+        Source,
         (UINT32)Size
         ));
     }
 
+    return EFI_SUCCESS;
+  }
+
+  //
+  // A scrub request asks the firmware to write guest memory; only the fw_cfg
+  // transport may ask that (docs/hint-abi.md "Meaning"), as the kernel
+  // refuses one from its text transports.
+  //
+  if (FromSmbios && ((Flags & ZSHINT_FLAG_SCRUB_REQUEST) != 0)) {
+    DEBUG ((DEBUG_WARN, "ZeroStart: hint rejected: ScrubRequest (%a: only fw_cfg may ask for a scrub); nothing published\n", Source));
     return EFI_SUCCESS;
   }
 
@@ -396,7 +620,7 @@ ZeroStartEndOfPei (
 
   DEBUG ((
     DEBUG_INFO,
-    "ZeroStart: PEI: %a hint, %u entries, %Lu bytes; RAM %Lu bytes; claimed %Lu bytes in %u ranges%a; reserve %Lu bytes; %Lu us\n",
+    "ZeroStart: PEI: %a hint, %u entries, %Lu bytes; RAM %Lu bytes; claimed %Lu bytes in %u ranges%a; reserve %Lu bytes; %Lu us; from %a\n",
     (Flags & ZSHINT_FLAG_SCRUB_REQUEST) != 0 ? "scrub-request" : "zero",
     EntryCount,
     HintBytes,
@@ -405,7 +629,8 @@ ZeroStartEndOfPei (
     (UINT32)ClaimCount,
     Complete ? "" : " (cut short: out of range slots)",
     Handoff->ReservedBytes,
-    DivU64x32 (Handoff->PeiNanoseconds, 1000)
+    DivU64x32 (Handoff->PeiNanoseconds, 1000),
+    Source
     ));
   return EFI_SUCCESS;
 }

@@ -2,7 +2,9 @@
 """QEMU TCG tests of zerostart's OVMF build (firmware/).
 
 Each case boots OVMF.fd with a hint in fw_cfg (opt/org.zerostart/prezeroed)
-and ZeroStartDump.efi as the default boot loader (\\EFI\\BOOT\\BOOTX64.EFI on a
+or, in text form, in an SMBIOS OEM string (-smbios type=11,value=prezero.hint=...,
+which QEMU serves in fw_cfg etc/smbios/smbios-tables), and ZeroStartDump.efi
+as the default boot loader (\\EFI\\BOOT\\BOOTX64.EFI on a
 virtual FAT disk). The application prints the published EFI table, checks it
 from inside the guest (validates, every range still claimed, table and its
 own image outside the ranges, every byte zero) and powers off. This script
@@ -98,8 +100,13 @@ class Boot:
         return [l for l in self.debug.splitlines() if l.startswith("ZeroStart:")]
 
 
+def oem(text):
+    """The SMBIOS OEM strings that carry a hint's text form (transport (e))."""
+    return [f"{zshint.TEXT_PARAM}={text}"]
+
+
 def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, reboot_test=False, prealloc=False,
-             linux=None):
+             linux=None, smbios=None):
     d = os.path.join(work, name)
     os.makedirs(os.path.join(d, "esp", "EFI", "BOOT"))
     shutil.copy(os.path.join(args.fw_dir, "ZeroStartDump.efi"), os.path.join(d, "esp", "EFI", "BOOT", "BOOTX64.EFI"))
@@ -142,6 +149,9 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, 
         with open(path, "wb") as f:
             f.write(hint)
         cmd += ["-fw_cfg", "name=opt/org.zerostart/prezeroed,file=" + path]
+    for s in smbios or []:
+        # One type 11 option per OEM string; base64url has no ',' to escape.
+        cmd += ["-smbios", "type=11,value=" + s]
     if pattern:
         # Guest RAM starts as a private copy of a file full of the pattern:
         # the scrub must turn what it publishes into zeros.
@@ -239,11 +249,19 @@ def case_zero_4g(args, work):
     return b, errs
 
 
-def corrupt_case(name, mutate, error):
+def corrupt_case(name, mutate, error, smbios=None, scrub=False):
+    """A hint the firmware must refuse: MUTATE turns the adversarial hint's
+    bytes into the bad ones; with SMBIOS (bytes -> OEM strings) they go in
+    an SMBIOS OEM string instead of fw_cfg. ERROR is what the one warning
+    names after 'hint rejected: '."""
     def case(args, work):
         mem = 1 * GiB
-        blob, _, _ = adversarial_hint(mem)
-        b = run_qemu(args, work, name, mem, 1, mutate(bytearray(blob)))
+        blob, _, _ = adversarial_hint(mem, scrub)
+        blob = mutate(bytearray(blob))
+        if smbios:
+            b = run_qemu(args, work, name, mem, 1, smbios=smbios(blob))
+        else:
+            b = run_qemu(args, work, name, mem, 1, blob)
         errs = []
         if b.result() != "ABSENT":
             errs.append(f"guest saw {b.result()!r}, want ABSENT (no table for a bad hint)")
@@ -265,6 +283,47 @@ def flip_crc(blob):
 def flip_entry(blob):
     blob[32 + 8] ^= 0x10  # first entry's length, after the CRC was computed
     return bytes(blob)
+
+
+def bad_char(index, char="+"):
+    """OEM strings with the hint's text, character INDEX replaced."""
+    def strings(blob):
+        t = zshint.text(blob)
+        return oem(t[:index] + char + t[index + 1:])
+
+    return strings
+
+
+def case_smbios(args, work):
+    """The hint's text form in an SMBIOS OEM string and no fw_cfg file: the
+    firmware must take it down the fw_cfg hint's path (claim, table, every
+    published byte zero) and say where it came from."""
+    mem = 1 * GiB
+    blob, hint_ram, not_ram = adversarial_hint(mem)
+    b = run_qemu(args, work, "smbios-1g-2cpu", mem, 2, smbios=oem(zshint.text(blob)))
+    errs = check_published(b, hint_ram, not_ram, mem, 0.4)
+    pei = [l for l in b.zs_log() if l.startswith("ZeroStart: PEI:")]
+    if len(pei) != 1 or not pei[0].endswith("from SMBIOS OEM string, fw_cfg etc/smbios/smbios-tables"):
+        errs.append(f"want one claim line from the SMBIOS OEM string, got {pei}")
+    return b, errs
+
+
+def case_fw_cfg_over_smbios(args, work):
+    """fw_cfg comes first: with the fw_cfg file present, a different valid
+    hint in SMBIOS (64 MiB, far below what the fw_cfg hint publishes) is not
+    consulted, and the firmware says so."""
+    mem = 1 * GiB
+    blob, hint_ram, not_ram = adversarial_hint(mem)
+    other = zshint.encode([(64 * MiB, 64 * MiB, 12)])
+    b = run_qemu(args, work, "fw-cfg-over-smbios", mem, 2, blob, smbios=oem(zshint.text(other)))
+    errs = check_published(b, hint_ram, not_ram, mem, 0.4)
+    log = b.zs_log()
+    pei = [l for l in log if l.startswith("ZeroStart: PEI:")]
+    if len(pei) != 1 or not pei[0].endswith("from fw_cfg opt/org.zerostart/prezeroed"):
+        errs.append(f"want one claim line from fw_cfg, got {pei}")
+    if not any(l.startswith("ZeroStart: SMBIOS OEM string prezero.hint= ignored: fw_cfg") for l in log):
+        errs.append("no line saying the SMBIOS hint was ignored")
+    return b, errs
 
 
 def no_hint_case(args, work):
@@ -369,6 +428,15 @@ CASES = {
     "bad-data": corrupt_case("bad-data", flip_entry, "BadChecksum"),
     "bad-length": corrupt_case("bad-length", lambda b: bytes(b) + b"\0", "BadLength"),
     "no-hint": no_hint_case,
+    "smbios": case_smbios,
+    "smbios-bad-checksum": corrupt_case("smbios-bad-checksum", flip_crc, "BadChecksum",
+                                        smbios=lambda blob: oem(zshint.text(blob))),
+    "smbios-bad-char": corrupt_case("smbios-bad-char", bytes, "TextBadChar (index 10,", smbios=bad_char(10)),
+    "smbios-duplicate": corrupt_case("smbios-duplicate", bytes, "Duplicate",
+                                     smbios=lambda blob: oem(zshint.text(blob)) * 2),
+    "smbios-scrub": corrupt_case("smbios-scrub", bytes, "ScrubRequest", smbios=lambda blob: oem(zshint.text(blob)),
+                                 scrub=True),
+    "fw-cfg-over-smbios": case_fw_cfg_over_smbios,
     "scrub": case_scrub,
     "scrub-4g": lambda args, work: case_scrub(args, work, 4 * GiB),
     "verify-detects": case_verify_detects,

@@ -489,7 +489,9 @@ fn device_options_through_the_binary() {
 }
 
 /// cloud-hypervisor itself when it is on PATH: the launcher's fw_cfg
-/// detection against the real binary's --help.
+/// detection against the real binary's --help. A release binary (no
+/// fw_cfg) gets the hint as an SMBIOS OEM string, one with fw_cfg over
+/// --fw-cfg-config; --dry-run names which.
 #[test]
 fn cloud_hypervisor_when_present() {
     let Some(p) = std::env::var_os("PATH").and_then(|p| {
@@ -531,10 +533,40 @@ fn cloud_hypervisor_when_present() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    if !has {
-        assert!(err.contains("no fw_cfg device"), "{err}");
+    // It gets as far as booting the fake firmware either way.
+    assert!(!err.contains("has no fw_cfg device"), "{err}");
+    let dry = Command::new(BIN)
+        .args([
+            "launch",
+            "--dry-run",
+            "--vmm",
+            "cloud-hypervisor",
+            "--memory",
+            "size=64M,source=none,hugepages=off",
+            "--firmware",
+        ])
+        .arg(fw.path())
+        .arg("--vmm-binary")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        dry.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    if has {
+        assert!(
+            text.contains("--fw-cfg-config") && text.contains("over fw_cfg"),
+            "{text}"
+        );
     } else {
-        // With fw_cfg it gets as far as booting the fake firmware.
-        assert!(!err.contains("no fw_cfg device"), "{err}");
+        assert!(
+            text.contains("--platform 'oem_strings=[prezero.hint=")
+                || text.contains("--platform oem_strings=[prezero.hint="),
+            "{text}"
+        );
+        assert!(text.contains("in an SMBIOS OEM string"), "{text}");
     }
 }

@@ -37,8 +37,9 @@ extern EFI_GUID  gZeroStartClaimHobGuid;
 ///
 /// GUID HOB data: this header, then ZERO_RANGE Claims[ClaimCount] (normalized,
 /// page aligned, also described by memory allocation HOBs of
-/// ZEROSTART_CLAIM_MEMORY_TYPE), then the validated fw_cfg hint blob
-/// (HintSize bytes; kept for the entries' page_shift).
+/// ZEROSTART_CLAIM_MEMORY_TYPE), then the validated hint blob (HintSize
+/// bytes, from fw_cfg or decoded from the SMBIOS OEM string; kept for the
+/// entries' page_shift).
 ///
 typedef struct {
   UINT32    Version;

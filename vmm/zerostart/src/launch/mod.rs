@@ -149,9 +149,6 @@ pub enum Error {
     /// The firmware is not an ELF.
     #[error("{0} is not an ELF image; cloud-hypervisor takes CLOUDHV.fd (a PVH ELF), not OVMF.fd")]
     ChvFirmwareNotElf(PathBuf),
-    /// A cloud-hypervisor without fw_cfg.
-    #[error("{0} has no fw_cfg device (--fw-cfg-config is not in its --help, as in every release binary), so the firmware cannot get the hint; boot the kernel directly instead (--kernel vmlinux, no --firmware: the hint goes on --cmdline), use a build with --features fw_cfg (v48 or later), or hint=off in --memory")]
-    ChvNoFwCfg(PathBuf),
     /// The VMM binary cannot be run.
     #[error("cannot run {path}: {err}; install it or pass --vmm-binary PATH")]
     VmmBinary {
@@ -397,6 +394,9 @@ struct Plan<'a> {
     fw_image: Vec<u8>,
     /// The boot path: decides the hint's transport.
     boot: vmm::Boot,
+    /// On a firmware boot: fw_cfg, or an SMBIOS string where the binary
+    /// has no fw_cfg (the probe's answer).
+    channel: vmm::FirmwareChannel,
 }
 
 /// Where the VMM finds guest RAM: the region's fd once it is taken.
@@ -469,6 +469,14 @@ impl<'a> Plan<'a> {
             }
             (None, _) => Vec::new(),
         };
+        let boot = driver.boot(&a.vmm_args, a.firmware.is_some());
+        // What the binary can carry to firmware: asked before anything is
+        // taken, in a dry run too; without --firmware there is none to ask
+        // about (the layout names what is missing).
+        let channel = match a.firmware {
+            Some(_) => driver.probe(&binary, boot, opts.hint)?,
+            None => vmm::FirmwareChannel::FwCfg,
+        };
         Ok(Plan {
             a,
             driver,
@@ -476,17 +484,22 @@ impl<'a> Plan<'a> {
             devices: device_opts(a)?,
             binary,
             fw_image,
-            boot: driver.boot(&a.vmm_args, a.firmware.is_some()),
+            boot,
+            channel,
         })
     }
 
     /// The carrier of a hint that is not known yet: the placeholder a dry
     /// run and the layout name.
     fn placeholder(&self) -> vmm::Carrier {
-        match (self.opts.hint, self.boot) {
-            (false, _) => vmm::Carrier::None,
-            (true, vmm::Boot::Uefi) => vmm::Carrier::FwCfg("/proc/self/fd/HINT_FD".into()),
-            (true, vmm::Boot::Direct) => vmm::Carrier::Text("HINT_TEXT".into()),
+        use vmm::{Boot, Carrier, FirmwareChannel};
+        match (self.opts.hint, self.boot, self.channel) {
+            (false, _, _) => Carrier::None,
+            (true, Boot::Uefi, FirmwareChannel::FwCfg) => {
+                Carrier::FwCfg("/proc/self/fd/HINT_FD".into())
+            }
+            (true, Boot::Uefi, FirmwareChannel::Smbios) => Carrier::Smbios("HINT_TEXT".into()),
+            (true, Boot::Direct, _) => Carrier::Text("HINT_TEXT".into()),
         }
     }
 
@@ -536,9 +549,12 @@ fn dry_run(plan: &Plan<'_>, layout: vmm::Built) -> Result<i32, Error> {
         _ => None,
     };
     let carrier = match &text {
-        Some(Some(h)) => vmm::Carrier::Text(zerohint::encode_text(
-            &h.encode().map_err(|e| Error::Hint(e.into()))?,
-        )),
+        Some(Some(h)) => {
+            let t = zerohint::encode_text(&h.encode().map_err(|e| Error::Hint(e.into()))?);
+            plan.placeholder()
+                .with_text(t)
+                .unwrap_or(vmm::Carrier::None)
+        }
         Some(None) => vmm::Carrier::None,
         None => plan.placeholder(),
     };
@@ -581,9 +597,15 @@ fn dry_run(plan: &Plan<'_>, layout: vmm::Built) -> Result<i32, Error> {
         None => built.hint_ranges.clone(),
     };
     let total: u64 = ranges.iter().map(|r| r.1).sum();
-    let via = match text {
-        Some(_) => format!("on the kernel command line ({}...)", zerohint::TEXT_PREFIX),
-        None => format!("over fw_cfg {}", zerohint::FW_CFG_NAME),
+    let via = match plan.placeholder() {
+        vmm::Carrier::Smbios(_) => format!(
+            "in an SMBIOS OEM string ({}...), the binary has no fw_cfg",
+            zerohint::TEXT_PREFIX
+        ),
+        vmm::Carrier::Text(_) => {
+            format!("on the kernel command line ({}...)", zerohint::TEXT_PREFIX)
+        }
+        _ => format!("over fw_cfg {}", zerohint::FW_CFG_NAME),
     };
     println!(
         "# boot: {}; hint {via}: {} ranges, {} bytes",
@@ -671,7 +693,7 @@ fn publish_hint(
         region,
         file: None,
     };
-    let boot = layout.boot;
+    let placeholder = plan.placeholder();
     let mut text = None;
     let published = match plan.opts.hint {
         false => None,
@@ -680,9 +702,9 @@ fn publish_hint(
             hint::Mode::Zero,
             a.test_corrupt_hint,
             |s: &mut External<'_>, blob| {
-                match (blob, boot) {
-                    (Some(b), vmm::Boot::Uefi) => s.file = Some(memory::hint_memfd(b)?),
-                    (Some(b), vmm::Boot::Direct) => text = Some(zerohint::encode_text(b)),
+                match (blob, &placeholder) {
+                    (Some(b), vmm::Carrier::FwCfg(_)) => s.file = Some(memory::hint_memfd(b)?),
+                    (Some(b), c) => text = c.with_text(zerohint::encode_text(b)),
                     (None, _) => {}
                 }
                 Ok::<(), Error>(())
@@ -692,7 +714,7 @@ fn publish_hint(
     let file = src.file.take();
     let carrier = match (&file, text) {
         (Some(f), _) => vmm::Carrier::FwCfg(format!("/proc/self/fd/{}", f.as_raw_fd())),
-        (None, Some(t)) => vmm::Carrier::Text(t),
+        (None, Some(c)) => c,
         (None, None) => vmm::Carrier::None,
     };
     // Firecracker reads the hint in its config file: the launcher's copy,
@@ -763,9 +785,6 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     let plan = Plan::new(a)?;
     // Argument checks and layout before any memory is taken.
     let layout = plan.args(&Binding::placeholder(&plan.opts), plan.placeholder(), None)?;
-    // A firmware boot needs fw_cfg for the hint, which release binaries
-    // lack: probed before anything is taken, in a dry run too.
-    plan.driver.probe(&plan.binary, plan.boot, plan.opts.hint)?;
     if a.dry_run {
         return dry_run(&plan, layout);
     }

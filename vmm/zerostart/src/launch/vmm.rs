@@ -56,9 +56,10 @@ pub trait Driver: Sync {
     /// never writes before the first instruction; the user's arguments that
     /// would break the hint are refused here.
     fn build(&self, user: &[String], inp: &Inputs, firmware_image: &[u8]) -> Result<Built, Error>;
-    /// Whether the binary can carry a hint on this boot (cloud-hypervisor's
-    /// fw_cfg feature); `Ok` when there is nothing to check.
-    fn probe(&self, binary: &Path, boot: Boot, hint: bool) -> Result<(), Error>;
+    /// How the binary carries a hint to firmware on this boot: over fw_cfg,
+    /// or (cloud-hypervisor without its fw_cfg feature, as released) in an
+    /// SMBIOS OEM string; fw_cfg when there is nothing to check.
+    fn probe(&self, binary: &Path, boot: Boot, hint: bool) -> Result<FirmwareChannel, Error>;
     /// Whether the launcher provides guest RAM (a pool lease or its own
     /// memfd); Firecracker allocates its own.
     fn takes_memory(&self) -> bool {
@@ -77,8 +78,8 @@ impl Driver for QemuDriver {
     fn build(&self, user: &[String], inp: &Inputs, _: &[u8]) -> Result<Built, Error> {
         qemu(user, inp)
     }
-    fn probe(&self, _: &Path, _: Boot, _: bool) -> Result<(), Error> {
-        Ok(())
+    fn probe(&self, _: &Path, _: Boot, _: bool) -> Result<FirmwareChannel, Error> {
+        Ok(FirmwareChannel::FwCfg)
     }
 }
 
@@ -89,11 +90,11 @@ impl Driver for ChvDriver {
     fn build(&self, user: &[String], inp: &Inputs, firmware_image: &[u8]) -> Result<Built, Error> {
         cloud_hypervisor(user, inp, firmware_image)
     }
-    fn probe(&self, binary: &Path, boot: Boot, hint: bool) -> Result<(), Error> {
-        if hint && boot == Boot::Uefi {
-            check_chv_binary(binary)?;
+    fn probe(&self, binary: &Path, boot: Boot, hint: bool) -> Result<FirmwareChannel, Error> {
+        match hint && boot == Boot::Uefi {
+            true => chv_firmware_channel(binary),
+            false => Ok(FirmwareChannel::FwCfg),
         }
-        Ok(())
     }
 }
 
@@ -104,8 +105,8 @@ impl Driver for FirecrackerDriver {
     fn build(&self, user: &[String], inp: &Inputs, _: &[u8]) -> Result<Built, Error> {
         firecracker(user, inp)
     }
-    fn probe(&self, _: &Path, _: Boot, _: bool) -> Result<(), Error> {
-        Ok(())
+    fn probe(&self, _: &Path, _: Boot, _: bool) -> Result<FirmwareChannel, Error> {
+        Ok(FirmwareChannel::FwCfg)
     }
     fn takes_memory(&self) -> bool {
         false
@@ -146,6 +147,16 @@ impl Boot {
     }
 }
 
+/// How a VMM hands the hint to firmware (docs/hint-abi.md transports (b)
+/// and (e); ZeroStartPkg reads fw_cfg first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirmwareChannel {
+    /// The blob as a fw_cfg file.
+    FwCfg,
+    /// The text form in an SMBIOS type 11 OEM string.
+    Smbios,
+}
+
 /// The hint as the VMM carries it to the guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Carrier {
@@ -157,15 +168,28 @@ pub enum Carrier {
     /// The text form (docs/hint-abi.md "Text form"), for the kernel
     /// command line.
     Text(String),
+    /// The text form in an SMBIOS OEM string, for the firmware.
+    Smbios(String),
 }
 
 impl Carrier {
-    /// Transport name in reports: `fw_cfg`, `cmdline`, or `none`.
+    /// Transport name in reports: `fw_cfg`, `cmdline`, `smbios` or `none`.
     pub fn transport(&self) -> &'static str {
         match self {
             Carrier::None => "none",
             Carrier::FwCfg(_) => "fw_cfg",
             Carrier::Text(_) => "cmdline",
+            Carrier::Smbios(_) => "smbios",
+        }
+    }
+
+    /// The same transport carrying TEXT, for the two that carry text
+    /// (None for the others).
+    pub fn with_text(&self, text: String) -> Option<Carrier> {
+        match self {
+            Carrier::Text(_) => Some(Carrier::Text(text)),
+            Carrier::Smbios(_) => Some(Carrier::Smbios(text)),
+            _ => None,
         }
     }
 }
@@ -415,7 +439,9 @@ fn carry_text(
                 None => args.extend([opt.to_string(), with]),
             }
         }
-        (Carrier::Text(_), Boot::Uefi) | (Carrier::FwCfg(_), Boot::Direct) => {
+        (Carrier::Text(_), Boot::Uefi)
+        | (Carrier::FwCfg(_), Boot::Direct)
+        | (Carrier::Smbios(_), Boot::Direct) => {
             return Err(Error::HintTransport(format!(
                 "{} {} boot cannot take the hint as {}",
                 k.name(),
@@ -538,6 +564,11 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     if boot == Boot::Uefi && inp.firmware.is_none() && inp.hint != Carrier::None {
         return Err(Error::QemuNeedsFirmware);
     }
+    if let Carrier::Smbios(_) = inp.hint {
+        return Err(Error::HintTransport(
+            "QEMU hands the firmware the hint over fw_cfg only".into(),
+        ));
+    }
     let mut args: Vec<String> = user.to_vec();
     let text_budget = carry_text(k, "-append", append.as_ref(), boot, &inp.hint, &mut args)?;
     if !machine_named {
@@ -656,7 +687,10 @@ pub fn chv_boot(user: &[String], firmware: bool) -> Boot {
 /// id=,size=,file=,shared=on[,hugepages=on,hugepage_size=]`; then for a
 /// firmware boot `--firmware` and, with a hint, `--fw-cfg-config
 /// e820=off,kernel=off,cmdline=off,initramfs=off,acpi_table=off,items=[...]`
-/// (release binaries have no fw_cfg: [`check_chv_binary`] says so before),
+/// or, for a binary without fw_cfg (every release binary:
+/// [`chv_firmware_channel`] asks its `--help`), `--platform
+/// oem_strings=[prezero.hint=<text>]` (merged into the user's
+/// `--platform`), which ZeroStartPkg reads when there is no fw_cfg file;
 /// and for a direct kernel boot (`--kernel`, no `--firmware`) the hint on
 /// `--cmdline`.
 ///
@@ -692,7 +726,7 @@ pub fn cloud_hypervisor(
     if boot == Boot::Uefi && inp.firmware.is_none() && inp.hint != Carrier::None {
         return Err(Error::ChvNeedsFirmware);
     }
-    let (mut kernel, mut initramfs, mut cmdline) = (None, None, None);
+    let (mut kernel, mut initramfs, mut cmdline, mut platform) = (None, None, None, None);
     for (i, a) in user.iter().enumerate() {
         let Some(opt) = chv_opt(a) else { continue };
         let (val, val_at) = option_value(user, i);
@@ -700,6 +734,14 @@ pub fn cloud_hypervisor(
             "memory" | "memory-zone" => {
                 return Err(conflict(k, a, "the launcher adds the memory zone"))
             }
+            "platform" if val.contains(zerohint::TEXT_PREFIX) => {
+                return Err(conflict(
+                    k,
+                    a,
+                    "the launcher adds the prezero.hint= OEM string",
+                ))
+            }
+            "platform" => platform = Some((i, val, val_at)),
             "fw-cfg-config" => {
                 return Err(conflict(
                     k,
@@ -763,7 +805,11 @@ pub fn cloud_hypervisor(
         None => zone.push_str(",hugepages=off"),
     }
     let mut args: Vec<String> = user.to_vec();
-    let text_budget = carry_text(k, "--cmdline", cmdline.as_ref(), boot, &inp.hint, &mut args)?;
+    let text_budget = match inp.hint {
+        // An OEM string has no line to share: only the text's own limit.
+        Carrier::Smbios(_) => Some(zerohint::TEXT_MAX_CHARS),
+        _ => carry_text(k, "--cmdline", cmdline.as_ref(), boot, &inp.hint, &mut args)?,
+    };
     args.extend([
         "--memory".into(),
         "size=0".into(),
@@ -776,14 +822,16 @@ pub fn cloud_hypervisor(
             let segs = layout::elf_load_segments(firmware_image)
                 .ok_or_else(|| Error::ChvFirmwareNotElf(fw.clone()))?;
             args.extend(["--firmware".into(), fw.display().to_string()]);
-            if let Carrier::FwCfg(h) = &inp.hint {
-                args.extend([
+            match &inp.hint {
+                Carrier::FwCfg(h) => args.extend([
                     "--fw-cfg-config".into(),
                     format!(
                         "e820=off,kernel=off,cmdline=off,initramfs=off,acpi_table=off,items=[name={},file={h}]",
                         zerohint::FW_CFG_NAME
                     ),
-                ]);
+                ]),
+                Carrier::Smbios(t) => chv_oem_string(&mut args, platform, t),
+                _ => {}
             }
             segs.iter().map(|&(s, e)| (s, e - s)).collect()
         }
@@ -880,7 +928,7 @@ pub fn firecracker(user: &[String], inp: &Inputs) -> Result<Built, Error> {
         None => 0,
     };
     let lay = fc::guest_layout(&cfg, &kernel, initrd_bytes)?;
-    if let Carrier::FwCfg(_) = inp.hint {
+    if let Carrier::FwCfg(_) | Carrier::Smbios(_) = inp.hint {
         return Err(Error::HintTransport(
             "Firecracker takes the hint on boot_args only".into(),
         ));
@@ -896,6 +944,40 @@ pub fn firecracker(user: &[String], inp: &Inputs) -> Result<Built, Error> {
         boot: Boot::Direct,
         text_budget: Some(budget),
     })
+}
+
+/// Adds `prezero.hint=TEXT` to cloud-hypervisor's SMBIOS OEM strings: into
+/// the user's `--platform` (PLATFORM: its index, value and the index of a
+/// separate value argument), before the strings it lists, or as a new
+/// `--platform oem_strings=[...]`. The text is base64url, so it needs no
+/// quoting inside cloud-hypervisor's `[a,b]` list.
+fn chv_oem_string(
+    args: &mut Vec<String>,
+    platform: Option<(usize, String, Option<usize>)>,
+    text: &str,
+) {
+    let oem = format!("{}{text}", zerohint::TEXT_PREFIX);
+    let Some((i, value, val_at)) = platform else {
+        args.extend(["--platform".into(), format!("oem_strings=[{oem}]")]);
+        return;
+    };
+    let with = match value.find("oem_strings=[") {
+        Some(at) => {
+            let cut = at + "oem_strings=[".len();
+            let sep = if value[cut..].starts_with(']') {
+                ""
+            } else {
+                ","
+            };
+            format!("{}{oem}{sep}{}", &value[..cut], &value[cut..])
+        }
+        None if value.is_empty() => format!("oem_strings=[{oem}]"),
+        None => format!("{value},oem_strings=[{oem}]"),
+    };
+    match val_at {
+        Some(v) => args[v] = with,
+        None => args[i] = format!("--platform={with}"),
+    }
 }
 
 /// The config file the launcher hands Firecracker: the user's, with
@@ -915,7 +997,7 @@ pub fn chv_has_fw_cfg(help: &str) -> bool {
 }
 
 /// Runs `binary --help` and checks it for fw_cfg support.
-pub fn check_chv_binary(binary: &Path) -> Result<(), Error> {
+pub fn chv_firmware_channel(binary: &Path) -> Result<FirmwareChannel, Error> {
     let out = std::process::Command::new(binary)
         .arg("--help")
         .output()
@@ -925,11 +1007,10 @@ pub fn check_chv_binary(binary: &Path) -> Result<(), Error> {
         })?;
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    if chv_has_fw_cfg(&text) {
-        Ok(())
-    } else {
-        Err(Error::ChvNoFwCfg(binary.to_path_buf()))
-    }
+    Ok(match chv_has_fw_cfg(&text) {
+        true => FirmwareChannel::FwCfg,
+        false => FirmwareChannel::Smbios,
+    })
 }
 
 #[cfg(test)]
@@ -1016,6 +1097,59 @@ mod tests {
         ));
         // hint=off needs no fw_cfg at all (release binaries have none).
         assert!(!b.args.iter().any(|a| a.contains("fw-cfg")), "{:?}", b.args);
+    }
+
+    #[test]
+    fn chv_release_binary_carries_the_hint_in_an_oem_string() {
+        let mut i = inputs(GIB);
+        i.hint = Carrier::Smbios("ABC".into());
+        let b = cloud_hypervisor(&s(&["--cpus", "boot=2"]), &i, &cloudhv_like()).unwrap();
+        assert!(!b.args.iter().any(|a| a.contains("fw-cfg")), "{:?}", b.args);
+        let tail = &b.args[b.args.len() - 2..];
+        assert_eq!(tail, s(&["--platform", "oem_strings=[prezero.hint=ABC]"]));
+        // Only the text's own limit: no kernel command line to share.
+        assert_eq!(b.text_budget, Some(zerohint::TEXT_MAX_CHARS));
+        // The same ranges as over fw_cfg: the firmware claims them alike.
+        assert_eq!(b.hint_ranges, vec![(32 * MIB, GIB - 32 * MIB)]);
+        // Merged into the user's --platform, in both argument forms.
+        for (user, want) in [
+            (
+                s(&["--platform", "serial_number=42"]),
+                "serial_number=42,oem_strings=[prezero.hint=ABC]",
+            ),
+            (
+                s(&["--platform", "oem_strings=[a,b],uuid=u"]),
+                "oem_strings=[prezero.hint=ABC,a,b],uuid=u",
+            ),
+            (
+                s(&["--platform", "oem_strings=[]"]),
+                "oem_strings=[prezero.hint=ABC]",
+            ),
+            (
+                s(&["--platform=num_pci_segments=2"]),
+                "--platform=num_pci_segments=2,oem_strings=[prezero.hint=ABC]",
+            ),
+        ] {
+            let b = cloud_hypervisor(&user, &i, &cloudhv_like()).unwrap();
+            assert!(b.args.contains(&want.to_string()), "{want}: {:?}", b.args);
+            assert_eq!(b.args.iter().filter(|a| a.contains("platform")).count(), 1);
+        }
+        // The user's own hint string would be a second one (Duplicate).
+        let e = cloud_hypervisor(
+            &s(&["--platform", "oem_strings=[prezero.hint=XYZ]"]),
+            &i,
+            &cloudhv_like(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("adds the prezero.hint= OEM string"),
+            "{e}"
+        );
+        // Neither QEMU nor Firecracker has this channel to firmware.
+        assert!(matches!(
+            qemu(&s(&["-kernel", "/k"]), &i),
+            Err(Error::HintTransport(_))
+        ));
     }
 
     #[test]
