@@ -114,7 +114,10 @@ def shutdown_event(kvm_exit: str) -> str | None:
 
 
 def cloud_hypervisor() -> tuple[Path | None, str]:
-    """The cloud-hypervisor to test, or None and why there is none."""
+    """The cloud-hypervisor to test, or None and why there is none; with a
+    binary, which channel the launcher will hand CLOUDHV.fd the hint on:
+    fw_cfg where its --help lists --fw-cfg-config, else (every release
+    binary) an SMBIOS OEM string."""
     env = os.environ.get("ZEROSTART_CLOUD_HYPERVISOR")
     found = env or shutil.which("cloud-hypervisor")
     if not found:
@@ -125,17 +128,19 @@ def cloud_hypervisor() -> tuple[Path | None, str]:
     except (OSError, subprocess.SubprocessError) as ex:
         return None, f"{p} --help failed: {ex}"
     if "--fw-cfg-config" not in help_text:
-        return None, f"{p} has no fw_cfg device (build it with --features fw_cfg, v48 or later)"
-    return p, ""
+        return p, "smbios"
+    return p, "fw_cfg"
 
 
-def chv_scenarios(kernel: str) -> list[LaunchScenario]:
+def chv_scenarios(kernel: str, channel: str = "fw_cfg") -> list[LaunchScenario]:
     """The cloud-hypervisor rows: pool memory with the hint verified, and the
-    negative control (a byte planted inside the hint must be caught)."""
+    negative control (a byte planted inside the hint must be caught).
+    CHANNEL: how the binary hands CLOUDHV.fd the hint (cloud_hypervisor())."""
+    via = "fw_cfg" if channel == "fw_cfg" else "an SMBIOS OEM string"
     return [
         LaunchScenario("launch-chv-pool-1g", 1024, vmm="cloud-hypervisor", kernel=kernel, debugcon=True,
                        launcher_args="--test-poison-unhinted", guest_args=guest_args(1024),
-                       note="cloud-hypervisor on pool memory, hint over fw_cfg via CLOUDHV.fd, kernel from a "
+                       note=f"cloud-hypervisor on pool memory, hint over {via} via CLOUDHV.fd, kernel from a "
                             "UKI on the boot disk; every byte the hint leaves out is poisoned first"),
         LaunchScenario("launch-chv-dirty-1g", 1024, vmm="cloud-hypervisor", kernel=kernel, expect="dirty",
                        launcher_args="--test-corrupt-hint dirty", guest_args=guest_args(1024, "zsinit.check_pct=85"),
@@ -580,11 +585,11 @@ def cmd_launch(a) -> int:
         skipped += [f"SKIP launch: {s.name}: no patched guest kernel reads the command-line hint"
                     for s in direct_scenarios(kernel)]
     if chv is None or kernel != "patched":
-        why = why or "no patched guest kernel to put in the UKI"
+        why = why if chv is None else "no patched guest kernel to put in the UKI"
         skipped += [f"SKIP launch: {s.name}: {why}" for s in chv_scenarios(kernel)]
     else:
-        print(f"launch: cloud-hypervisor {chv}", flush=True)
-        scs += chv_scenarios(kernel)
+        print(f"launch: cloud-hypervisor {chv} (hint to the firmware over {why})", flush=True)
+        scs += chv_scenarios(kernel, why)
     if a.only:
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
