@@ -6,7 +6,9 @@
 # qemu-direct: the same QEMU booting the kernel directly (SeaBIOS,
 # /qemu/share/bios-256k.bin), the hint on its command line. Or
 # cloud-hypervisor (/zs/cloud-hypervisor) with CLOUDHV.fd, booting the UKI
-# on /zs/esp/<name>.img (kernel, initramfs and command line are in it).
+# on /zs/esp/<name>.img (kernel, initramfs and command line are in it);
+# vmm chv-direct: the same cloud-hypervisor booting the kernel itself
+# (--kernel, no firmware), the hint on --cmdline.
 #
 # /zs/launch.txt: first line "pool|size_mib|region_mib", then one scenario
 # per line:
@@ -45,6 +47,11 @@ tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx 
         --memory "size=${mem}M,source=$src" --firmware /zs/fw/CLOUDHV.fd --timeline "$tl" $lx -- \
         --cpus boot=1 --disk "path=/zs/esp/$name.img,readonly=on" --serial tty --console off \
         2> "$err" < /dev/null
+    elif [ "$vmm" = chv-direct ]; then
+      timeout -s KILL "$tmo" /zs/zerostart launch --vmm cloud-hypervisor --vmm-binary /zs/cloud-hypervisor \
+        --memory "size=${mem}M,source=$src" --timeline "$tl" $lx -- \
+        --cpus boot=1 --kernel "/zs/kernels/$kernel" --initramfs /zs/l3-initramfs.cpio.gz \
+        --cmdline "$cmdline" --serial tty --console off 2> "$err" < /dev/null
     else
       dcargs=
       [ "$dc" = on ] && dcargs="-debugcon file:$fw -global isa-debugcon.iobase=0x402"

@@ -52,7 +52,9 @@ GRACE_S = 60
 class LaunchScenario:
     name: str
     mem_mib: int
-    vmm: str = "qemu"  # qemu (through OVMF) | qemu-direct (-kernel, hint on -append) | cloud-hypervisor
+    # qemu (through OVMF) | qemu-direct (-kernel, hint on -append) | cloud-hypervisor (CLOUDHV.fd, UKI)
+    # | chv-direct (cloud-hypervisor --kernel, hint on --cmdline)
+    vmm: str = "qemu"
     source: str = "pool"  # pool | prefault | none
     kernel: str = "patched"  # name under /zs/kernels in L2
     expect: str = "pass"  # pass | dirty (verify must catch it) | corrupt (hint ignored, reason logged)
@@ -146,6 +148,24 @@ def chv_scenarios(kernel: str, channel: str = "fw_cfg") -> list[LaunchScenario]:
                        launcher_args="--test-corrupt-hint dirty", guest_args=guest_args(1024, "zsinit.check_pct=85"),
                        note="negative control through cloud-hypervisor: a byte planted inside the hint "
                             "must be caught"),
+    ]
+
+
+def chv_direct_scenarios(kernel: str) -> list[LaunchScenario]:
+    """cloud-hypervisor booting the kernel itself (--kernel bzImage, no
+    firmware), as its release binaries can: the hint rides on --cmdline.
+    The pool row poisons every byte the hint leaves out (the layout facts
+    of vmm::chv_direct_writes), the dirty row is its negative control."""
+    return [
+        LaunchScenario("launch-chv-direct-pool-1g", 1024, vmm="chv-direct", kernel=kernel,
+                       launcher_args="--test-poison-unhinted", guest_args=guest_args(1024),
+                       note="cloud-hypervisor direct boot on pool memory, hint on --cmdline; every byte the "
+                            "hint leaves out is poisoned first, every skipped clear verified"),
+        LaunchScenario("launch-chv-direct-dirty-1g", 1024, vmm="chv-direct", kernel=kernel, expect="dirty",
+                       launcher_args="--test-corrupt-hint dirty",
+                       guest_args=guest_args(1024, "zsinit.check_pct=85"),
+                       note="negative control of the cloud-hypervisor direct boot: a byte planted inside the "
+                            "hint must be caught"),
     ]
 
 
@@ -255,8 +275,8 @@ def row(r: LaunchResult) -> dict:
     skipped = int(v.get("kernel_pages_skipped", -1))
     return {
         "name": r.sc.name,
-        "vmm": "qemu" if r.sc.vmm == "qemu-direct" else r.sc.vmm,
-        "boot": (r.timeline or {}).get("boot") or ("direct" if r.sc.vmm == "qemu-direct" else "uefi"),
+        "vmm": {"qemu-direct": "qemu", "chv-direct": "cloud-hypervisor"}.get(r.sc.vmm, r.sc.vmm),
+        "boot": (r.timeline or {}).get("boot") or ("direct" if r.sc.vmm.endswith("-direct") else "uefi"),
         "hint_transport": (r.timeline or {}).get("hint_transport"),
         "memory_bytes": r.sc.mem_mib * MIB,
         "memory_source": r.sc.source,
@@ -404,11 +424,12 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
     extra.file("zs/zerostart", zerostart.read_bytes(), 0o755)
     extra.file("zs/fw/OVMF.fd", ovmf.read_bytes())
     chv = [s for s in scenarios if s.vmm == "cloud-hypervisor"]
-    if chv:
+    if chv or any(s.vmm == "chv-direct" for s in scenarios):
         binary, why = cloud_hypervisor()
         if binary is None:
             raise build.BuildError(f"cloud-hypervisor scenarios without cloud-hypervisor: {why}")
         extra.file("zs/cloud-hypervisor", binary.read_bytes(), 0o755)
+    if chv:
         # CLOUDHV.fd is built beside OVMF.fd (make firmware).
         extra.file("zs/fw/CLOUDHV.fd", (ovmf.parent / "CLOUDHV.fd").read_bytes())
         l3i = build.build_l3_initramfs()
@@ -586,10 +607,10 @@ def cmd_launch(a) -> int:
                     for s in direct_scenarios(kernel)]
     if chv is None or kernel != "patched":
         why = why if chv is None else "no patched guest kernel to put in the UKI"
-        skipped += [f"SKIP launch: {s.name}: {why}" for s in chv_scenarios(kernel)]
+        skipped += [f"SKIP launch: {s.name}: {why}" for s in chv_scenarios(kernel) + chv_direct_scenarios(kernel)]
     else:
         print(f"launch: cloud-hypervisor {chv} (hint to the firmware over {why})", flush=True)
-        scs += chv_scenarios(kernel, why)
+        scs += chv_scenarios(kernel, why) + chv_direct_scenarios(kernel)
     if a.only:
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
