@@ -47,6 +47,14 @@ tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx 
         --memory "size=${mem}M,source=$src" --firmware /zs/fw/CLOUDHV.fd --timeline "$tl" $lx -- \
         --cpus boot=1 --disk "path=/zs/esp/$name.img,readonly=on" --serial tty --console off \
         2> "$err" < /dev/null
+    elif [ "$vmm" = firecracker ]; then
+      # Firecracker reads everything from its config file; the launcher
+      # adds the hint to boot_args and hands it a sealed copy.
+      printf '{"boot-source":{"kernel_image_path":"/zs/kernels/%s.vmlinux","initrd_path":"/zs/l3-initramfs.cpio.gz","boot_args":"%s"},"drives":[],"machine-config":{"vcpu_count":1,"mem_size_mib":%s}}\n' \
+        "$kernel" "$cmdline" "$mem" > "/tmp/$name.fc.json"
+      timeout -s KILL "$tmo" /zs/zerostart launch --vmm firecracker --vmm-binary /zs/firecracker \
+        --memory "size=${mem}M,source=none" --timeline "$tl" $lx -- \
+        --config-file "/tmp/$name.fc.json" 2> "$err" < /dev/null
     elif [ "$vmm" = chv-direct ]; then
       timeout -s KILL "$tmo" /zs/zerostart launch --vmm cloud-hypervisor --vmm-binary /zs/cloud-hypervisor \
         --memory "size=${mem}M,source=$src" --timeline "$tl" $lx -- \

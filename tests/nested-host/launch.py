@@ -53,7 +53,7 @@ class LaunchScenario:
     name: str
     mem_mib: int
     # qemu (through OVMF) | qemu-direct (-kernel, hint on -append) | cloud-hypervisor (CLOUDHV.fd, UKI)
-    # | chv-direct (cloud-hypervisor --kernel, hint on --cmdline)
+    # | chv-direct (cloud-hypervisor --kernel, hint on --cmdline) | firecracker (hint in boot_args)
     vmm: str = "qemu"
     source: str = "pool"  # pool | prefault | none
     kernel: str = "patched"  # name under /zs/kernels in L2
@@ -73,8 +73,11 @@ class LaunchScenario:
 
     def cmdline(self) -> str:
         """The L3 kernel's whole command line: l2-launch.sh passes it to
-        QEMU's -append, and a cloud-hypervisor scenario has it in its UKI."""
-        return f"console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff {self.guest_args}".strip()
+        QEMU's -append, and a cloud-hypervisor scenario has it in its UKI.
+        Firecracker has no ACPI power-off: its guest ends by a reset
+        through the keyboard controller (reboot=k), which ends Firecracker."""
+        halt = "reboot=k" if self.vmm == "firecracker" else "zsinit.halt=poweroff"
+        return f"console=ttyS0 panic=-1 oops=panic quiet {halt} {self.guest_args}".strip()
 
 
 def guest_args(mem_mib: int, extra: str = "") -> str:
@@ -148,6 +151,49 @@ def chv_scenarios(kernel: str, channel: str = "fw_cfg") -> list[LaunchScenario]:
                        launcher_args="--test-corrupt-hint dirty", guest_args=guest_args(1024, "zsinit.check_pct=85"),
                        note="negative control through cloud-hypervisor: a byte planted inside the hint "
                             "must be caught"),
+    ]
+
+
+def firecracker() -> tuple[Path | None, str]:
+    """The Firecracker to test, or None and why there is none."""
+    found = os.environ.get("ZEROSTART_FIRECRACKER") or shutil.which("firecracker")
+    if not found:
+        return None, "firecracker is not on PATH (it is in no package registry; docs/launch.md)"
+    return Path(found), ""
+
+
+def vmlinux_of(bzimage: Path) -> bytes:
+    """The ELF kernel inside a gzip-compressed bzImage (what the kernel's
+    scripts/extract-vmlinux does): Firecracker boots only an ELF vmlinux,
+    and the kernel cache keeps the bzImage."""
+    import zlib
+    data = bzimage.read_bytes()
+    at = data.find(b"\x1f\x8b\x08\x00")
+    while at >= 0:
+        try:
+            elf = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data[at:])
+        except zlib.error:
+            elf = b""
+        if elf[:4] == b"\x7fELF":
+            return elf
+        at = data.find(b"\x1f\x8b\x08\x00", at + 1)
+    raise build.BuildError(f"{bzimage}: no gzip-compressed ELF inside (CONFIG_KERNEL_GZIP)")
+
+
+def fc_scenarios(kernel: str) -> list[LaunchScenario]:
+    """Firecracker through the launcher: it allocates its own guest memory
+    (source=none), the hint rides on boot_args. The pass row verifies every
+    skipped clear; a hint with a bad checksum must be refused with its
+    reason. (A dirty-byte control needs a region the launcher holds, which
+    Firecracker has not.)"""
+    return [
+        LaunchScenario("launch-fc-1g", 1024, vmm="firecracker", source="none", kernel=kernel,
+                       guest_args=guest_args(1024),
+                       note="Firecracker on its own memory, hint in boot_args, every skipped clear verified"),
+        LaunchScenario("launch-fc-corrupt-1g", 1024, vmm="firecracker", source="none", kernel=kernel,
+                       expect="corrupt", launcher_args="--test-corrupt-hint checksum",
+                       guest_args=guest_args(1024),
+                       note="Firecracker: a hint with a bad checksum in boot_args is refused with its reason"),
     ]
 
 
@@ -276,7 +322,8 @@ def row(r: LaunchResult) -> dict:
     return {
         "name": r.sc.name,
         "vmm": {"qemu-direct": "qemu", "chv-direct": "cloud-hypervisor"}.get(r.sc.vmm, r.sc.vmm),
-        "boot": (r.timeline or {}).get("boot") or ("direct" if r.sc.vmm.endswith("-direct") else "uefi"),
+        "boot": (r.timeline or {}).get("boot") or ("direct" if r.sc.vmm.endswith("-direct")
+                                                    or r.sc.vmm == "firecracker" else "uefi"),
         "hint_transport": (r.timeline or {}).get("hint_transport"),
         "memory_bytes": r.sc.mem_mib * MIB,
         "memory_source": r.sc.source,
@@ -353,7 +400,7 @@ def judge(r: LaunchResult) -> None:
     elif sc.expect == "dirty":
         if fails <= 0 and nonzero <= 0:
             f.append("the planted byte inside the hint was not caught (verify_failures 0, nonzero 0)")
-    elif sc.expect == "corrupt" and sc.vmm == "qemu-direct":
+    elif sc.expect == "corrupt" and sc.vmm in ("qemu-direct", "chv-direct", "firecracker"):
         why = "zerostart: ignoring pre-zeroed hint from command line: BadChecksum"
         if not any(why in ln for _, ln in r.l3):
             f.append(f"the kernel did not log '{why}'")
@@ -429,6 +476,14 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
         if binary is None:
             raise build.BuildError(f"cloud-hypervisor scenarios without cloud-hypervisor: {why}")
         extra.file("zs/cloud-hypervisor", binary.read_bytes(), 0o755)
+    fcs = [s for s in scenarios if s.vmm == "firecracker"]
+    if fcs:
+        binary, why = firecracker()
+        if binary is None:
+            raise build.BuildError(f"Firecracker scenarios without firecracker: {why}")
+        extra.file("zs/firecracker", binary.read_bytes(), 0o755)
+        for k in {s.kernel for s in fcs}:
+            extra.file(f"zs/kernels/{k}.vmlinux", vmlinux_of(kernels[k]), 0o644)
     if chv:
         # CLOUDHV.fd is built beside OVMF.fd (make firmware).
         extra.file("zs/fw/CLOUDHV.fd", (ovmf.parent / "CLOUDHV.fd").read_bytes())
@@ -611,6 +666,13 @@ def cmd_launch(a) -> int:
     else:
         print(f"launch: cloud-hypervisor {chv} (hint to the firmware over {why})", flush=True)
         scs += chv_scenarios(kernel, why) + chv_direct_scenarios(kernel)
+    fc, fc_why = firecracker()
+    if fc is None or kernel != "patched":
+        fc_why = fc_why if fc is None else "no patched guest kernel reads the hint in boot_args"
+        skipped += [f"SKIP launch: {s.name}: {fc_why}" for s in fc_scenarios(kernel)]
+    else:
+        print(f"launch: firecracker {fc}", flush=True)
+        scs += fc_scenarios(kernel)
     if a.only:
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
