@@ -197,45 +197,45 @@ def fc_scenarios(kernel: str) -> list[LaunchScenario]:
     ]
 
 
-def chv_direct_scenarios(kernel: str) -> list[LaunchScenario]:
-    """cloud-hypervisor booting the kernel itself (--kernel bzImage, no
-    firmware), as its release binaries can: the hint rides on --cmdline.
-    The pool row poisons every byte the hint leaves out (the layout facts
-    of vmm::chv_direct_writes), the dirty row is its negative control."""
+def direct_rows(kernel: str, vmm: str, boot: str, carrier: str) -> list[LaunchScenario]:
+    """The pool row and its negative control of a direct kernel boot
+    (VMM qemu-direct or chv-direct; BOOT and CARRIER name the boot and the
+    hint's place in the rows' notes). The pool row is the poisoned-memory
+    experiment that checks the VMM's layout facts (vmm::qemu_direct_writes,
+    vmm::chv_direct_writes): every byte the hint leaves out is poisoned
+    first, and verify checks every clear the kernel skips; the dirty row
+    plants a byte inside the hint, which must be caught."""
+    tag = vmm.removesuffix("-direct")
     return [
-        LaunchScenario("launch-chv-direct-pool-1g", 1024, vmm="chv-direct", kernel=kernel,
+        LaunchScenario(f"launch-{tag}-direct-pool-1g", 1024, vmm=vmm, kernel=kernel,
                        launcher_args="--test-poison-unhinted", guest_args=guest_args(1024),
-                       note="cloud-hypervisor direct boot on pool memory, hint on --cmdline; every byte the "
-                            "hint leaves out is poisoned first, every skipped clear verified"),
-        LaunchScenario("launch-chv-direct-dirty-1g", 1024, vmm="chv-direct", kernel=kernel, expect="dirty",
+                       note=f"{boot} on pool memory, hint on {carrier}; every byte the hint leaves out is "
+                            "poisoned first, every skipped clear verified"),
+        LaunchScenario(f"launch-{tag}-direct-dirty-1g", 1024, vmm=vmm, kernel=kernel, expect="dirty",
                        launcher_args="--test-corrupt-hint dirty",
                        guest_args=guest_args(1024, "zsinit.check_pct=85"),
-                       note="negative control of the cloud-hypervisor direct boot: a byte planted inside the "
-                            "hint must be caught"),
+                       note=f"negative control of the {boot}: a byte planted inside the hint must be caught"),
     ]
+
+
+def chv_direct_scenarios(kernel: str) -> list[LaunchScenario]:
+    """cloud-hypervisor booting the kernel itself (--kernel bzImage, no
+    firmware), as its release binaries can: the hint rides on --cmdline."""
+    return direct_rows(kernel, "chv-direct", "cloud-hypervisor direct boot", "--cmdline")
 
 
 def direct_scenarios(kernel: str) -> list[LaunchScenario]:
     """QEMU's direct kernel boot through the launcher (no OVMF: SeaBIOS and
-    the linuxboot option ROM start the kernel, the hint rides on -append).
-    The pool row is the poisoned-memory experiment that checks the layout
-    facts (vmm::qemu_direct_writes): every byte the hint leaves out is
-    poisoned first, and verify checks every clear the kernel skips. Like
-    every launch row they log at loglevel 5 (guest_args), so the kernel's
-    one-line reasons (a refused hint) reach the console."""
+    the linuxboot option ROM start the kernel, the hint rides on -append),
+    and a hint with a bad checksum, refused. Like every launch row they log
+    at loglevel 5 (guest_args), so the kernel's one-line reasons (a refused
+    hint) reach the console."""
     return [
         LaunchScenario("launch-qemu-direct-corrupt-1g", 1024, vmm="qemu-direct", kernel=kernel, expect="corrupt",
                        launcher_args="--test-corrupt-hint checksum", guest_args=guest_args(1024),
                        note="direct boot: a hint with a bad checksum on the command line is refused with its "
                             "one-line reason"),
-        LaunchScenario("launch-qemu-direct-pool-1g", 1024, vmm="qemu-direct", kernel=kernel,
-                       launcher_args="--test-poison-unhinted", guest_args=guest_args(1024),
-                       note="direct boot (SeaBIOS, -kernel) on pool memory, hint on the kernel command line; "
-                            "every byte the hint leaves out is poisoned first, every skipped clear verified"),
-        LaunchScenario("launch-qemu-direct-dirty-1g", 1024, vmm="qemu-direct", kernel=kernel, expect="dirty",
-                       launcher_args="--test-corrupt-hint dirty",
-                       guest_args=guest_args(1024, "zsinit.check_pct=85"),
-                       note="negative control of the direct boot: a byte planted inside the hint must be caught"),
+        *direct_rows(kernel, "qemu-direct", "direct boot (SeaBIOS, -kernel)", "the kernel command line"),
     ]
 
 

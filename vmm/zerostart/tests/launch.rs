@@ -518,38 +518,28 @@ fn cloud_hypervisor_when_present() {
     elf[64 + 40] = 0x10;
     let mut fw = tempfile::NamedTempFile::new().unwrap();
     fw.write_all(&elf).unwrap();
-    let out = Command::new(BIN)
-        .args([
-            "launch",
-            "--vmm",
-            "cloud-hypervisor",
-            "--memory",
-            "size=64M,source=none,hugepages=off",
-            "--firmware",
-        ])
-        .arg(fw.path())
-        .arg("--vmm-binary")
-        .arg(&p)
-        .output()
-        .unwrap();
+    // The same launch, for real and as a dry run.
+    let launch = |first: &[&str]| {
+        Command::new(BIN)
+            .args(first)
+            .args([
+                "--vmm",
+                "cloud-hypervisor",
+                "--memory",
+                "size=64M,source=none,hugepages=off",
+                "--firmware",
+            ])
+            .arg(fw.path())
+            .arg("--vmm-binary")
+            .arg(&p)
+            .output()
+            .unwrap()
+    };
+    let out = launch(&["launch"]);
     let err = String::from_utf8_lossy(&out.stderr);
     // It gets as far as booting the fake firmware either way.
     assert!(!err.contains("has no fw_cfg device"), "{err}");
-    let dry = Command::new(BIN)
-        .args([
-            "launch",
-            "--dry-run",
-            "--vmm",
-            "cloud-hypervisor",
-            "--memory",
-            "size=64M,source=none,hugepages=off",
-            "--firmware",
-        ])
-        .arg(fw.path())
-        .arg("--vmm-binary")
-        .arg(&p)
-        .output()
-        .unwrap();
+    let dry = launch(&["launch", "--dry-run"]);
     let text = String::from_utf8_lossy(&dry.stdout);
     assert!(
         dry.status.success(),
