@@ -139,7 +139,7 @@ def cloud_hypervisor() -> tuple[Path | None, str]:
 
 def chv_scenarios(kernel: str, channel: str = "fw_cfg") -> list[LaunchScenario]:
     """The cloud-hypervisor rows: pool memory with the hint verified, and the
-    negative control (a byte planted inside the hint must be caught).
+    negative control (a byte planted every 64 MiB inside the hint must be caught).
     CHANNEL: how the binary hands CLOUDHV.fd the hint (cloud_hypervisor())."""
     via = "fw_cfg" if channel == "fw_cfg" else "an SMBIOS OEM string"
     return [
@@ -148,8 +148,8 @@ def chv_scenarios(kernel: str, channel: str = "fw_cfg") -> list[LaunchScenario]:
                        note=f"cloud-hypervisor on pool memory, hint over {via} via CLOUDHV.fd, kernel from a "
                             "UKI on the boot disk; every byte the hint leaves out is poisoned first"),
         LaunchScenario("launch-chv-dirty-1g", 1024, vmm="cloud-hypervisor", kernel=kernel, expect="dirty",
-                       launcher_args="--test-corrupt-hint dirty", guest_args=guest_args(1024, "zsinit.check_pct=85"),
-                       note="negative control through cloud-hypervisor: a byte planted inside the hint "
+                       launcher_args="--test-corrupt-hint dirty-spread", guest_args=guest_args(1024, "zsinit.check_pct=85"),
+                       note="negative control through cloud-hypervisor: a byte planted every 64 MiB of the hint "
                             "must be caught"),
     ]
 
@@ -212,9 +212,9 @@ def direct_rows(kernel: str, vmm: str, boot: str, carrier: str) -> list[LaunchSc
                        note=f"{boot} on pool memory, hint on {carrier}; every byte the hint leaves out is "
                             "poisoned first, every skipped clear verified"),
         LaunchScenario(f"launch-{tag}-direct-dirty-1g", 1024, vmm=vmm, kernel=kernel, expect="dirty",
-                       launcher_args="--test-corrupt-hint dirty",
+                       launcher_args="--test-corrupt-hint dirty-spread",
                        guest_args=guest_args(1024, "zsinit.check_pct=85"),
-                       note=f"negative control of the {boot}: a byte planted inside the hint must be caught"),
+                       note=f"negative control of the {boot}: a byte planted every 64 MiB inside the hint must be caught"),
     ]
 
 
@@ -256,8 +256,8 @@ def test_scenarios(kernel: str, large_mib: int) -> list[LaunchScenario]:
                        launcher_args="--test-poison-unhinted", guest_args=guest_args(large_mib),
                        note="as 1g, larger (q35: RAM above 4 GiB too); memory_ready must not grow"),
         LaunchScenario("launch-qemu-dirty-1g", 1024, kernel=kernel, expect="dirty",
-                       launcher_args="--test-corrupt-hint dirty", guest_args=guest_args(1024, "zsinit.check_pct=85"),
-                       note="negative control: a byte planted inside the hint must be caught by verify "
+                       launcher_args="--test-corrupt-hint dirty-spread", guest_args=guest_args(1024, "zsinit.check_pct=85"),
+                       note="negative control: a byte planted every 64 MiB inside the hint must be caught by verify "
                             "or the guest's sweep"),
     ]
 
