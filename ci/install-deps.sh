@@ -25,6 +25,8 @@ PKGS=(
   # the tap tests' network namespace (ip netns), the pool unit's
   # systemd-analyze verify, setpriv/unshare (privilege drop, PID namespace)
   iproute2 systemd util-linux
+  # make test-libvirt: a real libvirtd drives QEMU through zerostart-qemu
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
 )
 missing=()
 for p in "${PKGS[@]}"; do

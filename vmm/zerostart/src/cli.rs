@@ -37,6 +37,11 @@ pub enum Command {
     /// Start QEMU, cloud-hypervisor or Firecracker on pre-zeroed memory
     /// with the zero hint (docs/launch.md).
     Launch(Box<crate::launch::LaunchArgs>),
+    /// Stand in for QEMU where a management tool starts it (libvirt's
+    /// <emulator>, Kata's QEMU path): probes pass through, a start gets
+    /// pool memory and the hint, what cannot be served starts unchanged
+    /// with a warning (docs/fleet.md). Also answers as `zerostart-qemu`.
+    QemuDropin(crate::launch::dropin::DropinArgs),
 }
 
 /// `zerostart bench ...`.

@@ -33,6 +33,13 @@ use crate::vcpu::VmEvent;
 fn main() {
     // Time zero of the boot timeline: as early as Rust code runs.
     let start = Instant::now();
+    // Installed (or linked) as `zerostart-qemu`: every argument is QEMU's.
+    let mut argv = std::env::args();
+    let me = argv.next().unwrap_or_default();
+    if std::path::Path::new(&me).file_name() == Some(launch::dropin::DROPIN_NAME.as_ref()) {
+        let a = launch::dropin::DropinArgs::from_env(argv.collect());
+        std::process::exit(launch::dropin::run(&a, start));
+    }
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => match run(&args, start) {
@@ -70,6 +77,7 @@ fn main() {
                 1
             }
         },
+        Command::QemuDropin(args) => launch::dropin::run(&args, start),
         Command::Slo(args) => match slo::cli::run(&args) {
             Ok(_) => 0,
             Err(e) => {

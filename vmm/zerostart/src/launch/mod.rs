@@ -23,6 +23,7 @@
 //! connection's lifetime, not the signal, decides. Last net: the pool's
 //! holder scan retires a region some process still maps or holds.
 
+pub mod dropin;
 pub mod firecracker;
 pub mod layout;
 pub mod memory;
@@ -101,6 +102,18 @@ pub struct LaunchArgs {
     /// The VMM's own arguments, after `--`.
     #[arg(last = true, value_name = "VMM ARGS")]
     pub vmm_args: Vec<String>,
+    /// Become the VMM (exec) instead of running it as a child: the
+    /// drop-in ([`dropin`]), whose caller (libvirt) supervises QEMU by
+    /// pid and must keep the VM when it restarts itself (so no
+    /// PR_SET_PDEATHSIG either). No timeline, no exit line.
+    #[arg(skip)]
+    pub exec: bool,
+    /// The VMM arguments load the firmware themselves (a libvirt
+    /// `<loader>`): a firmware boot carries the hint over fw_cfg without
+    /// `--firmware`. Firmware without ZeroStartPkg ignores it, so no hint
+    /// is taken; only the drop-in sets this.
+    #[arg(skip)]
+    pub firmware_in_args: bool,
 }
 
 /// Launcher errors; each names the problem and the fix.
@@ -469,7 +482,7 @@ impl<'a> Plan<'a> {
             }
             (None, _) => Vec::new(),
         };
-        let boot = driver.boot(&a.vmm_args, a.firmware.is_some());
+        let boot = driver.boot(&a.vmm_args, a.firmware.is_some() || a.firmware_in_args);
         // What the binary can carry to firmware: asked before anything is
         // taken, in a dry run too; without --firmware there is none to ask
         // about (the layout names what is missing).
@@ -517,6 +530,7 @@ impl<'a> Plan<'a> {
             hugepage_bytes: mem.hugepage_bytes,
             hint,
             firmware: self.a.firmware.clone(),
+            firmware_in_args: self.a.firmware_in_args,
             devices: self.devices.clone(),
             vmm_config,
         };
@@ -809,6 +823,9 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     .into_iter()
     .flatten()
     .collect();
+    if a.exec {
+        return Err(exec_vmm(&plan, &built, &inherit));
+    }
     let child = spawn_vmm(&plan, &built, inherit)?;
     let vmm_spawned = start.elapsed();
     let status = wait(child);
@@ -953,6 +970,27 @@ fn spawn_vmm(plan: &Plan<'_>, built: &vmm::Built, inherit: Vec<RawFd>) -> Result
     // SAFETY: restores the mask; pending signals now reach the forwarder.
     unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
     Ok(pid)
+}
+
+/// Step 6 of the drop-in: this process becomes the VMM, the fds in
+/// INHERIT kept open across exec (the lease's connection among them, so
+/// the lease lives exactly as long as the VMM). Returns only the error.
+fn exec_vmm(plan: &Plan<'_>, built: &vmm::Built, inherit: &[RawFd]) -> Error {
+    for &fd in inherit {
+        if let Err(err) = memory::inherit(fd) {
+            return Error::Spawn {
+                path: plan.binary.clone(),
+                err,
+            };
+        }
+    }
+    let err = std::process::Command::new(&plan.binary)
+        .args(&built.args)
+        .exec();
+    Error::Spawn {
+        path: plan.binary.clone(),
+        err,
+    }
 }
 
 /// Test only: fills all guest RAM outside the hint with a pattern.

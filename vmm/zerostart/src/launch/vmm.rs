@@ -220,6 +220,9 @@ pub struct Inputs {
     pub hint: Carrier,
     /// Firmware image given with `--firmware`.
     pub firmware: Option<PathBuf>,
+    /// The VMM arguments load the firmware (the drop-in's libvirt
+    /// `<loader>`): a firmware boot gets the fw_cfg hint without one.
+    pub firmware_in_args: bool,
     /// `--disk`, `--net`, `--vsock`.
     pub devices: DeviceOpts,
     /// Firecracker: the `--config-file` path it is given, the launcher's
@@ -560,8 +563,12 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
             inp.size
         )));
     }
-    let boot = qemu_boot(user, inp.firmware.is_some());
-    if boot == Boot::Uefi && inp.firmware.is_none() && inp.hint != Carrier::None {
+    let boot = qemu_boot(user, inp.firmware.is_some() || inp.firmware_in_args);
+    if boot == Boot::Uefi
+        && inp.firmware.is_none()
+        && !inp.firmware_in_args
+        && inp.hint != Carrier::None
+    {
         return Err(Error::QemuNeedsFirmware);
     }
     if let Carrier::Smbios(_) = inp.hint {
@@ -1032,6 +1039,7 @@ mod tests {
             hugepage_bytes: Some(2 * MIB),
             hint: Carrier::FwCfg("/proc/self/fd/8".into()),
             firmware: Some("/fw/CLOUDHV.fd".into()),
+            firmware_in_args: false,
             devices: DeviceOpts::default(),
             vmm_config: None,
         }

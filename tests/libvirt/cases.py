@@ -1,0 +1,435 @@
+"""make test-libvirt: `zerostart-qemu` (zerostart qemu-dropin) as a real
+libvirtd's QEMU, the way Nova and KubeVirt start VMs (docs/fleet.md).
+
+A private libvirtd (Debian's, session mode, as user nobody, every path in
+this run's scratch directory: nothing of the machine's libvirt is read or
+written) and a private `zerostart pool` (4K shmem pages, so it needs no
+hugepages and no root) serve these cases, each a TCG domain
+(`<domain type='qemu'>`, no KVM needed) whose `<emulator>` is a two-line
+wrapper around `zerostart qemu-dropin`:
+
+  caps     `virsh domcapabilities` through the drop-in equals plain QEMU's
+           (libvirt probes QEMU with `-machine none` and QMP: the probe
+           must reach QEMU untouched);
+  direct   a direct-kernel domain boots the patched guest kernel from a
+           pool lease with the hint on its command line and
+           prezero.verify=1: the kernel takes the hint, skips clears, 0
+           verify failures, the init reads only zeros; the pool shows the
+           lease while the domain runs and none after `virsh destroy`;
+  dirty    the negative control of `direct`: the drop-in plants a byte
+           every 64 MiB of the hint (--test-corrupt-hint dirty-spread); the
+           kernel's verify mode or the init's sweep must catch it;
+  uefi     a domain with `<loader type='rom'>` zerostart's OVMF.fd and the
+           same kernel: the hint goes over fw_cfg, the firmware publishes
+           it, the kernel takes it from the EFI table, 0 verify failures;
+  numa     a two-node guest NUMA domain: not served yet (one lease per
+           node is not built); it must still boot, unchanged, with the
+           drop-in's warning in the domain log;
+  stopped  the pool stopped: the domain still boots, unchanged, with the
+           warning (a fleet must not lose a VM to an empty pool).
+
+  python3 tests/libvirt/cases.py [--list] [CASE...]
+
+ZEROSTART_BIN (a release zerostart), ZS_L3_KERNEL-or-the-patched-kernel
+(guest-kernel-patches/build.sh) and ZEROSTART_FIRMWARE_DIR (OVMF.fd) come
+from make (mk/libvirt.mk). Consoles and domain logs are kept in
+target/libvirt/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from zstest import l2image  # noqa: E402
+from zstest.hugepages import HugePages  # noqa: E402
+from zstest.suite import Case, Do, Report, Runner, choose, run_suite  # noqa: E402
+
+WHO = "test-libvirt"
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "target" / "libvirt"
+QEMU = "/usr/bin/qemu-system-x86_64"
+NOBODY = (65534, 65534)
+MEM_MIB = 512
+BOOT_TIMEOUT_S = 240
+# The guest's own verdict (tests/guest-init/zsinit.c) and the patched
+# kernel's word on the hint.
+VERDICT_RE = re.compile(r"ZSINIT: (PASS|FAIL) .*nonzero_bytes=(\d+) .*kernel_pages_skipped=(-?\d+) "
+                        r".*kernel_verify_failures=(-?\d+)")
+KERNEL_BUG_RE = re.compile(r"BUG:|Oops|Bad page state|Kernel panic|WARNING: CPU")
+CMDLINE = "console=ttyS0 panic=-1 oops=panic prezero.verify=1 zsinit.halt=poweroff zsinit.check_pct=85"
+
+
+class Bed:
+    """The private libvirtd and pool of this run."""
+
+    def __init__(self, work: Path):
+        self.dir = work / "lv"
+        self.home = self.dir / "home"
+        self.run = self.dir / "run"
+        self.sock = self.run / "pool.sock"
+        self.zs = Path(os.environ["ZEROSTART_BIN"])
+        self.pool: subprocess.Popen | None = None
+        self.libvirtd: subprocess.Popen | None = None
+        self.pool_log = OUT / "pool.log"
+
+    def env(self) -> dict[str, str]:
+        h = str(self.home)
+        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": h, "USER": "nobody",
+                "LOGNAME": "nobody", "XDG_RUNTIME_DIR": str(self.run), "XDG_CONFIG_HOME": f"{h}/.config",
+                "XDG_CACHE_HOME": f"{h}/.cache", "XDG_DATA_HOME": f"{h}/.local/share", "LC_ALL": "C"}
+
+    @staticmethod
+    def as_nobody(argv: list[str]) -> list[str]:
+        # setpriv execs the command itself: its pid is the daemon's, so a
+        # SIGTERM at the end reaches it.
+        return ["setpriv", f"--reuid={NOBODY[0]}", f"--regid={NOBODY[1]}", "--clear-groups", "--", *argv]
+
+    def virsh(self, *args: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
+        p = subprocess.run(self.as_nobody(["virsh", "-c", "qemu:///session", *args]), env=self.env(),
+                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and p.returncode != 0:
+            raise RuntimeError(f"virsh {' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
+        return p
+
+    def pool_status(self) -> str:
+        p = subprocess.run(self.as_nobody([str(self.zs), "pool", "status", "--socket", str(self.sock)]),
+                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        return p.stdout + p.stderr
+
+    def start_pool(self) -> None:
+        log = open(self.pool_log, "a")
+        self.pool = subprocess.Popen(self.as_nobody([str(self.zs), "pool", "serve", "--socket", str(self.sock),
+                                                     "--size", f"{2 * MEM_MIB}M", "--region-size", f"{MEM_MIB}M",
+                                                     "--page", "4K"]),
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.run(self.as_nobody([str(self.zs), "pool", "status", "--socket", str(self.sock),
+                                           "--wait-clean", "--timeout", "60"]),
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if p.returncode != 0:
+            raise RuntimeError(f"the pool did not come up clean: {p.stderr.strip()} (log {self.pool_log})")
+
+    def stop_pool(self) -> None:
+        if self.pool and self.pool.poll() is None:
+            self.pool.terminate()
+            try:
+                self.pool.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.pool.kill()
+                self.pool.wait()
+        self.pool = None
+
+    def stop(self) -> None:
+        for name in ("zs-direct", "zs-dirty", "zs-uefi", "zs-numa", "zs-stopped"):
+            if self.libvirtd and self.libvirtd.poll() is None:
+                self.virsh("destroy", name, check=False, timeout=30)
+        if self.libvirtd and self.libvirtd.poll() is None:
+            self.libvirtd.terminate()
+            try:
+                self.libvirtd.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.libvirtd.kill()
+        self.stop_pool()
+
+
+BED: Bed | None = None
+
+
+def wrapper(bed: Bed, name: str, extra: str = "", env: str = "") -> Path:
+    """The `<emulator>` of a domain: libvirt runs it with a cleared
+    environment, so the drop-in's settings are in the script (as
+    docs/fleet.md installs it)."""
+    p = bed.dir / name
+    p.write_text("#!/bin/sh\n"
+                 f"exec {env}{bed.zs} qemu-dropin --qemu {QEMU} --pool {bed.sock} --page 4K {extra}-- \"$@\"\n")
+    p.chmod(0o755)
+    return p
+
+
+def setup(r: Report) -> None:
+    global BED
+    if not shutil.which("libvirtd") or not shutil.which("virsh"):
+        r.fail("libvirtd/virsh missing: run ci/install-deps.sh (make deps installs libvirt-daemon, "
+               "libvirt-daemon-driver-qemu, libvirt-clients)")
+        r.abandon()
+    if not Path(QEMU).exists():
+        r.fail(f"{QEMU} missing: run ci/install-deps.sh (qemu-system-x86)")
+        r.abandon()
+    OUT.mkdir(parents=True, exist_ok=True)
+    bed = Bed(r.work)
+    BED = bed
+    r.at_exit(bed.stop)
+    r.work.chmod(0o755)
+    for d in (bed.dir, bed.home, bed.run):
+        d.mkdir(parents=True, exist_ok=True)
+    bed.dir.chmod(0o755)
+    for d in (bed.home, bed.run):
+        os.chown(d, *NOBODY)
+        d.chmod(0o700)
+    # What the guest boots, readable by nobody.
+    kernels = l2image.default_l3_kernels()
+    if "patched" not in kernels:
+        r.fail("no patched guest kernel: build it with guest-kernel-patches/build.sh (make test-libvirt does)")
+        r.abandon()
+    for src, dst in ((kernels["patched"], "bzImage"), (l2image.build_l3_initramfs(), "initrd"),
+                     (Path(os.environ["ZEROSTART_FIRMWARE_DIR"]) / "OVMF.fd", "OVMF.fd")):
+        shutil.copyfile(src, bed.dir / dst)
+        (bed.dir / dst).chmod(0o644)
+    zs = bed.dir / "zerostart"
+    shutil.copyfile(bed.zs, zs)
+    zs.chmod(0o755)
+    bed.zs = zs
+    bed.start_pool()
+    log = open(OUT / "libvirtd.log", "w")
+    bed.libvirtd = subprocess.Popen(bed.as_nobody(["libvirtd", "--timeout", "0"]), env=bed.env(),
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(100):
+        if bed.virsh("version", check=False, timeout=30).returncode == 0:
+            break
+        time.sleep(0.2)
+    else:
+        r.fail(f"libvirtd did not answer (log {OUT / 'libvirtd.log'})")
+        r.abandon()
+    v = bed.virsh("version").stdout
+    r.ok(f"private libvirtd ({' '.join(v.split())[:120]}) and pool (2 x {MEM_MIB} MiB, 4K) as nobody")
+
+
+def domain_xml(bed: Bed, name: str, emulator: Path, uefi: bool = False, numa: bool = False) -> str:
+    loader = f"<loader type='rom'>{bed.dir / 'OVMF.fd'}</loader>" if uefi else ""
+    cpu = ""
+    vcpus = 1
+    if numa:
+        vcpus = 2
+        half = MEM_MIB // 2
+        cpu = (f"<cpu><numa><cell id='0' cpus='0' memory='{half}' unit='MiB'/>"
+               f"<cell id='1' cpus='1' memory='{half}' unit='MiB'/></numa></cpu>")
+    return f"""<domain type='qemu'>
+  <name>{name}</name>
+  <memory unit='MiB'>{MEM_MIB}</memory>
+  <vcpu>{vcpus}</vcpu>
+  {cpu}
+  <os>
+    <type arch='x86_64' machine='q35'>hvm</type>
+    {loader}
+    <kernel>{bed.dir / 'bzImage'}</kernel>
+    <initrd>{bed.dir / 'initrd'}</initrd>
+    <cmdline>{CMDLINE}</cmdline>
+  </os>
+  <features><acpi/></features>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>{emulator}</emulator>
+    <serial type='file'><source path='{bed.home / (name + ".console")}'/><target port='0'/></serial>
+  </devices>
+</domain>
+"""
+
+
+class Boot:
+    """One domain from define to destroy; its console and domain log kept
+    in target/libvirt/. A guest that crashes is not started again."""
+
+    def __init__(self, bed: Bed, name: str, emulator: Path, **kw):
+        self.bed, self.name = bed, name
+        xml = bed.home / f"{name}.xml"
+        xml.write_text(domain_xml(bed, name, emulator, **kw))
+        os.chown(xml, *NOBODY)
+        self.console_path = bed.home / f"{name}.console"
+        self.during = ""
+        bed.virsh("define", str(xml))
+        try:
+            bed.virsh("start", name)
+            self.during = bed.pool_status()
+            self.console = self.wait()
+        finally:
+            bed.virsh("destroy", name, check=False, timeout=60)
+            bed.virsh("undefine", name, check=False)
+            self.log = self.read(bed.home / ".cache" / "libvirt" / "qemu" / "log" / f"{name}.log")
+            (OUT / f"{name}.console.log").write_text(self.console if hasattr(self, "console") else
+                                                     self.read(self.console_path))
+            (OUT / f"{name}.domain.log").write_text(self.log)
+
+    @staticmethod
+    def read(p: Path) -> str:
+        try:
+            return p.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait(self) -> str:
+        deadline = time.monotonic() + BOOT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            text = self.read(self.console_path)
+            if VERDICT_RE.search(text) or KERNEL_BUG_RE.search(text):
+                time.sleep(0.5)
+                return self.read(self.console_path)
+            st = self.bed.virsh("domstate", self.name, check=False).stdout.strip()
+            if st in ("shut off", "crashed"):
+                return self.read(self.console_path)
+            time.sleep(0.5)
+        return self.read(self.console_path) + f"\n(no verdict in {BOOT_TIMEOUT_S} s)"
+
+    def verdict(self):
+        m = VERDICT_RE.search(self.console)
+        if not m:
+            return None
+        return {"status": m.group(1), "nonzero": int(m.group(2)), "skipped": int(m.group(3)),
+                "failures": int(m.group(4))}
+
+    def bug(self, verify_warn_expected: bool = False) -> str | None:
+        """The first kernel bug line; verify mode's own WARNING (one
+        backtrace for the first non-zero page) is the dirty control's
+        expected finding, not a bug."""
+        m = [ln for ln in self.console.splitlines() if KERNEL_BUG_RE.search(ln) and "ZSINIT" not in ln
+             and not (verify_warn_expected and "zerostart_verify_pages" in ln)]
+        return m[0][:160] if m else None
+
+
+def kernel_hint(console: str) -> str | None:
+    m = re.search(r"zerostart: hint from ([a-zA-Z ]+): (\d+) ranges", console)
+    return m.group(1) if m else None
+
+
+def leased_after_destroy(bed: Bed) -> str | None:
+    p = subprocess.run(bed.as_nobody([str(bed.zs), "pool", "status", "--socket", str(bed.sock), "--wait-clean",
+                                      "--timeout", "60"]), capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    return None if p.returncode == 0 else f"the pool is not clean 60 s after virsh destroy: {p.stderr.strip()}"
+
+
+def need_bed(r: Report) -> Bed:
+    if BED is None or BED.libvirtd is None:
+        r.fail("no private libvirtd (the setup case failed or did not run; run the whole suite)")
+        r.abandon()
+    return BED
+
+
+def caps(r: Report) -> None:
+    bed = need_bed(r)
+    em = wrapper(bed, "zerostart-qemu")
+    plain = bed.virsh("domcapabilities", "--emulatorbin", QEMU, "--virttype", "qemu", "--machine", "q35").stdout
+    drop = bed.virsh("domcapabilities", "--emulatorbin", str(em), "--virttype", "qemu", "--machine", "q35").stdout
+    norm = drop.replace(str(em), QEMU)
+    (OUT / "domcapabilities.plain.xml").write_text(plain)
+    (OUT / "domcapabilities.dropin.xml").write_text(drop)
+    if norm != plain or "<machine>pc-q35" not in plain:
+        r.fail(f"domcapabilities through the drop-in differ from plain QEMU's (target/libvirt/domcapabilities.*.xml)")
+    else:
+        r.ok(f"domcapabilities through the drop-in equal plain QEMU's ({len(plain)} bytes, emulator path aside)")
+
+
+def served(r: Report, name: str, uefi: bool) -> None:
+    bed = need_bed(r)
+    b = Boot(bed, name, wrapper(bed, "zerostart-qemu"), uefi=uefi)
+    v, want = b.verdict(), ("EFI table" if uefi else "command line")
+    if (bug := b.bug()):
+        r.fail(f"the patched guest kernel reported a bug (not booted again; console target/libvirt/{name}.console.log): {bug}")
+        return
+    if "leased 0.50 GiB" not in b.during:
+        r.fail(f"no lease held while the domain ran: {b.during.strip().splitlines()[1:2]}")
+    if "zerostart-qemu: warning" in b.log:
+        r.fail(f"the drop-in passed the domain through: {[l for l in b.log.splitlines() if 'warning' in l][:1]}")
+    got = kernel_hint(b.console)
+    if got != want:
+        r.fail(f"the kernel took the hint from {got!r}, not the {want}")
+    if not v:
+        r.fail(f"no ZSINIT verdict (console target/libvirt/{name}.console.log)")
+    elif v["status"] != "PASS" or v["nonzero"] != 0 or v["failures"] != 0 or v["skipped"] <= 0:
+        r.fail(f"guest verdict {v}: want PASS, 0 non-zero bytes, 0 verify failures, skipped clears")
+    else:
+        r.ok(f"{name}: pool lease, hint from the {want}, {v['skipped']} clears skipped and verified, "
+             f"0 failures, 0 non-zero bytes")
+    if (why := leased_after_destroy(bed)):
+        r.fail(why)
+    else:
+        r.ok(f"{name}: virsh destroy returned the lease (pool clean)")
+
+
+def dirty(r: Report) -> None:
+    bed = need_bed(r)
+    em = wrapper(bed, "zerostart-qemu-dirty", "--test-corrupt-hint dirty-spread ", "env ZEROSTART_TEST_SWITCHES=1 ")
+    b = Boot(bed, "zs-dirty", em)
+    v = b.verdict()
+    if (bug := b.bug(verify_warn_expected=True)):
+        r.fail(f"the patched guest kernel reported a bug (console target/libvirt/zs-dirty.console.log): {bug}")
+        return
+    if kernel_hint(b.console) != "command line":
+        r.fail("the kernel took no command-line hint: the control did not run its path")
+    elif not v:
+        r.fail("no ZSINIT verdict (console target/libvirt/zs-dirty.console.log)")
+    elif v["failures"] <= 0 and v["nonzero"] <= 0:
+        r.fail(f"the planted bytes were not caught ({v}): the served case's check cannot fail")
+    else:
+        r.ok(f"negative control: planted bytes caught ({v['failures']} verify failures, {v['nonzero']} non-zero bytes)")
+    if (why := leased_after_destroy(bed)):
+        r.fail(why)
+
+
+def passed_through(r: Report, name: str, expect: str, **kw) -> None:
+    bed = need_bed(r)
+    b = Boot(bed, name, wrapper(bed, "zerostart-qemu"), **kw)
+    v = b.verdict()
+    warn = [ln for ln in b.log.splitlines() if "zerostart-qemu: warning" in ln]
+    if (bug := b.bug()):
+        r.fail(f"the guest kernel reported a bug (console target/libvirt/{name}.console.log): {bug}")
+        return
+    if not warn or expect not in warn[0]:
+        r.fail(f"no drop-in warning naming {expect!r} in the domain log: {warn[:1]}")
+    if kernel_hint(b.console) is not None:
+        r.fail("the kernel took a hint on a passed-through domain")
+    if not v or v["status"] != "PASS" or v["failures"] != 0:
+        r.fail(f"the passed-through domain did not pass its init check: {v}")
+    else:
+        r.ok(f"{name}: boots unchanged, no hint, warned: {warn[0].split('warning: ', 1)[-1][:110]}")
+
+
+def stopped(r: Report) -> None:
+    bed = need_bed(r)
+    bed.stop_pool()
+    try:
+        passed_through(r, "zs-stopped", "pool")
+    finally:
+        bed.start_pool()
+
+
+CASES = [
+    Case("setup", Do("libvirtd", setup)),
+    Case("caps", Do("domcapabilities", caps)),
+    Case("direct", Do("direct", lambda r: served(r, "zs-direct", uefi=False))),
+    Case("dirty", Do("dirty", dirty)),
+    Case("uefi", Do("uefi", lambda r: served(r, "zs-uefi", uefi=True))),
+    Case("numa", Do("numa", lambda r: passed_through(r, "zs-numa", "-numa", numa=True))),
+    Case("stopped", Do("stopped", stopped)),
+]
+
+
+def main(argv: list[str]) -> int:
+    chosen = choose(WHO, CASES, argv, "zerostart-qemu as a real libvirtd's QEMU")
+    if isinstance(chosen, int):
+        return chosen
+    zs = os.environ.get("ZEROSTART_BIN", "")
+    if not (zs and os.access(zs, os.X_OK)):
+        print(f"{WHO}: ZEROSTART_BIN={zs!r} is not an executable; make test-libvirt builds and sets it", file=sys.stderr)
+        return 2
+    if not os.environ.get("ZEROSTART_FIRMWARE_DIR"):
+        print(f"{WHO}: ZEROSTART_FIRMWARE_DIR is not set; make test-libvirt passes the firmware's", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print(f"{WHO}: run as root (it drops to nobody for libvirtd, the pool and the guests)", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix=f"zerostart-{WHO}."))
+    return run_suite(Runner(WHO, work, boot=None, pools=HugePages(WHO)), chosen)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,679 @@
+//! `zerostart qemu-dropin` (also answered as `zerostart-qemu` by argv[0]):
+//! the launcher in the place of QEMU, for the tools that start QEMU for an
+//! operator (libvirt's `<emulator>`, so Nova and KubeVirt; Kata's QEMU
+//! `path`). See docs/fleet.md.
+//!
+//! It reads the command line such a tool generated. A capability probe
+//! (`-machine none`, `-version`, `-help`, `... help`) goes straight to the
+//! real QEMU. A real start has its guest RAM backend (`-m`, one
+//! `-object memory-backend-*` in key=value or JSON form and the machine's
+//! `memory-backend=`) replaced by a pool lease of the same size, gets the
+//! hint by the transport its boot path has ([`super::vmm::qemu`]), and
+//! every other argument is left alone; then the process *becomes* QEMU
+//! (exec), so the tool's pid, signals, inherited descriptors and exit
+//! status are QEMU's own, and the lease ends when QEMU exits (the pool
+//! connection is inherited, see [`super`]).
+//!
+//! What it cannot serve (several NUMA nodes or memory devices, NUMA
+//! pinning, migration, a machine other than q35, an empty or stopped pool)
+//! starts the real QEMU unchanged, with one warning line on stderr (which
+//! libvirt keeps in the domain log): a fleet must not lose a VM because the
+//! pool is empty.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+
+use super::vmm::VmmKind;
+use super::LaunchArgs;
+
+/// The name the zerostart binary answers to as the drop-in (argv[0]).
+pub const DROPIN_NAME: &str = "zerostart-qemu";
+
+/// The real QEMU the drop-in starts by default.
+pub const DEFAULT_QEMU: &str = "/usr/bin/qemu-system-x86_64";
+
+/// `zerostart qemu-dropin` options: where the real QEMU and the pool are.
+/// Invoked as `zerostart-qemu`, the drop-in takes them from
+/// `ZEROSTART_QEMU`, `ZEROSTART_POOL_SOCKET` and `ZEROSTART_POOL_PAGE`, else
+/// these defaults.
+#[derive(Debug, Args)]
+pub struct DropinArgs {
+    /// The real QEMU binary.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_QEMU)]
+    pub qemu: PathBuf,
+    /// The pool's socket.
+    #[arg(long, value_name = "SOCKET", default_value = pool::cli::DEFAULT_SOCKET)]
+    pub pool: PathBuf,
+    /// The pool's page size (2M, 1G, or 4K for a shmem pool).
+    #[arg(long, value_name = "2M|1G|4K", default_value = "2M")]
+    pub page: String,
+    /// Test only: break the hint or plant bytes inside it, as `zerostart
+    /// launch` does (the libvirt test's negative control). Refused unless
+    /// ZEROSTART_TEST_SWITCHES=1.
+    #[arg(long, hide = true, value_enum)]
+    pub test_corrupt_hint: Option<crate::hint::CorruptHint>,
+    /// QEMU's arguments, as the management tool wrote them.
+    #[arg(last = true, allow_hyphen_values = true, value_name = "QEMU ARGS")]
+    pub qemu_args: Vec<String>,
+}
+
+impl DropinArgs {
+    /// The drop-in as `zerostart-qemu ARGS...`: every argument is QEMU's.
+    pub fn from_env(qemu_args: Vec<String>) -> DropinArgs {
+        let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+        DropinArgs {
+            qemu: var("ZEROSTART_QEMU", DEFAULT_QEMU).into(),
+            pool: var("ZEROSTART_POOL_SOCKET", pool::cli::DEFAULT_SOCKET).into(),
+            page: var("ZEROSTART_POOL_PAGE", "2M"),
+            test_corrupt_hint: None,
+            qemu_args,
+        }
+    }
+}
+
+/// What the drop-in does with a command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// A capability probe or a QEMU query: the real QEMU, silently.
+    Probe,
+    /// A start the drop-in cannot serve: the real QEMU, unchanged, and this
+    /// reason in one warning line.
+    PassThrough(String),
+    /// A start on pool memory: `args` without their memory backend, and
+    /// the guest RAM size it had.
+    Serve {
+        /// QEMU's arguments minus `-m`, the RAM backend object and the
+        /// machine's `memory-backend=`.
+        args: Vec<String>,
+        /// Guest RAM bytes.
+        size: u64,
+        /// The arguments load firmware (`-bios`, a pflash drive or
+        /// blockdev: libvirt's `<loader>`), so the boot is a firmware boot
+        /// even with `-kernel` (OVMF loads it): the hint goes over fw_cfg.
+        firmware: bool,
+    },
+}
+
+/// Backend properties the pool's memory stands in for (libvirt writes
+/// these for `<memoryBacking>` hugepages, `<allocation mode='immediate'>`,
+/// `<access mode='shared'>` and dump settings). Anything else (NUMA
+/// `host-nodes`/`policy` above all) is a choice the drop-in would silently
+/// drop, so it passes the VM through instead.
+const BACKEND_PROPS: &[&str] = &[
+    "qom-type",
+    "id",
+    "size",
+    "prealloc",
+    "prealloc-threads",
+    "share",
+    "mem-path",
+    "x-use-canonical-path-for-ramblock-id",
+    "dump",
+    "merge",
+    "discard-data",
+    "reserve",
+];
+
+/// A `-m` size: a number with an optional K/M/G/T suffix, MiB without one.
+fn parse_m(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, mult) = match v.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (
+            &v[..i],
+            match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                'B' => 1,
+                _ => return None,
+            },
+        ),
+        _ => (v, 1 << 20),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// A memory backend object: its id, size and properties.
+struct Backend {
+    id: String,
+    size: Option<u64>,
+    props: Vec<String>,
+}
+
+/// An `-object` value, if it is a memory backend (`None` otherwise;
+/// `Err` for one the drop-in cannot read).
+fn backend(v: &str) -> Result<Option<Backend>, String> {
+    if v.trim_start().starts_with('{') {
+        let j: serde_json::Value = serde_json::from_str(v)
+            .map_err(|e| format!("-object {v}: not JSON QEMU reads ({e})"))?;
+        let ty = j.get("qom-type").and_then(|t| t.as_str()).unwrap_or("");
+        if !ty.starts_with("memory-backend") {
+            return Ok(None);
+        }
+        let obj = j.as_object().cloned().unwrap_or_default();
+        return Ok(Some(Backend {
+            id: j
+                .get("id")
+                .and_then(|t| t.as_str())
+                .unwrap_or("")
+                .to_string(),
+            size: j.get("size").and_then(|s| match s {
+                serde_json::Value::Number(n) => n.as_u64(),
+                serde_json::Value::String(s) => s.parse().ok(),
+                _ => None,
+            }),
+            props: obj.keys().cloned().collect(),
+        }));
+    }
+    let mut items = v.split(',');
+    let ty = items.next().unwrap_or("");
+    let ty = ty.strip_prefix("qom-type=").unwrap_or(ty);
+    if !ty.starts_with("memory-backend") {
+        return Ok(None);
+    }
+    let mut b = Backend {
+        id: String::new(),
+        size: None,
+        props: vec!["qom-type".into()],
+    };
+    for it in items {
+        let (k, val) = it.split_once('=').unwrap_or((it, ""));
+        match k {
+            "id" => b.id = val.to_string(),
+            // Object sizes are bytes unless suffixed.
+            "size" => b.size = val.parse().ok().or_else(|| parse_m(val)),
+            _ => {}
+        }
+        b.props.push(k.to_string());
+    }
+    Ok(Some(b))
+}
+
+/// Reads a management tool's QEMU command line (pure: unit-tested on the
+/// lines libvirt and Kata generate).
+pub fn decide(args: &[String]) -> Decision {
+    let pass = |s: String| Decision::PassThrough(s);
+    if args.is_empty() {
+        return Decision::Probe;
+    }
+    let opt = |a: &str| -> Option<String> {
+        let s = a.strip_prefix("--").or_else(|| a.strip_prefix('-'))?;
+        Some(s.split('=').next().unwrap_or(s).to_string())
+    };
+    // Queries first: they never start a guest.
+    for (i, a) in args.iter().enumerate() {
+        let Some(o) = opt(a) else { continue };
+        let val = args.get(i + 1).map(String::as_str).unwrap_or("");
+        match o.as_str() {
+            "version" | "help" | "h" | "dump-vmstate" => return Decision::Probe,
+            "machine" | "M" => {
+                let ty = val.split(',').next().unwrap_or("");
+                let ty = ty.strip_prefix("type=").unwrap_or(ty);
+                if ty == "none" || ty == "help" || ty == "?" {
+                    return Decision::Probe;
+                }
+            }
+            _ if val == "help" || val == "?" => return Decision::Probe,
+            _ => {}
+        }
+    }
+    let mut drop = vec![false; args.len()];
+    let mut m_size = None;
+    let mut backends: Vec<(usize, Backend)> = Vec::new();
+    let mut machine_backend: Option<String> = None;
+    let mut machine_edits: Vec<(usize, String)> = Vec::new();
+    let mut firmware = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        let Some(o) = opt(a) else {
+            i += 1;
+            continue;
+        };
+        let (val, has_val) = match args.get(i + 1) {
+            Some(v) => (v.as_str(), true),
+            None => ("", false),
+        };
+        match o.as_str() {
+            "m" if has_val => {
+                if val.contains("slots=") || val.contains("maxmem=") {
+                    return pass(format!(
+                        "-m {val}: memory hotplug (slots, maxmem) is not served"
+                    ));
+                }
+                let s = val
+                    .split(',')
+                    .find_map(|it| match it.split_once('=') {
+                        Some(("size", v)) => Some(v),
+                        Some(_) => None,
+                        None => Some(it),
+                    })
+                    .unwrap_or("");
+                match parse_m(s) {
+                    Some(n) => m_size = Some(n),
+                    None => return pass(format!("-m {val}: a size the drop-in cannot read")),
+                }
+                drop[i] = true;
+                drop[i + 1] = true;
+            }
+            "object" if has_val => match backend(val) {
+                Ok(Some(b)) => {
+                    backends.push((i, b));
+                }
+                Ok(None) => {}
+                Err(e) => return pass(e),
+            },
+            "bios" => firmware = true,
+            "drive" | "blockdev" if val.contains("pflash") => firmware = true,
+            "machine" | "M" if has_val => {
+                let mut kept = Vec::new();
+                for it in val.split(',') {
+                    match it.split_once('=') {
+                        Some(("memory-backend", id)) => machine_backend = Some(id.to_string()),
+                        Some(("pflash0", _)) => {
+                            firmware = true;
+                            kept.push(it)
+                        }
+                        _ => kept.push(it),
+                    }
+                }
+                machine_edits.push((i + 1, kept.join(",")));
+            }
+            "numa" => return pass(
+                "-numa: guest NUMA nodes need one lease each, which the drop-in does not build yet"
+                    .into(),
+            ),
+            "incoming" | "loadvm" => {
+                return pass(format!(
+                    "-{o}: guest RAM comes from a migration stream or snapshot"
+                ))
+            }
+            "mem-path" | "mem-prealloc" => {
+                return pass(format!("-{o}: the legacy RAM options are not served"))
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let (at, b) = match backends.len() {
+        0 => {
+            let Some(size) = m_size else {
+                return pass("no -m: QEMU's default RAM size is not served".into());
+            };
+            (None, Backend { id: String::new(), size: Some(size), props: vec![] })
+        }
+        1 => {
+            let (at, b) = backends.pop().expect("one backend");
+            (Some(at), b)
+        }
+        n => {
+            return pass(format!(
+                "{n} memory backends (guest NUMA nodes or memory devices): one lease per backend is not built yet"
+            ))
+        }
+    };
+    if at.is_some() && machine_backend.as_deref() != Some(b.id.as_str()) {
+        return pass(format!(
+            "memory backend '{}' is not the machine's memory-backend (a memory device?)",
+            b.id
+        ));
+    }
+    if let Some(p) = b
+        .props
+        .iter()
+        .find(|p| !BACKEND_PROPS.contains(&p.as_str()))
+    {
+        return pass(format!(
+            "memory backend '{}' sets {p}, which pool memory cannot honour",
+            b.id
+        ));
+    }
+    let size = match (b.size, m_size) {
+        (Some(s), Some(m)) if s != m => {
+            return pass(format!("-m {m} and the backend's size {s} differ"));
+        }
+        (Some(s), _) | (None, Some(s)) => s,
+        (None, None) => return pass(format!("memory backend '{}' has no size", b.id)),
+    };
+    if let Some(at) = at {
+        drop[at] = true;
+        drop[at + 1] = true;
+    }
+    let mut out = Vec::with_capacity(args.len());
+    for (j, a) in args.iter().enumerate() {
+        if drop[j] {
+            continue;
+        }
+        if let Some((_, v)) = machine_edits.iter().find(|(k, _)| *k == j) {
+            if v.is_empty() {
+                // `-machine memory-backend=X` alone: drop the option too.
+                out.pop();
+                continue;
+            }
+            out.push(v.clone());
+            continue;
+        }
+        out.push(a.clone());
+    }
+    Decision::Serve {
+        args: out,
+        size,
+        firmware,
+    }
+}
+
+/// Runs the drop-in: becomes QEMU, on pool memory when it can. Returns
+/// only when even the real QEMU could not be started (its exit code).
+pub fn run(a: &DropinArgs, start: Instant) -> i32 {
+    let (args, size, firmware) = match decide(&a.qemu_args) {
+        Decision::Probe => return exec_plain(&a.qemu, &a.qemu_args),
+        Decision::PassThrough(why) => {
+            warn(&format!(
+                "{why}; starting QEMU unchanged (no pool memory, no hint)"
+            ));
+            return exec_plain(&a.qemu, &a.qemu_args);
+        }
+        Decision::Serve {
+            args,
+            size,
+            firmware,
+        } => (args, size, firmware),
+    };
+    let huge = match a.page.as_str() {
+        "4K" | "4k" => "hugepages=off".to_string(),
+        p => format!("hugepages=on,hugepage_size={p}"),
+    };
+    let launch = LaunchArgs {
+        vmm: VmmKind::Qemu,
+        memory: format!("size={size},source=pool:{},{huge}", a.pool.display()),
+        firmware: None,
+        vmm_binary: Some(a.qemu.clone()),
+        dry_run: false,
+        timeline: None,
+        test_corrupt_hint: a.test_corrupt_hint,
+        test_poison_unhinted: false,
+        test_no_pdeathsig: false,
+        disk: vec![],
+        net: vec![],
+        vsock: None,
+        vmm_args: args,
+        exec: true,
+        firmware_in_args: firmware,
+    };
+    // On success this does not return: the process is QEMU now.
+    if let Err(e) = super::run(&launch, start) {
+        warn(&format!(
+            "{e}; starting QEMU unchanged (no pool memory, no hint)"
+        ));
+    }
+    exec_plain(&a.qemu, &a.qemu_args)
+}
+
+fn warn(msg: &str) {
+    eprintln!("{DROPIN_NAME}: warning: {msg}");
+}
+
+/// Becomes `qemu ARGS` (the probe and pass-through path).
+fn exec_plain(qemu: &Path, args: &[String]) -> i32 {
+    let err = std::process::Command::new(qemu).args(args).exec();
+    eprintln!(
+        "{DROPIN_NAME}: error: cannot start {}: {err}; install QEMU there or name it with --qemu (ZEROSTART_QEMU)",
+        qemu.display()
+    );
+    127
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    /// libvirt 9.0.0 (Debian 12) for a q35 TCG domain with direct kernel
+    /// boot, 512 MiB, as captured from `virsh start` (tests/libvirt/run.py
+    /// boots the same domain).
+    fn libvirt_direct() -> Vec<String> {
+        s(&[
+            "-name",
+            "guest=zs1,debug-threads=on",
+            "-S",
+            "-object",
+            r#"{"qom-type":"secret","id":"masterKey0","format":"raw","file":"/var/lib/libvirt/qemu/domain-1-zs1/master-key.aes"}"#,
+            "-machine",
+            "pc-q35-7.2,usb=off,dump-guest-core=off,memory-backend=pc.ram",
+            "-accel",
+            "tcg",
+            "-cpu",
+            "qemu64",
+            "-m",
+            "512",
+            "-object",
+            r#"{"qom-type":"memory-backend-ram","id":"pc.ram","size":536870912}"#,
+            "-overcommit",
+            "mem-lock=off",
+            "-smp",
+            "1,sockets=1,cores=1,threads=1",
+            "-display",
+            "none",
+            "-no-user-config",
+            "-nodefaults",
+            "-chardev",
+            "socket,id=charmonitor,fd=23,server=on,wait=off",
+            "-mon",
+            "chardev=charmonitor,id=monitor,mode=control",
+            "-kernel",
+            "/k/bzImage",
+            "-initrd",
+            "/k/initrd",
+            "-append",
+            "console=ttyS0 panic=-1",
+            "-sandbox",
+            "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+            "-msg",
+            "timestamp=on",
+        ])
+    }
+
+    #[test]
+    fn libvirt_probes_go_to_qemu() {
+        // libvirt's capability probe (virQEMUCapsInitQMPCommandRun).
+        let probe = s(&[
+            "-S",
+            "-no-user-config",
+            "-nodefaults",
+            "-nographic",
+            "-machine",
+            "none,accel=kvm:tcg",
+            "-qmp",
+            "unix:/run/qmp.monitor,server=on,wait=off",
+            "-pidfile",
+            "/run/qmp.pid",
+            "-daemonize",
+        ]);
+        assert_eq!(decide(&probe), Decision::Probe);
+        for q in [
+            &["-version"][..],
+            &["--help"],
+            &["-device", "help"],
+            &["-M", "?"],
+            &[],
+        ] {
+            assert_eq!(decide(&s(q)), Decision::Probe, "{q:?}");
+        }
+    }
+
+    #[test]
+    fn libvirt_domain_loses_only_its_memory_backend() {
+        let d = decide(&libvirt_direct());
+        let Decision::Serve {
+            args,
+            size,
+            firmware,
+        } = d
+        else {
+            panic!("not served: {d:?}");
+        };
+        assert_eq!(size, 512 << 20);
+        assert!(!firmware, "a direct kernel boot");
+        // Everything else is untouched, in order.
+        let mut want = libvirt_direct();
+        let m = want.iter().position(|a| a == "-m").unwrap();
+        want.drain(m..m + 4); // -m 512 -object {memory-backend-ram}
+        let at = want
+            .iter()
+            .position(|a| a.contains("memory-backend=pc.ram"))
+            .unwrap();
+        want[at] = "pc-q35-7.2,usb=off,dump-guest-core=off".into();
+        assert_eq!(args, want);
+    }
+
+    #[test]
+    fn keyval_backends_and_plain_m() {
+        let d = decide(&s(&[
+            "-machine",
+            "q35,memory-backend=ram0",
+            "-m",
+            "1G",
+            "-object",
+            "memory-backend-file,id=ram0,size=1G,mem-path=/dev/hugepages,share=on,prealloc=on",
+            "-kernel",
+            "k",
+        ]));
+        assert_eq!(
+            d,
+            Decision::Serve {
+                args: s(&["-machine", "q35", "-kernel", "k"]),
+                size: 1 << 30,
+                firmware: false
+            }
+        );
+        // Kata's QEMU driver: -m 2048M,slots=10,maxmem=... (memory hotplug).
+        assert!(matches!(
+            decide(&s(&["-machine", "q35", "-m", "2048M,slots=10,maxmem=16G"])),
+            Decision::PassThrough(w) if w.contains("hotplug")
+        ));
+        assert_eq!(
+            decide(&s(&[
+                "-machine",
+                "q35",
+                "-m",
+                "size=524288k",
+                "-kernel",
+                "k"
+            ])),
+            Decision::Serve {
+                args: s(&["-machine", "q35", "-kernel", "k"]),
+                size: 512 << 20,
+                firmware: false
+            }
+        );
+        // `-machine memory-backend=X` on its own disappears whole.
+        assert_eq!(
+            decide(&s(&[
+                "-M",
+                "q35",
+                "-machine",
+                "memory-backend=r",
+                "-object",
+                "memory-backend-memfd,id=r,size=64M"
+            ])),
+            Decision::Serve {
+                args: s(&["-M", "q35"]),
+                size: 64 << 20,
+                firmware: false
+            }
+        );
+        // libvirt's <loader type='rom'> and pflash forms make it a firmware boot.
+        for fw in [
+            &["-bios", "/fw/OVMF.fd"][..],
+            &[
+                "-drive",
+                "if=pflash,format=raw,unit=0,file=/fw/CODE.fd,readonly=on",
+            ],
+            &[
+                "-blockdev",
+                r#"{"driver":"file","filename":"/fw/CODE.fd","node-name":"libvirt-pflash0-storage"}"#,
+            ],
+            &["-machine", "q35,pflash0=libvirt-pflash0-format"],
+        ] {
+            let mut a = s(&["-m", "1G", "-kernel", "k"]);
+            a.extend(s(fw));
+            assert!(
+                matches!(decide(&a), Decision::Serve { firmware: true, .. }),
+                "{fw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_is_not_served_passes_through_with_its_reason() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["-m", "1G", "-numa", "node,memdev=a"], "NUMA"),
+            (&["-m", "1G", "-incoming", "defer"], "migration"),
+            (&["-kernel", "k"], "default RAM"),
+            (
+                &[
+                    "-machine",
+                    "q35,memory-backend=a",
+                    "-object",
+                    r#"{"qom-type":"memory-backend-ram","id":"a","size":1073741824,"host-nodes":[0],"policy":"bind"}"#,
+                ],
+                "host-nodes",
+            ),
+            (
+                &[
+                    "-machine",
+                    "q35,memory-backend=a",
+                    "-m",
+                    "1G",
+                    "-object",
+                    "memory-backend-ram,id=a,size=1G",
+                    "-object",
+                    "memory-backend-ram,id=b,size=1G",
+                ],
+                "2 memory backends",
+            ),
+            (
+                &[
+                    "-machine",
+                    "q35,memory-backend=a",
+                    "-m",
+                    "2G",
+                    "-object",
+                    "memory-backend-ram,id=a,size=1G",
+                ],
+                "differ",
+            ),
+            (
+                &[
+                    "-machine",
+                    "q35",
+                    "-object",
+                    "memory-backend-ram,id=a,size=1G",
+                ],
+                "not the machine's",
+            ),
+        ];
+        for (args, why) in cases {
+            match decide(&s(args)) {
+                Decision::PassThrough(w) => assert!(w.contains(why), "{args:?}: {w}"),
+                d => panic!("{args:?}: {d:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn m_sizes() {
+        assert_eq!(parse_m("512"), Some(512 << 20));
+        assert_eq!(parse_m("2G"), Some(2 << 30));
+        assert_eq!(parse_m("524288k"), Some(512 << 20));
+        assert_eq!(parse_m("x"), None);
+        assert_eq!(parse_m("99999999999999T"), None);
+    }
+}
