@@ -22,7 +22,9 @@ wrapper around `zerostart qemu-dropin`:
   uefi     a domain with `<loader type='rom'>` zerostart's OVMF.fd and the
            same kernel: the hint goes over fw_cfg, the firmware publishes
            it, the kernel takes it from the EFI table, 0 verify failures;
-  numa     a two-node guest NUMA domain: not served yet (one lease per
+  numa1    a one-node guest NUMA domain (`-numa node,memdev=`, the shape
+           Kata's QEMU driver writes): served like `direct`;
+  numa2    a two-node guest NUMA domain: not served yet (one lease per
            node is not built); it must still boot, unchanged, with the
            drop-in's warning in the domain log;
   stopped  the pool stopped: the domain still boots, unchanged, with the
@@ -128,7 +130,7 @@ class Bed:
         self.pool = None
 
     def stop(self) -> None:
-        for name in ("zs-direct", "zs-dirty", "zs-uefi", "zs-numa", "zs-stopped"):
+        for name in ("zs-direct", "zs-dirty", "zs-uefi", "zs-numa1", "zs-numa2", "zs-stopped"):
             if self.libvirtd and self.libvirtd.poll() is None:
                 self.virsh("destroy", name, check=False, timeout=30)
         if self.libvirtd and self.libvirtd.poll() is None:
@@ -202,15 +204,14 @@ def setup(r: Report) -> None:
     r.ok(f"private libvirtd ({' '.join(v.split())[:120]}) and pool (2 x {MEM_MIB} MiB, 4K) as nobody")
 
 
-def domain_xml(bed: Bed, name: str, emulator: Path, uefi: bool = False, numa: bool = False) -> str:
+def domain_xml(bed: Bed, name: str, emulator: Path, uefi: bool = False, numa: int = 0) -> str:
     loader = f"<loader type='rom'>{bed.dir / 'OVMF.fd'}</loader>" if uefi else ""
     cpu = ""
-    vcpus = 1
+    vcpus = max(numa, 1)
     if numa:
-        vcpus = 2
-        half = MEM_MIB // 2
-        cpu = (f"<cpu><numa><cell id='0' cpus='0' memory='{half}' unit='MiB'/>"
-               f"<cell id='1' cpus='1' memory='{half}' unit='MiB'/></numa></cpu>")
+        each = MEM_MIB // numa
+        cells = "".join(f"<cell id='{i}' cpus='{i}' memory='{each}' unit='MiB'/>" for i in range(numa))
+        cpu = f"<cpu><numa>{cells}</numa></cpu>"
     return f"""<domain type='qemu'>
   <name>{name}</name>
   <memory unit='MiB'>{MEM_MIB}</memory>
@@ -328,9 +329,9 @@ def caps(r: Report) -> None:
         r.ok(f"domcapabilities through the drop-in equal plain QEMU's ({len(plain)} bytes, emulator path aside)")
 
 
-def served(r: Report, name: str, uefi: bool) -> None:
+def served(r: Report, name: str, uefi: bool = False, numa: int = 0) -> None:
     bed = need_bed(r)
-    b = Boot(bed, name, wrapper(bed, "zerostart-qemu"), uefi=uefi)
+    b = Boot(bed, name, wrapper(bed, "zerostart-qemu"), uefi=uefi, numa=numa)
     v, want = b.verdict(), ("EFI table" if uefi else "command line")
     if (bug := b.bug()):
         r.fail(f"the patched guest kernel reported a bug (not booted again; console target/libvirt/{name}.console.log): {bug}")
@@ -408,7 +409,8 @@ CASES = [
     Case("direct", Do("direct", lambda r: served(r, "zs-direct", uefi=False))),
     Case("dirty", Do("dirty", dirty)),
     Case("uefi", Do("uefi", lambda r: served(r, "zs-uefi", uefi=True))),
-    Case("numa", Do("numa", lambda r: passed_through(r, "zs-numa", "-numa", numa=True))),
+    Case("numa1", Do("numa1", lambda r: served(r, "zs-numa1", numa=1))),
+    Case("numa2", Do("numa2", lambda r: passed_through(r, "zs-numa2", "memory backends", numa=2))),
     Case("stopped", Do("stopped", stopped)),
 ]
 

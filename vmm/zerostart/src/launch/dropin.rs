@@ -94,6 +94,8 @@ pub enum Decision {
         /// blockdev: libvirt's `<loader>`), so the boot is a firmware boot
         /// even with `-kernel` (OVMF loads it): the hint goes over fw_cfg.
         firmware: bool,
+        /// A single guest NUMA node holding the RAM, memory hotplug slots.
+        ram: super::vmm::QemuRam,
     },
 }
 
@@ -115,6 +117,9 @@ const BACKEND_PROPS: &[&str] = &[
     "merge",
     "discard-data",
     "reserve",
+    "hugetlb",
+    "hugetlbsize",
+    "seal",
 ];
 
 /// A `-m` size: a number with an optional K/M/G/T suffix, MiB without one.
@@ -227,6 +232,8 @@ pub fn decide(args: &[String]) -> Decision {
     let mut machine_backend: Option<String> = None;
     let mut machine_edits: Vec<(usize, String)> = Vec::new();
     let mut firmware = false;
+    let mut m_extra = String::new();
+    let mut numa: Vec<(usize, String)> = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let a = &args[i];
@@ -240,10 +247,12 @@ pub fn decide(args: &[String]) -> Decision {
         };
         match o.as_str() {
             "m" if has_val => {
-                if val.contains("slots=") || val.contains("maxmem=") {
-                    return pass(format!(
-                        "-m {val}: memory hotplug (slots, maxmem) is not served"
-                    ));
+                // Hotplug slots stay (Kata writes them): hotplugged DIMMs
+                // are QEMU's own memory, outside the hint.
+                for it in val.split(',') {
+                    if let Some((k @ ("slots" | "maxmem"), v)) = it.split_once('=') {
+                        m_extra.push_str(&format!(",{k}={v}"));
+                    }
                 }
                 let s = val
                     .split(',')
@@ -283,10 +292,7 @@ pub fn decide(args: &[String]) -> Decision {
                 }
                 machine_edits.push((i + 1, kept.join(",")));
             }
-            "numa" => return pass(
-                "-numa: guest NUMA nodes need one lease each, which the drop-in does not build yet"
-                    .into(),
-            ),
+            "numa" if has_val => numa.push((i, val.to_string())),
             "incoming" | "loadvm" => {
                 return pass(format!(
                     "-{o}: guest RAM comes from a migration stream or snapshot"
@@ -316,9 +322,37 @@ pub fn decide(args: &[String]) -> Decision {
             ))
         }
     };
-    if at.is_some() && machine_backend.as_deref() != Some(b.id.as_str()) {
+    // One guest NUMA node whose memdev is the backend (Kata's line) is
+    // served: the node is kept, pointed at the pool's backend.
+    let mut numa_node = None;
+    match numa.as_slice() {
+        [] => {}
+        [(n, v)] if at.is_some() && v.split(',').next() == Some("node") => {
+            let items: Vec<&str> = v.split(',').collect();
+            if !items.contains(&format!("memdev={}", b.id).as_str()) {
+                return pass(format!("-numa {v}: a node without the RAM backend's memdev"));
+            }
+            let shaped: Vec<String> = items
+                .iter()
+                .map(|it| match it.split_once('=') {
+                    Some(("memdev", _)) => format!("memdev={}", super::vmm::NUMA_MEMDEV),
+                    _ => it.to_string(),
+                })
+                .collect();
+            numa_node = Some(shaped.join(","));
+            drop[*n] = true;
+            drop[n + 1] = true;
+        }
+        _ => {
+            return pass(
+                "-numa: several guest NUMA nodes need one lease each, which the drop-in does not build yet".into(),
+            )
+        }
+    }
+    let by_machine = machine_backend.as_deref() == Some(b.id.as_str());
+    if at.is_some() && !by_machine && numa_node.is_none() {
         return pass(format!(
-            "memory backend '{}' is not the machine's memory-backend (a memory device?)",
+            "memory backend '{}' is neither the machine's memory-backend nor a NUMA node's memdev (a memory device?)",
             b.id
         ));
     }
@@ -363,13 +397,14 @@ pub fn decide(args: &[String]) -> Decision {
         args: out,
         size,
         firmware,
+        ram: super::vmm::QemuRam { numa_node, m_extra },
     }
 }
 
 /// Runs the drop-in: becomes QEMU, on pool memory when it can. Returns
 /// only when even the real QEMU could not be started (its exit code).
 pub fn run(a: &DropinArgs, start: Instant) -> i32 {
-    let (args, size, firmware) = match decide(&a.qemu_args) {
+    let (args, size, firmware, ram) = match decide(&a.qemu_args) {
         Decision::Probe => return exec_plain(&a.qemu, &a.qemu_args),
         Decision::PassThrough(why) => {
             warn(&format!(
@@ -381,7 +416,8 @@ pub fn run(a: &DropinArgs, start: Instant) -> i32 {
             args,
             size,
             firmware,
-        } => (args, size, firmware),
+            ram,
+        } => (args, size, firmware, ram),
     };
     let huge = match a.page.as_str() {
         "4K" | "4k" => "hugepages=off".to_string(),
@@ -403,6 +439,7 @@ pub fn run(a: &DropinArgs, start: Instant) -> i32 {
         vmm_args: args,
         exec: true,
         firmware_in_args: firmware,
+        qemu_ram: ram,
     };
     // On success this does not return: the process is QEMU now.
     if let Err(e) = super::run(&launch, start) {
@@ -430,6 +467,7 @@ fn exec_plain(qemu: &Path, args: &[String]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launch::vmm::QemuRam;
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
@@ -515,12 +553,14 @@ mod tests {
             args,
             size,
             firmware,
+            ram,
         } = d
         else {
             panic!("not served: {d:?}");
         };
         assert_eq!(size, 512 << 20);
         assert!(!firmware, "a direct kernel boot");
+        assert_eq!(ram, QemuRam::default());
         // Everything else is untouched, in order.
         let mut want = libvirt_direct();
         let m = want.iter().position(|a| a == "-m").unwrap();
@@ -531,6 +571,15 @@ mod tests {
             .unwrap();
         want[at] = "pc-q35-7.2,usb=off,dump-guest-core=off".into();
         assert_eq!(args, want);
+    }
+
+    fn served(args: &[&str], size: u64) -> Decision {
+        Decision::Serve {
+            args: s(args),
+            size,
+            firmware: false,
+            ram: QemuRam::default(),
+        }
     }
 
     #[test]
@@ -545,19 +594,7 @@ mod tests {
             "-kernel",
             "k",
         ]));
-        assert_eq!(
-            d,
-            Decision::Serve {
-                args: s(&["-machine", "q35", "-kernel", "k"]),
-                size: 1 << 30,
-                firmware: false
-            }
-        );
-        // Kata's QEMU driver: -m 2048M,slots=10,maxmem=... (memory hotplug).
-        assert!(matches!(
-            decide(&s(&["-machine", "q35", "-m", "2048M,slots=10,maxmem=16G"])),
-            Decision::PassThrough(w) if w.contains("hotplug")
-        ));
+        assert_eq!(d, served(&["-machine", "q35", "-kernel", "k"], 1 << 30));
         assert_eq!(
             decide(&s(&[
                 "-machine",
@@ -567,11 +604,7 @@ mod tests {
                 "-kernel",
                 "k"
             ])),
-            Decision::Serve {
-                args: s(&["-machine", "q35", "-kernel", "k"]),
-                size: 512 << 20,
-                firmware: false
-            }
+            served(&["-machine", "q35", "-kernel", "k"], 512 << 20)
         );
         // `-machine memory-backend=X` on its own disappears whole.
         assert_eq!(
@@ -583,11 +616,7 @@ mod tests {
                 "-object",
                 "memory-backend-memfd,id=r,size=64M"
             ])),
-            Decision::Serve {
-                args: s(&["-M", "q35"]),
-                size: 64 << 20,
-                firmware: false
-            }
+            served(&["-M", "q35"], 64 << 20)
         );
         // libvirt's <loader type='rom'> and pflash forms make it a firmware boot.
         for fw in [
@@ -611,10 +640,90 @@ mod tests {
         }
     }
 
+    /// Kata's QEMU driver: src/runtime/pkg/govmm/qemu/qemu.go of
+    /// kata-containers/kata-containers at 0a4b755cd9e22b31cfdbfcb9919b4122b51c26cc,
+    /// appendMemory (`-m SIZE,slots=N,maxmem=M`) and appendMemoryKnobs
+    /// (`-object memory-backend-{ram,file},id=dimm1,size=SIZE[,mem-path=
+    /// /dev/hugepages][,share=on][,prealloc=on]` and `-numa node,memdev=dimm1`).
+    #[test]
+    fn kata_memory_arguments_are_served() {
+        for obj in [
+            "memory-backend-ram,id=dimm1,size=2048M",
+            "memory-backend-file,id=dimm1,size=2048M,mem-path=/dev/hugepages,share=on,prealloc=on",
+            "memory-backend-ram,id=dimm1,size=2048M,share=on,prealloc=on",
+        ] {
+            let d = decide(&s(&[
+                "-machine",
+                "q35,accel=kvm,kernel_irqchip=on",
+                "-m",
+                "2048M,slots=10,maxmem=386044M",
+                "-object",
+                obj,
+                "-numa",
+                "node,memdev=dimm1",
+                "-kernel",
+                "/k/vmlinux.container",
+                "-append",
+                "console=hvc0",
+                "-smp",
+                "1,cores=1,threads=1,sockets=4,maxcpus=4",
+            ]));
+            assert_eq!(
+                d,
+                Decision::Serve {
+                    args: s(&[
+                        "-machine",
+                        "q35,accel=kvm,kernel_irqchip=on",
+                        "-kernel",
+                        "/k/vmlinux.container",
+                        "-append",
+                        "console=hvc0",
+                        "-smp",
+                        "1,cores=1,threads=1,sockets=4,maxcpus=4"
+                    ]),
+                    size: 2048 << 20,
+                    firmware: false,
+                    ram: QemuRam {
+                        numa_node: Some("node,memdev={memdev}".into()),
+                        m_extra: ",slots=10,maxmem=386044M".into(),
+                    },
+                },
+                "{obj}"
+            );
+        }
+    }
+
     #[test]
     fn what_is_not_served_passes_through_with_its_reason() {
         let cases: &[(&[&str], &str)] = &[
-            (&["-m", "1G", "-numa", "node,memdev=a"], "NUMA"),
+            (
+                &[
+                    "-m",
+                    "1G",
+                    "-numa",
+                    "node,memdev=a",
+                    "-numa",
+                    "node,memdev=b",
+                    "-object",
+                    "memory-backend-ram,id=a,size=512M",
+                    "-object",
+                    "memory-backend-ram,id=b,size=512M",
+                ],
+                "2 memory backends",
+            ),
+            (
+                &[
+                    "-m",
+                    "1G",
+                    "-object",
+                    "memory-backend-ram,id=a,size=1G",
+                    "-numa",
+                    "node,memdev=a",
+                    "-numa",
+                    "dist,src=0,dst=0,val=10",
+                ],
+                "several guest NUMA nodes",
+            ),
             (&["-m", "1G", "-incoming", "defer"], "migration"),
             (&["-kernel", "k"], "default RAM"),
             (
@@ -625,19 +734,6 @@ mod tests {
                     r#"{"qom-type":"memory-backend-ram","id":"a","size":1073741824,"host-nodes":[0],"policy":"bind"}"#,
                 ],
                 "host-nodes",
-            ),
-            (
-                &[
-                    "-machine",
-                    "q35,memory-backend=a",
-                    "-m",
-                    "1G",
-                    "-object",
-                    "memory-backend-ram,id=a,size=1G",
-                    "-object",
-                    "memory-backend-ram,id=b,size=1G",
-                ],
-                "2 memory backends",
             ),
             (
                 &[
@@ -657,7 +753,7 @@ mod tests {
                     "-object",
                     "memory-backend-ram,id=a,size=1G",
                 ],
-                "not the machine's",
+                "a memory device",
             ),
         ];
         for (args, why) in cases {

@@ -114,6 +114,9 @@ pub struct LaunchArgs {
     /// is taken; only the drop-in sets this.
     #[arg(skip)]
     pub firmware_in_args: bool,
+    /// QEMU's RAM wiring as a management tool asked for it (the drop-in).
+    #[arg(skip)]
+    pub qemu_ram: vmm::QemuRam,
 }
 
 /// Launcher errors; each names the problem and the fix.
@@ -531,6 +534,7 @@ impl<'a> Plan<'a> {
             hint,
             firmware: self.a.firmware.clone(),
             firmware_in_args: self.a.firmware_in_args,
+            qemu_ram: self.a.qemu_ram.clone(),
             devices: self.devices.clone(),
             vmm_config,
         };

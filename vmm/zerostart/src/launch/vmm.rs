@@ -223,6 +223,9 @@ pub struct Inputs {
     /// The VMM arguments load the firmware (the drop-in's libvirt
     /// `<loader>`): a firmware boot gets the fw_cfg hint without one.
     pub firmware_in_args: bool,
+    /// How QEMU's guest RAM is shaped beyond its size (the drop-in keeps
+    /// what the management tool asked for).
+    pub qemu_ram: QemuRam,
     /// `--disk`, `--net`, `--vsock`.
     pub devices: DeviceOpts,
     /// Firecracker: the `--config-file` path it is given, the launcher's
@@ -347,6 +350,23 @@ pub fn chv_devices(d: &DeviceOpts) -> Result<Vec<String>, Error> {
     }
     Ok(a)
 }
+
+/// How the launcher's RAM backend is wired into QEMU, as the drop-in
+/// found it in a management tool's command line (default: the machine's
+/// `memory-backend=`, plain `-m`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QemuRam {
+    /// One guest NUMA node holds all RAM (Kata's `-numa node,memdev=`):
+    /// that `-numa` value with [`NUMA_MEMDEV`] where its memdev was.
+    /// QEMU refuses the machine's `memory-backend=` beside it.
+    pub numa_node: Option<String>,
+    /// What followed the size on `-m` (`,slots=N,maxmem=M`: memory
+    /// hotplug; hotplugged memory is QEMU's own, outside the hint).
+    pub m_extra: String,
+}
+
+/// Placeholder of the backend id in [`QemuRam::numa_node`].
+pub const NUMA_MEMDEV: &str = "{memdev}";
 
 /// The VMM arguments with the launcher's additions, and the guest layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -581,11 +601,13 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     if !machine_named {
         args.extend(["-machine".into(), "q35".into()]);
     }
+    match &inp.qemu_ram.numa_node {
+        None => args.extend(["-machine".into(), format!("memory-backend={MEMORY_ID}")]),
+        Some(n) => args.extend(["-numa".into(), n.replace(NUMA_MEMDEV, MEMORY_ID)]),
+    }
     args.extend([
-        "-machine".into(),
-        format!("memory-backend={MEMORY_ID}"),
         "-m".into(),
-        format!("{}M", inp.size >> 20),
+        format!("{}M{}", inp.size >> 20, inp.qemu_ram.m_extra),
         "-object".into(),
         format!(
             "memory-backend-file,id={MEMORY_ID},size={},mem-path={},share=on,prealloc=off{}",
@@ -1040,6 +1062,7 @@ mod tests {
             hint: Carrier::FwCfg("/proc/self/fd/8".into()),
             firmware: Some("/fw/CLOUDHV.fd".into()),
             firmware_in_args: false,
+            qemu_ram: QemuRam::default(),
             devices: DeviceOpts::default(),
             vmm_config: None,
         }
