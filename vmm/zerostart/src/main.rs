@@ -74,7 +74,7 @@ fn main() {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("zerostart launch: error: {e}");
-                1
+                e.exit_code()
             }
         },
         Command::QemuDropin(args) => launch::dropin::run(&args, start),

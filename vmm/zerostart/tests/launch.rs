@@ -332,6 +332,45 @@ fn signals_are_forwarded_and_the_status_passed_through() {
     pool.wait_until("all clean again", |s| s.clean_bytes == 2 * REGION);
 }
 
+/// A pool that cannot lease: by default the launcher waits --pool-wait,
+/// warns in one line and starts the VM on a memfd of its own (here QEMU
+/// exits 1 at once on a bad option: its status comes through); with
+/// --pool-fallback fail it starts nothing and exits 125. A VMM binary that
+/// is not there is 127.
+#[test]
+fn an_unavailable_pool_falls_back_or_fails_as_asked() {
+    let qemu = need_qemu!();
+    let mem = "size=64M,source=pool:/nonexistent.sock,hugepages=off,hint=off";
+    let run = |extra: &[&str], binary: &Path| {
+        Command::new(BIN)
+            .arg("launch")
+            .args(["--vmm", "qemu", "--vmm-binary"])
+            .arg(binary)
+            .args(["--memory", mem, "--pool-wait", "200ms"])
+            .args(extra)
+            .args(["--", "-accel", "tcg", "-no-such-option"])
+            .output()
+            .unwrap()
+    };
+    let t = Instant::now();
+    let out = run(&[], &qemu);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "QEMU's own status: {err}");
+    assert!(t.elapsed() >= Duration::from_millis(200), "did not wait");
+    let warn: Vec<_> = err
+        .lines()
+        .filter(|l| l.contains("zerostart launch: warning"))
+        .collect();
+    assert_eq!(warn.len(), 1, "{err}");
+    assert!(warn[0].contains("falling back to source=prefault"), "{err}");
+    let out = run(&["--pool-fallback", "none"], &qemu);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("source=none"));
+    let out = run(&["--pool-fallback", "fail"], &qemu);
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let out = run(&["--pool-fallback", "none"], Path::new("/nonexistent/qemu"));
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+}
+
 /// One-line errors naming the fix.
 #[test]
 fn bad_input_is_one_line() {
@@ -344,6 +383,8 @@ fn bad_input_is_one_line() {
                 "qemu",
                 "--memory",
                 &format!("size=128M,source=pool:{sock},hugepages=off,hint=off") as &str,
+                "--pool-fallback",
+                "fail",
                 "--",
                 "-accel",
                 "tcg",
@@ -405,6 +446,10 @@ fn bad_input_is_one_line() {
                 "qemu",
                 "--memory",
                 "size=64M,source=pool:/nonexistent.sock,hint=off",
+                "--pool-wait",
+                "100ms",
+                "--pool-fallback",
+                "fail",
             ],
             "zerostart pool serve",
         ),
@@ -426,7 +471,8 @@ fn bad_input_is_one_line() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        // The launcher's own errors exit 125, apart from the VMM's 1.
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
@@ -460,7 +506,7 @@ fn device_options_through_the_binary() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert_eq!(out.status.code(), Some(125), "{extra:?}: {err}");
         assert!(err.contains(want), "{extra:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{extra:?}: {err}");
     }

@@ -433,6 +433,10 @@ pub fn run(a: &DropinArgs, start: Instant) -> i32 {
         test_corrupt_hint: a.test_corrupt_hint,
         test_poison_unhinted: false,
         test_no_pdeathsig: false,
+        // A pool that cannot lease now: wait briefly, then pass the VM
+        // through unchanged (run() below), keeping the tool's own backend.
+        pool_wait: std::time::Duration::from_secs(2),
+        pool_fallback: super::PoolFallback::Fail,
         disk: vec![],
         net: vec![],
         vsock: None,

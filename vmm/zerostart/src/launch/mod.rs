@@ -34,7 +34,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use hostmem::PageSize;
@@ -80,6 +80,16 @@ pub struct LaunchArgs {
     /// the hint would see it. Refused unless ZEROSTART_TEST_SWITCHES=1.
     #[arg(long, hide = true)]
     pub test_poison_unhinted: bool,
+    /// How long to wait for a clean pool region (or for the pool to
+    /// answer) before --pool-fallback: 0, 500ms, 5s, 1m.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_wait)]
+    pub pool_wait: Duration,
+    /// When the pool cannot lease within --pool-wait: prefault (a memfd
+    /// the launcher populates, as source=prefault: a slower start, the hint
+    /// still holds), none (a memfd the guest faults in) or fail. The
+    /// default starts the VM: a fleet must not lose VMs to an empty pool.
+    #[arg(long, value_enum, default_value = "prefault")]
+    pub pool_fallback: PoolFallback,
     /// Test only: no PR_SET_PDEATHSIG, so the VMM outlives a killed
     /// launcher (as a set-uid VMM would). Refused unless
     /// ZEROSTART_TEST_SWITCHES=1.
@@ -117,6 +127,44 @@ pub struct LaunchArgs {
     /// QEMU's RAM wiring as a management tool asked for it (the drop-in).
     #[arg(skip)]
     pub qemu_ram: vmm::QemuRam,
+}
+
+/// What the launcher does when the pool cannot lease (`--pool-fallback`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PoolFallback {
+    /// A memfd the launcher prefaults (source=prefault).
+    Prefault,
+    /// A memfd the guest faults in (source=none).
+    None,
+    /// No VM: the launcher exits [`EXIT_LAUNCHER`].
+    Fail,
+}
+
+/// Exit status of a launch the launcher itself could not start (bad
+/// arguments, no memory, no hint): distinct from the VMM's own statuses,
+/// which are passed through (QEMU and cloud-hypervisor exit 1 on their
+/// errors). As `docker run` and `env` do: 126 the VMM binary cannot be
+/// executed, 127 it is not there.
+pub const EXIT_LAUNCHER: i32 = 125;
+/// The VMM binary exists but cannot be executed.
+pub const EXIT_VMM_NOT_EXECUTABLE: i32 = 126;
+/// The VMM binary is not there.
+pub const EXIT_VMM_NOT_FOUND: i32 = 127;
+
+/// `--pool-wait`: `0`, `500ms`, `5s`, `1m` (seconds without a unit).
+pub fn parse_wait(s: &str) -> Result<Duration, String> {
+    let bad = || format!("'{s}' is not a duration; use e.g. 0, 500ms, 5s or 1m");
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        _ => Err(bad()),
+    }
 }
 
 /// Launcher errors; each names the problem and the fix.
@@ -228,6 +276,27 @@ pub enum Error {
         /// Cause.
         err: std::io::Error,
     },
+}
+
+impl Error {
+    /// The launcher's exit status for this error ([`EXIT_LAUNCHER`],
+    /// or 126/127 for a VMM binary that cannot run).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Spawn { err, .. } if err.kind() == std::io::ErrorKind::NotFound => {
+                EXIT_VMM_NOT_FOUND
+            }
+            Error::Spawn { .. } => EXIT_VMM_NOT_EXECUTABLE,
+            Error::VmmBinary { .. } => EXIT_VMM_NOT_FOUND,
+            _ => EXIT_LAUNCHER,
+        }
+    }
+
+    /// A pool that cannot lease now (unreachable, no clean region, a
+    /// region too small): what --pool-wait and --pool-fallback are for.
+    fn pool_unavailable(&self) -> bool {
+        matches!(self, Error::Pool { .. } | Error::RegionTooSmall { .. })
+    }
 }
 
 /// `--memory` parsed.
@@ -605,6 +674,10 @@ fn dry_run(plan: &Plan<'_>, layout: vmm::Built) -> Result<i32, Error> {
             _ => String::new(),
         }
     );
+    println!("# {}", vmm_binary_check(&plan.binary)?);
+    if let Source::Pool(sock) = &opts.source {
+        println!("# {}", pool_check(sock, opts.size, plan.a));
+    }
     if !opts.hint {
         println!("# hint: off");
         return Ok(0);
@@ -637,6 +710,74 @@ fn dry_run(plan: &Plan<'_>, layout: vmm::Built) -> Result<i32, Error> {
     Ok(0)
 }
 
+/// A dry run's check of the VMM binary: found and executable (on PATH
+/// when it is a bare name), else the error a real launch would end with.
+fn vmm_binary_check(binary: &std::path::Path) -> Result<String, Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let found = if binary.components().count() > 1 {
+        Some(binary.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(binary))
+                .find(|c| c.is_file())
+        })
+    };
+    let err = |why: &str| Error::VmmBinary {
+        path: binary.to_path_buf(),
+        err: why.to_string(),
+    };
+    let path = found.ok_or_else(|| err("not found (on PATH)"))?;
+    let md = std::fs::metadata(&path).map_err(|e| err(&e.to_string()))?;
+    if !md.is_file() || md.permissions().mode() & 0o111 == 0 {
+        return Err(err("not an executable file"));
+    }
+    Ok(format!("vmm binary: {}", path.display()))
+}
+
+/// A dry run's word on the pool: what it has now and what the launch
+/// would do with it (it leases nothing).
+fn pool_check(sock: &std::path::Path, size: u64, a: &LaunchArgs) -> String {
+    let fallback = match a.pool_fallback {
+        PoolFallback::Fail => "fail".to_string(),
+        f => format!(
+            "fall back to source={}",
+            if f == PoolFallback::None {
+                "none"
+            } else {
+                "prefault"
+            }
+        ),
+    };
+    match pool::client::status(sock) {
+        Err(e) => format!(
+            "pool: {e}; the launch would wait {:?} (--pool-wait), then {fallback}",
+            a.pool_wait
+        ),
+        Ok(st) if st.region_bytes < size => format!(
+            "pool: regions of {} bytes, smaller than size={size}; the launch would {fallback}",
+            st.region_bytes
+        ),
+        Ok(st) => {
+            let clean = st.clean_bytes / st.region_bytes.max(1);
+            format!(
+                "pool: {clean} of {} regions of {} bytes clean, {} pages; {}",
+                st.regions,
+                st.region_bytes,
+                st.page,
+                if clean > 0 {
+                    "a lease would be granted now".to_string()
+                } else {
+                    format!(
+                        "none clean: the launch would wait up to {:?}, then {fallback}",
+                        a.pool_wait
+                    )
+                }
+            )
+        }
+    }
+}
+
 /// Step 3: the guest's phases. QEMU's vhost-vsock-pci is the kernel's
 /// vhost-vsock (AF_VSOCK, this VM's CID only); cloud-hypervisor's hybrid
 /// vsock connects to `<socket>_5300`. Listening before the VMM exists, so
@@ -656,12 +797,40 @@ fn listen_for_phases(plan: &Plan<'_>, start: Instant) -> Option<crate::phases::P
 
 /// Step 4: guest RAM, leased from the pool or prefaulted; Firecracker
 /// allocates its own (checked in [`Plan::new`]).
-fn take_memory(plan: &Plan<'_>) -> Result<Option<Region>, Error> {
-    if !plan.driver.takes_memory() {
-        return Ok(None);
-    }
+///
+/// A pool that cannot lease is asked again until `--pool-wait` has passed,
+/// then `--pool-fallback` decides: a memfd of the launcher's (zero as the
+/// kernel hands it out, so the hint stays honest; one warning line names
+/// why) or no VM. Returns the region and the source it came from.
+fn take_memory(plan: &Plan<'_>) -> Result<(Option<Region>, Source), Error> {
     let o = &plan.opts;
-    Ok(Some(Region::acquire(&o.source, o.size, o.page, o.threads)?))
+    if !plan.driver.takes_memory() {
+        return Ok((None, o.source.clone()));
+    }
+    let deadline = Instant::now() + plan.a.pool_wait;
+    loop {
+        match Region::acquire(&o.source, o.size, o.page, o.threads) {
+            Ok(r) => return Ok((Some(r), o.source.clone())),
+            Err(e) if e.pool_unavailable() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) if e.pool_unavailable() => {
+                let to = match plan.a.pool_fallback {
+                    PoolFallback::Fail => return Err(e),
+                    PoolFallback::Prefault => Source::Prefault,
+                    PoolFallback::None => Source::None,
+                };
+                eprintln!(
+                    "zerostart launch: warning: {e}; after --pool-wait {:?}, falling back to source={} (--pool-fallback)",
+                    plan.a.pool_wait,
+                    to.name()
+                );
+                let r = Region::acquire(&to, o.size, o.page, o.threads)?;
+                return Ok((Some(r), to));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The hint as it went out: what the VMM inherits to carry it.
@@ -807,7 +976,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         return dry_run(&plan, layout);
     }
     let listener = listen_for_phases(&plan, start);
-    let region = take_memory(&plan)?;
+    let (region, source) = take_memory(&plan)?;
     let memory_ready = start.elapsed();
     let sent = publish_hint(&plan, &layout, region.as_ref())?;
     let built = plan.args(
@@ -861,7 +1030,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
             None => format!("code {code}"),
         },
         opts.size >> 20,
-        opts.source.name(),
+        source.name(),
         lease_id.map(|i| format!(" lease={i}")).unwrap_or_default(),
         zero.map(|h| format!("{} ranges/{} MiB", h.entries.len(), h.total_bytes() >> 20))
             .unwrap_or_else(|| "off".into()),
@@ -885,7 +1054,8 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
             "hint_transport": carrier.transport(),
             "argv": std::iter::once(plan.binary.display().to_string()).chain(built.args.iter().cloned()).collect::<Vec<_>>(),
             "memory_bytes": opts.size,
-            "memory_source": opts.source.name(),
+            "memory_source": source.name(),
+            "memory_source_asked": opts.source.name(),
             "lease": lease_id,
             "hint": zero.map(|h| json!({
                 "ranges": h.entries.iter().map(|e| [e.start, e.length]).collect::<Vec<_>>(),
