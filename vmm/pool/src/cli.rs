@@ -37,9 +37,13 @@ pub enum PoolCommand {
 /// `zerostart pool serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Unix socket to serve (created mode 0600).
+    /// Unix socket to serve (created mode 0600; 0660 with --socket-group).
     #[arg(long, default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
+    /// A group whose members may lease too (the socket becomes 0660 and
+    /// theirs): the user libvirt or Kata runs QEMU as, so it needs no root.
+    #[arg(long, value_name = "GROUP")]
+    pub socket_group: Option<String>,
     /// Total pool memory (K/M/G/T suffixes).
     #[arg(long, default_value = "4G")]
     pub size: String,
@@ -153,6 +157,23 @@ fn parse_byte(s: &str) -> Result<u8, String> {
     r.map_err(|_| format!("'{s}' is not a byte; write e.g. 0xa5"))
 }
 
+/// `--socket-group`: a group name (or a numeric gid) known to this host.
+fn group_id(name: &str) -> Result<u32, Error> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        _ => Err(Error::BadValue {
+            key: "socket-group",
+            value: name.to_string(),
+            fix:
+                "name a group this host has (getent group NAME), e.g. the one libvirt runs QEMU as"
+                    .into(),
+        }),
+    }
+}
+
 /// Runs a pool subcommand.
 pub fn run(args: &PoolArgs) -> Result<(), Error> {
     match &args.command {
@@ -199,6 +220,7 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
             .transpose()?,
         scrub_priority: a.scrub_priority.parse()?,
         fill_progress: true,
+        socket_group: a.socket_group.as_deref().map(group_id).transpose()?,
     };
     let d = Daemon::start_with(config.clone(), ops)?;
     if let Some(addr) = d.metrics_addr() {

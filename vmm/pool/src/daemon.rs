@@ -101,6 +101,11 @@ pub struct Ops {
     /// Draw a progress bar of the first fill on stderr when it is a
     /// terminal (`serve` sets it; a fill of many GiB takes seconds).
     pub fill_progress: bool,
+    /// Let this group lease too: the socket is made 0660 and given to
+    /// it (`--socket-group`), so VMMs that run as another user (libvirt's
+    /// `libvirt-qemu`, Kata's) lease without root. `None`: 0600, the
+    /// daemon's user only.
+    pub socket_group: Option<u32>,
 }
 
 struct Slot {
@@ -248,7 +253,7 @@ impl Daemon {
                 Some(lock)
             }
         };
-        let listener = bind(&config.socket)?;
+        let listener = bind(&config.socket, ops.socket_group)?;
         let config_size = config.size;
         let n = (config.size / config.region_bytes) as usize;
         let shared = Arc::new(Shared {
@@ -380,8 +385,9 @@ impl Drop for Daemon {
 }
 
 /// Binds `path`, replacing a stale socket file left by a killed daemon but
-/// never one a live daemon answers on.
-fn bind(path: &Path) -> Result<UnixListener, Error> {
+/// never one a live daemon answers on; with `group`, the socket is 0660
+/// and that group's.
+fn bind(path: &Path, group: Option<u32>) -> Result<UnixListener, Error> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
@@ -412,6 +418,19 @@ fn bind(path: &Path) -> Result<UnixListener, Error> {
         .map_err(|e| Error::io(format!("socket path {}", path.display()), e.into()))?;
     nix_bind(sock.as_raw_fd(), &addr)
         .map_err(|e| Error::io(format!("binding {}", path.display()), e.into()))?;
+    // The group is given the socket before its mode opens to the group,
+    // so no other group ever may connect; nobody can connect before
+    // listen() anyway.
+    if let Some(gid) = group {
+        nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(|e| {
+            Error::io(
+                format!("giving {} to group {gid} (--socket-group)", path.display()),
+                e.into(),
+            )
+        })?;
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o660))
+            .map_err(|e| Error::io(format!("chmod 0660 {}", path.display()), e))?;
+    }
     listen(&sock, Backlog::MAXCONN)
         .map_err(|e| Error::io(format!("listening on {}", path.display()), e.into()))?;
     Ok(UnixListener::from(sock))

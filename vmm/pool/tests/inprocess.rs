@@ -76,3 +76,43 @@ fn lease_dropped_while_mapped_stays_leased() {
     // SAFETY: unmapping the test's mapping.
     unsafe { libc::munmap(p, 8 << 20) };
 }
+
+/// `--socket-group`: the socket is that group's and 0660 (members lease
+/// without being the daemon's user); without it, 0600.
+#[test]
+fn socket_group_opens_the_socket_to_that_group_only() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let config = |dir: &tempfile::TempDir| Config {
+        socket: dir.path().join("pool.sock"),
+        size: 8 << 20,
+        region_bytes: 8 << 20,
+        page: PageSize::Size4K,
+        hugetlbfs: None,
+        verify: false,
+        threads: 0,
+        backend: prezero::Choice::Auto,
+        fault: None,
+    };
+    // A group this process may give files to: its own, or (as root) any.
+    // SAFETY: no preconditions.
+    let gid = if unsafe { libc::geteuid() } == 0 {
+        65534
+    } else {
+        unsafe { libc::getegid() }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ops = pool::daemon::Ops {
+        socket_group: Some(gid),
+        ..Default::default()
+    };
+    let d = Daemon::start_with(config(&dir), ops).unwrap();
+    let md = std::fs::metadata(dir.path().join("pool.sock")).unwrap();
+    assert_eq!(md.permissions().mode() & 0o777, 0o660);
+    assert_eq!(md.gid(), gid);
+    drop(d);
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(config(&dir)).unwrap();
+    let md = std::fs::metadata(dir.path().join("pool.sock")).unwrap();
+    assert_eq!(md.permissions().mode() & 0o777, 0o600);
+    drop(d);
+}
