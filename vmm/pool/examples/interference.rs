@@ -137,6 +137,7 @@ fn main() {
                     scrub_bandwidth: *cap,
                     scrub_priority: *prio,
                     fill_progress: false,
+                    socket_group: None,
                 },
             )
             .unwrap_or_else(|e| {
