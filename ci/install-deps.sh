@@ -6,6 +6,8 @@ set -euo pipefail
 PKGS=(
   # nested test host and TCG boots
   qemu-system-x86 qemu-utils busybox-static cpio xz-utils zstd
+  # the ELF vmlinux inside Debian's (LZ4) cloud kernel, for Firecracker
+  lz4
   # the nested host's QEMU (tests/nested-host/bed-qemu/build.sh)
   ninja-build python3-venv libglib2.0-dev zlib1g-dev patch
   # kernel builds

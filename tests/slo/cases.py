@@ -4,8 +4,7 @@ release zerostart-slo) and what each run must leave behind. The table
 below is the suite; zstest.suite runs it.
 
   example  tests/slo/example.toml (zerostart + probe on /dev/kvm, 256M THP
-           and 1G hugetlb prefaulted; Debian's kernel under QEMU TCG;
-           cloud-hypervisor and firecracker SKIP when not installed) must
+           and 1G hugetlb prefaulted; Debian's kernel under QEMU TCG) must
            pass, and its report.json, junit.xml and chart.png agree;
   failing  tests/slo/failing.toml (an SLO that cannot hold) must exit
            non-zero with the failure in both reports;

@@ -57,11 +57,39 @@ cp "$root/tests/slo/init.sh" "$tmp/rootfs/init"
 chmod 755 "$tmp/rootfs/init" "$tmp/rootfs/bin/busybox"
 (cd "$tmp/rootfs" && find . | LC_ALL=C sort | cpio --quiet -o -H newc --reproducible | gzip -9n) >"$tmp/out/initramfs.cpio.gz"
 bash "$root/tests/lib/mkesp.sh" "$tmp/out/vmlinuz" "$tmp/out/initramfs.cpio.gz" "$ESP_CMDLINE" "$tmp/out/esp.img" >/dev/null
+# Firecracker boots only an ELF vmlinux: the one inside the bzImage (what
+# the kernel's scripts/extract-vmlinux does), for tests/slo/vmms.toml. The
+# boot protocol header says where the compressed payload is; its magic
+# says how it is compressed (Debian's cloud kernels: LZ4).
+extract_vmlinux() {
+  local dec
+  dec=$(python3 - "$1" "$tmp/payload" <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+start = ((d[0x1f1] or 4) + 1) * 512 + struct.unpack_from("<I", d, 0x248)[0]
+p = d[start:start + struct.unpack_from("<I", d, 0x24c)[0]]
+open(sys.argv[2], "wb").write(p)
+for magic, dec in ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"),
+                   (b"\x02\x21\x4c\x18", "lz4"), (b"BZh", "bzip2"), (b"\x5d\x00", "lzma")):
+    if p.startswith(magic):
+        print(dec)
+PY
+)
+  if [ -n "$dec" ] && command -v "$dec" >/dev/null; then
+    "$dec" -dc <"$tmp/payload" >"$2" 2>/dev/null || true
+  fi
+  rm -f "$tmp/payload"
+  [ "$(head -c4 "$2" 2>/dev/null | od -An -tx1 | tr -d ' ')" = 7f454c46 ] && return 0
+  echo "slo prepare: no ELF kernel inside $1 (payload compression: ${dec:-unknown}; install its tool)" >&2
+  return 1
+}
+extract_vmlinux "$tmp/out/vmlinuz" "$tmp/out/vmlinux"
 {
   echo "kernel: $pkg $ver ($(basename "$deb"))"
   echo "busybox: $(sha256sum "$busybox" | cut -c1-64)"
   echo "init: $(sha256sum "$root/tests/slo/init.sh" | cut -c1-64)"
   echo "esp.img: UKI of vmlinuz + initramfs.cpio.gz, cmdline '$ESP_CMDLINE'"
+  echo "vmlinux: the ELF kernel inside vmlinuz (Firecracker)"
 } >"$tmp/out/manifest.txt"
 rm -rf "$out"
 mv "$tmp/out" "$out"
