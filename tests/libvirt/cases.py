@@ -50,11 +50,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from zstest import l2image  # noqa: E402
-from zstest.hugepages import HugePages  # noqa: E402
-from zstest.suite import Case, Do, Report, Runner, choose, run_suite  # noqa: E402
+from zstest import l2image
+from zstest.hugepages import HugePages
+from zstest.suite import Case, Do, Report, Runner, choose, run_suite
 
 WHO = "test-libvirt"
 ROOT = Path(__file__).resolve().parents[2]

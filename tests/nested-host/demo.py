@@ -185,6 +185,100 @@ def ratios(rows: list[dict], sizes: list[int]) -> list[str]:
     return out
 
 
+VMM_SIZE_MIB = 4096
+
+
+def vmm_scenarios(chv: bool, fc: bool) -> list[launch.LaunchScenario]:
+    """The VMMs operators install, as released, through `zerostart launch`
+    (issue 28's target: the patched kernel skips its clears with verify on,
+    0 failures; app_ready against the same VMM without the hint, same run):
+    per VMM the hint, the same without it (hint=off: same memory, same
+    kernel), and the hint with prezero.verify=1. cloud-hypervisor boots the
+    kernel itself on pool memory (hint on --cmdline); Firecracker allocates
+    its own memory (source=none, hint in boot_args)."""
+    m = VMM_SIZE_MIB
+    out = []
+    for on, vmm, tag, src in ((chv, "chv-direct", "chv-direct", "pool"), (fc, "firecracker", "fc", "none")):
+        if not on:
+            continue
+        for suffix, source, extra in (("", src, ""), ("-nohint", f"{src},hint=off", ""),
+                                      ("-verify", src, "prezero.verify=1")):
+            out.append(launch.LaunchScenario(
+                f"{tag}{suffix}-{m // 1024}g", m, vmm=vmm, source=source, kernel="patched",
+                guest_args=f"{workload_args(m)} {extra}".strip(), timeout_s=150 + 45 * m // 1024,
+                note=f"{vmm} through zerostart launch{' without the hint' if suffix == '-nohint' else ''}"))
+    return out
+
+
+def judge_vmm(r: launch.LaunchResult) -> None:
+    """A VMM row: the guest passed its zero check; with the hint the kernel
+    skipped clears (and with verify found none wrong), without it none."""
+    f, v = r.failures, r.verdict()
+    if r.rc != 0:
+        f.append(f"the launcher exited {r.rc}")
+    if not v:
+        f.append("no ZSINIT verdict from the guest")
+        return
+    if v["status"] != "PASS" or int(v.get("nonzero_bytes", -1)) != 0:
+        f.append(f"guest verdict {v['status']}, nonzero_bytes={v.get('nonzero_bytes')}")
+    skipped = int(v.get("kernel_pages_skipped", -1))
+    if "hint=off" in r.sc.source:
+        if skipped != 0:
+            f.append(f"{skipped} clears skipped without a hint")
+    elif skipped <= 0:
+        f.append("the patched kernel skipped no clears (hint not used)")
+    if "prezero.verify=1" in r.sc.guest_args and int(v.get("kernel_verify_failures", -1)) != 0:
+        f.append(f"verify failures: {v.get('kernel_verify_failures')}")
+
+
+def vmms(a, zs, ovmf) -> bool:
+    """cloud-hypervisor and Firecracker rows when they are on PATH (they are
+    in no package registry: docs/launch.md), in an L2 boot of their own."""
+    chv, why = launch.cloud_hypervisor()
+    fc, fc_why = launch.firecracker()
+    for name, path, reason in (("cloud-hypervisor", chv, why), ("firecracker", fc, fc_why)):
+        if path is None:
+            print(f"demo: SKIP {name} rows: {reason}", flush=True)
+    scs = vmm_scenarios(chv is not None, fc is not None)
+    if a.only:
+        scs = [s for s in scs if s.name in set(a.only.split(","))]
+    if not scs:
+        return True
+    print(f"\ndemo: the VMMs operators install, as released ({', '.join(str(p) for p in (chv, fc) if p)}), "
+          f"through zerostart launch at {VMM_SIZE_MIB // 1024} GiB: with the hint, without it, and with "
+          "prezero.verify=1:", flush=True)
+    retries: list[str] = []
+    # Firecracker's guest RAM is its own anonymous memory in L2, beside the pool.
+    results, fatal = launch.run_scenarios(scs, zs, ovmf, pool_mib=VMM_SIZE_MIB, region_mib=VMM_SIZE_MIB,
+                                          echo=a.verbose, smp=a.smp, console_log=OUT / "vmm-console.log",
+                                          judge_fn=judge_vmm, l2_retries=retries,
+                                          l2_extra_mib=VMM_SIZE_MIB + 512 if fc else 0)
+    rows = [launch.row(r) for r in results]
+    rep = OUT / "vmm-report.json"
+    rep.write_text(json.dumps({"scenarios": rows, "fatal": fatal, "l2_retries": retries}, indent=2) + "\n")
+    print(launch.retries_line("demo (VMMs)", retries))
+    lines = [("row", "vmm", "boot", "memory", "hint", "init_started", "app_ready", "skipped clears",
+              "verify failures", "ok")]
+    for r in rows:
+        p = r["phases_ms"]
+        lines.append((r["name"], r["vmm"], r["boot"], r["memory_source"], r["hint_transport"] or "off",
+                      e2e.fmt_ms(p["init_started"]), e2e.fmt_ms(p["app_ready"]), str(r["kernel_pages_skipped"]),
+                      str(r["kernel_verify_failures"]) if "verify" in r["name"] else "-",
+                      "PASS" if r["passed"] else "FAIL"))
+    print("\n" + "\n".join(e2e.text_table(lines)) + "\n")
+    by = {r["name"]: r["phases_ms"]["app_ready"] for r in rows if r["passed"]}
+    for tag, label in (("chv-direct", "cloud-hypervisor"), ("fc", "Firecracker")):
+        h, n = by.get(f"{tag}-{VMM_SIZE_MIB // 1024}g"), by.get(f"{tag}-nohint-{VMM_SIZE_MIB // 1024}g")
+        if h and n:
+            print(f"app_ready {VMM_SIZE_MIB // 1024} GiB, {label}: without the hint {e2e.fmt_ms(n)} ms, "
+                  f"with it {e2e.fmt_ms(h)} ms, {n / h:.2f}x (same run, same kernel)")
+    for r in rows:
+        for fl in r["failures"]:
+            print(f"demo: {r['name']}: {fl}")
+    print(f"demo: VMM report {rep}; console log {OUT / 'vmm-console.log'}")
+    return fatal is None and len(rows) == len(scs) and all(r["passed"] for r in rows)
+
+
 def real_vm(a, zs, ovmf) -> bool:
     """The real-VM row: the Debian rootfs (systemd, disk, network, vsock) to its app, the same three
     ways (tests/nested-host/microvm.py), in a second L2 boot. Prints its phase table and ratio line."""
@@ -215,6 +309,11 @@ def cmd_demo(a) -> int:
     if a.only:
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
+    if not scs:
+        # --only named VMM rows alone.
+        ok = vmms(a, zs, ovmf)
+        print("demo: PASS" if ok else "demo: FAIL")
+        return 0 if ok else 1
     print("demo: the same guest and workload (75 % of RAM touched: half 2M hugetlb, half 4K anonymous) at "
           f"{', '.join(f'{m // 1024} GiB' for m in sizes)}, {len(KINDS)} ways, in the nested KVM test host "
           "(QEMU TCG, -cpu EPYC,+svm, real kvm-amd):", flush=True)
@@ -241,6 +340,7 @@ def cmd_demo(a) -> int:
         for fl in r["failures"]:
             print(f"demo: {r['name']}: {fl}")
     ok = fatal is None and len(results) == len(scs) and all(r["passed"] for r in rows)
+    ok = vmms(a, zs, ovmf) and ok
     if os.environ.get("ZSDEMO_REAL_VM", "1") != "0" and not a.only:
         ok = real_vm(a, zs, ovmf) and ok
     if not ok:

@@ -32,7 +32,9 @@ pool_start
 tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx cmdline; do
   case "$name" in ''|'#'*) continue;; esac
   wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
-  case "$source" in pool) src="pool:$sock";; *) src=$source;; esac
+  # source: pool | prefault | none, optionally with more --memory keys
+  # (pool,hint=off: the same memory without the hint, the demo's baseline)
+  case "$source" in pool*) src="pool:$sock${source#pool}";; *) src=$source;; esac
   fw=/tmp/$name.fw; err=/tmp/$name.err; tl=/tmp/$name.tl.json; rcf=/tmp/$name.rc; ql=/tmp/$name.qlog
   rm -f "$fw" "$err" "$tl" "$rcf" "$ql"
   kvmx_start
@@ -53,7 +55,7 @@ tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx 
       printf '{"boot-source":{"kernel_image_path":"/zs/kernels/%s.vmlinux","initrd_path":"/zs/l3-initramfs.cpio.gz","boot_args":"%s"},"drives":[],"machine-config":{"vcpu_count":1,"mem_size_mib":%s}}\n' \
         "$kernel" "$cmdline" "$mem" > "/tmp/$name.fc.json"
       timeout -s KILL "$tmo" /zs/zerostart launch --vmm firecracker --vmm-binary /zs/firecracker \
-        --memory "size=${mem}M,source=none" --timeline "$tl" $lx -- \
+        --memory "size=${mem}M,source=$src" --timeline "$tl" $lx -- \
         --config-file "/tmp/$name.fc.json" 2> "$err" < /dev/null
     elif [ "$vmm" = chv-direct ]; then
       timeout -s KILL "$tmo" /zs/zerostart launch --vmm cloud-hypervisor --vmm-binary /zs/cloud-hypervisor \
