@@ -449,7 +449,9 @@ fn bad(key: &str, value: &str, valid: impl Into<String>) -> guestmem::Error {
     }
 }
 
-fn on_off(key: &str, v: &str) -> Result<bool, guestmem::Error> {
+/// The one on/off word set of every option list (`zerostart run`,
+/// `zerostart launch`): on, true, yes, 1 / off, false, no, 0.
+pub fn on_off(key: &str, v: &str) -> Result<bool, guestmem::Error> {
     match v {
         "on" | "true" | "yes" | "1" => Ok(true),
         "off" | "false" | "no" | "0" => Ok(false),

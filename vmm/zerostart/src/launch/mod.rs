@@ -334,11 +334,7 @@ impl MemoryOpts {
         let mut page = PageSize::Size2M;
         let mut hint = true;
         let mut threads = 0;
-        let on_off = |k: &str, v: &str| match v {
-            "on" => Ok(true),
-            "off" => Ok(false),
-            _ => Err(bad(format!("{k}='{v}' is invalid; use on or off"))),
-        };
+        let on_off = |k: &str, v: &str| options::on_off(k, v).map_err(|e| bad(e.to_string()));
         let list = OptionList::parse("memory", s, MEMORY_KEYS, "size=4G,source=pool")?;
         for (k, v) in list.items() {
             match k {
@@ -1264,7 +1260,7 @@ mod tests {
             ("size=1G,source=none,color=red", "unknown key 'color'"),
             ("size=3M,source=none", "not a multiple of the 2M"),
             ("size=1X,source=none", "size"),
-            ("size=1G,source=none,hint=maybe", "on or off"),
+            ("size=1G,source=none,hint=maybe", "valid: on, off"),
             ("size", "key=value"),
             ("size=1G,source=none,size=2G", "at most once"),
             ("size=1G,source=none,hugepage_size=4K", "use 2M or 1G"),
