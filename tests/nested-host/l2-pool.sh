@@ -91,7 +91,15 @@ kvmx_line() {
   if grep -q kvm_exit /tmp/kvmx.txt; then
     tail -n 12 /tmp/kvmx.txt | sed 's/^ */KVMX| /'
   else
-    echo "KVMX| shutdown_exits=0 injected_exceptions=$(grep -c kvm_inj_exception /tmp/kvmx.txt)"
+    n=$(grep -c kvm_inj_exception /tmp/kvmx.txt)
+    echo "KVMX| shutdown_exits=0 injected_exceptions=$n"
+    # A storm (a guest stuck re-taking a fault) says which exceptions and
+    # shows its first and last lines: the only record of where it spun.
+    if [ "$n" -gt 100 ]; then
+      grep -o 'kvm_inj_exception: .*' /tmp/kvmx.txt | sort | uniq -c | sort -rn | head -n 5 | sed 's/^ */KVMX| count /'
+      grep kvm_inj_exception /tmp/kvmx.txt | head -n 3 | sed 's/^ */KVMX| first /'
+      grep kvm_inj_exception /tmp/kvmx.txt | tail -n 3 | sed 's/^ */KVMX| last /'
+    fi
   fi
 }
 

@@ -290,6 +290,12 @@ class LaunchResult:
             event = shutdown_event(self.kvmx[dead[-1]])
             if event:
                 s += f" ({event})"
+        # An exception storm (kvmx_line prints its commonest kinds): a
+        # guest that spun re-taking a fault rather than dying.
+        storm = [k for k in self.kvmx if k.startswith("shutdown_exits=0 injected_exceptions=")]
+        counts = [k.removeprefix("count ").strip() for k in self.kvmx if k.startswith("count ")]
+        if storm and counts:
+            s += f"; L2 KVM: {storm[-1].split(' ', 1)[1]}, commonest: {counts[0]}"
         return s
 
     def verdict(self) -> dict:
