@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use pool::daemon::{Config, Daemon};
 use pool::PageSize;
 
-fn daemon(dir: &tempfile::TempDir) -> Daemon {
-    let d = Daemon::start(Config {
+/// Two 8 MiB regions of 4K pages, serving `dir/pool.sock`.
+fn config(dir: &tempfile::TempDir) -> Config {
+    Config {
         socket: dir.path().join("pool.sock"),
         size: 16 << 20,
         region_bytes: 8 << 20,
@@ -18,8 +19,11 @@ fn daemon(dir: &tempfile::TempDir) -> Daemon {
         threads: 0,
         backend: prezero::Choice::Auto,
         fault: None,
-    })
-    .unwrap();
+    }
+}
+
+fn daemon(dir: &tempfile::TempDir) -> Daemon {
+    let d = Daemon::start(config(dir)).unwrap();
     assert!(d.wait_all_clean(Duration::from_secs(60)));
     d
 }
@@ -82,17 +86,6 @@ fn lease_dropped_while_mapped_stays_leased() {
 #[test]
 fn socket_group_opens_the_socket_to_that_group_only() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let config = |dir: &tempfile::TempDir| Config {
-        socket: dir.path().join("pool.sock"),
-        size: 8 << 20,
-        region_bytes: 8 << 20,
-        page: PageSize::Size4K,
-        hugetlbfs: None,
-        verify: false,
-        threads: 0,
-        backend: prezero::Choice::Auto,
-        fault: None,
-    };
     // A group this process may give files to: its own, or (as root) any.
     // SAFETY: no preconditions.
     let gid = if unsafe { libc::geteuid() } == 0 {

@@ -125,21 +125,10 @@ const BACKEND_PROPS: &[&str] = &[
 /// A `-m` size: a number with an optional K/M/G/T suffix, MiB without one.
 fn parse_m(v: &str) -> Option<u64> {
     let v = v.trim();
-    let (num, mult) = match v.char_indices().last()? {
-        (i, c) if c.is_ascii_alphabetic() => (
-            &v[..i],
-            match c.to_ascii_uppercase() {
-                'K' => 1u64 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                'B' => 1,
-                _ => return None,
-            },
-        ),
-        _ => (v, 1 << 20),
-    };
-    num.parse::<u64>().ok()?.checked_mul(mult)
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        return v.parse::<u64>().ok()?.checked_mul(1 << 20);
+    }
+    hostmem::parse_size(v).ok()
 }
 
 /// A memory backend object: its id, size and properties.
@@ -190,7 +179,7 @@ fn backend(v: &str) -> Result<Option<Backend>, String> {
         match k {
             "id" => b.id = val.to_string(),
             // Object sizes are bytes unless suffixed.
-            "size" => b.size = val.parse().ok().or_else(|| parse_m(val)),
+            "size" => b.size = hostmem::parse_size(val).ok(),
             _ => {}
         }
         b.props.push(k.to_string());
@@ -205,15 +194,12 @@ pub fn decide(args: &[String]) -> Decision {
     if args.is_empty() {
         return Decision::Probe;
     }
-    let opt = |a: &str| -> Option<String> {
-        let s = a.strip_prefix("--").or_else(|| a.strip_prefix('-'))?;
-        Some(s.split('=').next().unwrap_or(s).to_string())
-    };
+    let opt = super::vmm::qemu_opt;
     // Queries first: they never start a guest.
     for (i, a) in args.iter().enumerate() {
         let Some(o) = opt(a) else { continue };
         let val = args.get(i + 1).map(String::as_str).unwrap_or("");
-        match o.as_str() {
+        match o {
             "version" | "help" | "h" | "dump-vmstate" => return Decision::Probe,
             "machine" | "M" => {
                 let ty = val.split(',').next().unwrap_or("");
@@ -245,7 +231,7 @@ pub fn decide(args: &[String]) -> Decision {
             Some(v) => (v.as_str(), true),
             None => ("", false),
         };
-        match o.as_str() {
+        match o {
             "m" if has_val => {
                 // Hotplug slots stay (Kata writes them): hotplugged DIMMs
                 // are QEMU's own memory, outside the hint.

@@ -140,6 +140,17 @@ pub enum PoolFallback {
     Fail,
 }
 
+impl PoolFallback {
+    /// The launcher's own memory to fall back to (`None`: fail).
+    fn source(self) -> Option<Source> {
+        match self {
+            PoolFallback::Prefault => Some(Source::Prefault),
+            PoolFallback::None => Some(Source::None),
+            PoolFallback::Fail => None,
+        }
+    }
+}
+
 /// Exit status of a launch the launcher itself could not start (bad
 /// arguments, no memory, no hint): distinct from the VMM's own statuses,
 /// which are passed through (QEMU and cloud-hypervisor exit 1 on their
@@ -734,16 +745,9 @@ fn vmm_binary_check(binary: &std::path::Path) -> Result<String, Error> {
 /// A dry run's word on the pool: what it has now and what the launch
 /// would do with it (it leases nothing).
 fn pool_check(sock: &std::path::Path, size: u64, a: &LaunchArgs) -> String {
-    let fallback = match a.pool_fallback {
-        PoolFallback::Fail => "fail".to_string(),
-        f => format!(
-            "fall back to source={}",
-            if f == PoolFallback::None {
-                "none"
-            } else {
-                "prefault"
-            }
-        ),
+    let fallback = match a.pool_fallback.source() {
+        None => "fail".to_string(),
+        Some(to) => format!("fall back to source={}", to.name()),
     };
     match pool::client::status(sock) {
         Err(e) => format!(
@@ -811,10 +815,8 @@ fn take_memory(plan: &Plan<'_>) -> Result<(Option<Region>, Source), Error> {
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err(e) if e.pool_unavailable() => {
-                let to = match plan.a.pool_fallback {
-                    PoolFallback::Fail => return Err(e),
-                    PoolFallback::Prefault => Source::Prefault,
-                    PoolFallback::None => Source::None,
+                let Some(to) = plan.a.pool_fallback.source() else {
+                    return Err(e);
                 };
                 eprintln!(
                     "zerostart launch: warning: {e}; after --pool-wait {:?}, falling back to source={} (--pool-fallback)",

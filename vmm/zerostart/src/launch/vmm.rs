@@ -479,7 +479,7 @@ fn carry_text(
 }
 
 /// QEMU option name of `a` (`-m`, `--m` and `-m=...` style alike).
-fn qemu_opt(a: &str) -> Option<&str> {
+pub(super) fn qemu_opt(a: &str) -> Option<&str> {
     let s = a.strip_prefix("--").or_else(|| a.strip_prefix('-'))?;
     Some(s.split('=').next().unwrap_or(s))
 }
