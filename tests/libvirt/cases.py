@@ -52,7 +52,7 @@ from pathlib import Path
 
 from zstest import l2image
 from zstest.hugepages import HugePages
-from zstest.suite import Case, Do, Report, Runner, choose, run_suite
+from zstest.suite import Case, Do, Report, Runner, choose, executable_env, run_suite, stop_process
 
 WHO = "test-libvirt"
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,10 +104,15 @@ class Bed:
             raise RuntimeError(f"virsh {' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
         return p
 
-    def pool_status(self) -> str:
-        p = subprocess.run(self.as_nobody([str(self.zs), "pool", "status", "--socket", str(self.sock)]),
-                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-        return p.stdout + p.stderr
+    def pool_status(self, *extra: str) -> subprocess.CompletedProcess:
+        """`zerostart pool status` as nobody (through the socket's group)."""
+        return subprocess.run(self.as_nobody([str(self.zs), "pool", "status", "--socket", str(self.sock), *extra]),
+                              capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+
+    def wait_clean(self) -> str | None:
+        """None once every region is clean, else why not within 60 s."""
+        p = self.pool_status("--wait-clean", "--timeout", "60")
+        return None if p.returncode == 0 else (p.stderr.strip() or f"pool status exited {p.returncode}")
 
     def start_pool(self) -> None:
         log = open(self.pool_log, "a")
@@ -117,32 +122,18 @@ class Bed:
                                       "--socket-group", "nogroup", "--size", f"{2 * MEM_MIB}M",
                                       "--region-size", f"{MEM_MIB}M", "--page", "4K"],
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        p = subprocess.run(self.as_nobody([str(self.zs), "pool", "status", "--socket", str(self.sock),
-                                           "--wait-clean", "--timeout", "60"]),
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if p.returncode != 0:
-            raise RuntimeError(f"the pool did not come up clean: {p.stderr.strip()} (log {self.pool_log})")
+        if (why := self.wait_clean()) is not None:
+            raise RuntimeError(f"the pool did not come up clean: {why} (log {self.pool_log})")
 
     def stop_pool(self) -> None:
-        if self.pool and self.pool.poll() is None:
-            self.pool.terminate()
-            try:
-                self.pool.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.pool.kill()
-                self.pool.wait()
+        stop_process(self.pool, timeout=15)
         self.pool = None
 
     def stop(self) -> None:
         for name in ("zs-direct", "zs-dirty", "zs-uefi", "zs-numa1", "zs-numa2", "zs-stopped"):
             if self.libvirtd and self.libvirtd.poll() is None:
                 self.virsh("destroy", name, check=False, timeout=30)
-        if self.libvirtd and self.libvirtd.poll() is None:
-            self.libvirtd.terminate()
-            try:
-                self.libvirtd.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.libvirtd.kill()
+        stop_process(self.libvirtd, timeout=15)
         self.stop_pool()
 
 
@@ -255,7 +246,8 @@ class Boot:
         bed.virsh("define", str(xml))
         try:
             bed.virsh("start", name)
-            self.during = bed.pool_status()
+            p = bed.pool_status()
+            self.during = p.stdout + p.stderr
             self.console = self.wait()
         finally:
             bed.virsh("destroy", name, check=False, timeout=60)
@@ -307,10 +299,8 @@ def kernel_hint(console: str) -> str | None:
 
 
 def leased_after_destroy(bed: Bed) -> str | None:
-    p = subprocess.run(bed.as_nobody([str(bed.zs), "pool", "status", "--socket", str(bed.sock), "--wait-clean",
-                                      "--timeout", "60"]), capture_output=True, text=True,
-                       stdin=subprocess.DEVNULL)
-    return None if p.returncode == 0 else f"the pool is not clean 60 s after virsh destroy: {p.stderr.strip()}"
+    why = bed.wait_clean()
+    return None if why is None else f"the pool is not clean 60 s after virsh destroy: {why}"
 
 
 def need_bed(r: Report) -> Bed:
@@ -424,9 +414,7 @@ def main(argv: list[str]) -> int:
     chosen = choose(WHO, CASES, argv, "zerostart-qemu as a real libvirtd's QEMU")
     if isinstance(chosen, int):
         return chosen
-    zs = os.environ.get("ZEROSTART_BIN", "")
-    if not (zs and os.access(zs, os.X_OK)):
-        print(f"{WHO}: ZEROSTART_BIN={zs!r} is not an executable; make test-libvirt builds and sets it", file=sys.stderr)
+    if executable_env(WHO, "ZEROSTART_BIN", "a release zerostart (make test-libvirt builds it)") is None:
         return 2
     if not os.environ.get("ZEROSTART_FIRMWARE_DIR"):
         print(f"{WHO}: ZEROSTART_FIRMWARE_DIR is not set; make test-libvirt passes the firmware's", file=sys.stderr)

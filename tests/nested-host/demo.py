@@ -102,8 +102,7 @@ def judge(r: launch.LaunchResult) -> None:
     elif r.rc != 0:
         f.append(f"the VMM exited {r.rc}")
     if not v:
-        last = r.l3[-1][1] if r.l3 else "nothing"
-        f.append(f"no ZSINIT verdict from the guest (its serial output ended with {last!r}; {r.end_story()})")
+        f.append(r.no_verdict())
         return
     if v["status"] != "PASS":
         f.append(f"guest verdict FAIL: {v.get('reason', '?')}")
@@ -218,8 +217,7 @@ def judge_vmm(r: launch.LaunchResult) -> None:
     if r.rc != 0:
         f.append(f"the launcher exited {r.rc}")
     if not v:
-        last = r.l3[-1][1] if r.l3 else "nothing"
-        f.append(f"no ZSINIT verdict from the guest (its serial output ended with {last!r}; {r.end_story()})")
+        f.append(r.no_verdict())
         return
     if v["status"] != "PASS" or int(v.get("nonzero_bytes", -1)) != 0:
         f.append(f"guest verdict {v['status']}, nonzero_bytes={v.get('nonzero_bytes')}")

@@ -298,6 +298,13 @@ class LaunchResult:
             s += f"; L2 KVM: {storm[-1].split(' ', 1)[1]}, commonest: {counts[0]}"
         return s
 
+    def no_verdict(self) -> str:
+        """The failure line of a guest that printed no verdict: where its
+        output stopped and how QEMU and L2's KVM saw the end, so that a
+        crash can be told from output lost on the way."""
+        last = self.l3[-1][1] if self.l3 else "nothing"
+        return f"no ZSINIT verdict from the guest (its serial output ended with {last!r}; {self.end_story()})"
+
     def verdict(self) -> dict:
         for _, ln in self.l3:
             if "ZSINIT: PASS" in ln or "ZSINIT: FAIL" in ln:
@@ -369,12 +376,9 @@ def judge(r: LaunchResult) -> None:
     elif r.rc != 0:
         f.append(f"zerostart launch exited {r.rc}")
     if not v:
-        # Say where the guest's output stopped and how QEMU saw the end,
-        # so that a crash (a reset: one more CPU reset than a clean run)
-        # can be told from output lost on the way.
-        last = r.l3[-1][1] if r.l3 else "nothing"
-        f.append(f"no ZSINIT verdict from the guest (its serial output ended with {last!r}; "
-                 f"{r.end_story()})")
+        # A crash (a reset: one more CPU reset than a clean run) told
+        # from output lost on the way.
+        f.append(r.no_verdict())
         return
     skipped = int(v.get("kernel_pages_skipped", -1))
     fails = int(v.get("kernel_verify_failures", -1))

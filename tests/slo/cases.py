@@ -41,7 +41,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from zstest.hugepages import HugePages
-from zstest.suite import Case, Check, Do, Group, Report, Reserve, Runner, choose, run_suite, serve
+from zstest.suite import (Case, Check, Do, Group, Report, Reserve, Runner, choose, executable_env, run_suite,
+                          serve)
 
 WHO = "test-slo"
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,13 +258,11 @@ def main(argv: list[str]) -> int:
     if isinstance(chosen, int):
         return chosen
     for var, what in (("ZEROSTART_BIN", "a release zerostart"), ("SLO_BIN", "the release zerostart-slo")):
-        path = os.environ.get(var, "")
-        if not (path and os.access(path, os.X_OK)):
-            print(f"{WHO}: {var}={path!r} is not an executable; set {var} to {what} (make test-slo builds it)",
-                  file=sys.stderr)
+        path = executable_env(WHO, var, f"{what} (make test-slo builds it)")
+        if path is None:
             return 2
         # The runs start in the repository (the configs' paths are from it).
-        os.environ[var] = os.path.abspath(path)
+        os.environ[var] = path
     if why := ensure_font():
         print(f"{WHO}: {why}", file=sys.stderr)
         return 1

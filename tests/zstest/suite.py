@@ -401,6 +401,30 @@ def choose(suite: str, cases: Sequence[Case], argv: Sequence[str], what: str) ->
         return 2
 
 
+def stop_process(proc: subprocess.Popen | None, timeout: float = 10) -> None:
+    """Ends a daemon a suite started: SIGTERM, then SIGKILL after TIMEOUT
+    seconds; reaped either way. Nothing for one already gone (or None)."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def executable_env(suite: str, var: str, what: str) -> str | None:
+    """The absolute path in environment variable VAR if it names an
+    executable (make sets it), else None after one line naming VAR and
+    WHAT it must be."""
+    path = os.environ.get(var, "")
+    if not (path and os.access(path, os.X_OK)):
+        print(f"{suite}: {var}={path!r} is not an executable; set {var} to {what}", file=sys.stderr)
+        return None
+    return os.path.abspath(path)
+
+
 def serve(r: Report, cmd: Sequence[str], log_path: Path) -> subprocess.Popen:
     """Starts a daemon the cases need (e.g. `zerostart pool serve`) with its
     output in LOG_PATH, and stops it when the suite ends (SIGTERM, then
@@ -409,13 +433,7 @@ def serve(r: Report, cmd: Sequence[str], log_path: Path) -> subprocess.Popen:
     proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
 
     def stop() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
         log.close()
     r.at_exit(stop)
     return proc
