@@ -3,9 +3,10 @@
 # source.lock) + the patches in `series` + config/zerostart.config, twice:
 # with CONFIG_ZEROSTART_PREZERO=y (bzImage) and =n (bzImage-noprezero).
 #
-# Lines: `--line 6.12` (the default, this directory) or `--line 7.3`
-# (Debian's linux-source-7.3 from trixie-backports, in 7.3/: its own
-# source.lock, series and patches/). Every line shares this script and
+# Lines: `--line 6.12` (the default) or `--line 7.3` (Debian's
+# linux-source-7.3 from trixie-backports), each a sibling directory <line>/
+# with the same layout: source.lock, series, patches/, line.config,
+# README.md. Every line shares this script and
 # config/zerostart.config; a line may add options in <line>/line.config
 # (merged after the shared fragment, checked the same way). A line other
 # than the default keeps its tree, build dir, apt lists and lock under
@@ -58,13 +59,15 @@ while [ $# -gt 0 ]; do
 done
 # HERE: the line's directory (source.lock, series, patches/, line.config).
 # LROOT: where the line keeps tree, build dir and apt lists in the cache.
+# Every line is a sibling directory with the same layout; the default
+# line keeps its tree and build dir at the cache's top (where it always
+# was), so moving its files here did not cost a cold kernel build.
+HERE="$SCRIPT_DIR/$LINE"
+[ -f "$HERE/source.lock" ] || die "no line '$LINE' (missing $HERE/source.lock); lines:$(cd "$SCRIPT_DIR" && for d in */source.lock; do [ -f "$d" ] && printf ' %s' "${d%/source.lock}"; done)"
 if [ "$LINE" = "$DEFAULT_LINE" ]; then
-	HERE="$SCRIPT_DIR"
 	LROOT="$CACHE"
 else
-	HERE="$SCRIPT_DIR/$LINE"
 	LROOT="$CACHE/$LINE"
-	[ -f "$HERE/source.lock" ] || die "no line '$LINE' (missing $HERE/source.lock); lines: $DEFAULT_LINE$(cd "$SCRIPT_DIR" && for d in */source.lock; do [ -f "$d" ] && printf ' %s' "${d%/source.lock}"; done)"
 fi
 LINE_FRAGMENT=
 NOT_IN_LINE=

@@ -1,7 +1,8 @@
 # Guest kernel (Linux 6.12.y and 7.3 + the zerostart series): build and test.
 # `make kernel` builds the 6.12 line, $ZEROSTART_CACHE/kernel/<hash>/bzImage{,-noprezero}
 # (cached by the hash of source version, series, config fragment, script);
-# `make kernel-7.3` the 7.3 line (guest-kernel-patches/7.3, build.sh --line 7.3),
+# (guest-kernel-patches/6.12); `make kernel-7.3` the 7.3 line
+# (guest-kernel-patches/7.3, build.sh --line 7.3),
 # cached the same way;
 # `make test-kernel` boots each line of ZEROSTART_KERNEL_LINES (default both)
 # in QEMU TCG, the lines side by side (each boot is single-threaded TCG, so
@@ -12,7 +13,7 @@
 # struct-page boot tests), run by tests/kernel/run.py --line L on
 # zstest.suite + zstest.qemu; every line runs, also after a failure of
 # another, and the target fails if any did;
-# `make bench-kernel` runs the measurements in guest-kernel-patches/README.md.
+# `make bench-kernel` runs the measurements in guest-kernel-patches/6.12/README.md.
 # make builds the kernels and the firmware and hands the scripts their paths.
 # ZEROSTART_KERNEL_IMAGE=path tests one image built elsewhere (e.g. by
 # build.sh --dev while working on the series, with
@@ -22,7 +23,7 @@
 # ZS_TEST_ONLY="kunit good" runs a subset.
 .PHONY: kernel kernel-7.3 test-kernel bench-kernel
 
-ZEROSTART_KERNEL_SERIES_DIR ?= guest-kernel-patches
+ZEROSTART_KERNEL_SERIES_DIR ?= guest-kernel-patches/6.12
 ZEROSTART_KERNEL_LINES ?= 6.12 7.3
 
 kernel:

@@ -1,7 +1,7 @@
 """The guest kernel suite as case tables (zstest.suite), run by run.py.
 
 `table(k)` is `make test-kernel`'s main suite, `memmap_table(k)` the
-struct-page boots of series file 0006 (guest-kernel-patches/memmap.md); K is
+struct-page boots of series file 0006 (guest-kernel-patches/6.12/memmap.md); K is
 the kernel under test (Kernel: its bzImage, the series directory it was
 built from, the firmware for the "efi" case, the work directory). Each case
 boots in QEMU TCG through zstest.guestkernel (zstest.qemu) and judges the
@@ -365,7 +365,7 @@ def line_tree(series_dir: Path) -> Path | None:
     if not m:
         return None
     root = gk.CACHE / "kernel"
-    if series_dir.resolve() != (gk.ROOT / "guest-kernel-patches").resolve():
+    if series_dir.resolve() != (gk.ROOT / "guest-kernel-patches" / "6.12").resolve():
         root = root / series_dir.name
     tree = root / "src" / f"linux-{m[1]}"
     return tree if (tree / "scripts" / "checkpatch.pl").is_file() else None
@@ -465,7 +465,7 @@ def cover_ranges(mem_mib: int) -> str:
     it at the top of RAM) and the hint itself. The kernel must remove all of
     that on its own. Left out: [RAM_END - 64 MiB, RAM_END - 4 MiB), where
     SeaBIOS and QEMU write data before the kernel starts (~108 KiB 16 MiB
-    below the top here, see guest-kernel-patches/memmap.md "Finding"); the
+    below the top here, see guest-kernel-patches/6.12/memmap.md "Finding"); the
     kernel cannot know of firmware writes, the ABI makes leaving them out the
     producer's job, and the boot data this case is about lies outside that
     window."""
@@ -1106,7 +1106,7 @@ def table(k: Kernel) -> list[Case]:
 
 # ---------------------------------------------------------------- memmap
 # Boot tests for series file 0006, "mm: skip clearing pristine struct pages
-# in deferred init" (guest-kernel-patches/memmap.md):
+# in deferred init" (guest-kernel-patches/6.12/memmap.md):
 #   honest   4 GiB guest, the hint a VMM sends (measure.sh's): memblock puts
 #            the memmap above 4 GiB, in hinted memory; struct pages must skip
 #            their clear, every one verified zero (prezero.verify=1), no

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-kernel: the same-run comparison in guest-kernel-patches/README.md.
+# make bench-kernel: the same-run comparison in guest-kernel-patches/6.12/README.md.
 # Boots bzImage (series, CONFIG_ZEROSTART_PREZERO=y) and bzImage-noprezero
 # (same tree and config, option off) in QEMU TCG, both with the same honest
 # pre-zeroed hint delivered as setup_data, with init_on_alloc=1 and =0, and
@@ -74,7 +74,7 @@ fi
 declare -A ON OFF OFF_WHY NO_NT_WHY
 for L in $LINES; do
 	case "$L" in
-	6.12) la=() series="$ROOT/guest-kernel-patches/series" ;;
+	6.12) la=() series="$ROOT/guest-kernel-patches/6.12/series" ;;
 	*) la=(--line "$L") series="$ROOT/guest-kernel-patches/$L/series" ;;
 	esac
 	# Rows of the NT huge clear ("x86/mm: clear huge and gigantic pages

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Same-run measurement for the memmap patch(es) (guest-kernel-patches/memmap.md).
+# Same-run measurement for the memmap patch(es) (guest-kernel-patches/6.12/memmap.md).
 # Boots each image of ZS_MM_IMAGES ("name=path[,extra,kernel,args] ...", e.g.
 # one image with and without prezero.memmap=off) in QEMU TCG (-cpu max
 # -smp ${ZS_MM_SMP:-2}, thread=multi),

@@ -7,7 +7,7 @@ every boot through zstest.qemu.
                               [--firmware OVMF.fd] [--suite kernel|memmap] [--list] [CASE...]
 
 The kernel under test is a parameter: --line names a kernel line of
-guest-kernel-patches/ (6.12, the default, is the directory itself; 7.3 is
+guest-kernel-patches/ (guest-kernel-patches/6.12/, the default, or
 guest-kernel-patches/7.3/), and sets the defaults of the rest: --kernel is
 the bzImage (default $ZEROSTART_KERNEL_IMAGE, else the line's committed
 series built in the cache, `guest-kernel-patches/build.sh --line L
@@ -57,8 +57,7 @@ DEFAULT_LINE = "6.12"
 
 def line_dir(line: str) -> Path:
     """The directory of a kernel line's series (build.sh's HERE)."""
-    base = gk.ROOT / "guest-kernel-patches"
-    return base if line == DEFAULT_LINE else base / line
+    return gk.ROOT / "guest-kernel-patches" / line
 
 
 def default_kernel(line: str) -> str | None:
@@ -74,7 +73,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="tests/kernel/run.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--line", default=DEFAULT_LINE,
-                    help=f"the kernel line (default {DEFAULT_LINE}; 7.3 is guest-kernel-patches/7.3)")
+                    help=f"the kernel line: guest-kernel-patches/LINE (default {DEFAULT_LINE})")
     ap.add_argument("--kernel", help="the bzImage under test")
     ap.add_argument("--series-dir", type=Path,
                     help="the series it was built from (series + patches/; default $ZEROSTART_KERNEL_SERIES_DIR, "
@@ -87,7 +86,7 @@ def main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     os.environ.setdefault("ZS_TCG_THREAD", "single")
     if not (line_dir(a.line) / "series").is_file():
-        print(f"{WHO}: no kernel line '{a.line}' (no {line_dir(a.line)}/series); lines: {DEFAULT_LINE} "
+        print(f"{WHO}: no kernel line '{a.line}' (no {line_dir(a.line)}/series); lines: "
               + " ".join(d.parent.name for d in sorted((gk.ROOT / "guest-kernel-patches").glob("*/series"))),
               file=sys.stderr)
         return 2
