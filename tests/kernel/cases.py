@@ -602,14 +602,8 @@ TEXT_PLANT_KIB = 256
 def text_hint(k: Kernel, ranges: str, corrupt: bool = False) -> str:
     """The text form of a hint of RANGES (START:LEN,...); CORRUPT flips one
     bit of the first entry, as mkhint.py --corrupt does (BadChecksum)."""
-    entries = []
-    for item in ranges.split(","):
-        start, length = (int(x) for x in item.split(":"))
-        entries.append((start, length, zshint.natural_shift(start, length)))
-    blob = bytearray(zshint.encode(entries))
-    if corrupt:
-        blob[32 + 9] ^= 0x10
-    return zshint.text(blob)
+    pairs = [tuple(int(x) for x in item.split(":")) for item in ranges.split(",")]
+    return zshint.text(zshint.encode_ranges(pairs, corrupt=corrupt))
 
 
 def text_transport_args(transport: str, text: str) -> tuple[str, list[str]]:

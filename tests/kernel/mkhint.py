@@ -42,9 +42,7 @@ def main():
     for item in args.ranges.split(","):
         start, length = item.split(":")
         ranges.append((parse_size(start), parse_size(length)))
-    hint = bytearray(zshint.encode([(s, n, zshint.natural_shift(s, n)) for s, n in ranges], args.scrub))
-    if args.corrupt:
-        hint[32 + 9] ^= 0x10
+    hint = zshint.encode_ranges(ranges, args.scrub, args.corrupt)
     if args.out_hint:
         open(args.out_hint, "wb").write(hint)
     if not all(setup_args):
