@@ -23,11 +23,11 @@ test-abi: deps
 	$(CARGO) build -p zerohint --no-default-features
 	$(CARGO) clippy -p zerohint --no-default-features -- -D warnings
 	$(CARGO) clippy -p zerohint --all-targets --features std -- -D warnings
-	python3 tests/vectors/check_vectors.py tests/vectors
 	@mkdir -p $(ABI_CACHE)
 	$(CC) -std=c99 -pedantic $(ABI_CFLAGS) -o $(ABI_CACHE)/check_c_header tests/vectors/check_c_header.c
 	$(CC) -std=gnu11 -Wdeclaration-after-statement $(ABI_CFLAGS) -fsyntax-only tests/vectors/check_c_header.c
-	$(ABI_CACHE)/check_c_header tests/vectors
+	$(ABI_CACHE)/check_c_header tests/vectors $(ABI_CACHE)/text-header.json
+	python3 tests/vectors/check_vectors.py tests/vectors --c-text $(ABI_CACHE)/text-header.json
 
 abi-vectors:
 	$(CARGO) run -p zerohint --example gen_vectors -- tests/vectors

@@ -846,6 +846,38 @@ class HintReference(unittest.TestCase):
         self.assertEqual(hint.validate(hint.encode_ranges(ranges, corrupt=True), True, None)[0], "BadChecksum")
         self.assertEqual(hint.validate(hint.encode_ranges(ranges, scrub=True), True, None)[0], "ok")
 
+    def test_c_header_check_catches_a_wrong_verdict_or_byte(self):
+        # check_vectors.py --c-text holds zshint_text_vectors.h (as
+        # check_c_header writes it) to the reference: a dump made from the
+        # reference passes, one wrong byte or index fails.
+        sys.path.insert(0, str(self.VECTORS))
+        try:
+            import check_vectors
+        finally:
+            sys.path.remove(str(self.VECTORS))
+        dump = []
+        for v in json.loads((self.VECTORS / "text.json").read_text()):
+            te, ti, data, ex, ei = check_vectors.text_verdict(v["transport"], v["input"])
+            inputs = [v["input"]] if v["transport"] == "cmdline" else v["input"]
+            dump.append({"name": v["name"], "transport": v["transport"],
+                         "input": [x.encode().hex() for x in inputs], "text_expect": te,
+                         "text_index": ti, "data": data.hex(), "expect": "Ok" if ex == "ok" else ex,
+                         "index": ei})
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "dump.json"
+            f.write_text(json.dumps(dump))
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(check_vectors.check_c_text(str(self.VECTORS), str(f)), 0)
+            with_data = next(x for x in dump if x["data"])
+            with_data["data"] = with_data["data"][:-2] + ("01" if with_data["data"][-2:] == "00" else "00")
+            bad_char = next(x for x in dump if x["text_expect"] == "TextBadChar")
+            bad_char["text_index"] += 1
+            f.write_text(json.dumps(dump))
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.assertEqual(check_vectors.check_c_text(str(self.VECTORS), str(f)), 2)
+            self.assertIn("decoded bytes differ", err.getvalue())
+
     def test_text_form_decodes_back_to_the_hint(self):
         blob = hint.encode_ranges([(1 << 30, 1 << 30)])
         found, text = hint.find_text("cmdline", f"console=ttyS0 {hint.TEXT_PARAM}={hint.text(blob)} quiet")

@@ -1104,12 +1104,12 @@ and several vectors break more than one rule to pin it.
   result, meaningful only when `text_expect` is `ZSHINT_TEXT_E_OK`.
   Includes `zshint_errors.h`; no libc.
 - `check_c_header.c`: compiles both headers, checks `zshint_vectors.h`
-  against the `.bin` files and every text vector against its own C
-  command-line tokenizer and base64url decoder (`make test-abi` builds and
-  runs it).
-- `check_vectors.py`: an independent Python 3 (stdlib only) validator that
-  recomputes every expectation from the spec, as a second implementation,
-  for `vectors.json` and `text.json`.
+  against the `.bin` files and writes the text vectors of
+  `zshint_text_vectors.h` out as JSON (`make test-abi` builds and runs it).
+- `check_vectors.py`: holds `vectors.json`, `text.json` and (`--c-text`)
+  that JSON to the project's one Python reference of the ABI,
+  `tests/zstest/hint.py` (stdlib only, written from the spec): a second
+  implementation that recomputes every expectation.
 
 A C consumer's test loops over `zshint_vectors`, runs its validator on
 `data`/`len` (plus its RAM check when `has_ram`), and compares the result
