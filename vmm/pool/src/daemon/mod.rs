@@ -7,9 +7,12 @@
 //! never while zeroing.
 //!
 //! The parts: this module starts and stops the daemon and holds the
-//! shared state; `scrub` is the background scrubber, `socket` the
-//! listener and the per-connection protocol, `lease` grants and ends
-//! leases, and `status` answers `status` requests and metrics scrapes.
+//! shared state; `state` is the pool's bookkeeping (which region is
+//! where, what a lease gets, what a scrub does, the counters) with no
+//! I/O, so its unit tests drive it by plain calls; `scrub` is the
+//! background scrubber, `socket` the listener and the per-connection
+//! protocol, `lease` grants and ends leases around `state`, and `status`
+//! answers `status` requests and metrics scrapes.
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -20,16 +23,17 @@ use std::time::{Duration, Instant};
 
 use crate::memory::{Fault, Leftover, RegionMemory};
 use crate::proto::Status;
-use crate::region::{Region, State};
 use crate::{Error, PageSize};
 
 mod lease;
 mod scrub;
 mod socket;
+mod state;
 mod status;
 
 use scrub::{fill_bar, scrub_loop, unlink_named};
 use socket::{accept_loop, bind};
+use state::PoolState;
 use status::{refresh_gauges, status};
 
 pub use crate::memory::FAULT_ENV;
@@ -116,35 +120,6 @@ pub struct Ops {
     /// `libvirt-qemu`, Kata's) lease without root. `None`: 0600, the
     /// daemon's user only.
     pub socket_group: Option<u32>,
-}
-
-struct Slot {
-    region: Region,
-    /// `None` only while the scrubber replaces it (the region is
-    /// `scrubbing` or, if no memory could be had, `dirty`).
-    mem: Option<Arc<RegionMemory>>,
-    /// The memory was created by this daemon and never handed out, so the
-    /// kernel's zeroing of its new pages is the only write it has seen.
-    fresh: bool,
-    /// NUMA node of the region's memory.
-    node: usize,
-}
-
-#[derive(Default)]
-struct Counters {
-    scrubbed_bytes: u64,
-    scrub_secs: f64,
-    last_gib_s: f64,
-    leases_total: u64,
-    retired_total: u64,
-    scrub_failures: u64,
-    next_lease: u64,
-    backend: &'static str,
-}
-
-struct PoolState {
-    slots: Vec<Slot>,
-    counters: Counters,
 }
 
 struct Shared {
@@ -270,10 +245,7 @@ impl Daemon {
             config,
             _dir_lock: dir_lock,
             backend_name,
-            state: Mutex::new(PoolState {
-                slots: Vec::with_capacity(n),
-                counters: Counters::default(),
-            }),
+            state: Mutex::new(PoolState::new(n)),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
             metrics: crate::metrics::Metrics::new(),
@@ -285,12 +257,7 @@ impl Daemon {
             let mut st = shared.lock();
             for i in 0..n {
                 let mem = shared.new_memory(i)?;
-                st.slots.push(Slot {
-                    region: Region::new(i),
-                    mem: Some(Arc::new(mem)),
-                    fresh: true,
-                    node: crate::numa::node_of_region(&shared.nodes, i).id,
-                });
+                st.add_region(mem, crate::numa::node_of_region(&shared.nodes, i).id);
             }
         }
         let s1 = shared.clone();
@@ -350,7 +317,7 @@ impl Daemon {
         let deadline = Instant::now() + timeout;
         let mut st = self.shared.lock();
         loop {
-            if st.slots.iter().all(|s| s.region.state() == State::Clean) {
+            if st.all_clean() {
                 return true;
             }
             let now = Instant::now();
@@ -385,10 +352,8 @@ impl Drop for Daemon {
         }
         // Named region files go too: leased ones stay with their clients
         // (they hold the inode), and a next daemon creates its own.
-        for slot in &self.shared.lock().slots {
-            if let Some(m) = &slot.mem {
-                unlink_named(m);
-            }
+        for m in self.shared.lock().memories() {
+            unlink_named(m);
         }
         let _ = std::fs::remove_file(&self.shared.config.socket);
     }

@@ -6,27 +6,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::state::Remedy;
 use super::Shared;
-use crate::memory::{Fault, RegionMemory, ScrubFault, Source};
-use crate::region::State;
+use crate::memory::{Fault, RegionMemory, Source};
 use crate::Error;
-
-/// What the scrubber does with a dirty region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Remedy {
-    /// Memory this daemon created and never handed out: populate (the
-    /// kernel zeroes new pages) and verify.
-    Fresh,
-    /// Memory that was leased, or failed a scrub: drop its pages and its
-    /// file and make new ones. Whatever a former lessee still holds (an fd
-    /// in flight, a pipe full of spliced pages, an io_uring fixed buffer,
-    /// pinned pages, a process the `/proc` scan cannot see) stays attached
-    /// to the old file and pages, which the pool never hands out again.
-    Replace,
-    /// Fault injection only: zero the same pages in place (or skip even
-    /// that) and lease them again.
-    InPlace(ScrubFault),
-}
 
 pub(super) fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
     let c = &shared.config;
@@ -38,47 +21,15 @@ pub(super) fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
                 if shared.stop.load(Ordering::SeqCst) {
                     return;
                 }
-                if let Some(i) = st
-                    .slots
-                    .iter()
-                    .position(|s| s.region.state() == State::Dirty)
-                {
-                    let done = st.slots.iter().map(|s| s.region.scrubs()).sum::<u64>()
-                        + st.counters.scrub_failures;
+                if let Some((i, done)) = st.next_dirty() {
                     if let Some(Fault::StallBeforeScrub { after }) = c.fault {
                         if done >= after {
                             drop(st);
                             crate::memory::stall("before a scrub (region stays dirty)");
                         }
                     }
-                    st.slots[i]
-                        .region
-                        .begin_scrub()
-                        .expect("dirty regions can begin a scrub");
+                    let (remedy, old) = st.begin_scrub(i, c.fault, done);
                     shared.changed.notify_all();
-                    let slot = &mut st.slots[i];
-                    let in_place = match c.fault {
-                        Some(Fault::SkipZero { after }) if done >= after => {
-                            Some(ScrubFault::SkipZero)
-                        }
-                        Some(Fault::ScrubInPlace { after }) if done >= after => {
-                            Some(ScrubFault::None)
-                        }
-                        _ => None,
-                    };
-                    let remedy = match (in_place, &slot.mem, slot.fresh) {
-                        (Some(f), Some(_), _) => Remedy::InPlace(f),
-                        (_, Some(_), true) => Remedy::Fresh,
-                        _ => Remedy::Replace,
-                    };
-                    // The slot gives up its memory for a replacement now, so
-                    // the old pages are freed before new ones are reserved
-                    // (a pool sized to its hugepages has no spare ones).
-                    let old = if remedy == Remedy::Replace {
-                        slot.mem.take()
-                    } else {
-                        slot.mem.clone()
-                    };
                     break (i, old, remedy, done);
                 }
                 st = shared.changed.wait(st).unwrap_or_else(|e| e.into_inner());
@@ -145,20 +96,7 @@ pub(super) fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
         let mut st = shared.lock();
         match res {
             Ok((stats, new)) => {
-                let slot = &mut st.slots[index];
-                if let Some(m) = new {
-                    slot.mem = Some(m);
-                }
-                slot.fresh = remedy != Remedy::InPlace(ScrubFault::SkipZero);
-                slot.region
-                    .finish_scrub()
-                    .expect("only the scrubber moves a region out of scrubbing");
-                let secs = stats.elapsed.as_secs_f64();
-                let gib = stats.bytes as f64 / (1u64 << 30) as f64;
-                st.counters.scrubbed_bytes += stats.bytes;
-                st.counters.scrub_secs += secs;
-                st.counters.backend = stats.backend;
-                st.counters.last_gib_s = if secs > 0.0 { gib / secs } else { 0.0 };
+                st.finish_scrub(index, remedy, &stats, new);
                 let cpu = crate::metrics::thread_cpu().saturating_sub(cpu0) + stats.helper_cpu;
                 if let Some(b) = bar.filter(|b| b.position() >= c.size) {
                     b.finish_with_message(format!(
@@ -174,21 +112,15 @@ pub(super) fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
                 eprintln!(
                     "zerostart pool: region {index}: preparing it failed: {e}; replacing its memory"
                 );
-                st.counters.scrub_failures += 1;
                 shared.metrics.scrub_failures.inc();
                 shared.metrics.scrub_cpu_seconds.inc_by(
                     crate::metrics::thread_cpu()
                         .saturating_sub(cpu0)
                         .as_secs_f64(),
                 );
-                let slot = &mut st.slots[index];
-                slot.fresh = false;
-                slot.region
-                    .fail_scrub()
-                    .expect("only the scrubber moves a region out of scrubbing");
                 // The next attempt replaces the memory (whatever failed
                 // with it is not trusted again).
-                let failed = slot.mem.take();
+                let failed = st.fail_scrub(index);
                 drop(st);
                 shared.changed.notify_all();
                 match failed {
