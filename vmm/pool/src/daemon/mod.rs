@@ -1,0 +1,360 @@
+//! The pool daemon: regions, the background scrubber, and the socket
+//! server that leases regions out.
+//!
+//! Threads: one scrubber (zeroing itself runs on all CPUs through
+//! [`prezero::Zeroer`]), one acceptor, one per connection. All region
+//! state lives in one mutex; the scrubber holds it only to change states,
+//! never while zeroing.
+//!
+//! The parts: this module starts and stops the daemon and holds the
+//! shared state; `state` is the pool's bookkeeping (which region is
+//! where, what a lease gets, what a scrub does, the counters) with no
+//! I/O, so its unit tests drive it by plain calls; `scrub` is the
+//! background scrubber, `socket` the listener and the per-connection
+//! protocol, `lease` grants and ends leases around `state`, and `status`
+//! answers `status` requests and metrics scrapes.
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::memory::{Fault, Leftover, RegionMemory};
+use crate::proto::Status;
+use crate::{Error, PageSize};
+
+mod lease;
+mod scrub;
+mod socket;
+mod state;
+mod status;
+
+use scrub::{fill_bar, scrub_loop, unlink_named};
+use socket::{accept_loop, bind};
+use state::PoolState;
+use status::{refresh_gauges, status};
+
+pub use crate::memory::FAULT_ENV;
+
+/// Daemon configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Unix socket to serve.
+    pub socket: PathBuf,
+    /// Total pool bytes (a multiple of `region_bytes`).
+    pub size: u64,
+    /// Bytes per region (the largest lease; a multiple of the page size).
+    pub region_bytes: u64,
+    /// Page size.
+    pub page: PageSize,
+    /// hugetlbfs directory for named region files; `None` = memfds.
+    pub hugetlbfs: Option<PathBuf>,
+    /// Read every byte back after each scrub.
+    pub verify: bool,
+    /// Zeroing threads (0 = all CPUs).
+    pub threads: usize,
+    /// Zeroing backend.
+    pub backend: prezero::Choice,
+    /// Test hook.
+    pub fault: Option<Fault>,
+}
+
+impl Config {
+    /// Checks sizes; every problem names the option and the fix.
+    pub fn validate(&self) -> Result<(), Error> {
+        let page = self.page.bytes();
+        if !self.region_bytes.is_multiple_of(page) {
+            return Err(Error::BadValue {
+                key: "region-size",
+                value: self.region_bytes.to_string(),
+                fix: format!("must be a multiple of the {} page size", self.page),
+            });
+        }
+        if !self.size.is_multiple_of(self.region_bytes) || self.size < self.region_bytes {
+            return Err(Error::BadValue {
+                key: "size",
+                value: self.size.to_string(),
+                fix: format!(
+                    "must be a non-zero multiple of --region-size ({} bytes)",
+                    self.region_bytes
+                ),
+            });
+        }
+        if self.size / self.region_bytes > 4096 {
+            return Err(Error::BadValue {
+                key: "region-size",
+                value: self.region_bytes.to_string(),
+                fix: "more than 4096 regions; use larger regions".into(),
+            });
+        }
+        if self.hugetlbfs.is_some() && !self.page.is_huge() {
+            return Err(Error::BadValue {
+                key: "hugetlbfs",
+                value: String::new(),
+                fix: "needs --page 2M or 1G".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Operations options: how the daemon is watched and what its background
+/// work may cost others. Separate from [`Config`] so that callers that
+/// build a `Config` (the VMM's tests, the benchmarks) keep compiling.
+#[derive(Debug, Clone, Default)]
+pub struct Ops {
+    /// Serve Prometheus metrics at `http://ADDR/metrics`.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Cap on the bytes per second the background work prepares
+    /// (`None` = uncapped).
+    pub scrub_bandwidth: Option<u64>,
+    /// Priority of the background work (default: idle).
+    pub scrub_priority: crate::pace::Priority,
+    /// Draw a progress bar of the first fill on stderr when it is a
+    /// terminal (`serve` sets it; a fill of many GiB takes seconds).
+    pub fill_progress: bool,
+    /// Let this group lease too: the socket is made 0660 and given to
+    /// it (`--socket-group`), so VMMs that run as another user (libvirt's
+    /// `libvirt-qemu`, Kata's) lease without root. `None`: 0600, the
+    /// daemon's user only.
+    pub socket_group: Option<u32>,
+}
+
+struct Shared {
+    config: Config,
+    /// The `--hugetlbfs` directory's lock file, held while the daemon runs.
+    _dir_lock: Option<std::os::fd::OwnedFd>,
+    backend_name: String,
+    state: Mutex<PoolState>,
+    changed: Condvar,
+    stop: AtomicBool,
+    metrics: crate::metrics::Metrics,
+    ops: Ops,
+    /// The first fill's progress bar (hidden unless stderr is a terminal).
+    fill_bar: Option<indicatif::ProgressBar>,
+    /// NUMA nodes with CPUs; regions are dealt round-robin over them.
+    nodes: Vec<crate::numa::Node>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        // A panicking thread must not wedge the pool; the state itself is
+        // only ever moved towards `dirty` on error paths.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn new_memory(&self, index: usize) -> Result<RegionMemory, Error> {
+        let c = &self.config;
+        match &c.hugetlbfs {
+            None => RegionMemory::memfd(&format!("zerostart-pool-{index}"), c.region_bytes, c.page),
+            Some(dir) => RegionMemory::hugetlbfs(dir, index, c.region_bytes, c.page),
+        }
+    }
+}
+
+/// A running pool daemon (its threads stop when it is dropped).
+pub struct Daemon {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    metrics_addr: Option<std::net::SocketAddr>,
+}
+
+impl Daemon {
+    /// Creates the regions (all dirty), binds the socket (mode 0600) and
+    /// starts the scrubber and acceptor threads.
+    pub fn start(config: Config) -> Result<Daemon, Error> {
+        Self::start_with(config, Ops::default())
+    }
+
+    /// [`Daemon::start`] with operations options (metrics endpoint).
+    pub fn start_with(config: Config, ops: Ops) -> Result<Daemon, Error> {
+        config.validate()?;
+        let nodes = match std::env::var_os(crate::numa::FAKE_SYSFS_ENV) {
+            Some(root) => {
+                if !crate::memory::test_switches_unlocked() {
+                    return Err(Error::FakeTopologyLocked(
+                        root.to_string_lossy().into_owned(),
+                    ));
+                }
+                eprintln!(
+                    "zerostart pool: WARNING: fake NUMA topology from {}",
+                    root.to_string_lossy()
+                );
+                crate::numa::read_nodes(Path::new(&root))
+            }
+            None => crate::numa::read_nodes(Path::new("/sys/devices/system/node")),
+        };
+        // Bound before anything else is created: a taken port is a
+        // one-line refusal that leaves nothing behind.
+        let metrics_server = ops.metrics.map(crate::metrics::Server::bind).transpose()?;
+        if !config.page.is_huge() {
+            eprintln!(
+                "zerostart pool: NOTE: --page 4K is a test/fallback mode: shmem pages, far slower to populate and zero than hugetlb; use --page 2M for VMs"
+            );
+        }
+        if let Some(f) = config.fault {
+            if !crate::memory::test_switches_unlocked() {
+                return Err(Error::TestSwitchLocked(format!("{f:?}")));
+            }
+            eprintln!("zerostart pool: WARNING: fault injection {FAULT_ENV} active: {f:?}");
+        }
+        let zeroer = prezero::Zeroer::new(config.backend)?.threads(config.threads);
+        let backend_name = zeroer.backend().name().to_string();
+        // All of the pool's hugepages up front: a shortage is one error
+        // naming the whole need, not a failure half way through the regions.
+        if config.page.is_huge() && config.hugetlbfs.is_none() {
+            let need = config.size / config.page.bytes();
+            let free = crate::memory::free_hugepages(config.page);
+            if free < need {
+                return Err(Error::Hugepages {
+                    bytes: config.size,
+                    page: config.page,
+                    free,
+                    suggest: crate::memory::total_hugepages(config.page) + need - free,
+                    kb: config.page.bytes() >> 10,
+                    source: std::io::Error::other(format!("{need} pages needed")),
+                });
+            }
+        }
+        // The --hugetlbfs directory is checked and locked, and files an
+        // earlier (killed) daemon left are removed, before the socket is
+        // bound: a refusal leaves nothing behind.
+        let dir_lock = match &config.hugetlbfs {
+            None => None,
+            Some(dir) => {
+                let lock = crate::memory::check_dir(dir, config.page)?;
+                for i in 0..(config.size / config.region_bytes) as usize {
+                    if let Leftover::Removed { holders } = crate::memory::clear_leftover(dir, i)? {
+                        let path = crate::memory::region_path(dir, i);
+                        if holders.is_empty() {
+                            eprintln!("zerostart pool: {}: left by an earlier daemon; removed (its memory is never reused)", path.display());
+                        } else {
+                            eprintln!("zerostart pool: {}: left by an earlier daemon and still held by pid(s) {holders:?} (a VM leased it); unlinked: that memory stays with them and is never leased again", path.display());
+                        }
+                    }
+                }
+                Some(lock)
+            }
+        };
+        let listener = bind(&config.socket, ops.socket_group)?;
+        let config_size = config.size;
+        let n = (config.size / config.region_bytes) as usize;
+        let shared = Arc::new(Shared {
+            config,
+            _dir_lock: dir_lock,
+            backend_name,
+            state: Mutex::new(PoolState::new(n)),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            metrics: crate::metrics::Metrics::new(),
+            fill_bar: ops.fill_progress.then(|| fill_bar(config_size)),
+            nodes,
+            ops,
+        });
+        {
+            let mut st = shared.lock();
+            for i in 0..n {
+                let mem = shared.new_memory(i)?;
+                st.add_region(mem, crate::numa::node_of_region(&shared.nodes, i).id);
+            }
+        }
+        let s1 = shared.clone();
+        let scrubber = std::thread::Builder::new()
+            .name("pool-scrub".into())
+            .spawn(move || scrub_loop(&s1, &zeroer))
+            .map_err(|e| Error::io("starting the scrubber thread", e))?;
+        let s2 = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("pool-accept".into())
+            .spawn(move || accept_loop(&s2, listener))
+            .map_err(|e| Error::io("starting the acceptor thread", e))?;
+        let mut threads = vec![scrubber, acceptor];
+        let mut metrics_addr = None;
+        if let Some(server) = metrics_server {
+            metrics_addr = Some(server.addr());
+            let s3 = shared.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("pool-metrics".into())
+                    .spawn(move || {
+                        server.run(
+                            || {
+                                refresh_gauges(&s3);
+                                s3.metrics.encode()
+                            },
+                            || s3.stop.load(Ordering::SeqCst),
+                        )
+                    })
+                    .map_err(|e| Error::io("starting the metrics thread", e))?,
+            );
+        }
+        Ok(Daemon {
+            shared,
+            threads,
+            metrics_addr,
+        })
+    }
+
+    /// Where the metrics endpoint listens (the kernel's port for `:0`).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The daemon's metrics (what `--metrics` serves).
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.shared.metrics
+    }
+
+    /// Current counters.
+    pub fn status(&self) -> Status {
+        status(&self.shared)
+    }
+
+    /// Waits until every region is clean (or `timeout` passes).
+    pub fn wait_all_clean(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.shared.lock();
+        loop {
+            if st.all_clean() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Serves until the process is killed.
+    pub fn wait(mut self) {
+        for t in std::mem::take(&mut self.threads) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.changed.notify_all();
+        // Wake the acceptor.
+        let _ = UnixStream::connect(&self.shared.config.socket);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        // Named region files go too: leased ones stay with their clients
+        // (they hold the inode), and a next daemon creates its own.
+        for m in self.shared.lock().memories() {
+            unlink_named(m);
+        }
+        let _ = std::fs::remove_file(&self.shared.config.socket);
+    }
+}

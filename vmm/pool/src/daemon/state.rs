@@ -1,0 +1,630 @@
+//! The pool's bookkeeping, free of sockets, threads and clocks: which
+//! region is in which state with which memory, which one a lease gets,
+//! what the scrubber does with a dirty one, and the counters `status`
+//! reports. The daemon's threads call these methods under the pool mutex;
+//! the unit tests below call them directly.
+
+use std::sync::Arc;
+
+use crate::memory::{Fault, RegionMemory, ScrubFault, ScrubStats};
+use crate::numa::Node;
+use crate::proto::{LeaseInfo, Status, VERSION};
+use crate::region::{BadTransition, Region, State};
+use crate::PageSize;
+
+use super::Config;
+
+struct Slot {
+    region: Region,
+    /// `None` only while the scrubber replaces it (the region is
+    /// `scrubbing` or, if no memory could be had, `dirty`).
+    mem: Option<Arc<RegionMemory>>,
+    /// The memory was created by this daemon and never handed out, so the
+    /// kernel's zeroing of its new pages is the only write it has seen.
+    fresh: bool,
+    /// NUMA node of the region's memory.
+    node: usize,
+}
+
+#[derive(Default)]
+struct Counters {
+    scrubbed_bytes: u64,
+    scrub_secs: f64,
+    last_gib_s: f64,
+    leases_total: u64,
+    retired_total: u64,
+    scrub_failures: u64,
+    next_lease: u64,
+    backend: &'static str,
+}
+
+/// Every region of the pool and the counters, behind the daemon's mutex.
+pub(super) struct PoolState {
+    slots: Vec<Slot>,
+    counters: Counters,
+}
+
+/// What the scrubber does with a dirty region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Remedy {
+    /// Memory this daemon created and never handed out: populate (the
+    /// kernel zeroes new pages) and verify.
+    Fresh,
+    /// Memory that was leased, or failed a scrub: drop its pages and its
+    /// file and make new ones. Whatever a former lessee still holds (an fd
+    /// in flight, a pipe full of spliced pages, an io_uring fixed buffer,
+    /// pinned pages, a process the `/proc` scan cannot see) stays attached
+    /// to the old file and pages, which the pool never hands out again.
+    Replace,
+    /// Fault injection only: zero the same pages in place (or skip even
+    /// that) and lease them again.
+    InPlace(ScrubFault),
+}
+
+/// The checks of a lease request that need no region: the page size, the
+/// length and the node. Returns the lease's length (`bytes` rounded up to
+/// whole pages), or the one-line refusal sent to the client.
+pub(super) fn check_lease(
+    c: &Config,
+    nodes: &[Node],
+    bytes: u64,
+    page: PageSize,
+    node: Option<usize>,
+) -> Result<u64, String> {
+    if page != c.page {
+        return Err(format!(
+            "this pool serves {} pages, the lease asked for {page}; start the pool with --page {page} or map with {} pages",
+            c.page, c.page
+        ));
+    }
+    if bytes == 0 || bytes > c.region_bytes {
+        return Err(format!(
+            "a lease of {bytes} bytes does not fit a region of {} bytes; restart the pool with --region-size of at least {bytes}",
+            c.region_bytes
+        ));
+    }
+    if let Some(n) = node {
+        if !nodes.iter().any(|x| x.id == n) {
+            let ids: Vec<String> = nodes.iter().map(|x| x.id.to_string()).collect();
+            return Err(format!(
+                "this pool has no regions on NUMA node {n} (its nodes: {}); ask one of those or no node",
+                ids.join(", ")
+            ));
+        }
+    }
+    Ok(bytes.div_ceil(page.bytes()) * page.bytes())
+}
+
+impl PoolState {
+    /// No regions yet; room for `n`.
+    pub(super) fn new(n: usize) -> PoolState {
+        PoolState {
+            slots: Vec::with_capacity(n),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Adds the next region (dirty) with memory this daemon just created
+    /// on `node`.
+    pub(super) fn add_region(&mut self, mem: RegionMemory, node: usize) {
+        let index = self.slots.len();
+        self.slots.push(Slot {
+            region: Region::new(index),
+            mem: Some(Arc::new(mem)),
+            fresh: true,
+            node,
+        });
+    }
+
+    /// Whether every region is clean.
+    pub(super) fn all_clean(&self) -> bool {
+        self.slots.iter().all(|s| s.region.state() == State::Clean)
+    }
+
+    /// The memory regions hold now (not those being replaced).
+    pub(super) fn memories(&self) -> impl Iterator<Item = &Arc<RegionMemory>> {
+        self.slots.iter().filter_map(|s| s.mem.as_ref())
+    }
+
+    /// The memory of region `index` (leased regions always have some).
+    pub(super) fn memory(&self, index: usize) -> Option<&Arc<RegionMemory>> {
+        self.slots[index].mem.as_ref()
+    }
+
+    fn count(&self, name: &str) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.region.state().name() == name)
+            .count()
+    }
+
+    /// Leases the first clean region (on `node`, if asked) for a lease of
+    /// `len` bytes ([`check_lease`] passed): a new lease id, the region
+    /// `leased` and no longer fresh. Returns what the client is sent and
+    /// the memory whose fd goes with it, or the one-line refusal.
+    pub(super) fn lease(
+        &mut self,
+        c: &Config,
+        len: u64,
+        page: PageSize,
+        node: Option<usize>,
+    ) -> Result<(LeaseInfo, Arc<RegionMemory>), String> {
+        let Some(i) = self
+            .slots
+            .iter()
+            .position(|s| s.region.state() == State::Clean && node.is_none_or(|n| s.node == n))
+        else {
+            if let Some(n) = node {
+                let on: Vec<&Slot> = self.slots.iter().filter(|s| s.node == n).collect();
+                return Err(format!(
+                    "no clean region on NUMA node {n} now ({} of its {} regions leased); retry shortly, ask another node, or grow the pool with --size",
+                    on.iter().filter(|s| s.region.state().name() == "leased").count(),
+                    on.len()
+                ));
+            }
+            return Err(format!(
+                "no clean region now ({} leased, {} scrubbing, {} dirty of {}); retry shortly or grow the pool with --size",
+                self.count("leased"),
+                self.count("scrubbing"),
+                self.count("dirty"),
+                self.slots.len()
+            ));
+        };
+        self.counters.next_lease += 1;
+        let id = self.counters.next_lease;
+        self.slots[i]
+            .region
+            .lease(id)
+            .expect("clean regions can be leased");
+        self.slots[i].fresh = false;
+        self.counters.leases_total += 1;
+        Ok((
+            LeaseInfo {
+                id,
+                region: i,
+                offset: 0,
+                len,
+                page,
+                verified: c.verify,
+                node: Some(self.slots[i].node),
+            },
+            self.slots[i]
+                .mem
+                .clone()
+                .expect("clean regions have memory"),
+        ))
+    }
+
+    /// Lease `lease` of region `index` is over: the region is dirty and
+    /// distrusted (its memory is replaced before the next lease), and
+    /// `retired_total` counts it when other processes still `held` its
+    /// memory. A release that does not match the region's lease is
+    /// returned (to be logged); the region is dirty all the same.
+    pub(super) fn end_lease(
+        &mut self,
+        index: usize,
+        lease: u64,
+        held: bool,
+    ) -> Result<(), BadTransition> {
+        let released = self.slots[index].region.release(lease);
+        if held {
+            self.counters.retired_total += 1;
+        }
+        self.slots[index].fresh = false;
+        self.slots[index].region.distrust();
+        released
+    }
+
+    /// The first dirty region, and how many scrubs the pool has done
+    /// (completed and failed: what fault injection counts).
+    pub(super) fn next_dirty(&self) -> Option<(usize, u64)> {
+        let i = self
+            .slots
+            .iter()
+            .position(|s| s.region.state() == State::Dirty)?;
+        let done = self.slots.iter().map(|s| s.region.scrubs()).sum::<u64>()
+            + self.counters.scrub_failures;
+        Some((i, done))
+    }
+
+    /// Moves dirty region `index` to `scrubbing` and decides what to do
+    /// with it: fresh memory is only populated, anything else replaced
+    /// (unless `fault` says otherwise once `done` scrubs are done). For a
+    /// replacement the slot gives up its memory now, so the old pages are
+    /// freed before new ones are reserved (a pool sized to its hugepages
+    /// has no spare ones). Returns the remedy and the region's memory
+    /// (`None` when it had none).
+    pub(super) fn begin_scrub(
+        &mut self,
+        index: usize,
+        fault: Option<Fault>,
+        done: u64,
+    ) -> (Remedy, Option<Arc<RegionMemory>>) {
+        let slot = &mut self.slots[index];
+        slot.region
+            .begin_scrub()
+            .expect("dirty regions can begin a scrub");
+        let in_place = match fault {
+            Some(Fault::SkipZero { after }) if done >= after => Some(ScrubFault::SkipZero),
+            Some(Fault::ScrubInPlace { after }) if done >= after => Some(ScrubFault::None),
+            _ => None,
+        };
+        let remedy = match (in_place, &slot.mem, slot.fresh) {
+            (Some(f), Some(_), _) => Remedy::InPlace(f),
+            (_, Some(_), true) => Remedy::Fresh,
+            _ => Remedy::Replace,
+        };
+        let old = if remedy == Remedy::Replace {
+            slot.mem.take()
+        } else {
+            slot.mem.clone()
+        };
+        (remedy, old)
+    }
+
+    /// The scrub of region `index` succeeded: it is clean (with `new`
+    /// memory if it was replaced), and its bytes and time are counted.
+    pub(super) fn finish_scrub(
+        &mut self,
+        index: usize,
+        remedy: Remedy,
+        stats: &ScrubStats,
+        new: Option<Arc<RegionMemory>>,
+    ) {
+        let slot = &mut self.slots[index];
+        if let Some(m) = new {
+            slot.mem = Some(m);
+        }
+        slot.fresh = remedy != Remedy::InPlace(ScrubFault::SkipZero);
+        slot.region
+            .finish_scrub()
+            .expect("only the scrubber moves a region out of scrubbing");
+        let secs = stats.elapsed.as_secs_f64();
+        let gib = stats.bytes as f64 / (1u64 << 30) as f64;
+        let k = &mut self.counters;
+        k.scrubbed_bytes += stats.bytes;
+        k.scrub_secs += secs;
+        k.backend = stats.backend;
+        k.last_gib_s = if secs > 0.0 { gib / secs } else { 0.0 };
+    }
+
+    /// The scrub of region `index` failed: it is dirty again, not fresh,
+    /// and gives up its memory (whatever failed with it is not trusted
+    /// again), which is returned to be retired.
+    pub(super) fn fail_scrub(&mut self, index: usize) -> Option<Arc<RegionMemory>> {
+        self.counters.scrub_failures += 1;
+        let slot = &mut self.slots[index];
+        slot.fresh = false;
+        slot.region
+            .fail_scrub()
+            .expect("only the scrubber moves a region out of scrubbing");
+        slot.mem.take()
+    }
+
+    /// The `status` answer; `backend_name` is the zeroing backend named
+    /// before any scrub has run.
+    pub(super) fn status(&self, c: &Config, backend_name: &str) -> Status {
+        let bytes = |name: &str| self.count(name) as u64 * c.region_bytes;
+        let k = &self.counters;
+        Status {
+            version: VERSION,
+            pid: std::process::id(),
+            page: c.page,
+            backing: match &c.hugetlbfs {
+                None => "memfd".into(),
+                Some(d) => d.display().to_string(),
+            },
+            size_bytes: c.size,
+            region_bytes: c.region_bytes,
+            regions: self.slots.len(),
+            clean_bytes: bytes("clean"),
+            dirty_bytes: bytes("dirty"),
+            scrubbing_bytes: bytes("scrubbing"),
+            leased_bytes: bytes("leased"),
+            verify: c.verify,
+            backend: if k.backend.is_empty() {
+                backend_name.to_string()
+            } else {
+                k.backend.to_string()
+            },
+            scrubbed_bytes: k.scrubbed_bytes,
+            scrub_gib_s_last: k.last_gib_s,
+            scrub_gib_s_avg: if k.scrub_secs > 0.0 {
+                k.scrubbed_bytes as f64 / (1u64 << 30) as f64 / k.scrub_secs
+            } else {
+                0.0
+            },
+            leases_total: k.leases_total,
+            retired_total: k.retired_total,
+            scrub_failures: k.scrub_failures,
+        }
+    }
+
+    /// Regions per state, in the order of [`crate::metrics::STATES`].
+    pub(super) fn state_counts(&self) -> [u64; 4] {
+        let mut counts = [0u64; 4];
+        for slot in &self.slots {
+            let name = slot.region.state().name();
+            if let Some(i) = crate::metrics::STATES.iter().position(|&s| s == name) {
+                counts[i] += 1;
+            }
+        }
+        counts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const REGION: u64 = 64 << 10;
+
+    /// A 4K pool of `n` regions of 64 KiB, as the daemon validates it.
+    fn config(n: u64) -> Config {
+        Config {
+            socket: "/nonexistent/pool.sock".into(),
+            size: n * REGION,
+            region_bytes: REGION,
+            page: PageSize::Size4K,
+            hugetlbfs: None,
+            verify: true,
+            threads: 1,
+            backend: prezero::Choice::Auto,
+            fault: None,
+        }
+    }
+
+    fn nodes(ids: &[usize]) -> Vec<Node> {
+        ids.iter().map(|&id| Node { id, cpus: vec![0] }).collect()
+    }
+
+    fn memory() -> RegionMemory {
+        RegionMemory::memfd("zerostart-pool-unit", REGION, PageSize::Size4K).unwrap()
+    }
+
+    /// `n` fresh regions, dealt over `node_ids` as the daemon deals them.
+    fn pool(n: usize, node_ids: &[usize]) -> PoolState {
+        let ns = nodes(node_ids);
+        let mut st = PoolState::new(n);
+        for i in 0..n {
+            st.add_region(memory(), crate::numa::node_of_region(&ns, i).id);
+        }
+        st
+    }
+
+    fn stats(bytes: u64) -> ScrubStats {
+        ScrubStats {
+            bytes,
+            elapsed: Duration::from_millis(500),
+            verified: true,
+            backend: "test",
+            helper_cpu: Duration::ZERO,
+        }
+    }
+
+    /// What the scrubber does for one region, minus the zeroing: pick,
+    /// begin, finish. Returns the region and the remedy it got.
+    fn scrub_one(st: &mut PoolState, fault: Option<Fault>) -> (usize, Remedy) {
+        let (i, done) = st.next_dirty().expect("a dirty region");
+        let (remedy, old) = st.begin_scrub(i, fault, done);
+        let new = match remedy {
+            // The old memory (if any) is dropped here, as `retire` does.
+            Remedy::Replace => Some(Arc::new(memory())),
+            _ => {
+                assert!(old.is_some(), "{remedy:?} keeps the region's memory");
+                None
+            }
+        };
+        st.finish_scrub(i, remedy, &stats(REGION), new);
+        (i, remedy)
+    }
+
+    fn scrub_all(st: &mut PoolState) {
+        while st.next_dirty().is_some() {
+            scrub_one(st, None);
+        }
+    }
+
+    #[test]
+    fn new_regions_start_dirty_and_their_first_scrub_is_a_fill() {
+        let mut st = pool(2, &[0]);
+        assert!(!st.all_clean());
+        assert_eq!(st.state_counts(), [2, 0, 0, 0]);
+        assert_eq!(st.next_dirty(), Some((0, 0)));
+        assert_eq!(scrub_one(&mut st, None), (0, Remedy::Fresh));
+        assert_eq!(st.next_dirty(), Some((1, 1)));
+        assert_eq!(scrub_one(&mut st, None), (1, Remedy::Fresh));
+        assert!(st.all_clean() && st.next_dirty().is_none());
+        assert_eq!(st.state_counts(), [0, 0, 2, 0]);
+        assert_eq!(st.memories().count(), 2);
+    }
+
+    #[test]
+    fn a_lease_takes_the_first_clean_region_with_a_new_id() {
+        let c = config(2);
+        let mut st = pool(2, &[0]);
+        scrub_all(&mut st);
+        let (a, mem) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        assert_eq!((a.id, a.region, a.offset, a.len), (1, 0, 0, 4096));
+        assert!(a.verified);
+        assert_eq!(a.node, Some(0));
+        assert!(Arc::ptr_eq(&mem, st.memory(0).unwrap()));
+        let (b, _) = st.lease(&c, REGION, PageSize::Size4K, None).unwrap();
+        assert_eq!((b.id, b.region, b.len), (2, 1, REGION));
+        assert_eq!(st.state_counts(), [0, 0, 0, 2]);
+        let s = st.status(&c, "auto");
+        assert_eq!(
+            (s.leases_total, s.leased_bytes, s.clean_bytes),
+            (2, 2 * REGION, 0)
+        );
+    }
+
+    #[test]
+    fn an_empty_pool_refuses_with_what_it_holds() {
+        let c = config(3);
+        let mut st = pool(3, &[0]);
+        scrub_one(&mut st, None);
+        scrub_one(&mut st, None);
+        st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        let (i, done) = st.next_dirty().unwrap();
+        st.begin_scrub(i, None, done);
+        st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        let e = st.lease(&c, 4096, PageSize::Size4K, None).unwrap_err();
+        assert_eq!(
+            e,
+            "no clean region now (2 leased, 1 scrubbing, 0 dirty of 3); retry shortly or grow the pool with --size"
+        );
+        // A refusal changes nothing.
+        assert_eq!(st.status(&c, "auto").leases_total, 2);
+    }
+
+    #[test]
+    fn a_lease_on_a_node_takes_only_that_nodes_regions() {
+        let c = config(4);
+        let mut st = pool(4, &[0, 1]);
+        scrub_all(&mut st);
+        let (a, _) = st.lease(&c, 4096, PageSize::Size4K, Some(1)).unwrap();
+        assert_eq!((a.region, a.node), (1, Some(1)));
+        let (b, _) = st.lease(&c, 4096, PageSize::Size4K, Some(1)).unwrap();
+        assert_eq!((b.region, b.node), (3, Some(1)));
+        let e = st.lease(&c, 4096, PageSize::Size4K, Some(1)).unwrap_err();
+        assert!(
+            e.starts_with("no clean region on NUMA node 1 now (2 of its 2 regions leased); "),
+            "{e}"
+        );
+        // Node 0 still has both of its regions; no node takes the first.
+        let (d, _) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        assert_eq!(d.region, 0);
+    }
+
+    #[test]
+    fn lease_requests_are_checked_before_any_region() {
+        let c = config(2);
+        let ns = nodes(&[0, 1]);
+        let check = |bytes, page, node| check_lease(&c, &ns, bytes, page, node);
+        assert_eq!(check(1, PageSize::Size4K, None), Ok(4096));
+        assert_eq!(check(4097, PageSize::Size4K, Some(1)), Ok(8192));
+        assert_eq!(check(REGION, PageSize::Size4K, None), Ok(REGION));
+        for (bytes, page, node, want) in [
+            (4096, PageSize::Size2M, None, "this pool serves 4K pages, the lease asked for 2M; start the pool with --page 2M or map with 4K pages"),
+            (0, PageSize::Size4K, None, "a lease of 0 bytes does not fit a region of 65536 bytes; restart the pool with --region-size of at least 0"),
+            (REGION + 1, PageSize::Size4K, None, "a lease of 65537 bytes does not fit a region of 65536 bytes; restart the pool with --region-size of at least 65537"),
+            (4096, PageSize::Size4K, Some(7), "this pool has no regions on NUMA node 7 (its nodes: 0, 1); ask one of those or no node"),
+        ] {
+            assert_eq!(check(bytes, page, node).unwrap_err(), want);
+        }
+    }
+
+    #[test]
+    fn an_ended_lease_is_dirty_and_its_memory_replaced() {
+        let c = config(1);
+        let mut st = pool(1, &[0]);
+        scrub_all(&mut st);
+        let (a, leased) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        assert!(st.next_dirty().is_none());
+        st.end_lease(a.region, a.id, false).unwrap();
+        assert_eq!(st.state_counts(), [1, 0, 0, 0]);
+        assert_eq!(st.status(&c, "auto").retired_total, 0);
+        // Leased memory is never leased again: the scrub replaces it, and
+        // the slot lets go of the old pages before new ones are made.
+        let (i, done) = st.next_dirty().unwrap();
+        let (remedy, old) = st.begin_scrub(i, None, done);
+        assert_eq!(remedy, Remedy::Replace);
+        assert!(Arc::ptr_eq(old.as_ref().unwrap(), &leased));
+        assert!(st.memory(i).is_none());
+        st.finish_scrub(i, remedy, &stats(REGION), Some(Arc::new(memory())));
+        let (b, again) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        assert_eq!(b.id, 2);
+        assert!(!Arc::ptr_eq(&again, &leased));
+    }
+
+    #[test]
+    fn a_held_return_is_counted_retired_and_a_wrong_id_still_goes_dirty() {
+        let c = config(2);
+        let mut st = pool(2, &[0]);
+        scrub_all(&mut st);
+        let (a, _) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        st.end_lease(a.region, a.id, true).unwrap();
+        assert_eq!(st.status(&c, "auto").retired_total, 1);
+        let (b, _) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        let e = st.end_lease(b.region, b.id + 100, false).unwrap_err();
+        assert_eq!(e.action, "release a lease it does not hold");
+        assert_eq!(st.state_counts(), [2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn scrub_accounting_feeds_the_status() {
+        let c = config(2);
+        let mut st = pool(2, &[0]);
+        let s = st.status(&c, "auto");
+        assert_eq!(
+            (s.backend.as_str(), s.dirty_bytes, s.regions),
+            ("auto", 2 * REGION, 2)
+        );
+        assert_eq!((s.scrubbed_bytes, s.scrub_gib_s_avg), (0, 0.0));
+        scrub_all(&mut st);
+        let s = st.status(&c, "auto");
+        assert_eq!(s.backend, "test");
+        assert_eq!((s.scrubbed_bytes, s.clean_bytes), (2 * REGION, 2 * REGION));
+        let gib_s = REGION as f64 / (1u64 << 30) as f64 / 0.5;
+        assert!((s.scrub_gib_s_last - gib_s).abs() < 1e-12);
+        assert!((s.scrub_gib_s_avg - gib_s).abs() < 1e-12);
+        assert_eq!(
+            (s.page, s.backing.as_str(), s.size_bytes),
+            (PageSize::Size4K, "memfd", 2 * REGION)
+        );
+    }
+
+    #[test]
+    fn a_failed_scrub_goes_dirty_and_the_next_one_replaces() {
+        let c = config(1);
+        let mut st = pool(1, &[0]);
+        let (i, done) = st.next_dirty().unwrap();
+        assert_eq!(st.begin_scrub(i, None, done).0, Remedy::Fresh);
+        assert_eq!(st.state_counts(), [0, 1, 0, 0]);
+        assert!(st.fail_scrub(i).is_some());
+        assert!(st.memory(i).is_none());
+        assert_eq!(st.status(&c, "auto").scrub_failures, 1);
+        // Failures count as done scrubs for fault injection.
+        assert_eq!(st.next_dirty(), Some((0, 1)));
+        let (remedy, old) = st.begin_scrub(i, None, 1);
+        assert_eq!(remedy, Remedy::Replace);
+        assert!(old.is_none());
+        // No memory to be had: it fails again with nothing to retire.
+        assert!(st.fail_scrub(i).is_none());
+        assert_eq!(scrub_one(&mut st, None), (0, Remedy::Replace));
+        assert!(st.all_clean());
+    }
+
+    #[test]
+    fn fault_injection_scrubs_in_place_once_due() {
+        let c = config(1);
+        let mut st = pool(1, &[0]);
+        scrub_all(&mut st);
+        let ret = |st: &mut PoolState| {
+            let (a, _) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+            st.end_lease(a.region, a.id, false).unwrap();
+        };
+        ret(&mut st);
+        // Not due yet (one scrub done, due after two): a real replacement.
+        let late = Some(Fault::ScrubInPlace { after: 2 });
+        assert_eq!(scrub_one(&mut st, late), (0, Remedy::Replace));
+        ret(&mut st);
+        assert_eq!(
+            scrub_one(&mut st, late),
+            (0, Remedy::InPlace(ScrubFault::None))
+        );
+        ret(&mut st);
+        // A skipped zeroing leaves the region not fresh, so a later real
+        // scrub replaces it rather than trusting the pages.
+        let skip = Some(Fault::SkipZero { after: 0 });
+        assert_eq!(
+            scrub_one(&mut st, skip),
+            (0, Remedy::InPlace(ScrubFault::SkipZero))
+        );
+        ret(&mut st);
+        assert_eq!(scrub_one(&mut st, None), (0, Remedy::Replace));
+    }
+}
