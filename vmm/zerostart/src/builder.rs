@@ -2,8 +2,6 @@
 //! devices, boot state and the zero hint (Firecracker's builder split).
 
 use std::fs::{File, OpenOptions};
-use std::os::fd::{FromRawFd, IntoRawFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,8 +14,8 @@ use devices::{
     BootTimer, I8042Device, PioBus, SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN,
     I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
 };
-use kvm_bindings::{kvm_pit_config, kvm_sregs, KVM_MAX_CPUID_ENTRIES, KVM_PIT_SPEAKER_DUMMY};
-use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use kvm_bindings::kvm_sregs;
+use kvm_ioctls::{VcpuFd, VmFd};
 use vm_memory::GuestAddress;
 use zerohint::Hint;
 
@@ -28,9 +26,7 @@ use crate::hint;
 use crate::kernel::{self, Format, Kernel};
 use crate::netplan::{plan_nets, NetPlan};
 use crate::timeline::Timeline;
-
-/// Where KVM puts the TSS (3 pages below the BIOS area, as in Firecracker).
-const KVM_TSS_ADDRESS: usize = 0xfffb_d000;
+use crate::vstate::{self, vcpu};
 
 /// Everything that can stop a VM from being built; every message names the
 /// problem and the fix.
@@ -50,36 +46,9 @@ pub enum Error {
         /// Cause.
         err: std::io::Error,
     },
-    /// KVM device missing.
-    #[error("{0} does not exist, so KVM is unavailable; load the kvm_intel or kvm_amd module (modprobe) or enable virtualization for this machine")]
-    KvmMissing(PathBuf),
-    /// KVM device not accessible.
-    #[error("permission denied opening {0}; run as root or add this user to the kvm group (usermod -aG kvm $USER)")]
-    KvmDenied(PathBuf),
-    /// KVM device failed otherwise.
-    #[error("cannot open {path}: {err}; check that it is the KVM device")]
-    KvmOpen {
-        /// Path.
-        path: PathBuf,
-        /// Cause.
-        err: std::io::Error,
-    },
-    /// Not a KVM device.
-    #[error("{path} is not a KVM device (KVM_GET_API_VERSION: {err}); point it at /dev/kvm")]
-    NotKvm {
-        /// Path.
-        path: PathBuf,
-        /// Cause.
-        err: String,
-    },
-    /// A KVM ioctl failed.
-    #[error("{what} failed: {err}")]
-    Kvm {
-        /// Which call.
-        what: &'static str,
-        /// errno.
-        err: kvm_ioctls::Error,
-    },
+    /// KVM: the device, the VM, its memory slots and vCPUs.
+    #[error(transparent)]
+    Vstate(#[from] vstate::Error),
     /// Size exceeds host RAM.
     #[error("--memory size={size_mib}M exceeds this host's memory ({host_mib} MiB); choose a smaller size")]
     TooMuchMemory {
@@ -114,15 +83,6 @@ pub enum Error {
     /// Registers.
     #[error(transparent)]
     Regs(#[from] arch::regs::Error),
-    /// CPUID.
-    #[error(transparent)]
-    Cpuid(#[from] arch::cpuid::Error),
-    /// MSRs.
-    #[error(transparent)]
-    Msr(#[from] arch::msr::Error),
-    /// LAPIC.
-    #[error(transparent)]
-    Lapic(#[from] arch::interrupts::Error),
     /// MP table.
     #[error(transparent)]
     Mptable(#[from] arch::mptable::Error),
@@ -135,9 +95,6 @@ pub enum Error {
     /// Memory write.
     #[error("writing guest memory: {0}")]
     Memory(#[from] vm_memory::GuestMemoryError),
-    /// KVM memory slots.
-    #[error(transparent)]
-    Slot(#[from] guest_memory::SlotError),
     /// `--firmware` boot.
     #[error(transparent)]
     Firmware(#[from] crate::firmware::Error),
@@ -169,37 +126,7 @@ pub enum Error {
 }
 
 fn kvm_err(what: &'static str) -> impl Fn(kvm_ioctls::Error) -> Error {
-    move |err| Error::Kvm { what, err }
-}
-
-/// Opens the KVM device at `path` and checks it speaks the KVM API.
-pub fn open_kvm(path: &Path) -> Result<Kvm, Error> {
-    let f: File = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|err| match err.kind() {
-            std::io::ErrorKind::NotFound => Error::KvmMissing(path.to_path_buf()),
-            std::io::ErrorKind::PermissionDenied => Error::KvmDenied(path.to_path_buf()),
-            _ => Error::KvmOpen {
-                path: path.to_path_buf(),
-                err,
-            },
-        })?;
-    // SAFETY: we own the freshly opened descriptor.
-    let kvm = unsafe { Kvm::from_raw_fd(f.into_raw_fd()) };
-    match kvm.get_api_version() {
-        12 => Ok(kvm),
-        v if v < 0 => Err(Error::NotKvm {
-            path: path.to_path_buf(),
-            err: std::io::Error::from_raw_os_error(-v).to_string(),
-        }),
-        v => Err(Error::NotKvm {
-            path: path.to_path_buf(),
-            err: format!("unsupported API version {v}"),
-        }),
-    }
+    move |err| Error::Vstate(vstate::kvm_err(what)(err))
 }
 
 /// Host RAM in bytes (MemTotal).
@@ -329,7 +256,7 @@ pub struct Vm {
     /// Keeps the VM (irqchip, memory slots, irqfds) alive until the vCPUs
     /// are gone; never read.
     #[allow(dead_code)]
-    pub vm_fd: VmFd,
+    pub kvm_vm: vstate::Vm,
     /// vCPU file descriptors, index = APIC id.
     pub vcpus: Vec<VcpuFd>,
     /// Port-I/O devices.
@@ -388,21 +315,21 @@ pub fn build(
     boot: Boot,
     timeline: &mut Timeline,
 ) -> Result<Vm, Error> {
-    let kvm = open_kvm(&args.kvm_device)?;
-    let vm_fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
+    let kvm_vm = vstate::Vm::create(&args.kvm_device)?;
+    let vm_fd = kvm_vm.fd();
 
     let mut ram = guest_memory::create(&plan.memory)?;
     timeline.mark("memory_ready");
     let layout = guest_memory::layout(&ram);
 
-    setup_interrupt_controllers(&vm_fd)?;
-    guest_memory::register_slots(&vm_fd, &ram, &layout)?;
+    kvm_vm.setup_irqchip()?;
+    kvm_vm.register_memory(&ram, &layout)?;
 
     // The stop flag is the VM's: COM1 gives up on an output nobody reads
     // once it is set (see SerialDevice::with_stop).
     let stop = Arc::new(AtomicBool::new(false));
-    let mut devices = attach_legacy_devices(&vm_fd, args, plan, stop.clone())?;
-    let (mmio, virtio, workers) = attach_virtio_devices(&vm_fd, &ram, plan)?;
+    let mut devices = attach_legacy_devices(vm_fd, args, plan, stop.clone())?;
+    let (mmio, virtio, workers) = attach_virtio_devices(vm_fd, &ram, plan)?;
     let acpi = args.acpi == crate::cli::OnOff::On;
     // With ACPI the devices are DSDT devices: a hardware-reduced FADT gives
     // command-line devices' IRQs no I/O APIC route (see arch::acpi).
@@ -413,8 +340,8 @@ pub fn build(
         .collect::<Vec<_>>()
         .join(" ");
 
-    let vcpus = create_vcpus(&kvm, &vm_fd, plan.cpus.boot)?;
-    let base_sregs = vcpus[0].get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
+    let vcpus = kvm_vm.create_vcpus(plan.cpus.boot)?;
+    let base_sregs = vcpu::initial_sregs(&vcpus[0])?;
     let inputs = GuestInputs {
         initramfs: args.initramfs.as_deref(),
         cmdline: &cmdline,
@@ -425,11 +352,11 @@ pub fn build(
         virtio: &virtio_acpi,
     };
     let guest = load_guest(&mut ram, boot, &inputs, base_sregs, &mut devices.bus)?;
-    configure_boot_vcpu(&vcpus[0], &guest)?;
+    vcpu::configure_boot(&vcpus[0], &guest)?;
     let verified_bytes = seal_hint(&mut ram, guest.hint.as_ref(), args.verify_hint)?;
 
     Ok(Vm {
-        vm_fd,
+        kvm_vm,
         vcpus,
         bus: Arc::new(devices.bus),
         mmio: Arc::new(mmio),
@@ -444,23 +371,6 @@ pub fn build(
         unmapped: Arc::new(AtomicU64::new(0)),
         workers,
     })
-}
-
-/// The TSS, the in-kernel irqchip (PIC, IOAPIC, LAPICs) and the PIT.
-fn setup_interrupt_controllers(vm_fd: &VmFd) -> Result<(), Error> {
-    vm_fd
-        .set_tss_address(KVM_TSS_ADDRESS)
-        .map_err(kvm_err("KVM_SET_TSS_ADDR"))?;
-    vm_fd
-        .create_irq_chip()
-        .map_err(kvm_err("KVM_CREATE_IRQCHIP"))?;
-    vm_fd
-        .create_pit2(kvm_pit_config {
-            flags: KVM_PIT_SPEAKER_DUMMY,
-            ..Default::default()
-        })
-        .map_err(kvm_err("KVM_CREATE_PIT2"))?;
-    Ok(())
 }
 
 /// The port-I/O bus and the devices the VM keeps handles to.
@@ -669,31 +579,6 @@ struct VirtioPlacement {
     cmdline: String,
 }
 
-/// `n` vCPUs with filtered CPUID, the boot MSRs and LINT0/LINT1 set up;
-/// index = APIC id.
-fn create_vcpus(kvm: &Kvm, vm_fd: &VmFd, n: u8) -> Result<Vec<VcpuFd>, Error> {
-    let base_cpuid = kvm
-        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
-        .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
-    let msr_list = kvm
-        .get_msr_index_list()
-        .map_err(kvm_err("KVM_GET_MSR_INDEX_LIST"))?;
-    let msrs = msr_list.as_slice().to_vec();
-    let mut vcpus = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        let v = vm_fd
-            .create_vcpu(u64::from(i))
-            .map_err(kvm_err("KVM_CREATE_VCPU"))?;
-        let mut cpuid = base_cpuid.clone();
-        arch::cpuid::filter_cpuid(&mut cpuid, i, n)?;
-        v.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
-        arch::msr::setup_msrs(&v, &msrs)?;
-        arch::interrupts::setup_lint(&v)?;
-        vcpus.push(v);
-    }
-    Ok(vcpus)
-}
-
 /// Writes the guest's boot data and publishes the hint: directly
 /// ([`prepare_guest`], setup_data) or through firmware
 /// ([`crate::firmware::prepare`], fw_cfg, whose device and the platform
@@ -721,16 +606,6 @@ fn load_guest(
             Ok(guest)
         }
     }
-}
-
-/// The boot vCPU's registers, segments and FPU at the entry point.
-fn configure_boot_vcpu(v0: &VcpuFd, guest: &PreparedGuest) -> Result<(), Error> {
-    v0.set_sregs(&guest.sregs)
-        .map_err(kvm_err("KVM_SET_SREGS"))?;
-    v0.set_regs(&guest.regs).map_err(kvm_err("KVM_SET_REGS"))?;
-    v0.set_fpu(&arch::regs::boot_fpu())
-        .map_err(kvm_err("KVM_SET_FPU"))?;
-    Ok(())
 }
 
 /// `--verify-hint` re-reads every hinted byte (returns how many); then the
@@ -1090,13 +965,13 @@ mod tests {
             .unwrap(),
             vsock,
         };
-        let kvm = open_kvm(Path::new("/dev/kvm")).unwrap();
-        let vm_fd = kvm.create_vm().unwrap();
+        let kvm_vm = vstate::Vm::create(Path::new("/dev/kvm")).unwrap();
+        let vm_fd = kvm_vm.fd();
         let mut ram = ram(64 * MIB);
         fill(&ram, pattern);
         let layout = guest_memory::layout(&ram);
-        setup_interrupt_controllers(&vm_fd).unwrap();
-        guest_memory::register_slots(&vm_fd, &ram, &layout).unwrap();
+        kvm_vm.setup_irqchip().unwrap();
+        kvm_vm.register_memory(&ram, &layout).unwrap();
         let nsfile = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
         let (bus, cmdline, mut workers) = std::thread::scope(|sc| {
             sc.spawn(|| {
@@ -1104,7 +979,7 @@ mod tests {
                 // SAFETY: this thread only.
                 let r = unsafe { libc::setns(nsfile.as_raw_fd(), libc::CLONE_NEWNET) };
                 assert_eq!(r, 0);
-                attach_virtio_devices(&vm_fd, &ram, &plan).unwrap()
+                attach_virtio_devices(vm_fd, &ram, &plan).unwrap()
             })
             .join()
             .unwrap()

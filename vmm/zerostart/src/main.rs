@@ -17,7 +17,7 @@ mod phases;
 mod supervisor;
 mod timeline;
 mod tty;
-mod vcpu;
+mod vstate;
 
 use std::path::Path;
 use std::time::Instant;
@@ -28,7 +28,7 @@ use serde_json::json;
 
 use crate::cli::{BenchCommand, Cli, Command, RunArgs};
 use crate::timeline::Timeline;
-use crate::vcpu::VmEvent;
+use crate::vstate::vcpu::VmEvent;
 
 fn main() {
     // Time zero of the boot timeline: as early as Rust code runs.
