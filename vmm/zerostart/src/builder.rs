@@ -1,7 +1,7 @@
 //! Builds a ready-to-run VM from the `run` options: KVM, guest memory,
 //! devices, boot state and the zero hint (Firecracker's builder split).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -9,17 +9,15 @@ use std::time::Instant;
 
 use arch::boot::{self, BootParamsConfig, SetupData};
 use arch::layout::LOW_MEMORY_END;
-use devices::virtio::{MmioBus, MmioTransport};
-use devices::{
-    BootTimer, I8042Device, PioBus, SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN,
-    I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
-};
+use devices::virtio::MmioBus;
+use devices::{BootTimer, PioBus, SerialDevice};
 use kvm_bindings::kvm_sregs;
-use kvm_ioctls::{VcpuFd, VmFd};
+use kvm_ioctls::VcpuFd;
 use vm_memory::GuestAddress;
 use zerohint::Hint;
 
 use crate::cli::{CpusConfig, RunArgs, SerialOpt};
+use crate::device_manager::{self, DeviceManager, LegacyConfig, VirtioConfig};
 pub use crate::guest::{GuestInputs, PreparedGuest};
 use crate::guest_memory::{self, GuestRam, MemoryConfig, Tracked};
 use crate::hint;
@@ -66,17 +64,9 @@ pub enum Error {
     /// `--verify-hint` found non-zero memory in the hint.
     #[error("--verify-hint: {0}; refusing to boot with a false hint")]
     VerifyFailed(guestmem::Error),
-    /// Serial output file.
-    #[error("cannot open serial output file {path}: {err}; check --serial file=PATH")]
-    SerialFile {
-        /// Path.
-        path: PathBuf,
-        /// Cause.
-        err: std::io::Error,
-    },
-    /// Device setup.
-    #[error("setting up devices: {0}")]
-    Devices(String),
+    /// Attaching the devices.
+    #[error(transparent)]
+    Devices(#[from] device_manager::Error),
     /// Boot data.
     #[error(transparent)]
     Boot(#[from] boot::Error),
@@ -104,15 +94,9 @@ pub enum Error {
     /// A `--disk` image.
     #[error(transparent)]
     Disk(#[from] devices::virtio::BlockError),
-    /// More virtio devices than GSIs for them.
-    #[error("{0} virtio devices given (--disk, --net, --vsock), at most {max} fit (one IOAPIC pin each); attach fewer", max = devices::virtio::mmio::MAX_DEVICES)]
-    TooManyDisks(usize),
     /// A `--net` tap.
     #[error(transparent)]
     Tap(#[from] devices::virtio::TapError),
-    /// A vhost backend (`--net ... vhost=on`, `--vsock`).
-    #[error(transparent)]
-    Vhost(#[from] devices::virtio::vhost::VhostError),
     /// A `--net` plan (backend, tap, MAC).
     #[error(transparent)]
     Net(#[from] crate::netplan::Error),
@@ -123,10 +107,6 @@ pub enum Error {
     /// hint; an operator must never get that by a typo or a copied command.
     #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", hint::TEST_SWITCH_ENV)]
     TestSwitchLocked,
-}
-
-fn kvm_err(what: &'static str) -> impl Fn(kvm_ioctls::Error) -> Error {
-    move |err| Error::Vstate(vstate::kvm_err(what)(err))
 }
 
 /// Host RAM in bytes (MemTotal).
@@ -152,6 +132,17 @@ pub struct Plan {
     pub nets: Vec<NetPlan>,
     /// `--vsock`.
     pub vsock: Option<options::VsockConfig>,
+}
+
+impl Plan {
+    /// The virtio devices, in the order they are attached.
+    pub fn virtio(&self) -> VirtioConfig<'_> {
+        VirtioConfig {
+            disks: &self.disks,
+            nets: &self.nets,
+            vsock: self.vsock.as_ref(),
+        }
+    }
 }
 
 /// What the boot vCPU enters: a kernel directly, or firmware that gets the
@@ -188,7 +179,7 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
     let vsock = args.vsock.as_deref().map(options::vsock).transpose()?;
     let count = disks.len() + nets.len() + usize::from(vsock.is_some());
     if count > devices::virtio::mmio::MAX_DEVICES {
-        return Err(Error::TooManyDisks(count));
+        return Err(device_manager::Error::TooMany(count).into());
     }
     let nets = plan_nets(
         &nets,
@@ -286,23 +277,6 @@ pub struct Vm {
     pub workers: Vec<devices::virtio::Worker>,
 }
 
-fn serial_output(s: &SerialOpt) -> Result<SerialOutput, Error> {
-    Ok(match s {
-        SerialOpt::Tty => SerialOutput::Stdout,
-        SerialOpt::Off => SerialOutput::Sink,
-        SerialOpt::File(p) => SerialOutput::Writer(Box::new(
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|err| Error::SerialFile {
-                    path: p.clone(),
-                    err,
-                })?,
-        )),
-    })
-}
-
 /// Builds the VM, as a recipe of named steps (Firecracker's
 /// `build_microvm_for_boot`): KVM first (cheap checks), then guest memory
 /// (mapped, its layout read back once, registered as KVM slots), the
@@ -328,17 +302,19 @@ pub fn build(
     // The stop flag is the VM's: COM1 gives up on an output nobody reads
     // once it is set (see SerialDevice::with_stop).
     let stop = Arc::new(AtomicBool::new(false));
-    let mut devices = attach_legacy_devices(vm_fd, args, plan, stop.clone())?;
-    let (mmio, virtio, workers) = attach_virtio_devices(vm_fd, &ram, plan)?;
     let acpi = args.acpi == crate::cli::OnOff::On;
-    // With ACPI the devices are DSDT devices: a hardware-reduced FADT gives
-    // command-line devices' IRQs no I/O APIC route (see arch::acpi).
-    let virtio_acpi: Vec<_> = virtio.iter().map(|v| v.acpi).collect();
-    let cmdline = [args.cmdline.as_str()]
-        .into_iter()
-        .chain(virtio.iter().filter(|_| !acpi).map(|v| v.cmdline.as_str()))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let mut devices = DeviceManager::with_legacy(
+        vm_fd,
+        &LegacyConfig {
+            serial: &plan.serial,
+            acpi,
+            debugcon: args.debugcon.as_deref(),
+        },
+        stop.clone(),
+    )?;
+    devices.attach_virtio(vm_fd, &ram, &plan.virtio())?;
+    let virtio_acpi = devices.acpi_devices();
+    let cmdline = devices.cmdline(&args.cmdline, acpi);
 
     let vcpus = kvm_vm.create_vcpus(plan.cpus.boot)?;
     let base_sregs = vcpu::initial_sregs(&vcpus[0])?;
@@ -351,15 +327,15 @@ pub fn build(
         acpi,
         virtio: &virtio_acpi,
     };
-    let guest = load_guest(&mut ram, boot, &inputs, base_sregs, &mut devices.bus)?;
+    let guest = load_guest(&mut ram, boot, &inputs, base_sregs, &mut devices)?;
     vcpu::configure_boot(&vcpus[0], &guest)?;
     let verified_bytes = seal_hint(&mut ram, guest.hint.as_ref(), args.verify_hint)?;
 
     Ok(Vm {
         kvm_vm,
         vcpus,
-        bus: Arc::new(devices.bus),
-        mmio: Arc::new(mmio),
+        bus: Arc::new(devices.pio),
+        mmio: Arc::new(devices.mmio),
         serial: devices.serial,
         timer: devices.timer,
         ram,
@@ -369,240 +345,26 @@ pub fn build(
         stop,
         first_run: Arc::new(OnceLock::new()),
         unmapped: Arc::new(AtomicU64::new(0)),
-        workers,
+        workers: devices.workers,
     })
-}
-
-/// The port-I/O bus and the devices the VM keeps handles to.
-struct LegacyDevices {
-    bus: PioBus,
-    serial: Arc<Mutex<SerialDevice>>,
-    timer: Arc<Mutex<BootTimer>>,
-}
-
-fn dev(e: devices::Error) -> Error {
-    Error::Devices(e.to_string())
-}
-
-/// COM1 (with its irqfd), i8042, the boot timer, the ACPI PM register
-/// (with `--acpi on`), CMOS and the debug console (with `--debugcon`).
-fn attach_legacy_devices(
-    vm_fd: &VmFd,
-    args: &RunArgs,
-    plan: &Plan,
-    stop: Arc<AtomicBool>,
-) -> Result<LegacyDevices, Error> {
-    let serial = SerialDevice::with_stop(serial_output(&plan.serial)?, stop)
-        .map_err(|e| Error::Devices(format!("serial: {e}")))?;
-    vm_fd
-        .register_irqfd(serial.interrupt_evt(), COM1_GSI)
-        .map_err(kvm_err("KVM_IRQFD (serial)"))?;
-    let serial = Arc::new(Mutex::new(serial));
-    let i8042 = Arc::new(Mutex::new(I8042Device::new()));
-    let timer = Arc::new(Mutex::new(BootTimer::new()));
-    let mut bus = PioBus::new();
-    bus.insert(COM1_BASE, COM1_LEN, serial.clone())
-        .map_err(dev)?;
-    bus.insert(I8042_DATA_PORT, 1, i8042.clone()).map_err(dev)?;
-    bus.insert(I8042_COMMAND_PORT, 1, i8042).map_err(dev)?;
-    bus.insert(TIMER_PORT, 4, timer.clone()).map_err(dev)?;
-    if args.acpi == crate::cli::OnOff::On {
-        bus.insert(
-            arch::acpi::PM_PORT,
-            1,
-            Arc::new(Mutex::new(devices::AcpiPm)),
-        )
-        .map_err(dev)?;
-    }
-    bus.insert(
-        devices::CMOS_PORT,
-        devices::CMOS_LEN,
-        Arc::new(Mutex::new(devices::Cmos::new())),
-    )
-    .map_err(dev)?;
-    if let Some(p) = &args.debugcon {
-        let f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .map_err(|err| {
-                Error::Devices(format!(
-                    "cannot open --debugcon file {}: {err}; check the path",
-                    p.display()
-                ))
-            })?;
-        let con = devices::Debugcon::new(Box::new(f));
-        bus.insert(devices::DEBUGCON_PORT, 1, Arc::new(Mutex::new(con)))
-            .map_err(dev)?;
-    }
-    Ok(LegacyDevices { bus, serial, timer })
-}
-
-/// The virtio-mmio devices: one virtio-blk per `--disk`, one virtio-net
-/// per `--net`, then vhost-vsock for `--vsock`, in that order. Each gets
-/// its 4 KiB window in the MMIO hole, a GSI driven by an irqfd (as
-/// COM1's), and a kernel command-line entry, returned, that tells Linux
-/// where it is (docs/vmm.md, "virtio devices"). Every queue's
-/// `QueueNotify` is a KVM ioeventfd: a vhost device's are read by the
-/// kernel's worker (plus a relay thread for its interrupts); a device the
-/// VMM runs (virtio-blk, user-space virtio-net) gets an I/O thread that
-/// serves them, so no request runs on a vCPU, and a user-space net device
-/// an RX thread too. Nothing here writes guest RAM (docs/security.md,
-/// section 4).
-fn attach_virtio_devices(
-    vm_fd: &VmFd,
-    ram: &GuestRam,
-    plan: &Plan,
-) -> Result<(MmioBus, Vec<VirtioPlacement>, Vec<devices::virtio::Worker>), Error> {
-    use devices::virtio::vhost::{VhostNet, VhostVsock};
-    use devices::virtio::{mmio, spawn_io_thread, MmioDevice, Net, Tap};
-    let mut bus = MmioBus::new();
-    let mut placed = Vec::new();
-    let mut workers = Vec::new();
-    let total = plan.disks.len() + plan.nets.len() + usize::from(plan.vsock.is_some());
-    let mut n = 0usize;
-    let mut place = |dev: Arc<Mutex<dyn MmioDevice>>,
-                     irq: &vmm_sys_util::eventfd::EventFd,
-                     what: &'static str|
-     -> Result<(u64, u32), Error> {
-        let (base, gsi, entry) = mmio::placement(n).ok_or(Error::TooManyDisks(total))?;
-        vm_fd.register_irqfd(irq, gsi).map_err(kvm_err(what))?;
-        bus.insert(base, mmio::MMIO_WINDOW, dev)
-            .map_err(|e| Error::Devices(e.to_string()))?;
-        placed.push(VirtioPlacement {
-            acpi: arch::acpi::VirtioMmio {
-                base: base as u32,
-                size: mmio::MMIO_WINDOW as u32,
-                gsi,
-            },
-            cmdline: entry,
-        });
-        n += 1;
-        Ok((base, gsi))
-    };
-    // Queue `q`'s notify as a KVM ioeventfd: the guest's 32-bit write of
-    // `q` to the window's QueueNotify signals `evt` inside KVM, with no
-    // exit to this process.
-    let ioevent = |evts: &[vmm_sys_util::eventfd::EventFd], base: u64, what: &'static str| {
-        evts.iter().enumerate().try_for_each(|(q, evt)| {
-            vm_fd
-                .register_ioevent(
-                    evt,
-                    &kvm_ioctls::IoEventAddress::Mmio(base + mmio::reg::QUEUE_NOTIFY),
-                    q as u32,
-                )
-                .map_err(kvm_err(what))
-        })
-    };
-    for (i, d) in plan.disks.iter().enumerate() {
-        let blk = devices::virtio::Block::open(&d.path, d.readonly)?;
-        let dev_err =
-            |e: std::io::Error| Error::Devices(format!("virtio-blk {}: {e}", d.path.display()));
-        let t = MmioTransport::new(blk, ram.memory().clone()).map_err(dev_err)?;
-        let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
-        let (io, kicks) = spawn_io_thread(t.runner(), format!("zs-blk{i}-io")).map_err(dev_err)?;
-        workers.push(io);
-        let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (virtio-blk)")?;
-        ioevent(&kicks, base, "KVM_IOEVENTFD (virtio-blk)")?;
-    }
-    let mem = Arc::new(ram.memory().clone());
-    for (i, nc) in plan.nets.iter().enumerate() {
-        let tap = Tap::open(&nc.tap)?;
-        let dev_err = |e: std::io::Error| Error::Devices(format!("virtio-net tap={}: {e}", nc.tap));
-        if nc.vhost {
-            let dev = VhostNet::new(mem.clone(), tap, nc.mac)?;
-            let t = MmioTransport::new(dev, ram.memory().clone()).map_err(dev_err)?;
-            let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
-            workers.push(
-                t.device()
-                    .spawn_relay(format!("zs-vhost-net{i}"), t.interrupt())
-                    .map_err(dev_err)?,
-            );
-            let kicks: Vec<_> = t
-                .device()
-                .kick_fds()
-                .into_iter()
-                .map(|k| k.try_clone())
-                .collect::<Result<_, _>>()
-                .map_err(dev_err)?;
-            let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (vhost-net)")?;
-            ioevent(&kicks, base, "KVM_IOEVENTFD (vhost-net kick)")?;
-            // The kick eventfds stay registered with KVM through the
-            // device's own copies; these were only for registering.
-        } else {
-            let t = MmioTransport::new(
-                Net::new(tap, nc.mac).map_err(dev_err)?,
-                ram.memory().clone(),
-            )
-            .map_err(dev_err)?;
-            let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
-            workers.push(
-                devices::virtio::net::spawn_rx_worker(t.runner(), format!("zs-net{i}-rx"))
-                    .map_err(dev_err)?,
-            );
-            let (io, kicks) =
-                spawn_io_thread(t.runner(), format!("zs-net{i}-io")).map_err(dev_err)?;
-            workers.push(io);
-            let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (virtio-net)")?;
-            ioevent(&kicks, base, "KVM_IOEVENTFD (virtio-net)")?;
-        }
-    }
-    if let Some(v) = &plan.vsock {
-        let dev = VhostVsock::new(mem.clone(), v.cid)?;
-        let dev_err = |e: std::io::Error| Error::Devices(format!("vhost-vsock cid={}: {e}", v.cid));
-        let t = MmioTransport::new(dev, ram.memory().clone()).map_err(dev_err)?;
-        let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
-        workers.push(
-            t.device()
-                .spawn_relay("zs-vhost-vsock".into(), t.interrupt())
-                .map_err(dev_err)?,
-        );
-        let kicks: Vec<_> = t
-            .device()
-            .kick_fds()
-            .into_iter()
-            .map(|k| k.try_clone())
-            .collect::<Result<_, _>>()
-            .map_err(dev_err)?;
-        let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (vhost-vsock)")?;
-        ioevent(&kicks, base, "KVM_IOEVENTFD (vhost-vsock kick)")?;
-    }
-    Ok((bus, placed, workers))
-}
-
-/// Where a virtio-mmio device sits, in both of the forms Linux reads: an
-/// ACPI DSDT device (with `--acpi on`) or a `virtio_mmio.device=` entry on
-/// the command line (with `--acpi off`). Only one form is given to a guest,
-/// so a device is never probed twice.
-struct VirtioPlacement {
-    acpi: arch::acpi::VirtioMmio,
-    cmdline: String,
 }
 
 /// Writes the guest's boot data and publishes the hint: directly
 /// ([`prepare_guest`], setup_data) or through firmware
-/// ([`crate::firmware::prepare`], fw_cfg, whose device and the platform
-/// registers EDK2 needs go on `bus`).
+/// ([`crate::firmware::prepare`], fw_cfg, whose device `devices`
+/// attaches).
 fn load_guest(
     ram: &mut GuestRam,
     boot: Boot,
     inputs: &GuestInputs<'_>,
     base_sregs: kvm_sregs,
-    bus: &mut PioBus,
+    devices: &mut DeviceManager,
 ) -> Result<PreparedGuest, Error> {
     match boot {
         Boot::Direct(mut kernel) => prepare_guest(ram, &mut kernel, inputs, base_sregs),
         Boot::Firmware(mut fw) => {
-            use devices::fw_cfg::{
-                FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN,
-            };
             let (guest, fw_cfg) = crate::firmware::prepare(ram, &mut fw, inputs, base_sregs)?;
-            let fw_cfg = Arc::new(Mutex::new(fw_cfg));
-            bus.insert(FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN, fw_cfg.clone())
-                .map_err(dev)?;
-            bus.insert(FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, fw_cfg)
-                .map_err(dev)?;
-            devices::fw_platform::insert(bus).map_err(dev)?;
+            devices.attach_fw_cfg(fw_cfg)?;
             Ok(guest)
         }
     }
@@ -973,18 +735,28 @@ mod tests {
         kvm_vm.setup_irqchip().unwrap();
         kvm_vm.register_memory(&ram, &layout).unwrap();
         let nsfile = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-        let (bus, cmdline, mut workers) = std::thread::scope(|sc| {
+        let mut dm = DeviceManager::with_legacy(
+            vm_fd,
+            &LegacyConfig {
+                serial: &SerialOpt::Off,
+                acpi: false,
+                debugcon: None,
+            },
+            Arc::new(AtomicBool::new(false)),
+        )
+        .unwrap();
+        std::thread::scope(|sc| {
             sc.spawn(|| {
                 use std::os::fd::AsRawFd;
                 // SAFETY: this thread only.
                 let r = unsafe { libc::setns(nsfile.as_raw_fd(), libc::CLONE_NEWNET) };
                 assert_eq!(r, 0);
-                attach_virtio_devices(vm_fd, &ram, &plan).unwrap()
+                dm.attach_virtio(vm_fd, &ram, &plan.virtio()).unwrap()
             })
             .join()
             .unwrap()
         });
-        assert_eq!(cmdline.len(), 2 + usize::from(plan.vsock.is_some()));
+        assert_eq!(dm.virtio_count(), 2 + usize::from(plan.vsock.is_some()));
         // Every queue's QueueNotify is taken by an ioeventfd (the disk's
         // one queue, the net device's two): KVM refuses a second one with
         // the same address and datamatch. Queue 2 of the net device has
@@ -1037,7 +809,7 @@ mod tests {
         );
         put(hdr, &[0u8; 17]);
         put(avail, &[0, 0, 1, 0, 0, 0]);
-        let w = |off: u64, v: u32| assert!(bus.write(MMIO_BASE + off, &v.to_le_bytes()));
+        let w = |off: u64, v: u32| assert!(dm.mmio.write(MMIO_BASE + off, &v.to_le_bytes()));
         w(reg::STATUS, 3);
         w(reg::DRIVER_FEATURES_SEL, 1);
         w(reg::DRIVER_FEATURES, 1);
@@ -1061,9 +833,9 @@ mod tests {
             512,
             "the check must see the device's write"
         );
-        for wk in &mut workers {
+        for wk in &mut dm.workers {
             assert!(wk.stop(std::time::Duration::from_secs(2)));
         }
-        assert_eq!(bus.stop_devices(std::time::Duration::from_secs(1)), 0);
+        assert_eq!(dm.mmio.stop_devices(std::time::Duration::from_secs(1)), 0);
     }
 }

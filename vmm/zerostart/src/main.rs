@@ -6,6 +6,7 @@
 
 mod builder;
 mod cli;
+mod device_manager;
 mod firmware;
 mod guest;
 mod guest_memory;
