@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use arch::boot::{self, BootParamsConfig, SetupData};
-use arch::layout::LOW_MEMORY_END;
 use devices::virtio::MmioBus;
 use devices::{BootTimer, PioBus, SerialDevice};
 use kvm_bindings::kvm_sregs;
@@ -18,6 +17,7 @@ use zerohint::Hint;
 
 use crate::cli::{CpusConfig, RunArgs, SerialOpt};
 use crate::device_manager::{self, DeviceManager, LegacyConfig, VirtioConfig};
+use crate::guest::Entry;
 pub use crate::guest::{GuestInputs, PreparedGuest};
 use crate::guest_memory::{self, GuestRam, MemoryConfig, Tracked};
 use crate::hint;
@@ -70,18 +70,9 @@ pub enum Error {
     /// Boot data.
     #[error(transparent)]
     Boot(#[from] boot::Error),
-    /// Registers.
+    /// Platform tables and entry state (crate::guest).
     #[error(transparent)]
-    Regs(#[from] arch::regs::Error),
-    /// MP table.
-    #[error(transparent)]
-    Mptable(#[from] arch::mptable::Error),
-    /// PVH boot data.
-    #[error(transparent)]
-    Pvh(#[from] arch::pvh::Error),
-    /// ACPI tables.
-    #[error(transparent)]
-    Acpi(#[from] arch::acpi::Error),
+    Platform(#[from] crate::guest::PlatformError),
     /// Memory write.
     #[error("writing guest memory: {0}")]
     Memory(#[from] vm_memory::GuestMemoryError),
@@ -428,29 +419,25 @@ pub fn prepare_guest(
         }
         None => None,
     };
-    let mut mem = Tracked(ram);
-    let cmdline_len = boot::write_cmdline(&mut mem, inputs.cmdline, k.cmdline_size())?;
-    arch::mptable::setup_mptable(&mut mem, inputs.cpus)?;
-    let acpi_rsdp = if inputs.acpi {
-        arch::acpi::setup_acpi(&mut mem, inputs.cpus, inputs.virtio)?.0
-    } else {
-        0
-    };
-    if k.format == Format::Elf {
+    let cmdline_len = boot::write_cmdline(&mut Tracked(ram), inputs.cmdline, k.cmdline_size())?;
+    let entry = match k.format {
         // PVH: no boot_params, so no setup_data and no hint.
-        let start = arch::pvh::write_start_info(&mut mem, inputs.layout, initrd)?;
-        let sregs = arch::pvh::pvh_sregs(&mut mem, base_sregs)?;
+        Format::Elf => Entry::Pvh {
+            entry: k.entry,
+            initrd,
+            rsdp_in_start_info: false,
+        },
+        _ => Entry::LongMode { entry: k.entry },
+    };
+    let state = crate::guest::write_platform(ram, inputs, entry, base_sregs)?;
+    if k.format == Format::Elf {
         return Ok(PreparedGuest {
-            regs: arch::pvh::pvh_regs(k.entry, start),
-            sregs,
+            regs: state.regs,
+            sregs: state.sregs,
             hint: None,
             format: Format::Elf,
         });
     }
-    let sregs = arch::regs::long_mode_sregs(&mut mem, base_sregs)?;
-    // The legacy first MiB is never hinted, written or not. setup_data
-    // (with the hint blob itself) and boot_params go there below.
-    ram.mark_written(GuestAddress(0), LOW_MEMORY_END)?;
 
     // The hint: everything not written so far, published as the first
     // setup_data entry (transport a), then frozen.
@@ -470,7 +457,7 @@ pub fn prepare_guest(
             cmdline_len,
             initrd,
             setup_data: setup_addr,
-            acpi_rsdp,
+            acpi_rsdp: state.rsdp.unwrap_or(0),
         })?;
         boot::write_boot_params(&mut mem, &params)?;
         Ok::<(), Error>(())
@@ -478,8 +465,8 @@ pub fn prepare_guest(
     let hint = published.zero;
 
     Ok(PreparedGuest {
-        regs: arch::regs::boot_regs(k.entry),
-        sregs,
+        regs: state.regs,
+        sregs: state.sregs,
         hint,
         format: Format::BzImage,
     })
