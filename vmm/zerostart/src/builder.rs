@@ -16,13 +16,13 @@ use vm_memory::GuestAddress;
 use zerohint::Hint;
 
 use crate::cli::{CpusConfig, RunArgs, SerialOpt};
-use crate::device_manager::{self, DeviceManager, LegacyConfig, VirtioConfig};
+use crate::device_manager::{self, DeviceList, DeviceManager, LegacyConfig, VirtioConfig};
 use crate::guest::Entry;
 pub use crate::guest::{GuestInputs, PreparedGuest};
 use crate::guest_memory::{self, GuestRam, MemoryConfig, Tracked};
 use crate::hint;
 use crate::kernel::{self, Format, Kernel};
-use crate::netplan::{plan_nets, NetPlan};
+use crate::netplan::plan_nets;
 use crate::timeline::Timeline;
 use crate::vstate::{self, vcpu};
 
@@ -82,12 +82,6 @@ pub enum Error {
     /// Computing, publishing or freezing the hint (crate::hint).
     #[error(transparent)]
     Hint(#[from] crate::hint::Error),
-    /// A `--disk` image.
-    #[error(transparent)]
-    Disk(#[from] devices::virtio::BlockError),
-    /// A `--net` tap.
-    #[error(transparent)]
-    Tap(#[from] devices::virtio::TapError),
     /// A `--net` plan (backend, tap, MAC).
     #[error(transparent)]
     Net(#[from] crate::netplan::Error),
@@ -117,23 +111,9 @@ pub struct Plan {
     pub memory: MemoryConfig,
     /// Serial.
     pub serial: SerialOpt,
-    /// `--disk`s, in order (the first is /dev/vda).
-    pub disks: Vec<options::DiskConfig>,
-    /// `--net`s, in order (eth0, eth1, ...), with the backend decided.
-    pub nets: Vec<NetPlan>,
-    /// `--vsock`.
+    /// `--vsock` (its device is in [`Opened::devices`] with the disks and
+    /// nets; the phase listener needs the CID before the VM exists).
     pub vsock: Option<options::VsockConfig>,
-}
-
-impl Plan {
-    /// The virtio devices, in the order they are attached.
-    pub fn virtio(&self) -> VirtioConfig<'_> {
-        VirtioConfig {
-            disks: &self.disks,
-            nets: &self.nets,
-            vsock: self.vsock.as_ref(),
-        }
-    }
 }
 
 /// What the boot vCPU enters: a kernel directly, or firmware that gets the
@@ -146,8 +126,17 @@ pub enum Boot {
     Firmware(Box<crate::firmware::FirmwareBoot>),
 }
 
+/// What `plan` opened, handed to `build` as owned files so nothing is
+/// opened twice: the boot images and the virtio devices' taps and disks.
+pub struct Opened {
+    /// The kernel or firmware (and its inputs).
+    pub boot: Boot,
+    /// The virtio devices.
+    pub devices: DeviceList,
+}
+
 /// Parses and checks every option and input file; allocates nothing.
-pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
+pub fn plan(args: &RunArgs) -> Result<(Plan, Opened), Error> {
     if args.test_corrupt_hint.is_some() && !hint::test_switches_unlocked() {
         return Err(Error::TestSwitchLocked);
     }
@@ -179,16 +168,13 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
     if vsock.is_some() && !Path::new(devices::virtio::vhost::VHOST_VSOCK_DEV).exists() {
         return Err(Error::NoVhostVsock);
     }
-    // Attached (and let go) now so a missing or busy tap fails before
-    // any memory is mapped.
-    for n in &nets {
-        devices::virtio::Tap::open(&n.tap)?;
-    }
-    // Opened (and closed) now so a bad path fails before any memory is
-    // mapped; the device opens it again in `build`.
-    for d in &disks {
-        devices::virtio::Block::open(&d.path, d.readonly)?;
-    }
+    // Each tap and disk is opened here, once, so a bad one fails before
+    // any memory is mapped; `build` attaches these.
+    let devices = DeviceList::open(&VirtioConfig {
+        disks: &disks,
+        nets: &nets,
+        vsock: vsock.as_ref(),
+    })?;
     if let Some(host) = host_memory() {
         if memory.size > host {
             return Err(Error::TooMuchMemory {
@@ -225,11 +211,12 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
             cpus,
             memory,
             serial,
-            disks,
-            nets,
             vsock,
         },
-        kernel,
+        Opened {
+            boot: kernel,
+            devices,
+        },
     ))
 }
 
@@ -277,9 +264,13 @@ pub struct Vm {
 pub fn build(
     args: &RunArgs,
     plan: &Plan,
-    boot: Boot,
+    opened: Opened,
     timeline: &mut Timeline,
 ) -> Result<Vm, Error> {
+    let Opened {
+        boot,
+        devices: list,
+    } = opened;
     let kvm_vm = vstate::Vm::create(&args.kvm_device)?;
     let vm_fd = kvm_vm.fd();
 
@@ -303,7 +294,7 @@ pub fn build(
         },
         stop.clone(),
     )?;
-    devices.attach_virtio(vm_fd, &ram, &plan.virtio())?;
+    devices.attach_virtio(vm_fd, &ram, list)?;
     let virtio_acpi = devices.acpi_devices();
     let cmdline = devices.cmdline(&args.cmdline, acpi);
 
@@ -702,18 +693,12 @@ mod tests {
                 "the vsock part: no /dev/vhost-vsock here (modprobe vhost_vsock)",
             );
         }
-        let plan = Plan {
-            cpus: CpusConfig::parse("boot=1").unwrap(),
-            memory: options::memory("size=64M").unwrap(),
-            serial: SerialOpt::Off,
-            disks: vec![options::disk(&format!("path={}", img.path().display())).unwrap()],
-            nets: plan_nets(
-                &[options::net("tap=zst0").unwrap()],
-                Path::new(devices::virtio::vhost::VHOST_NET_DEV).exists(),
-            )
-            .unwrap(),
-            vsock,
-        };
+        let disks = vec![options::disk(&format!("path={}", img.path().display())).unwrap()];
+        let nets = plan_nets(
+            &[options::net("tap=zst0").unwrap()],
+            Path::new(devices::virtio::vhost::VHOST_NET_DEV).exists(),
+        )
+        .unwrap();
         let kvm_vm = vstate::Vm::create(Path::new("/dev/kvm")).unwrap();
         let vm_fd = kvm_vm.fd();
         let mut ram = ram(64 * MIB);
@@ -738,12 +723,18 @@ mod tests {
                 // SAFETY: this thread only.
                 let r = unsafe { libc::setns(nsfile.as_raw_fd(), libc::CLONE_NEWNET) };
                 assert_eq!(r, 0);
-                dm.attach_virtio(vm_fd, &ram, &plan.virtio()).unwrap()
+                let list = DeviceList::open(&VirtioConfig {
+                    disks: &disks,
+                    nets: &nets,
+                    vsock: vsock.as_ref(),
+                })
+                .unwrap();
+                dm.attach_virtio(vm_fd, &ram, list).unwrap()
             })
             .join()
             .unwrap()
         });
-        assert_eq!(dm.virtio_count(), 2 + usize::from(plan.vsock.is_some()));
+        assert_eq!(dm.virtio_count(), 2 + usize::from(vsock.is_some()));
         // Every queue's QueueNotify is taken by an ioeventfd (the disk's
         // one queue, the net device's two): KVM refuses a second one with
         // the same address and datamatch. Queue 2 of the net device has

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use devices::virtio::vhost::{VhostNet, VhostVsock};
 use devices::virtio::{
-    mmio, spawn_io_thread, Block, MmioBus, MmioDevice, MmioTransport, Net, VirtioDevice, Worker,
+    mmio, spawn_io_thread, Block, MmioBus, MmioDevice, MmioTransport, Net, Tap, VirtioDevice,
+    Worker,
 };
 use devices::{
     BootTimer, I8042Device, PioBus, SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN,
@@ -87,9 +88,38 @@ pub struct VirtioConfig<'a> {
     pub vsock: Option<&'a options::VsockConfig>,
 }
 
-impl VirtioConfig<'_> {
+/// The plan's virtio devices with their backing files open: each tap and
+/// disk is opened once, by `builder::plan` (so a bad one fails before any
+/// memory is mapped), and handed to [`DeviceManager::attach_virtio`].
+pub struct DeviceList {
+    disks: Vec<(options::DiskConfig, Block)>,
+    nets: Vec<(NetPlan, Tap)>,
+    vsock: Option<options::VsockConfig>,
+}
+
+impl DeviceList {
+    /// Opens `cfg`'s taps (attached now, so a missing or busy tap fails
+    /// before any memory is mapped), then its disk images.
+    pub fn open(cfg: &VirtioConfig<'_>) -> Result<Self, Error> {
+        let nets = cfg
+            .nets
+            .iter()
+            .map(|n| Ok((n.clone(), Tap::open(&n.tap)?)))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let disks = cfg
+            .disks
+            .iter()
+            .map(|d| Ok((d.clone(), Block::open(&d.path, d.readonly)?)))
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(DeviceList {
+            disks,
+            nets,
+            vsock: cfg.vsock.cloned(),
+        })
+    }
+
     /// How many virtio-mmio windows these take.
-    pub fn count(&self) -> usize {
+    fn count(&self) -> usize {
         self.disks.len() + self.nets.len() + usize::from(self.vsock.is_some())
     }
 }
@@ -182,7 +212,7 @@ impl DeviceManager {
         })
     }
 
-    /// The virtio-mmio devices of `cfg`, in its order. Each gets its 4 KiB
+    /// The virtio-mmio devices of `list`, in its order. Each gets its 4 KiB
     /// window in the MMIO hole, a GSI driven by an irqfd (as COM1's), and
     /// a kernel command-line entry that tells Linux where it is
     /// (docs/vmm.md, "virtio devices"). Every queue's `QueueNotify` is a
@@ -196,12 +226,11 @@ impl DeviceManager {
         &mut self,
         vm_fd: &VmFd,
         ram: &GuestRam,
-        cfg: &VirtioConfig<'_>,
+        list: DeviceList,
     ) -> Result<(), Error> {
-        let total = cfg.count();
+        let total = list.count();
         let mem = ram.memory();
-        for (i, d) in cfg.disks.iter().enumerate() {
-            let blk = Block::open(&d.path, d.readonly)?;
+        for (i, (d, blk)) in list.disks.into_iter().enumerate() {
             let dev_err =
                 |e: std::io::Error| Error::Devices(format!("virtio-blk {}: {e}", d.path.display()));
             let t = MmioTransport::new(blk, mem.clone()).map_err(dev_err)?;
@@ -218,8 +247,7 @@ impl DeviceManager {
             )?;
         }
         let shared = Arc::new(mem.clone());
-        for (i, nc) in cfg.nets.iter().enumerate() {
-            let tap = devices::virtio::Tap::open(&nc.tap)?;
+        for (i, (nc, tap)) in list.nets.into_iter().enumerate() {
             let dev_err =
                 |e: std::io::Error| Error::Devices(format!("virtio-net tap={}: {e}", nc.tap));
             if nc.vhost {
@@ -260,7 +288,7 @@ impl DeviceManager {
                 )?;
             }
         }
-        if let Some(v) = cfg.vsock {
+        if let Some(v) = list.vsock {
             let dev_err =
                 |e: std::io::Error| Error::Devices(format!("vhost-vsock cid={}: {e}", v.cid));
             let t = MmioTransport::new(VhostVsock::new(shared.clone(), v.cid)?, mem.clone())

@@ -92,7 +92,7 @@ fn main() {
 
 fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     let mut tl = Timeline::new(start);
-    let (plan, kernel) = builder::plan(args)?;
+    let (plan, opened) = builder::plan(args)?;
     // Listening before the guest exists, so no phase line is missed; a
     // listener that cannot start costs the phases, not the VM.
     let listener = match &plan.vsock {
@@ -105,7 +105,7 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
         },
         None => None,
     };
-    let vm = builder::build(args, &plan, kernel, &mut tl)?;
+    let vm = builder::build(args, &plan, opened, &mut tl)?;
     let tty = matches!(plan.serial, cli::SerialOpt::Tty);
     let (vm, ended) = supervisor::run(vm, tty)?;
     ended.mark(&vm, &mut tl);
