@@ -1,36 +1,30 @@
 //! Builds a ready-to-run VM from the `run` options: KVM, guest memory,
 //! devices, boot state and the zero hint (Firecracker's builder split).
 
-use std::fs::{File, OpenOptions};
-use std::os::fd::{FromRawFd, IntoRawFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use arch::boot::{self, BootParamsConfig, SetupData};
-use arch::layout::LOW_MEMORY_END;
-use devices::virtio::{MmioBus, MmioTransport};
-use devices::{
-    BootTimer, I8042Device, PioBus, SerialDevice, SerialOutput, COM1_BASE, COM1_GSI, COM1_LEN,
-    I8042_COMMAND_PORT, I8042_DATA_PORT, TIMER_PORT,
-};
-use kvm_bindings::{kvm_pit_config, kvm_sregs, KVM_MAX_CPUID_ENTRIES, KVM_PIT_SPEAKER_DUMMY};
-use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use devices::virtio::MmioBus;
+use devices::{BootTimer, PioBus, SerialDevice};
+use kvm_bindings::kvm_sregs;
+use kvm_ioctls::VcpuFd;
 use vm_memory::GuestAddress;
 use zerohint::Hint;
 
 use crate::cli::{CpusConfig, RunArgs, SerialOpt};
+use crate::device_manager::{self, DeviceList, DeviceManager, LegacyConfig, VirtioConfig};
+use crate::guest::Entry;
 pub use crate::guest::{GuestInputs, PreparedGuest};
 use crate::guest_memory::{self, GuestRam, MemoryConfig, Tracked};
 use crate::hint;
 use crate::kernel::{self, Format, Kernel};
-use crate::netplan::{plan_nets, NetPlan};
+use crate::netplan::plan_nets;
 use crate::timeline::Timeline;
-
-/// Where KVM puts the TSS (3 pages below the BIOS area, as in Firecracker).
-const KVM_TSS_ADDRESS: usize = 0xfffb_d000;
+use crate::vstate::{self, vcpu};
 
 /// Everything that can stop a VM from being built; every message names the
 /// problem and the fix.
@@ -50,36 +44,9 @@ pub enum Error {
         /// Cause.
         err: std::io::Error,
     },
-    /// KVM device missing.
-    #[error("{0} does not exist, so KVM is unavailable; load the kvm_intel or kvm_amd module (modprobe) or enable virtualization for this machine")]
-    KvmMissing(PathBuf),
-    /// KVM device not accessible.
-    #[error("permission denied opening {0}; run as root or add this user to the kvm group (usermod -aG kvm $USER)")]
-    KvmDenied(PathBuf),
-    /// KVM device failed otherwise.
-    #[error("cannot open {path}: {err}; check that it is the KVM device")]
-    KvmOpen {
-        /// Path.
-        path: PathBuf,
-        /// Cause.
-        err: std::io::Error,
-    },
-    /// Not a KVM device.
-    #[error("{path} is not a KVM device (KVM_GET_API_VERSION: {err}); point it at /dev/kvm")]
-    NotKvm {
-        /// Path.
-        path: PathBuf,
-        /// Cause.
-        err: String,
-    },
-    /// A KVM ioctl failed.
-    #[error("{what} failed: {err}")]
-    Kvm {
-        /// Which call.
-        what: &'static str,
-        /// errno.
-        err: kvm_ioctls::Error,
-    },
+    /// KVM: the device, the VM, its memory slots and vCPUs.
+    #[error(transparent)]
+    Vstate(#[from] vstate::Error),
     /// Size exceeds host RAM.
     #[error("--memory size={size_mib}M exceeds this host's memory ({host_mib} MiB); choose a smaller size")]
     TooMuchMemory {
@@ -97,65 +64,24 @@ pub enum Error {
     /// `--verify-hint` found non-zero memory in the hint.
     #[error("--verify-hint: {0}; refusing to boot with a false hint")]
     VerifyFailed(guestmem::Error),
-    /// Serial output file.
-    #[error("cannot open serial output file {path}: {err}; check --serial file=PATH")]
-    SerialFile {
-        /// Path.
-        path: PathBuf,
-        /// Cause.
-        err: std::io::Error,
-    },
-    /// Device setup.
-    #[error("setting up devices: {0}")]
-    Devices(String),
+    /// Attaching the devices.
+    #[error(transparent)]
+    Devices(#[from] device_manager::Error),
     /// Boot data.
     #[error(transparent)]
     Boot(#[from] boot::Error),
-    /// Registers.
+    /// Platform tables and entry state (crate::guest).
     #[error(transparent)]
-    Regs(#[from] arch::regs::Error),
-    /// CPUID.
-    #[error(transparent)]
-    Cpuid(#[from] arch::cpuid::Error),
-    /// MSRs.
-    #[error(transparent)]
-    Msr(#[from] arch::msr::Error),
-    /// LAPIC.
-    #[error(transparent)]
-    Lapic(#[from] arch::interrupts::Error),
-    /// MP table.
-    #[error(transparent)]
-    Mptable(#[from] arch::mptable::Error),
-    /// PVH boot data.
-    #[error(transparent)]
-    Pvh(#[from] arch::pvh::Error),
-    /// ACPI tables.
-    #[error(transparent)]
-    Acpi(#[from] arch::acpi::Error),
+    Platform(#[from] crate::guest::PlatformError),
     /// Memory write.
     #[error("writing guest memory: {0}")]
     Memory(#[from] vm_memory::GuestMemoryError),
-    /// KVM memory slots.
-    #[error(transparent)]
-    Slot(#[from] guest_memory::SlotError),
     /// `--firmware` boot.
     #[error(transparent)]
     Firmware(#[from] crate::firmware::Error),
     /// Computing, publishing or freezing the hint (crate::hint).
     #[error(transparent)]
     Hint(#[from] crate::hint::Error),
-    /// A `--disk` image.
-    #[error(transparent)]
-    Disk(#[from] devices::virtio::BlockError),
-    /// More virtio devices than GSIs for them.
-    #[error("{0} virtio devices given (--disk, --net, --vsock), at most {max} fit (one IOAPIC pin each); attach fewer", max = devices::virtio::mmio::MAX_DEVICES)]
-    TooManyDisks(usize),
-    /// A `--net` tap.
-    #[error(transparent)]
-    Tap(#[from] devices::virtio::TapError),
-    /// A vhost backend (`--net ... vhost=on`, `--vsock`).
-    #[error(transparent)]
-    Vhost(#[from] devices::virtio::vhost::VhostError),
     /// A `--net` plan (backend, tap, MAC).
     #[error(transparent)]
     Net(#[from] crate::netplan::Error),
@@ -166,40 +92,6 @@ pub enum Error {
     /// hint; an operator must never get that by a typo or a copied command.
     #[error("--test-corrupt-hint is a test-only switch that gives the guest a false hint; set {}=1 in the environment of a test run to allow it", hint::TEST_SWITCH_ENV)]
     TestSwitchLocked,
-}
-
-fn kvm_err(what: &'static str) -> impl Fn(kvm_ioctls::Error) -> Error {
-    move |err| Error::Kvm { what, err }
-}
-
-/// Opens the KVM device at `path` and checks it speaks the KVM API.
-pub fn open_kvm(path: &Path) -> Result<Kvm, Error> {
-    let f: File = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|err| match err.kind() {
-            std::io::ErrorKind::NotFound => Error::KvmMissing(path.to_path_buf()),
-            std::io::ErrorKind::PermissionDenied => Error::KvmDenied(path.to_path_buf()),
-            _ => Error::KvmOpen {
-                path: path.to_path_buf(),
-                err,
-            },
-        })?;
-    // SAFETY: we own the freshly opened descriptor.
-    let kvm = unsafe { Kvm::from_raw_fd(f.into_raw_fd()) };
-    match kvm.get_api_version() {
-        12 => Ok(kvm),
-        v if v < 0 => Err(Error::NotKvm {
-            path: path.to_path_buf(),
-            err: std::io::Error::from_raw_os_error(-v).to_string(),
-        }),
-        v => Err(Error::NotKvm {
-            path: path.to_path_buf(),
-            err: format!("unsupported API version {v}"),
-        }),
-    }
 }
 
 /// Host RAM in bytes (MemTotal).
@@ -219,11 +111,8 @@ pub struct Plan {
     pub memory: MemoryConfig,
     /// Serial.
     pub serial: SerialOpt,
-    /// `--disk`s, in order (the first is /dev/vda).
-    pub disks: Vec<options::DiskConfig>,
-    /// `--net`s, in order (eth0, eth1, ...), with the backend decided.
-    pub nets: Vec<NetPlan>,
-    /// `--vsock`.
+    /// `--vsock` (its device is in [`Opened::devices`] with the disks and
+    /// nets; the phase listener needs the CID before the VM exists).
     pub vsock: Option<options::VsockConfig>,
 }
 
@@ -237,8 +126,17 @@ pub enum Boot {
     Firmware(Box<crate::firmware::FirmwareBoot>),
 }
 
+/// What `plan` opened, handed to `build` as owned files so nothing is
+/// opened twice: the boot images and the virtio devices' taps and disks.
+pub struct Opened {
+    /// The kernel or firmware (and its inputs).
+    pub boot: Boot,
+    /// The virtio devices.
+    pub devices: DeviceList,
+}
+
 /// Parses and checks every option and input file; allocates nothing.
-pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
+pub fn plan(args: &RunArgs) -> Result<(Plan, Opened), Error> {
     if args.test_corrupt_hint.is_some() && !hint::test_switches_unlocked() {
         return Err(Error::TestSwitchLocked);
     }
@@ -261,7 +159,7 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
     let vsock = args.vsock.as_deref().map(options::vsock).transpose()?;
     let count = disks.len() + nets.len() + usize::from(vsock.is_some());
     if count > devices::virtio::mmio::MAX_DEVICES {
-        return Err(Error::TooManyDisks(count));
+        return Err(device_manager::Error::TooMany(count).into());
     }
     let nets = plan_nets(
         &nets,
@@ -270,16 +168,13 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
     if vsock.is_some() && !Path::new(devices::virtio::vhost::VHOST_VSOCK_DEV).exists() {
         return Err(Error::NoVhostVsock);
     }
-    // Attached (and let go) now so a missing or busy tap fails before
-    // any memory is mapped.
-    for n in &nets {
-        devices::virtio::Tap::open(&n.tap)?;
-    }
-    // Opened (and closed) now so a bad path fails before any memory is
-    // mapped; the device opens it again in `build`.
-    for d in &disks {
-        devices::virtio::Block::open(&d.path, d.readonly)?;
-    }
+    // Each tap and disk is opened here, once, so a bad one fails before
+    // any memory is mapped; `build` attaches these.
+    let devices = DeviceList::open(&VirtioConfig {
+        disks: &disks,
+        nets: &nets,
+        vsock: vsock.as_ref(),
+    })?;
     if let Some(host) = host_memory() {
         if memory.size > host {
             return Err(Error::TooMuchMemory {
@@ -316,11 +211,12 @@ pub fn plan(args: &RunArgs) -> Result<(Plan, Boot), Error> {
             cpus,
             memory,
             serial,
-            disks,
-            nets,
             vsock,
         },
-        kernel,
+        Opened {
+            boot: kernel,
+            devices,
+        },
     ))
 }
 
@@ -329,7 +225,7 @@ pub struct Vm {
     /// Keeps the VM (irqchip, memory slots, irqfds) alive until the vCPUs
     /// are gone; never read.
     #[allow(dead_code)]
-    pub vm_fd: VmFd,
+    pub kvm_vm: vstate::Vm,
     /// vCPU file descriptors, index = APIC id.
     pub vcpus: Vec<VcpuFd>,
     /// Port-I/O devices.
@@ -359,23 +255,6 @@ pub struct Vm {
     pub workers: Vec<devices::virtio::Worker>,
 }
 
-fn serial_output(s: &SerialOpt) -> Result<SerialOutput, Error> {
-    Ok(match s {
-        SerialOpt::Tty => SerialOutput::Stdout,
-        SerialOpt::Off => SerialOutput::Sink,
-        SerialOpt::File(p) => SerialOutput::Writer(Box::new(
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|err| Error::SerialFile {
-                    path: p.clone(),
-                    err,
-                })?,
-        )),
-    })
-}
-
 /// Builds the VM, as a recipe of named steps (Firecracker's
 /// `build_microvm_for_boot`): KVM first (cheap checks), then guest memory
 /// (mapped, its layout read back once, registered as KVM slots), the
@@ -385,36 +264,42 @@ fn serial_output(s: &SerialOpt) -> Result<SerialOutput, Error> {
 pub fn build(
     args: &RunArgs,
     plan: &Plan,
-    boot: Boot,
+    opened: Opened,
     timeline: &mut Timeline,
 ) -> Result<Vm, Error> {
-    let kvm = open_kvm(&args.kvm_device)?;
-    let vm_fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
+    let Opened {
+        boot,
+        devices: list,
+    } = opened;
+    let kvm_vm = vstate::Vm::create(&args.kvm_device)?;
+    let vm_fd = kvm_vm.fd();
 
     let mut ram = guest_memory::create(&plan.memory)?;
     timeline.mark("memory_ready");
     let layout = guest_memory::layout(&ram);
 
-    setup_interrupt_controllers(&vm_fd)?;
-    guest_memory::register_slots(&vm_fd, &ram, &layout)?;
+    kvm_vm.setup_irqchip()?;
+    kvm_vm.register_memory(&ram, &layout)?;
 
     // The stop flag is the VM's: COM1 gives up on an output nobody reads
     // once it is set (see SerialDevice::with_stop).
     let stop = Arc::new(AtomicBool::new(false));
-    let mut devices = attach_legacy_devices(&vm_fd, args, plan, stop.clone())?;
-    let (mmio, virtio, workers) = attach_virtio_devices(&vm_fd, &ram, plan)?;
     let acpi = args.acpi == crate::cli::OnOff::On;
-    // With ACPI the devices are DSDT devices: a hardware-reduced FADT gives
-    // command-line devices' IRQs no I/O APIC route (see arch::acpi).
-    let virtio_acpi: Vec<_> = virtio.iter().map(|v| v.acpi).collect();
-    let cmdline = [args.cmdline.as_str()]
-        .into_iter()
-        .chain(virtio.iter().filter(|_| !acpi).map(|v| v.cmdline.as_str()))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let mut devices = DeviceManager::with_legacy(
+        vm_fd,
+        &LegacyConfig {
+            serial: &plan.serial,
+            acpi,
+            debugcon: args.debugcon.as_deref(),
+        },
+        stop.clone(),
+    )?;
+    devices.attach_virtio(vm_fd, &ram, list)?;
+    let virtio_acpi = devices.acpi_devices();
+    let cmdline = devices.cmdline(&args.cmdline, acpi);
 
-    let vcpus = create_vcpus(&kvm, &vm_fd, plan.cpus.boot)?;
-    let base_sregs = vcpus[0].get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
+    let vcpus = kvm_vm.create_vcpus(plan.cpus.boot)?;
+    let base_sregs = vcpu::initial_sregs(&vcpus[0])?;
     let inputs = GuestInputs {
         initramfs: args.initramfs.as_deref(),
         cmdline: &cmdline,
@@ -424,15 +309,15 @@ pub fn build(
         acpi,
         virtio: &virtio_acpi,
     };
-    let guest = load_guest(&mut ram, boot, &inputs, base_sregs, &mut devices.bus)?;
-    configure_boot_vcpu(&vcpus[0], &guest)?;
+    let guest = load_guest(&mut ram, boot, &inputs, base_sregs, &mut devices)?;
+    vcpu::configure_boot(&vcpus[0], &guest)?;
     let verified_bytes = seal_hint(&mut ram, guest.hint.as_ref(), args.verify_hint)?;
 
     Ok(Vm {
-        vm_fd,
+        kvm_vm,
         vcpus,
-        bus: Arc::new(devices.bus),
-        mmio: Arc::new(mmio),
+        bus: Arc::new(devices.pio),
+        mmio: Arc::new(devices.mmio),
         serial: devices.serial,
         timer: devices.timer,
         ram,
@@ -442,295 +327,29 @@ pub fn build(
         stop,
         first_run: Arc::new(OnceLock::new()),
         unmapped: Arc::new(AtomicU64::new(0)),
-        workers,
+        workers: devices.workers,
     })
-}
-
-/// The TSS, the in-kernel irqchip (PIC, IOAPIC, LAPICs) and the PIT.
-fn setup_interrupt_controllers(vm_fd: &VmFd) -> Result<(), Error> {
-    vm_fd
-        .set_tss_address(KVM_TSS_ADDRESS)
-        .map_err(kvm_err("KVM_SET_TSS_ADDR"))?;
-    vm_fd
-        .create_irq_chip()
-        .map_err(kvm_err("KVM_CREATE_IRQCHIP"))?;
-    vm_fd
-        .create_pit2(kvm_pit_config {
-            flags: KVM_PIT_SPEAKER_DUMMY,
-            ..Default::default()
-        })
-        .map_err(kvm_err("KVM_CREATE_PIT2"))?;
-    Ok(())
-}
-
-/// The port-I/O bus and the devices the VM keeps handles to.
-struct LegacyDevices {
-    bus: PioBus,
-    serial: Arc<Mutex<SerialDevice>>,
-    timer: Arc<Mutex<BootTimer>>,
-}
-
-fn dev(e: devices::Error) -> Error {
-    Error::Devices(e.to_string())
-}
-
-/// COM1 (with its irqfd), i8042, the boot timer, the ACPI PM register
-/// (with `--acpi on`), CMOS and the debug console (with `--debugcon`).
-fn attach_legacy_devices(
-    vm_fd: &VmFd,
-    args: &RunArgs,
-    plan: &Plan,
-    stop: Arc<AtomicBool>,
-) -> Result<LegacyDevices, Error> {
-    let serial = SerialDevice::with_stop(serial_output(&plan.serial)?, stop)
-        .map_err(|e| Error::Devices(format!("serial: {e}")))?;
-    vm_fd
-        .register_irqfd(serial.interrupt_evt(), COM1_GSI)
-        .map_err(kvm_err("KVM_IRQFD (serial)"))?;
-    let serial = Arc::new(Mutex::new(serial));
-    let i8042 = Arc::new(Mutex::new(I8042Device::new()));
-    let timer = Arc::new(Mutex::new(BootTimer::new()));
-    let mut bus = PioBus::new();
-    bus.insert(COM1_BASE, COM1_LEN, serial.clone())
-        .map_err(dev)?;
-    bus.insert(I8042_DATA_PORT, 1, i8042.clone()).map_err(dev)?;
-    bus.insert(I8042_COMMAND_PORT, 1, i8042).map_err(dev)?;
-    bus.insert(TIMER_PORT, 4, timer.clone()).map_err(dev)?;
-    if args.acpi == crate::cli::OnOff::On {
-        bus.insert(
-            arch::acpi::PM_PORT,
-            1,
-            Arc::new(Mutex::new(devices::AcpiPm)),
-        )
-        .map_err(dev)?;
-    }
-    bus.insert(
-        devices::CMOS_PORT,
-        devices::CMOS_LEN,
-        Arc::new(Mutex::new(devices::Cmos::new())),
-    )
-    .map_err(dev)?;
-    if let Some(p) = &args.debugcon {
-        let f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .map_err(|err| {
-                Error::Devices(format!(
-                    "cannot open --debugcon file {}: {err}; check the path",
-                    p.display()
-                ))
-            })?;
-        let con = devices::Debugcon::new(Box::new(f));
-        bus.insert(devices::DEBUGCON_PORT, 1, Arc::new(Mutex::new(con)))
-            .map_err(dev)?;
-    }
-    Ok(LegacyDevices { bus, serial, timer })
-}
-
-/// The virtio-mmio devices: one virtio-blk per `--disk`, one virtio-net
-/// per `--net`, then vhost-vsock for `--vsock`, in that order. Each gets
-/// its 4 KiB window in the MMIO hole, a GSI driven by an irqfd (as
-/// COM1's), and a kernel command-line entry, returned, that tells Linux
-/// where it is (docs/vmm.md, "virtio devices"). Every queue's
-/// `QueueNotify` is a KVM ioeventfd: a vhost device's are read by the
-/// kernel's worker (plus a relay thread for its interrupts); a device the
-/// VMM runs (virtio-blk, user-space virtio-net) gets an I/O thread that
-/// serves them, so no request runs on a vCPU, and a user-space net device
-/// an RX thread too. Nothing here writes guest RAM (docs/security.md,
-/// section 4).
-fn attach_virtio_devices(
-    vm_fd: &VmFd,
-    ram: &GuestRam,
-    plan: &Plan,
-) -> Result<(MmioBus, Vec<VirtioPlacement>, Vec<devices::virtio::Worker>), Error> {
-    use devices::virtio::vhost::{VhostNet, VhostVsock};
-    use devices::virtio::{mmio, spawn_io_thread, MmioDevice, Net, Tap};
-    let mut bus = MmioBus::new();
-    let mut placed = Vec::new();
-    let mut workers = Vec::new();
-    let total = plan.disks.len() + plan.nets.len() + usize::from(plan.vsock.is_some());
-    let mut n = 0usize;
-    let mut place = |dev: Arc<Mutex<dyn MmioDevice>>,
-                     irq: &vmm_sys_util::eventfd::EventFd,
-                     what: &'static str|
-     -> Result<(u64, u32), Error> {
-        let (base, gsi, entry) = mmio::placement(n).ok_or(Error::TooManyDisks(total))?;
-        vm_fd.register_irqfd(irq, gsi).map_err(kvm_err(what))?;
-        bus.insert(base, mmio::MMIO_WINDOW, dev)
-            .map_err(|e| Error::Devices(e.to_string()))?;
-        placed.push(VirtioPlacement {
-            acpi: arch::acpi::VirtioMmio {
-                base: base as u32,
-                size: mmio::MMIO_WINDOW as u32,
-                gsi,
-            },
-            cmdline: entry,
-        });
-        n += 1;
-        Ok((base, gsi))
-    };
-    // Queue `q`'s notify as a KVM ioeventfd: the guest's 32-bit write of
-    // `q` to the window's QueueNotify signals `evt` inside KVM, with no
-    // exit to this process.
-    let ioevent = |evts: &[vmm_sys_util::eventfd::EventFd], base: u64, what: &'static str| {
-        evts.iter().enumerate().try_for_each(|(q, evt)| {
-            vm_fd
-                .register_ioevent(
-                    evt,
-                    &kvm_ioctls::IoEventAddress::Mmio(base + mmio::reg::QUEUE_NOTIFY),
-                    q as u32,
-                )
-                .map_err(kvm_err(what))
-        })
-    };
-    for (i, d) in plan.disks.iter().enumerate() {
-        let blk = devices::virtio::Block::open(&d.path, d.readonly)?;
-        let dev_err =
-            |e: std::io::Error| Error::Devices(format!("virtio-blk {}: {e}", d.path.display()));
-        let t = MmioTransport::new(blk, ram.memory().clone()).map_err(dev_err)?;
-        let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
-        let (io, kicks) = spawn_io_thread(t.runner(), format!("zs-blk{i}-io")).map_err(dev_err)?;
-        workers.push(io);
-        let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (virtio-blk)")?;
-        ioevent(&kicks, base, "KVM_IOEVENTFD (virtio-blk)")?;
-    }
-    let mem = Arc::new(ram.memory().clone());
-    for (i, nc) in plan.nets.iter().enumerate() {
-        let tap = Tap::open(&nc.tap)?;
-        let dev_err = |e: std::io::Error| Error::Devices(format!("virtio-net tap={}: {e}", nc.tap));
-        if nc.vhost {
-            let dev = VhostNet::new(mem.clone(), tap, nc.mac)?;
-            let t = MmioTransport::new(dev, ram.memory().clone()).map_err(dev_err)?;
-            let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
-            workers.push(
-                t.device()
-                    .spawn_relay(format!("zs-vhost-net{i}"), t.interrupt())
-                    .map_err(dev_err)?,
-            );
-            let kicks: Vec<_> = t
-                .device()
-                .kick_fds()
-                .into_iter()
-                .map(|k| k.try_clone())
-                .collect::<Result<_, _>>()
-                .map_err(dev_err)?;
-            let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (vhost-net)")?;
-            ioevent(&kicks, base, "KVM_IOEVENTFD (vhost-net kick)")?;
-            // The kick eventfds stay registered with KVM through the
-            // device's own copies; these were only for registering.
-        } else {
-            let t = MmioTransport::new(
-                Net::new(tap, nc.mac).map_err(dev_err)?,
-                ram.memory().clone(),
-            )
-            .map_err(dev_err)?;
-            let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
-            workers.push(
-                devices::virtio::net::spawn_rx_worker(t.runner(), format!("zs-net{i}-rx"))
-                    .map_err(dev_err)?,
-            );
-            let (io, kicks) =
-                spawn_io_thread(t.runner(), format!("zs-net{i}-io")).map_err(dev_err)?;
-            workers.push(io);
-            let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (virtio-net)")?;
-            ioevent(&kicks, base, "KVM_IOEVENTFD (virtio-net)")?;
-        }
-    }
-    if let Some(v) = &plan.vsock {
-        let dev = VhostVsock::new(mem.clone(), v.cid)?;
-        let dev_err = |e: std::io::Error| Error::Devices(format!("vhost-vsock cid={}: {e}", v.cid));
-        let t = MmioTransport::new(dev, ram.memory().clone()).map_err(dev_err)?;
-        let irq = t.interrupt_evt().try_clone().map_err(dev_err)?;
-        workers.push(
-            t.device()
-                .spawn_relay("zs-vhost-vsock".into(), t.interrupt())
-                .map_err(dev_err)?,
-        );
-        let kicks: Vec<_> = t
-            .device()
-            .kick_fds()
-            .into_iter()
-            .map(|k| k.try_clone())
-            .collect::<Result<_, _>>()
-            .map_err(dev_err)?;
-        let (base, _) = place(Arc::new(Mutex::new(t)), &irq, "KVM_IRQFD (vhost-vsock)")?;
-        ioevent(&kicks, base, "KVM_IOEVENTFD (vhost-vsock kick)")?;
-    }
-    Ok((bus, placed, workers))
-}
-
-/// Where a virtio-mmio device sits, in both of the forms Linux reads: an
-/// ACPI DSDT device (with `--acpi on`) or a `virtio_mmio.device=` entry on
-/// the command line (with `--acpi off`). Only one form is given to a guest,
-/// so a device is never probed twice.
-struct VirtioPlacement {
-    acpi: arch::acpi::VirtioMmio,
-    cmdline: String,
-}
-
-/// `n` vCPUs with filtered CPUID, the boot MSRs and LINT0/LINT1 set up;
-/// index = APIC id.
-fn create_vcpus(kvm: &Kvm, vm_fd: &VmFd, n: u8) -> Result<Vec<VcpuFd>, Error> {
-    let base_cpuid = kvm
-        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
-        .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
-    let msr_list = kvm
-        .get_msr_index_list()
-        .map_err(kvm_err("KVM_GET_MSR_INDEX_LIST"))?;
-    let msrs = msr_list.as_slice().to_vec();
-    let mut vcpus = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        let v = vm_fd
-            .create_vcpu(u64::from(i))
-            .map_err(kvm_err("KVM_CREATE_VCPU"))?;
-        let mut cpuid = base_cpuid.clone();
-        arch::cpuid::filter_cpuid(&mut cpuid, i, n)?;
-        v.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
-        arch::msr::setup_msrs(&v, &msrs)?;
-        arch::interrupts::setup_lint(&v)?;
-        vcpus.push(v);
-    }
-    Ok(vcpus)
 }
 
 /// Writes the guest's boot data and publishes the hint: directly
 /// ([`prepare_guest`], setup_data) or through firmware
-/// ([`crate::firmware::prepare`], fw_cfg, whose device and the platform
-/// registers EDK2 needs go on `bus`).
+/// ([`crate::firmware::prepare`], fw_cfg, whose device `devices`
+/// attaches).
 fn load_guest(
     ram: &mut GuestRam,
     boot: Boot,
     inputs: &GuestInputs<'_>,
     base_sregs: kvm_sregs,
-    bus: &mut PioBus,
+    devices: &mut DeviceManager,
 ) -> Result<PreparedGuest, Error> {
     match boot {
         Boot::Direct(mut kernel) => prepare_guest(ram, &mut kernel, inputs, base_sregs),
         Boot::Firmware(mut fw) => {
-            use devices::fw_cfg::{
-                FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN,
-            };
             let (guest, fw_cfg) = crate::firmware::prepare(ram, &mut fw, inputs, base_sregs)?;
-            let fw_cfg = Arc::new(Mutex::new(fw_cfg));
-            bus.insert(FW_CFG_PORT_SEL, FW_CFG_PORT_SEL_LEN, fw_cfg.clone())
-                .map_err(dev)?;
-            bus.insert(FW_CFG_PORT_DMA, FW_CFG_PORT_DMA_LEN, fw_cfg)
-                .map_err(dev)?;
-            devices::fw_platform::insert(bus).map_err(dev)?;
+            devices.attach_fw_cfg(fw_cfg)?;
             Ok(guest)
         }
     }
-}
-
-/// The boot vCPU's registers, segments and FPU at the entry point.
-fn configure_boot_vcpu(v0: &VcpuFd, guest: &PreparedGuest) -> Result<(), Error> {
-    v0.set_sregs(&guest.sregs)
-        .map_err(kvm_err("KVM_SET_SREGS"))?;
-    v0.set_regs(&guest.regs).map_err(kvm_err("KVM_SET_REGS"))?;
-    v0.set_fpu(&arch::regs::boot_fpu())
-        .map_err(kvm_err("KVM_SET_FPU"))?;
-    Ok(())
 }
 
 /// `--verify-hint` re-reads every hinted byte (returns how many); then the
@@ -791,29 +410,25 @@ pub fn prepare_guest(
         }
         None => None,
     };
-    let mut mem = Tracked(ram);
-    let cmdline_len = boot::write_cmdline(&mut mem, inputs.cmdline, k.cmdline_size())?;
-    arch::mptable::setup_mptable(&mut mem, inputs.cpus)?;
-    let acpi_rsdp = if inputs.acpi {
-        arch::acpi::setup_acpi(&mut mem, inputs.cpus, inputs.virtio)?.0
-    } else {
-        0
-    };
-    if k.format == Format::Elf {
+    let cmdline_len = boot::write_cmdline(&mut Tracked(ram), inputs.cmdline, k.cmdline_size())?;
+    let entry = match k.format {
         // PVH: no boot_params, so no setup_data and no hint.
-        let start = arch::pvh::write_start_info(&mut mem, inputs.layout, initrd)?;
-        let sregs = arch::pvh::pvh_sregs(&mut mem, base_sregs)?;
+        Format::Elf => Entry::Pvh {
+            entry: k.entry,
+            initrd,
+            rsdp_in_start_info: false,
+        },
+        _ => Entry::LongMode { entry: k.entry },
+    };
+    let state = crate::guest::write_platform(ram, inputs, entry, base_sregs)?;
+    if k.format == Format::Elf {
         return Ok(PreparedGuest {
-            regs: arch::pvh::pvh_regs(k.entry, start),
-            sregs,
+            regs: state.regs,
+            sregs: state.sregs,
             hint: None,
             format: Format::Elf,
         });
     }
-    let sregs = arch::regs::long_mode_sregs(&mut mem, base_sregs)?;
-    // The legacy first MiB is never hinted, written or not. setup_data
-    // (with the hint blob itself) and boot_params go there below.
-    ram.mark_written(GuestAddress(0), LOW_MEMORY_END)?;
 
     // The hint: everything not written so far, published as the first
     // setup_data entry (transport a), then frozen.
@@ -833,7 +448,7 @@ pub fn prepare_guest(
             cmdline_len,
             initrd,
             setup_data: setup_addr,
-            acpi_rsdp,
+            acpi_rsdp: state.rsdp.unwrap_or(0),
         })?;
         boot::write_boot_params(&mut mem, &params)?;
         Ok::<(), Error>(())
@@ -841,8 +456,8 @@ pub fn prepare_guest(
     let hint = published.zero;
 
     Ok(PreparedGuest {
-        regs: arch::regs::boot_regs(k.entry),
-        sregs,
+        regs: state.regs,
+        sregs: state.sregs,
         hint,
         format: Format::BzImage,
     })
@@ -1078,38 +693,48 @@ mod tests {
                 "the vsock part: no /dev/vhost-vsock here (modprobe vhost_vsock)",
             );
         }
-        let plan = Plan {
-            cpus: CpusConfig::parse("boot=1").unwrap(),
-            memory: options::memory("size=64M").unwrap(),
-            serial: SerialOpt::Off,
-            disks: vec![options::disk(&format!("path={}", img.path().display())).unwrap()],
-            nets: plan_nets(
-                &[options::net("tap=zst0").unwrap()],
-                Path::new(devices::virtio::vhost::VHOST_NET_DEV).exists(),
-            )
-            .unwrap(),
-            vsock,
-        };
-        let kvm = open_kvm(Path::new("/dev/kvm")).unwrap();
-        let vm_fd = kvm.create_vm().unwrap();
+        let disks = vec![options::disk(&format!("path={}", img.path().display())).unwrap()];
+        let nets = plan_nets(
+            &[options::net("tap=zst0").unwrap()],
+            Path::new(devices::virtio::vhost::VHOST_NET_DEV).exists(),
+        )
+        .unwrap();
+        let kvm_vm = vstate::Vm::create(Path::new("/dev/kvm")).unwrap();
+        let vm_fd = kvm_vm.fd();
         let mut ram = ram(64 * MIB);
         fill(&ram, pattern);
         let layout = guest_memory::layout(&ram);
-        setup_interrupt_controllers(&vm_fd).unwrap();
-        guest_memory::register_slots(&vm_fd, &ram, &layout).unwrap();
+        kvm_vm.setup_irqchip().unwrap();
+        kvm_vm.register_memory(&ram, &layout).unwrap();
         let nsfile = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-        let (bus, cmdline, mut workers) = std::thread::scope(|sc| {
+        let mut dm = DeviceManager::with_legacy(
+            vm_fd,
+            &LegacyConfig {
+                serial: &SerialOpt::Off,
+                acpi: false,
+                debugcon: None,
+            },
+            Arc::new(AtomicBool::new(false)),
+        )
+        .unwrap();
+        std::thread::scope(|sc| {
             sc.spawn(|| {
                 use std::os::fd::AsRawFd;
                 // SAFETY: this thread only.
                 let r = unsafe { libc::setns(nsfile.as_raw_fd(), libc::CLONE_NEWNET) };
                 assert_eq!(r, 0);
-                attach_virtio_devices(&vm_fd, &ram, &plan).unwrap()
+                let list = DeviceList::open(&VirtioConfig {
+                    disks: &disks,
+                    nets: &nets,
+                    vsock: vsock.as_ref(),
+                })
+                .unwrap();
+                dm.attach_virtio(vm_fd, &ram, list).unwrap()
             })
             .join()
             .unwrap()
         });
-        assert_eq!(cmdline.len(), 2 + usize::from(plan.vsock.is_some()));
+        assert_eq!(dm.virtio_count(), 2 + usize::from(vsock.is_some()));
         // Every queue's QueueNotify is taken by an ioeventfd (the disk's
         // one queue, the net device's two): KVM refuses a second one with
         // the same address and datamatch. Queue 2 of the net device has
@@ -1162,7 +787,7 @@ mod tests {
         );
         put(hdr, &[0u8; 17]);
         put(avail, &[0, 0, 1, 0, 0, 0]);
-        let w = |off: u64, v: u32| assert!(bus.write(MMIO_BASE + off, &v.to_le_bytes()));
+        let w = |off: u64, v: u32| assert!(dm.mmio.write(MMIO_BASE + off, &v.to_le_bytes()));
         w(reg::STATUS, 3);
         w(reg::DRIVER_FEATURES_SEL, 1);
         w(reg::DRIVER_FEATURES, 1);
@@ -1186,9 +811,9 @@ mod tests {
             512,
             "the check must see the device's write"
         );
-        for wk in &mut workers {
+        for wk in &mut dm.workers {
             assert!(wk.stop(std::time::Duration::from_secs(2)));
         }
-        assert_eq!(bus.stop_devices(std::time::Duration::from_secs(1)), 0);
+        assert_eq!(dm.mmio.stop_devices(std::time::Duration::from_secs(1)), 0);
     }
 }

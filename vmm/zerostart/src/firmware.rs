@@ -20,19 +20,17 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::mem::offset_of;
 use std::path::{Path, PathBuf};
 
-use arch::layout::{RamLayout, CMDLINE_START, HIMEM_START, LOW_MEMORY_END};
+use arch::layout::{RamLayout, CMDLINE_START, HIMEM_START};
 use devices::fw_cfg::{self, key, FwCfg};
 use kvm_bindings::kvm_sregs;
-use linux_loader::loader::elf::start_info::hvm_start_info;
 use linux_loader::loader::elf::{Elf, PvhBootCapability};
 use linux_loader::loader::KernelLoader;
 use vm_memory::GuestAddress;
 
 use crate::cli::FirmwareHint;
-use crate::guest::{GuestInputs, PreparedGuest};
+use crate::guest::{Entry, GuestInputs, PreparedGuest};
 use crate::guest_memory::{GuestRam, Tracked};
 use crate::hint;
 use crate::kernel::{self, Format, Kernel};
@@ -119,15 +117,12 @@ pub enum Error {
     /// Guest memory tracking.
     #[error(transparent)]
     Ram(#[from] guestmem::Error),
-    /// MP table.
+    /// The platform tables and PVH boot state (crate::guest).
     #[error(transparent)]
-    Mptable(#[from] arch::mptable::Error),
+    Platform(#[from] crate::guest::PlatformError),
     /// PVH boot data.
     #[error(transparent)]
     Pvh(#[from] arch::pvh::Error),
-    /// ACPI tables.
-    #[error(transparent)]
-    Acpi(#[from] arch::acpi::Error),
     /// Computing, publishing or freezing the hint (crate::hint).
     #[error(transparent)]
     Publish(#[from] hint::Error),
@@ -271,30 +266,21 @@ pub fn prepare(
     let end = load.kernel_end.max(HIMEM_START);
     ram.mark_written(GuestAddress(HIMEM_START), end - HIMEM_START)?;
 
-    let mut mem = Tracked(ram);
     // PVH points at a command line; the firmware's own is empty (the
     // kernel's goes over fw_cfg).
-    arch::BootMemory::write_tracked(&mut mem, &[0], GuestAddress(CMDLINE_START))
+    arch::BootMemory::write_tracked(&mut Tracked(ram), &[0], GuestAddress(CMDLINE_START))
         .map_err(arch::MemoryError)
         .map_err(arch::pvh::Error::Memory)?;
-    arch::mptable::setup_mptable(&mut mem, inputs.cpus)?;
-    let rsdp = if inputs.acpi {
-        Some(arch::acpi::setup_acpi(&mut mem, inputs.cpus, inputs.virtio)?.0)
-    } else {
-        None
-    };
-    let start = arch::pvh::write_start_info(&mut mem, inputs.layout, None)?;
-    if let Some(rsdp) = rsdp {
-        // CloudHv's ACPI platform driver finds the tables through
-        // hvm_start_info.rsdp_paddr.
-        let at = GuestAddress(start.0 + offset_of!(hvm_start_info, rsdp_paddr) as u64);
-        arch::BootMemory::write_tracked(&mut mem, &rsdp.to_le_bytes(), at)
-            .map_err(arch::MemoryError)
-            .map_err(arch::pvh::Error::Memory)?;
-    }
-    let sregs = arch::pvh::pvh_sregs(&mut mem, base_sregs)?;
-    // Never hinted, written or not (as for direct boot).
-    ram.mark_written(GuestAddress(0), LOW_MEMORY_END)?;
+    let state = crate::guest::write_platform(
+        ram,
+        inputs,
+        Entry::Pvh {
+            entry,
+            initrd: None,
+            rsdp_in_start_info: true,
+        },
+        base_sregs,
+    )?;
 
     // The hint: everything not written so far, as the fw_cfg file
     // (transport b; VMM memory, so the blob, kernel and initramfs take
@@ -332,8 +318,8 @@ pub fn prepare(
     }
     Ok((
         PreparedGuest {
-            regs: arch::pvh::pvh_regs(entry, start),
-            sregs,
+            regs: state.regs,
+            sregs: state.sregs,
             hint: zero,
             format: Format::Firmware,
         },
@@ -411,7 +397,9 @@ mod tests {
     use super::*;
     use crate::guest_memory;
     use crate::guest_memory::MemoryConfig;
+    use linux_loader::loader::elf::start_info::hvm_start_info;
     use std::io::Write;
+    use std::mem::offset_of;
     use vm_memory::Bytes;
 
     const MIB: u64 = 1 << 20;

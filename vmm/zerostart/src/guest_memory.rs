@@ -1,16 +1,13 @@
 //! Guest memory on the VMM's side: creating `guestmem::GuestRam` by the
-//! arch crate's layout rule, reading the layout back once
-//! ([`layout`]), registering it as KVM memory slots, the
-//! [`arch::BootMemory`] door, the hint report, and the test-only untracked
-//! write. (Named apart from guestmem's `ram.rs`, which is the RAM itself,
+//! arch crate's layout rule, reading the layout back once ([`layout`]),
+//! the [`arch::BootMemory`] door, the hint report, and the test-only
+//! untracked write (its KVM memory slots are `vstate::vm`'s). (Named apart from guestmem's `ram.rs`, which is the RAM itself,
 //! and from `launch/memory.rs`, an external VMM's memory.)
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arch::layout::RamLayout;
-use kvm_bindings::kvm_userspace_memory_region;
-use kvm_ioctls::VmFd;
 use vm_memory::{GuestAddress, GuestMemoryBackend};
 
 pub use guestmem::{Error, GuestRam, MemoryConfig};
@@ -91,55 +88,6 @@ fn lease_from_pool(
 /// KVM memory slots.
 pub fn layout(ram: &GuestRam) -> RamLayout {
     RamLayout::from_memory(ram.memory())
-}
-
-/// Why a KVM memory slot could not be registered.
-#[derive(Debug, thiserror::Error)]
-pub enum SlotError {
-    /// The region has no host mapping (a VMM bug).
-    #[error("guest RAM region at {addr:#x} has no host mapping: {err}; this is a VMM bug")]
-    Unmapped {
-        /// Region start.
-        addr: u64,
-        /// Cause.
-        err: vm_memory::GuestMemoryError,
-    },
-    /// The ioctl failed.
-    #[error("KVM_SET_USER_MEMORY_REGION (slot {slot}) failed: {err}")]
-    Kvm {
-        /// Slot number.
-        slot: u32,
-        /// errno.
-        err: kvm_ioctls::Error,
-    },
-}
-
-/// Registers every region of `layout` (from [`layout`]) as a KVM memory
-/// slot of `vm_fd`, slot `i` for region `i`.
-///
-/// # Safety contract
-///
-/// `ram` must stay mapped as long as `vm_fd` can run vCPUs: the builder's
-/// `Vm` owns both and drops the RAM only after the vCPUs have stopped.
-pub fn register_slots(vm_fd: &VmFd, ram: &GuestRam, layout: &RamLayout) -> Result<(), SlotError> {
-    for (slot, &(start, len)) in layout.regions().iter().enumerate() {
-        let slot = slot as u32;
-        let host = ram
-            .memory()
-            .get_host_address(start)
-            .map_err(|err| SlotError::Unmapped { addr: start.0, err })?;
-        let r = kvm_userspace_memory_region {
-            slot,
-            flags: 0,
-            guest_phys_addr: start.0,
-            memory_size: len,
-            userspace_addr: host as u64,
-        };
-        // SAFETY: the region stays mapped as long as `ram`, which the Vm
-        // owns and drops after the vCPUs have stopped (see above).
-        unsafe { vm_fd.set_user_memory_region(r) }.map_err(|err| SlotError::Kvm { slot, err })?;
-    }
-    Ok(())
 }
 
 /// [`arch::BootMemory`] over [`GuestRam`]: every arch write is tracked.

@@ -6,6 +6,7 @@
 
 mod builder;
 mod cli;
+mod device_manager;
 mod firmware;
 mod guest;
 mod guest_memory;
@@ -17,7 +18,7 @@ mod phases;
 mod supervisor;
 mod timeline;
 mod tty;
-mod vcpu;
+mod vstate;
 
 use std::path::Path;
 use std::time::Instant;
@@ -28,7 +29,7 @@ use serde_json::json;
 
 use crate::cli::{BenchCommand, Cli, Command, RunArgs};
 use crate::timeline::Timeline;
-use crate::vcpu::VmEvent;
+use crate::vstate::vcpu::VmEvent;
 
 fn main() {
     // Time zero of the boot timeline: as early as Rust code runs.
@@ -91,7 +92,7 @@ fn main() {
 
 fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     let mut tl = Timeline::new(start);
-    let (plan, kernel) = builder::plan(args)?;
+    let (plan, opened) = builder::plan(args)?;
     // Listening before the guest exists, so no phase line is missed; a
     // listener that cannot start costs the phases, not the VM.
     let listener = match &plan.vsock {
@@ -104,7 +105,7 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
         },
         None => None,
     };
-    let vm = builder::build(args, &plan, kernel, &mut tl)?;
+    let vm = builder::build(args, &plan, opened, &mut tl)?;
     let tty = matches!(plan.serial, cli::SerialOpt::Tty);
     let (vm, ended) = supervisor::run(vm, tty)?;
     ended.mark(&vm, &mut tl);

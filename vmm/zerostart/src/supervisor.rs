@@ -11,7 +11,7 @@ use anyhow::Context;
 use crate::builder::Vm;
 use crate::timeline::Timeline;
 use crate::tty;
-use crate::vcpu::{self, Vcpu, VmEvent};
+use crate::vstate::vcpu::{self, Vcpu, VmEvent};
 
 /// How a VM run ended.
 #[derive(Debug)]

@@ -164,14 +164,30 @@ fn bad_disk_values() {
     }
     let out = run_with(k.path(), &args);
     assert_one_line_error(&out, &["20 virtio devices", "at most 19", "attach fewer"]);
-    // Control: a good --disk gets past planning (to the missing KVM device).
+    // Each image is opened (and locked) once, in planning: the same image
+    // writable and again read-only is refused before KVM is touched.
+    let ro_arg = format!("{img_arg},readonly=on");
     let out = run_with(
         k.path(),
         &[
             "--disk",
             &img_arg,
             "--disk",
-            &format!("{img_arg},readonly=on"),
+            &ro_arg,
+            "--kvm-device",
+            "/nonexistent/kvm",
+        ],
+    );
+    assert_one_line_error(&out, &["is in use", "readonly=on"]);
+    // Control: good --disks get past planning (to the missing KVM device).
+    let img2 = temp_file(&[0u8; 4096]);
+    let out = run_with(
+        k.path(),
+        &[
+            "--disk",
+            &img_arg,
+            "--disk",
+            &format!("path={},readonly=on", img2.path().display()),
             "--kvm-device",
             "/nonexistent/kvm",
         ],

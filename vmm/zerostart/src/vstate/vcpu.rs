@@ -1,5 +1,6 @@
-//! The vCPU run loop: one thread per vCPU, KVM_RUN until the guest or the
-//! VMM ends the VM.
+//! The vCPUs: created and set up for boot (CPUID, MSRs, LAPIC, the boot
+//! vCPU's entry state), then the run loop: one thread per vCPU, KVM_RUN
+//! until the guest or the VMM ends the VM.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -13,7 +14,52 @@ use kvm_bindings::{
     kvm_run, KVM_MP_STATE_HALTED, KVM_MP_STATE_INIT_RECEIVED, KVM_MP_STATE_UNINITIALIZED,
     KVM_SYSTEM_EVENT_CRASH, KVM_SYSTEM_EVENT_RESET, KVM_SYSTEM_EVENT_SHUTDOWN,
 };
-use kvm_ioctls::{VcpuExit, VcpuFd};
+use kvm_bindings::{kvm_sregs, KVM_MAX_CPUID_ENTRIES};
+use kvm_ioctls::{Kvm, VcpuExit, VcpuFd, VmFd};
+
+use super::{kvm_err, Error};
+use crate::guest::PreparedGuest;
+
+/// `n` vCPUs with filtered CPUID, the boot MSRs and LINT0/LINT1 set up;
+/// index = APIC id.
+pub fn create_all(kvm: &Kvm, vm_fd: &VmFd, n: u8) -> Result<Vec<VcpuFd>, Error> {
+    let base_cpuid = kvm
+        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+        .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
+    let msr_list = kvm
+        .get_msr_index_list()
+        .map_err(kvm_err("KVM_GET_MSR_INDEX_LIST"))?;
+    let msrs = msr_list.as_slice().to_vec();
+    let mut vcpus = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let v = vm_fd
+            .create_vcpu(u64::from(i))
+            .map_err(kvm_err("KVM_CREATE_VCPU"))?;
+        let mut cpuid = base_cpuid.clone();
+        arch::cpuid::filter_cpuid(&mut cpuid, i, n)?;
+        v.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
+        arch::msr::setup_msrs(&v, &msrs)?;
+        arch::interrupts::setup_lint(&v)?;
+        vcpus.push(v);
+    }
+    Ok(vcpus)
+}
+
+/// The special registers KVM gave a fresh vCPU: the base every boot path
+/// builds its entry segments on.
+pub fn initial_sregs(v: &VcpuFd) -> Result<kvm_sregs, Error> {
+    v.get_sregs().map_err(kvm_err("KVM_GET_SREGS"))
+}
+
+/// The boot vCPU's registers, segments and FPU at the entry point.
+pub fn configure_boot(v0: &VcpuFd, guest: &PreparedGuest) -> Result<(), Error> {
+    v0.set_sregs(&guest.sregs)
+        .map_err(kvm_err("KVM_SET_SREGS"))?;
+    v0.set_regs(&guest.regs).map_err(kvm_err("KVM_SET_REGS"))?;
+    v0.set_fpu(&arch::regs::boot_fpu())
+        .map_err(kvm_err("KVM_SET_FPU"))?;
+    Ok(())
+}
 
 /// Why the VM stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
