@@ -303,7 +303,7 @@ impl RegionMemory {
         let cname = CString::new(name).expect("region names have no NUL");
         // Sealed against resizing: a client cannot shrink it under the
         // daemon's mapping.
-        let f = hostmem::memfd(&cname, len, page, true).map_err(|e| {
+        let f = hostmem::memfd(&cname, len, page, hostmem::Sealing::Size).map_err(|e| {
             Error::io(
                 format!("memfd_create({name}, {page} pages) (is hugetlb enabled in this kernel?)"),
                 e,
