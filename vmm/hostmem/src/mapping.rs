@@ -543,4 +543,44 @@ mod tests {
         let e = Mapping::anonymous(1 << 62).hugetlb(page).map().unwrap_err();
         assert!(e.to_string().contains("2M hugepages"), "{e}");
     }
+
+    /// The workspace's other crates (src, tests, examples, benches) map
+    /// memory only through [`Mapping`] (or vm-memory, for guest RAM).
+    #[test]
+    fn no_other_crate_calls_mmap() {
+        fn walk(dir: &std::path::Path, hits: &mut Vec<String>) {
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                let name = e.file_name();
+                if p.is_dir() {
+                    if name != "target" && name != "hostmem" && name != ".git" {
+                        walk(&p, hits);
+                    }
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&p).unwrap_or_default();
+                    for bad in [
+                        "libc::mmap",
+                        "libc::munmap",
+                        "libc::mremap",
+                        "mman::mmap",
+                        "mman::munmap",
+                    ] {
+                        if text.contains(bad) {
+                            hits.push(format!("{}: {bad}", p.display()));
+                        }
+                    }
+                }
+            }
+        }
+        let vmm = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut hits = Vec::new();
+        walk(&vmm, &mut hits);
+        assert!(
+            hits.is_empty(),
+            "map through hostmem::Mapping instead: {hits:?}"
+        );
+    }
 }
