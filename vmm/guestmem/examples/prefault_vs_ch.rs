@@ -23,56 +23,38 @@ fn ch_threads(size: usize) -> usize {
 /// cloud-hypervisor's prefault: a fresh mapping, populated by
 /// `ch_threads(size)` threads, one chunk each. Returns seconds.
 fn ch_prefault(size: usize, huge: bool) -> Result<f64, String> {
-    let flags = libc::MAP_PRIVATE
-        | libc::MAP_ANONYMOUS
-        | libc::MAP_NORESERVE
-        | if huge {
-            libc::MAP_HUGETLB | (21 << libc::MAP_HUGE_SHIFT)
-        } else {
-            0
-        };
-    let t = Instant::now();
-    // SAFETY: a fresh anonymous mapping, unmapped below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            -1,
-            0,
-        )
+    let page = if huge {
+        hostmem::PageSize::Size2M
+    } else {
+        hostmem::PageSize::Size4K
     };
-    if p == libc::MAP_FAILED {
-        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
-    }
+    let t = Instant::now();
+    let m = hostmem::Mapping::anonymous(size)
+        .noreserve()
+        .hugetlb(page)
+        .map()
+        .map_err(|e| format!("mmap: {}", e.os_error()))?;
     if !huge {
-        // SAFETY: advice on our mapping (guestmem's THP backing does the same).
-        unsafe { libc::madvise(p, size, libc::MADV_HUGEPAGE) };
+        // guestmem's THP backing does the same; failure only costs speed.
+        let _ = m.advise(libc::MADV_HUGEPAGE);
     }
     let n = ch_threads(size);
-    let page = if huge { 2 << 20 } else { 4096 };
+    let page = page.bytes() as usize;
     let chunk = (size / n).div_ceil(page) * page;
-    let base = p as usize;
+    let m = &m;
     let ok = std::thread::scope(|s| {
         let hs: Vec<_> = (0..n)
             .map(|i| {
                 s.spawn(move || {
                     let off = i * chunk;
                     let len = chunk.min(size.saturating_sub(off));
-                    // SAFETY: inside our mapping.
-                    len == 0
-                        || unsafe {
-                            libc::madvise((base + off) as *mut _, len, libc::MADV_POPULATE_WRITE)
-                        } == 0
+                    len == 0 || m.populate_range(off, len).is_ok()
                 })
             })
             .collect();
         hs.into_iter().all(|h| h.join().unwrap())
     });
     let secs = t.elapsed().as_secs_f64();
-    // SAFETY: our mapping.
-    unsafe { libc::munmap(p, size) };
     if ok {
         Ok(secs)
     } else {

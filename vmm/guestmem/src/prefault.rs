@@ -181,25 +181,16 @@ mod tests {
     fn populate_error_is_an_error_not_a_signal() {
         // A PROT_NONE mapping cannot be populated for write: EFAULT/ENOMEM,
         // never SIGSEGV/SIGBUS.
-        // SAFETY: plain anonymous mapping, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                1 << 20,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        let m = hostmem::Mapping::anonymous(1 << 20)
+            .prot(hostmem::Prot::None)
+            .map()
+            .unwrap();
         let r = populate_write(&Span {
             gpa: 0x4000,
-            host: p as usize,
+            host: m.as_ptr() as usize,
             len: 1 << 20,
         });
-        // SAFETY: mapped above.
-        unsafe { libc::munmap(p, 1 << 20) };
+        drop(m);
         assert!(
             matches!(r, Err(Error::Prefault { gpa: 0x4000, .. })),
             "{r:?}"

@@ -16,7 +16,12 @@
 //! * [`parse_size`]: the one size grammar (`4G`, `512M`, `4096`, `4GiB`).
 //! * [`hugepages`]: the sysfs counters of a hugetlb pool and a guard that
 //!   grows it for a while and gives the pages back.
-//! * [`memfd`]: `memfd_create` of a page size, sized (and sealed if asked).
+//! * [`Mapping`]: the one owner of a host mapping (`mmap` with readable
+//!   flags, advice, populate, `munmap` on drop); no other crate calls
+//!   `mmap` itself.
+//! * [`memfd`]: `memfd_create` of a page size, sized (and sealed as
+//!   asked: now against resizing, or later against every change with
+//!   [`freeze`]).
 //! * [`hugetlbfs`]: is a path or fd on hugetlbfs of a page size, and is a
 //!   memory file (or its directory) private to this process.
 //! * [`populate_write`]: `MADV_POPULATE_WRITE` as an error, never a signal.
@@ -33,6 +38,7 @@
 pub mod cgroup;
 pub mod hugepages;
 pub mod hugetlbfs;
+mod mapping;
 pub mod numa;
 mod page;
 mod parallel;
@@ -43,18 +49,32 @@ use std::fs::File;
 use std::io;
 use std::os::fd::FromRawFd;
 
+pub use mapping::{MapBuilder, MapError, Mapping, Prot};
 pub use page::{PageSize, PageSizeError};
 pub use parallel::{parallel, Chunk};
 pub use size::{human, parse_size, SizeError};
 
+/// Whether, and when, a [`memfd`] is sealed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sealing {
+    /// Never: the file may be resized by whoever holds it (memory only
+    /// this process maps).
+    Never,
+    /// Against growing and shrinking now (and against further seals), so
+    /// whoever it is passed to cannot resize it under the creator's
+    /// mapping.
+    Size,
+    /// Not yet: the creator writes it, then seals it against every change
+    /// with [`freeze`].
+    Later,
+}
+
 /// A `memfd_create` file of `len` bytes backed by `page`-sized pages
 /// (4K: shmem; 2M/1G: hugetlb, which fails with the kernel's error when
-/// the kernel lacks that size), close-on-exec. With `seal`, it is sealed
-/// against growing and shrinking, so whoever it is passed to cannot
-/// resize it under the creator's mapping.
-pub fn memfd(name: &CStr, len: u64, page: PageSize, seal: bool) -> io::Result<File> {
+/// the kernel lacks that size), close-on-exec, sealed as `sealing` says.
+pub fn memfd(name: &CStr, len: u64, page: PageSize, sealing: Sealing) -> io::Result<File> {
     let mut flags = libc::MFD_CLOEXEC | page.mfd_flags();
-    if seal {
+    if sealing != Sealing::Never {
         flags |= libc::MFD_ALLOW_SEALING;
     }
     // SAFETY: plain syscall with a valid C string.
@@ -65,15 +85,32 @@ pub fn memfd(name: &CStr, len: u64, page: PageSize, seal: bool) -> io::Result<Fi
     // SAFETY: a fresh descriptor we own.
     let f = unsafe { File::from_raw_fd(raw) };
     f.set_len(len)?;
-    if seal {
-        use std::os::fd::AsRawFd;
-        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-        // SAFETY: valid fd.
-        if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    if sealing == Sealing::Size {
+        add_seals(
+            &f,
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+        )?;
     }
     Ok(f)
+}
+
+/// Seals a [`Sealing::Later`] memfd against every change: no write (not
+/// even through a mapping made later), no resize, no further seal. Fails
+/// (`EBUSY`) while a writable shared mapping of it exists.
+pub fn freeze(f: &File) -> io::Result<()> {
+    add_seals(
+        f,
+        libc::F_SEAL_WRITE | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+    )
+}
+
+fn add_seals(f: &File, seals: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a valid fd.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// `madvise(MADV_POPULATE_WRITE)` over `[ptr, ptr + len)`: faults every
@@ -157,35 +194,41 @@ mod tests {
 
     #[test]
     fn memfd_sizes_and_seals() {
+        use std::io::Write;
         use std::os::fd::AsRawFd;
-        let f = memfd(c"hostmem-test", 1 << 20, PageSize::Size4K, true).unwrap();
+        let f = memfd(c"hostmem-test", 1 << 20, PageSize::Size4K, Sealing::Size).unwrap();
         assert_eq!(f.metadata().unwrap().len(), 1 << 20);
         assert!(f.set_len(2 << 20).is_err(), "sealed against growing");
         // SAFETY: valid fd.
         let seals = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GET_SEALS) };
         assert_ne!(seals & libc::F_SEAL_SHRINK, 0);
-        let g = memfd(c"hostmem-test", 1 << 20, PageSize::Size4K, false).unwrap();
+        assert!(freeze(&f).is_err(), "F_SEAL_SEAL: no more seals");
+        let g = memfd(c"hostmem-test", 1 << 20, PageSize::Size4K, Sealing::Never).unwrap();
         g.set_len(2 << 20).unwrap();
+        assert!(freeze(&g).is_err(), "not sealable");
+        let mut h = memfd(c"hostmem-test", 0, PageSize::Size4K, Sealing::Later).unwrap();
+        h.write_all(b"hint").unwrap();
+        freeze(&h).unwrap();
+        assert!(h.write_all(b"x").is_err() && h.set_len(1).is_err());
+        assert_eq!(
+            std::fs::read(format!("/proc/self/fd/{}", h.as_raw_fd())).unwrap(),
+            b"hint"
+        );
     }
 
     #[test]
     fn populate_is_an_error_not_a_signal() {
-        // SAFETY: plain anonymous mappings, unmapped below.
+        let m = Mapping::anonymous(1 << 20).prot(Prot::None).map().unwrap();
+        // SAFETY: inside the mapping above.
         unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
+            assert!(populate_write(m.as_ptr(), 1 << 20).is_err());
+            libc::mprotect(
+                m.as_ptr().cast(),
                 1 << 20,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
+                libc::PROT_READ | libc::PROT_WRITE,
             );
-            assert_ne!(p, libc::MAP_FAILED);
-            assert!(populate_write(p.cast(), 1 << 20).is_err());
-            libc::mprotect(p, 1 << 20, libc::PROT_READ | libc::PROT_WRITE);
-            populate_write(p.cast(), 1 << 20).unwrap();
-            populate_write(p.cast(), 0).unwrap();
-            libc::munmap(p, 1 << 20);
+            populate_write(m.as_ptr(), 1 << 20).unwrap();
+            populate_write(m.as_ptr(), 0).unwrap();
         }
         assert!(mem_available().unwrap() > 0);
     }

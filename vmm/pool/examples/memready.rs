@@ -15,7 +15,6 @@
 //! reserves and restores them). One JSON object per measurement on
 //! stdout, a table on stderr.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use pool::daemon::{Config, Daemon};
@@ -23,54 +22,25 @@ use pool::PageSize;
 
 const HUGE_2M: u64 = 2 << 20;
 
+/// A fresh 2M hugetlb memfd, mapped shared.
 struct Fresh {
-    _fd: OwnedFd,
-    ptr: *mut u8,
-    len: usize,
+    map: hostmem::Mapping,
 }
 
 impl Fresh {
     fn new(len: u64) -> Fresh {
-        let flags = libc::MFD_CLOEXEC | libc::MFD_HUGETLB | (21 << libc::MFD_HUGE_SHIFT);
-        let raw = unsafe { libc::memfd_create(c"bench".as_ptr(), flags) };
-        assert!(
-            raw >= 0,
-            "memfd_create: {}",
-            std::io::Error::last_os_error()
-        );
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), len as i64) }, 0);
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        assert_ne!(
-            p,
-            libc::MAP_FAILED,
-            "mmap of {len} bytes of 2M hugetlb: {} (reserve hugepages first)",
-            std::io::Error::last_os_error()
-        );
-        Fresh {
-            _fd: fd,
-            ptr: p.cast(),
-            len: len as usize,
-        }
+        use std::os::fd::AsFd;
+        let fd = hostmem::memfd(c"bench", len, PageSize::Size2M, hostmem::Sealing::Never)
+            .unwrap_or_else(|e| panic!("memfd_create: {e}"));
+        let map = hostmem::Mapping::file(fd.as_fd(), 0, len as usize)
+            .map()
+            .unwrap_or_else(|e| panic!("{e} (reserve hugepages first)"));
+        Fresh { map }
     }
 
     fn slice(&mut self) -> &mut [u8] {
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Fresh {
-    fn drop(&mut self) {
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        // SAFETY: the bench's own memfd, written by nobody else.
+        unsafe { self.map.as_mut_slice() }
     }
 }
 
@@ -164,8 +134,7 @@ fn main() {
 
             let t = Instant::now();
             let f = Fresh::new(len);
-            let r = unsafe { libc::madvise(f.ptr.cast(), f.len, libc::MADV_POPULATE_WRITE) };
-            assert_eq!(r, 0, "MADV_POPULATE_WRITE");
+            f.map.populate().expect("MADV_POPULATE_WRITE");
             let d = ms(t.elapsed());
             report(
                 gib,
@@ -183,7 +152,7 @@ fn main() {
             report(gib, "no_prefault", rep, d, "memfd hugetlb, mapped only");
             none.push(d);
             let t = Instant::now();
-            for off in (0..f.len).step_by(HUGE_2M as usize) {
+            for off in (0..f.map.len()).step_by(HUGE_2M as usize) {
                 f.slice()[off] = 1;
             }
             let d = ms(t.elapsed());

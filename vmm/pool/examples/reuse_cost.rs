@@ -23,25 +23,11 @@ use pool::PageSize;
 /// Writes `b` over the whole region through a second shared mapping of its
 /// file (a lessee's writes), unmapped again afterwards.
 fn fill(m: &RegionMemory, b: u8) {
-    use std::os::fd::AsRawFd;
-    let len = m.len() as usize;
-    // SAFETY: a new shared mapping of the region's file.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            m.fd().as_raw_fd(),
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
-    // SAFETY: the mapping just made, `len` bytes, unmapped once below.
-    unsafe {
-        std::ptr::write_bytes(p.cast::<u8>(), b, len);
-        libc::munmap(p, len);
-    }
+    let mut view = hostmem::Mapping::file(m.fd(), 0, m.len() as usize)
+        .map()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // SAFETY: the lessee's view; the pool does not touch the region meanwhile.
+    unsafe { view.as_mut_slice() }.fill(b);
 }
 
 fn main() {

@@ -389,28 +389,19 @@ fn lease(a: &LeaseArgs) -> Result<(), Error> {
     );
     let _ = std::io::stdout().flush();
     if a.test_drop_while_mapped {
-        // SAFETY: a new shared mapping of the lease's file, kept until exit.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                l.len() as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                std::os::fd::AsRawFd::as_raw_fd(&l.fd()),
-                l.offset() as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::last_os("test mapping of the lease"));
-        }
+        // A second shared mapping of the lease's file, deliberately never
+        // unmapped: the process exit does it, and only then may the lease
+        // end.
+        hostmem::Mapping::file(l.fd(), l.offset(), l.len() as usize)
+            .map()
+            .map_err(|e| Error::io("test mapping of the lease", e.into()))?
+            .leak();
         drop(m);
         drop(l);
         println!("dropped");
         let _ = std::io::stdout().flush();
         let mut sink = Vec::new();
         let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-        // The mapping at `p` is deliberately never unmapped: the process
-        // exit does it, and only then may the lease end.
         return Ok(());
     }
     if a.hold {

@@ -17,7 +17,6 @@ use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::ptr::NonNull;
 use std::time::Duration;
 
 use crate::proto::{
@@ -79,27 +78,19 @@ impl Lease {
     /// the page tables now (`MAP_POPULATE`; the pages themselves are
     /// already in memory).
     pub fn map(&self, populate: bool) -> Result<Mapping<'_>, Error> {
-        let flags = libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 };
-        // SAFETY: a new shared mapping of a file we hold.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                self.info.len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                self.fd.as_raw_fd(),
-                self.info.offset as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::last_os(format!(
-                "mapping lease {} ({} bytes)",
-                self.info.id, self.info.len
-            )));
+        let mut b =
+            hostmem::Mapping::file(self.fd.as_fd(), self.info.offset, self.info.len as usize);
+        if populate {
+            b = b.populate();
         }
+        let map = b.map().map_err(|e| {
+            Error::io(
+                format!("mapping lease {} ({} bytes)", self.info.id, self.info.len),
+                e.into(),
+            )
+        })?;
         Ok(Mapping {
-            ptr: NonNull::new(p.cast()).expect("mmap never returns NULL on success"),
-            len: self.info.len as usize,
+            map,
             _lease: PhantomData,
         })
     }
@@ -144,29 +135,22 @@ impl Drop for Lease {
 /// A mapping of a lease; it cannot outlive the lease.
 #[derive(Debug)]
 pub struct Mapping<'a> {
-    ptr: NonNull<u8>,
-    len: usize,
+    map: hostmem::Mapping,
     _lease: PhantomData<&'a Lease>,
 }
 
 impl Mapping<'_> {
     /// The memory.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: our mapping of `len` bytes, alive while `self` is.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        // SAFETY: the lease's memory is this process's alone while leased
+        // (the daemon does not touch a leased region).
+        unsafe { self.map.as_slice() }
     }
 
     /// The memory, writable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, uniquely borrowed.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for Mapping<'_> {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping once.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        unsafe { self.map.as_mut_slice() }
     }
 }
 

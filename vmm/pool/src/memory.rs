@@ -4,7 +4,6 @@
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use crate::pace::Pacer;
@@ -24,7 +23,7 @@ pub enum Source {
 #[derive(Debug)]
 pub struct RegionMemory {
     fd: OwnedFd,
-    ptr: NonNull<u8>,
+    map: hostmem::Mapping,
     len: usize,
     dev: u64,
     ino: u64,
@@ -32,13 +31,10 @@ pub struct RegionMemory {
     page: PageSize,
 }
 
-// SAFETY: the mapping is plain shared memory; who may touch it when is
+// Send and Sync as the mapping is: who may touch the memory when is
 // decided by the region state machine (only the scrubber, while the region
-// is `scrubbing`).
-unsafe impl Send for RegionMemory {}
-// SAFETY: as above; `&RegionMemory` only hands out raw access under the
-// state machine's rules.
-unsafe impl Sync for RegionMemory {}
+// is `scrubbing`); `&RegionMemory` only hands out raw access under its
+// rules.
 
 /// What one scrub did.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -303,7 +299,7 @@ impl RegionMemory {
         let cname = CString::new(name).expect("region names have no NUL");
         // Sealed against resizing: a client cannot shrink it under the
         // daemon's mapping.
-        let f = hostmem::memfd(&cname, len, page, true).map_err(|e| {
+        let f = hostmem::memfd(&cname, len, page, hostmem::Sealing::Size).map_err(|e| {
             Error::io(
                 format!("memfd_create({name}, {page} pages) (is hugetlb enabled in this kernel?)"),
                 e,
@@ -374,48 +370,38 @@ impl RegionMemory {
     }
 
     fn map(fd: OwnedFd, len: u64, page: PageSize, source: Source) -> Result<Self, Error> {
-        // SAFETY: a new shared mapping of a file we own; hugetlb reserves
-        // the pages here, so a shortage fails now instead of SIGBUS later.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            if page.is_huge() {
-                let free = free_hugepages(page);
-                return Err(Error::Hugepages {
-                    bytes: len,
-                    page,
-                    free,
-                    suggest: total_hugepages(page) + (len / page.bytes()).saturating_sub(free),
-                    kb: page.bytes() >> 10,
-                    source: e,
-                });
-            }
-            return Err(Error::io(format!("mapping a {len}-byte region"), e));
-        }
+        // Shared: hugetlb reserves the pages here, so a shortage fails now
+        // instead of SIGBUS later.
+        let map = hostmem::Mapping::file(fd.as_fd(), 0, len as usize)
+            .map()
+            .map_err(|e| {
+                let e = std::io::Error::from(e);
+                if page.is_huge() {
+                    let free = free_hugepages(page);
+                    return Error::Hugepages {
+                        bytes: len,
+                        page,
+                        free,
+                        suggest: total_hugepages(page) + (len / page.bytes()).saturating_sub(free),
+                        kb: page.bytes() >> 10,
+                        source: e,
+                    };
+                }
+                Error::io(format!("mapping a {len}-byte region"), e)
+            })?;
         // SAFETY: valid fd and a zeroed stat buffer.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            let e = Error::last_os("stat of a region");
-            // SAFETY: unmapping what we just mapped.
-            unsafe { libc::munmap(p, len as usize) };
-            return Err(e);
+            // Unmapped as `map` drops.
+            return Err(Error::last_os("stat of a region"));
         }
         crate::holders::DAEMON_MAPPINGS
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(p as usize);
+            .insert(map.as_ptr() as usize);
         Ok(RegionMemory {
             fd,
-            ptr: NonNull::new(p.cast()).expect("mmap never returns NULL on success"),
+            map,
             len: len as usize,
             dev: st.st_dev,
             ino: st.st_ino,
@@ -433,7 +419,7 @@ impl RegionMemory {
     /// there from now on); call before preparing it.
     pub fn bind_node(&self, node: usize) -> Result<(), Error> {
         // SAFETY: our own mapping, whole length.
-        unsafe { crate::numa::bind(self.ptr.as_ptr(), self.len, node) }
+        unsafe { crate::numa::bind(self.map.as_ptr(), self.len, node) }
             .map_err(|e| Error::io(format!("binding a region to NUMA node {node} (mbind)"), e))
     }
 
@@ -482,9 +468,8 @@ impl RegionMemory {
     /// (and zeroes) every missing page; a shortage is an error, not a
     /// SIGBUS later.
     fn populate_range(&self, off: usize, len: usize) -> Result<(), Error> {
-        debug_assert!(off + len <= self.len);
-        // SAFETY: inside our own mapping; populate does not change contents.
-        unsafe { hostmem::populate_write(self.ptr.as_ptr().add(off), len) }
+        self.map
+            .populate_range(off, len)
             .map_err(|e| Error::io("populating a region before its scrub", e))
     }
 
@@ -585,8 +570,7 @@ impl RegionMemory {
     ) -> Result<ScrubStats, Error> {
         let start = Instant::now();
         if stall_half {
-            // SAFETY: our own mapping; populate does not change contents.
-            let _ = unsafe { hostmem::populate_write(self.ptr.as_ptr(), self.len / 2) };
+            let _ = self.map.populate_range(0, self.len / 2);
             stall("half way through preparing fresh memory")
         }
         let chunk = pacer.chunk(self.page_bytes()) as usize;
@@ -602,7 +586,7 @@ impl RegionMemory {
         }
         self.check_size()?;
         // SAFETY: our mapping; nobody else has the file.
-        let buf = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
+        let buf = unsafe { self.map.as_slice() };
         let mut helper_cpu = Duration::ZERO;
         if verify {
             // Reads are paced like the writes (same cap, no progress).
@@ -653,7 +637,7 @@ impl RegionMemory {
         let start = Instant::now();
         self.populate()?;
         // SAFETY: our mapping, exclusive by the caller's guarantee.
-        let buf = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) };
+        let buf = unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr(), self.len) };
         if fault == ScrubFault::StallMidScrub {
             zeroer.zero_slice(&mut buf[..self.len / 2]);
             stall("half way through a scrub")
@@ -707,9 +691,8 @@ impl Drop for RegionMemory {
         crate::holders::DAEMON_MAPPINGS
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&(self.ptr.as_ptr() as usize));
-        // SAFETY: unmapping our own mapping once.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            .remove(&(self.map.as_ptr() as usize));
+        // `map` unmaps as it drops, after this.
     }
 }
 
@@ -786,7 +769,7 @@ mod tests {
     fn scrub_zeroes_and_verifies_a_4k_memfd() {
         let m = RegionMemory::memfd("t", 8 << 20, PageSize::Size4K).unwrap();
         // SAFETY: test owns the mapping.
-        let buf = unsafe { std::slice::from_raw_parts_mut(m.ptr.as_ptr(), m.len) };
+        let buf = unsafe { std::slice::from_raw_parts_mut(m.map.as_ptr(), m.len) };
         buf.fill(0xa5);
         let z = prezero::Zeroer::new(prezero::Choice::Auto).unwrap();
         // SAFETY: nobody else touches it.
@@ -826,7 +809,7 @@ mod tests {
     fn punch_replaces_the_pages_behind_a_kept_fd() {
         let m = RegionMemory::memfd("t", 1 << 20, PageSize::Size4K).unwrap();
         // SAFETY: test owns the mapping.
-        let buf = unsafe { std::slice::from_raw_parts_mut(m.ptr.as_ptr(), m.len) };
+        let buf = unsafe { std::slice::from_raw_parts_mut(m.map.as_ptr(), m.len) };
         buf.fill(0x5c);
         let mut fds = [0; 2];
         // SAFETY: pipe fills two fds.

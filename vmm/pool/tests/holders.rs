@@ -32,7 +32,7 @@
 mod common;
 
 use std::io::{Read, Seek, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 
@@ -67,28 +67,28 @@ fn count(buf: &[u8], b: u8) -> usize {
 }
 
 /// Tenant B: leases the (only) region, which must read all zero, and fills
-/// it with its own data. Returns the lease, its mapping's address and how
-/// many bytes of the fresh lease were not zero (each one would be data B
-/// got from A).
-fn tenant_b(d: &Daemon) -> (client::Lease, usize, usize) {
+/// it with its own data. Returns the lease, B's mapping of it (kept until
+/// `end_b`: the test checks it later) and how many bytes of the fresh lease
+/// were not zero (each one would be data B got from A).
+fn tenant_b(d: &Daemon) -> (client::Lease, hostmem::Mapping, usize) {
     let l = client::lease(&d.socket, region_bytes(), page()).unwrap();
-    let mut m = l.map(false).unwrap();
-    let dirty = m.as_slice().iter().filter(|&&b| b != 0).count();
-    m.as_mut_slice().fill(B);
-    let addr = m.as_slice().as_ptr() as usize;
-    // Keep the mapping until `end_b` (the test checks it later).
-    std::mem::forget(m);
-    (l, addr, dirty)
+    let mut m = hostmem::Mapping::file(l.fd(), l.offset(), l.len() as usize)
+        .map()
+        .unwrap();
+    // SAFETY: B's lease; what A may still write is what the test counts.
+    let dirty = unsafe { m.as_slice() }.iter().filter(|&&b| b != 0).count();
+    // SAFETY: as above.
+    unsafe { m.as_mut_slice() }.fill(B);
+    (l, m, dirty)
 }
 
-fn b_memory<'a>(addr: usize) -> &'a [u8] {
-    // SAFETY: B's mapping of `region_bytes()`, kept alive by `tenant_b`.
-    unsafe { std::slice::from_raw_parts(addr as *const u8, region_bytes() as usize) }
+fn b_memory(m: &hostmem::Mapping) -> &[u8] {
+    // SAFETY: B's mapping; the attacks' writes are what is counted.
+    unsafe { m.as_slice() }
 }
 
-fn end_b(l: client::Lease, addr: usize) {
-    // SAFETY: the mapping `tenant_b` leaked.
-    unsafe { libc::munmap(addr as *mut libc::c_void, region_bytes() as usize) };
+fn end_b(l: client::Lease, m: hostmem::Mapping) {
+    drop(m);
     drop(l);
 }
 
@@ -119,10 +119,10 @@ fn vmsplice_attack(fault: Option<&str>) -> Result<(), String> {
         // Unmap, close the fd, end the lease: A keeps no fd and no mapping.
     }
     returned(&d);
-    let (lb, addr, dirty) = tenant_b(&d);
+    let (lb, b_map, dirty) = tenant_b(&d);
     let mut got = vec![0u8; KEPT];
     std::fs::File::from(r).read_exact(&mut got).unwrap();
-    end_b(lb, addr);
+    end_b(lb, b_map);
     let leaked = count(&got, B);
     if leaked + dirty > 0 {
         return Err(format!(
@@ -193,7 +193,7 @@ fn io_uring_attack(fault: Option<&str>) -> Result<Option<String>, String> {
         KEPT as i32,
         "IORING_OP_READ_FIXED"
     );
-    let (lb, addr, dirty) = tenant_b(&d);
+    let (lb, b_map, dirty) = tenant_b(&d);
     // A reads through its fixed buffer: does it hold B's data?
     let mut out = tempfile::tempfile().unwrap();
     let n = run(
@@ -207,8 +207,8 @@ fn io_uring_attack(fault: Option<&str>) -> Result<Option<String>, String> {
     out.read_exact(&mut got).unwrap();
     // A writes through its fixed buffer: does it land in B's memory?
     assert_eq!(run(read_into_buffer), KEPT as i32, "IORING_OP_READ_FIXED");
-    let written = count(b_memory(addr), A_LATE);
-    end_b(lb, addr);
+    let written = count(b_memory(&b_map), A_LATE);
+    end_b(lb, b_map);
     let leaked = count(&got, B);
     if dirty + leaked + written == 0 {
         assert_eq!(count(&got, A) + count(&got, A_LATE) + count(&got, 0), KEPT);
@@ -257,29 +257,17 @@ fn fd_in_flight_attack(fault: Option<&str>) -> Result<(), String> {
     let (_, fd) = read_frame::<Request>(&mut rx, true).unwrap().unwrap();
     let fd = fd.expect("the fd in flight");
     let len = region_bytes() as usize;
-    // SAFETY: a new shared mapping of the file A kept.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd.as_raw_fd(),
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
-    // SAFETY: the mapping just made, unmapped once below.
-    let a_view = unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) };
+    let mut a_map = hostmem::Mapping::file(fd.as_fd(), 0, len).map().unwrap();
+    // SAFETY: A's view of the file it kept; B's writes are what is counted.
+    let a_view = unsafe { a_map.as_mut_slice() };
     // Before B leases: does B's fresh lease get A's bytes?
     a_view[..KEPT].fill(A_LATE);
-    let (lb, addr, dirty) = tenant_b(&d);
+    let (lb, b_map, dirty) = tenant_b(&d);
     let leaked = count(a_view, B);
     a_view[..KEPT].fill(A_LATE);
-    let written = count(b_memory(addr), A_LATE);
-    // SAFETY: unmapping it once.
-    unsafe { libc::munmap(p, len) };
-    end_b(lb, addr);
+    let written = count(b_memory(&b_map), A_LATE);
+    drop(a_map);
+    end_b(lb, b_map);
     if dirty + leaked + written > 0 {
         return Err(format!(
             "through the fd it kept in flight A put {dirty} non-zero bytes into B's fresh lease, read {leaked} bytes of B's data and wrote {written} bytes into B's memory"
@@ -355,26 +343,14 @@ fn pid_namespace_attack(fault: Option<&str>) -> Result<Option<String>, String> {
     // SAFETY: killing the child we made the holder start.
     let kill_keeper = || unsafe { libc::kill(keeper as i32, libc::SIGKILL) };
     let len = region_bytes() as usize;
-    // SAFETY: a new shared mapping of the file A kept.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
-    // SAFETY: the mapping just made, unmapped once below.
-    let a_view = unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) };
+    let mut a_map = hostmem::Mapping::file(f.as_fd(), 0, len).map().unwrap();
+    // SAFETY: A's view of the file it kept; B's writes are what is counted.
+    let a_view = unsafe { a_map.as_mut_slice() };
     a_view[..KEPT].fill(A_LATE);
-    let (lb, addr, dirty) = tenant_b(&d);
+    let (lb, b_map, dirty) = tenant_b(&d);
     let leaked = count(a_view, B);
-    // SAFETY: unmapping once.
-    unsafe { libc::munmap(p, len) };
-    end_b(lb, addr);
+    drop(a_map);
+    end_b(lb, b_map);
     kill_keeper();
     if dirty + leaked > 0 {
         return Err(format!(

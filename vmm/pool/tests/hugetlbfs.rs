@@ -114,23 +114,17 @@ fn restart_while_a_vm_holds_a_region_file() {
     // The VM's memory: still its own pattern, every byte.
     let f = open_held(pid, held);
     let len = region_bytes() as usize;
-    // SAFETY: a shared read-only mapping of the VM's file.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            std::os::fd::AsRawFd::as_raw_fd(&f),
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
-    // SAFETY: the mapping just made.
-    let mem = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
-    let kept = mem.iter().filter(|&&b| b == 0x6b).count();
-    // SAFETY: unmapping once.
-    unsafe { libc::munmap(p, len) };
+    let view = hostmem::Mapping::file(std::os::fd::AsFd::as_fd(&f), 0, len)
+        .prot(hostmem::Prot::Read)
+        .map()
+        .unwrap();
+    // SAFETY: the VM's file; its holder wrote the pattern before saying so
+    // and only waits now.
+    let kept = unsafe { view.as_slice() }
+        .iter()
+        .filter(|&&b| b == 0x6b)
+        .count();
+    drop(view);
     assert_eq!(kept, len, "the restarted daemon changed the VM's memory");
     h.sigkill();
 }

@@ -61,24 +61,15 @@ fn lease_dropped_while_mapped_stays_leased() {
     let d = daemon(&dir);
     let socket = dir.path().join("pool.sock");
     let l = pool::client::lease(&socket, 8 << 20, PageSize::Size4K).unwrap();
-    // SAFETY: a fresh shared mapping of the lease, never unmapped here
-    // (it stands for guest RAM still used by other threads).
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            l.len() as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            std::os::fd::AsRawFd::as_raw_fd(&l.fd()),
-            l.offset() as libc::off_t,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
+    // A fresh shared mapping of the lease, kept past the lease's end (it
+    // stands for guest RAM still used by other threads).
+    let m = hostmem::Mapping::file(l.fd(), l.offset(), l.len() as usize)
+        .map()
+        .unwrap();
     drop(l);
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(d.status().leased_bytes, 8 << 20);
-    // SAFETY: unmapping the test's mapping.
-    unsafe { libc::munmap(p, 8 << 20) };
+    drop(m);
 }
 
 /// `--socket-group`: the socket is that group's and 0660 (members lease

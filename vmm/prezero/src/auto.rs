@@ -649,7 +649,7 @@ fn involuntary_switches() -> i64 {
 fn measure(threads: usize, per: usize, fallback: impl Fn() -> Backend) -> Calibration {
     let start = Instant::now();
     let candidates = candidates();
-    let bufs: Option<Vec<Buffer>> = (0..threads.max(1)).map(|_| Buffer::new(per)).collect();
+    let bufs: Option<Vec<hostmem::Mapping>> = (0..threads.max(1)).map(|_| buffer(per)).collect();
     let Some(bufs) = bufs else {
         return Calibration {
             backend: fallback(),
@@ -662,7 +662,10 @@ fn measure(threads: usize, per: usize, fallback: impl Fn() -> Backend) -> Calibr
             scaling: Vec::new(),
         };
     };
-    let ptrs: Vec<(usize, usize)> = bufs.iter().map(|b| (b.ptr as usize, b.len)).collect();
+    let ptrs: Vec<(usize, usize)> = bufs
+        .iter()
+        .map(|b| (b.as_ptr() as usize, b.len()))
+        .collect();
     // Every counted pass per candidate: [undisturbed, all].
     let mut runs: Vec<[Vec<f64>; 2]> = vec![[Vec::new(), Vec::new()]; candidates.len()];
     // The estimate per candidate and the round it last rose by >1 %.
@@ -717,43 +720,14 @@ fn measure(threads: usize, per: usize, fallback: impl Fn() -> Backend) -> Calibr
     }
 }
 
-/// An anonymous private mapping, unmapped on drop.
-struct Buffer {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Buffer {
-    fn new(len: usize) -> Option<Buffer> {
-        // SAFETY: fresh anonymous mapping; checked for MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return None;
-        }
-        // Guest RAM is hugepage backed; measure with the same TLB reach.
-        // SAFETY: advice on our own mapping; failure is harmless.
-        unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
-        Some(Buffer {
-            ptr: ptr.cast(),
-            len,
-        })
-    }
-}
-
-impl Drop for Buffer {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, unmapped once.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
+/// An anonymous private mapping for one calibration worker (`None` if it
+/// cannot be mapped).
+fn buffer(len: usize) -> Option<hostmem::Mapping> {
+    let m = hostmem::Mapping::anonymous(len).map().ok()?;
+    // Guest RAM is hugepage backed; measure with the same TLB reach.
+    // Failure (THP compiled out) is harmless.
+    let _ = m.advise(libc::MADV_HUGEPAGE);
+    Some(m)
 }
 
 /// The backends worth measuring (see the module docs for the pruning).

@@ -13,8 +13,6 @@ use std::sync::OnceLock;
 
 use crate::Error;
 
-/// `MADV_POPULATE_WRITE`; not in every libc release's constants.
-const MADV_POPULATE_WRITE: libc::c_int = 23;
 /// Base page size for rounding (larger pages are faulted whole anyway).
 const PAGE: usize = 4096;
 
@@ -24,23 +22,9 @@ const PAGE: usize = 4096;
 fn supported() -> bool {
     static SUPPORTED: OnceLock<bool> = OnceLock::new();
     *SUPPORTED.get_or_init(|| {
-        // SAFETY: a fresh private page, advised, then unmapped.
-        unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            if p == libc::MAP_FAILED {
-                return false;
-            }
-            let ok = libc::madvise(p, PAGE, MADV_POPULATE_WRITE) == 0;
-            libc::munmap(p, PAGE);
-            ok
-        }
+        hostmem::Mapping::anonymous(PAGE)
+            .map()
+            .is_ok_and(|m| m.populate().is_ok())
     })
 }
 
@@ -59,15 +43,8 @@ pub(crate) unsafe fn populate(addr: usize, len: usize) -> Result<(), Error> {
     let start = addr & !(PAGE - 1);
     let end = (addr + len).next_multiple_of(PAGE);
     // SAFETY: advice on the caller's own mapping; changes no contents.
-    let rc = unsafe { libc::madvise(start as *mut libc::c_void, end - start, MADV_POPULATE_WRITE) };
-    if rc == 0 {
-        return Ok(());
-    }
-    Err(Error::Fault {
-        addr,
-        len,
-        source: std::io::Error::last_os_error(),
-    })
+    unsafe { hostmem::populate_write(start as *mut u8, end - start) }
+        .map_err(|source| Error::Fault { addr, len, source })
 }
 
 #[cfg(test)]
@@ -82,20 +59,13 @@ mod tests {
 
     #[test]
     fn read_only_memory_is_an_error() {
-        // SAFETY: a fresh page of ours, made read-only.
-        unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                PAGE,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(p, libc::MAP_FAILED);
-            assert!(populate(p as usize + 10, 20).is_err());
-            libc::munmap(p, PAGE);
-        }
+        let m = hostmem::Mapping::anonymous(PAGE)
+            .prot(hostmem::Prot::Read)
+            .map()
+            .unwrap();
+        // SAFETY: inside the read-only page above.
+        assert!(unsafe { populate(m.as_ptr() as usize + 10, 20) }.is_err());
+        drop(m);
         // ... and later good ranges still work (no global give-up).
         let mut v = vec![1u8; 3 * PAGE];
         // SAFETY: our own buffer.

@@ -433,38 +433,24 @@ mod tests {
     /// would raise SIGBUS.
     struct PastEof {
         ptr: *mut u8,
-        map_len: usize,
+        _map: hostmem::Mapping,
     }
 
     impl PastEof {
         fn new(file_len: usize, map_len: usize) -> PastEof {
-            // SAFETY: plain syscalls on a fresh memfd; results checked.
-            unsafe {
-                let fd = libc::memfd_create(c"prezero-test".as_ptr(), 0);
-                assert!(fd >= 0);
-                assert_eq!(libc::ftruncate(fd, file_len as libc::off_t), 0);
-                let p = libc::mmap(
-                    std::ptr::null_mut(),
-                    map_len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    fd,
-                    0,
-                );
-                libc::close(fd);
-                assert_ne!(p, libc::MAP_FAILED);
-                PastEof {
-                    ptr: p.cast(),
-                    map_len,
-                }
+            use std::os::fd::AsFd;
+            let f = hostmem::memfd(
+                c"prezero-test",
+                file_len as u64,
+                PageSize::Size4K,
+                hostmem::Sealing::Never,
+            )
+            .unwrap();
+            let m = hostmem::Mapping::file(f.as_fd(), 0, map_len).map().unwrap();
+            PastEof {
+                ptr: m.as_ptr(),
+                _map: m,
             }
-        }
-    }
-
-    impl Drop for PastEof {
-        fn drop(&mut self) {
-            // SAFETY: our mapping.
-            unsafe { libc::munmap(self.ptr.cast(), self.map_len) };
         }
     }
 

@@ -19,90 +19,37 @@ pub(crate) enum Backing {
 }
 
 /// A private anonymous mapping, 2 MiB aligned, unmapped on drop.
-pub(crate) struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: a plain memory region; threads get disjoint parts.
-unsafe impl Sync for Mapping {}
+pub(crate) struct Mapping(hostmem::Mapping);
 
 impl Mapping {
     pub(crate) fn new(len: usize, backing: Backing) -> io::Result<Mapping> {
-        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
         if backing == Backing::Hugetlb {
-            let len = len.next_multiple_of(HUGE_2M);
             // No MAP_NORESERVE: a pool too small fails here, not later.
-            let f = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | hostmem::PageSize::Size2M.map_flags();
-            // SAFETY: fresh mapping, checked.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    f,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            return Ok(Mapping { ptr: p.cast(), len });
+            let m = hostmem::Mapping::anonymous(len.next_multiple_of(HUGE_2M))
+                .hugetlb(hostmem::PageSize::Size2M)
+                .map()?;
+            return Ok(Mapping(m));
         }
-        // Over-map by 2 MiB and trim, so THP can back every 2 MiB.
-        let total = len + HUGE_2M;
-        // SAFETY: fresh mapping, checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                total,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0,
-            )
+        // Aligned (over-mapped and trimmed), so THP can back every 2 MiB.
+        let m = hostmem::Mapping::anonymous(len)
+            .noreserve()
+            .align(HUGE_2M)
+            .map()?;
+        let advice = match backing {
+            Backing::Small => libc::MADV_NOHUGEPAGE,
+            _ => libc::MADV_HUGEPAGE,
         };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = p as usize;
-        let start = base.next_multiple_of(HUGE_2M);
-        // SAFETY: unmapping the unused parts of our own mapping.
-        unsafe {
-            if start > base {
-                libc::munmap(p, start - base);
-            }
-            let end = start + len;
-            if base + total > end {
-                libc::munmap(end as *mut libc::c_void, base + total - end);
-            }
-            let advice = match backing {
-                Backing::Small => libc::MADV_NOHUGEPAGE,
-                _ => libc::MADV_HUGEPAGE,
-            };
-            libc::madvise(start as *mut libc::c_void, len, advice);
-        }
-        Ok(Mapping {
-            ptr: start as *mut u8,
-            len,
-        })
+        // Failure (THP compiled out) only changes what is measured.
+        let _ = m.advise(advice);
+        Ok(Mapping(m))
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.0.len()
     }
 
     pub(crate) fn ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        self.0.as_ptr()
     }
 }
 
@@ -183,7 +130,7 @@ impl Drop for Realtime {
 
 /// glibc `memset` of `fill` over the mapping, `threads` parts in parallel.
 pub(crate) fn memset(m: &Mapping, threads: usize, fill: u8) -> Duration {
-    in_parallel(m.len, threads, |off, l| {
+    in_parallel(m.len(), threads, |off, l| {
         // SAFETY: disjoint parts of our mapping.
         unsafe { libc::memset(m.ptr().add(off).cast(), fill.into(), l) };
     })
@@ -193,7 +140,7 @@ pub(crate) fn memset(m: &Mapping, threads: usize, fill: u8) -> Duration {
 pub(crate) fn engine(m: &Mapping, z: &Zeroer) -> Duration {
     let start = Instant::now();
     // SAFETY: our mapping, not referenced elsewhere during the call.
-    unsafe { z.zero_raw(m.ptr, m.len, None) };
+    unsafe { z.zero_raw(m.ptr(), m.len(), None) };
     start.elapsed()
 }
 
@@ -207,7 +154,7 @@ pub(crate) fn pinned_zero(
     cpus: &[usize],
     backend: prezero::Backend,
 ) -> Duration {
-    let ps = parts(len.min(m.len), cpus.len().max(1));
+    let ps = parts(len.min(m.len()), cpus.len().max(1));
     let run = |zero: bool| {
         let start = Instant::now();
         std::thread::scope(|s| {
@@ -239,7 +186,7 @@ pub(crate) fn pinned_zero(
 pub(crate) fn populate(len: usize, backing: Backing, threads: usize) -> io::Result<Duration> {
     let m = &Mapping::new(len, backing)?;
     let err = std::sync::Mutex::new(None);
-    let t = in_parallel(m.len, threads, |off, l| {
+    let t = in_parallel(m.len(), threads, |off, l| {
         // SAFETY: inside our own mapping.
         if let Err(e) = unsafe { hostmem::populate_write(m.ptr().add(off), l) } {
             *err.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);

@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::{Error, PageSize};
 
 pub(super) fn memfd(page: PageSize, size: u64) -> Result<File, Error> {
-    hostmem::memfd(c"zerostart-guest-ram", size, page, false).map_err(|source| {
+    hostmem::memfd(c"zerostart-guest-ram", size, page, hostmem::Sealing::Never).map_err(|source| {
         // memfd_create fails on a kernel without the size; ftruncate on a
         // size that is not a multiple of it.
         if source.raw_os_error() == Some(libc::EINVAL) && size.checked_rem(page.bytes()) != Some(0)

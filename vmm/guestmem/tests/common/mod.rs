@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use std::ffi::CString;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -106,20 +106,11 @@ pub fn dirty_file(path: &Path, size: u64) {
         .open(path)
         .unwrap();
     f.set_len(size).unwrap();
-    // SAFETY: mapping the file we just sized; unmapped below.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            size as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        std::ptr::write_bytes(p.cast::<u8>(), 0xa5, size as usize);
-        libc::munmap(p, size as usize);
-    }
+    let mut m = hostmem::Mapping::file(f.as_fd(), 0, size as usize)
+        .map()
+        .unwrap();
+    // SAFETY: the test's own file, written by nobody else meanwhile.
+    unsafe { m.as_mut_slice() }.fill(0xa5);
 }
 
 /// Reads the whole of `path` through a shared mapping (hugetlbfs has no
@@ -130,20 +121,10 @@ pub fn read_file(path: &Path) -> Vec<u8> {
     if len == 0 {
         return Vec::new();
     }
-    // SAFETY: a read-only shared mapping of the whole file, copied and
-    // unmapped before returning.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        let v = std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec();
-        libc::munmap(p, len);
-        v
-    }
+    let m = hostmem::Mapping::file(f.as_fd(), 0, len)
+        .prot(hostmem::Prot::Read)
+        .map()
+        .unwrap();
+    // SAFETY: the whole file, which nobody writes while it is copied.
+    unsafe { m.as_slice() }.to_vec()
 }

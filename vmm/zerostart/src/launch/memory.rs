@@ -4,7 +4,7 @@
 //! the kernel zeroes each page on its first fault.
 
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::path::PathBuf;
 
 use hostmem::PageSize;
@@ -49,14 +49,6 @@ pub enum Region {
         /// Page size (4K: shmem).
         page: PageSize,
     },
-}
-
-fn os_err(what: impl Into<String>) -> Error {
-    Error::Memory(format!(
-        "{}: {}",
-        what.into(),
-        std::io::Error::last_os_error()
-    ))
 }
 
 impl Region {
@@ -151,26 +143,18 @@ impl Region {
     /// Maps the region shared, runs `f` on it, unmaps. Used only before
     /// the VMM starts: test plants and poisoning.
     pub fn with_map<T>(&self, f: impl FnOnce(&mut [u8]) -> T) -> Result<T, Error> {
-        let len = self.len() as usize;
-        // SAFETY: a new shared mapping of a file we hold, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                self.fd().as_raw_fd(),
-                self.offset() as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(os_err("mapping the guest memory region"));
-        }
-        // SAFETY: our mapping of `len` bytes, alive until munmap below.
-        let out = f(unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) });
-        // SAFETY: unmapping our own mapping once.
-        unsafe { libc::munmap(p, len) };
-        Ok(out)
+        let mut m = self.map()?;
+        // SAFETY: the VMM has not started: nothing else writes the memory.
+        Ok(f(unsafe { m.as_mut_slice() }))
+    }
+
+    /// A shared mapping of the whole region.
+    fn map(&self) -> Result<hostmem::Mapping, Error> {
+        hostmem::Mapping::file(self.fd(), self.offset(), self.len() as usize)
+            .map()
+            .map_err(|e| {
+                Error::Memory(format!("mapping the guest memory region: {}", e.os_error()))
+            })
     }
 
     /// `MADV_POPULATE_WRITE` over the memfd in `threads` parallel chunks
@@ -183,73 +167,53 @@ impl Region {
         } else {
             threads
         };
-        self.with_map(|m| {
-            let len = m.len();
-            let per = len.div_ceil(threads).div_ceil(align) * align;
-            let base = m.as_mut_ptr() as usize;
-            std::thread::scope(|s| {
-                let hs: Vec<_> = (0..threads)
-                    .filter_map(|i| {
-                        let start = i * per;
-                        (start < len).then(|| {
-                            let n = per.min(len - start);
-                            s.spawn(move || {
-                                // SAFETY: a disjoint chunk of the live mapping.
-                                let r = unsafe {
-                                    libc::madvise(
-                                        (base + start) as *mut libc::c_void,
-                                        n,
-                                        libc::MADV_POPULATE_WRITE,
-                                    )
-                                };
-                                if r == 0 {
-                                    Ok(())
-                                } else {
-                                    Err(os_err(format!(
-                                        "MADV_POPULATE_WRITE of {n} bytes (are enough hugepages reserved?)"
-                                    )))
-                                }
+        let m = &self.map()?;
+        let len = m.len();
+        let per = len.div_ceil(threads).div_ceil(align) * align;
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .filter_map(|i| {
+                    let start = i * per;
+                    (start < len).then(|| {
+                        let n = per.min(len - start);
+                        s.spawn(move || {
+                            m.populate_range(start, n).map_err(|e| {
+                                Error::Memory(format!(
+                                    "MADV_POPULATE_WRITE of {n} bytes (are enough hugepages reserved?): {e}"
+                                ))
                             })
                         })
                     })
-                    .collect();
-                hs.into_iter().try_for_each(|h| h.join().unwrap_or_else(|_| Err(Error::Memory("populate thread panicked".into()))))
+                })
+                .collect();
+            hs.into_iter().try_for_each(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Memory("populate thread panicked".into())))
             })
-        })?
+        })
     }
 }
 
 fn memfd(page: PageSize, size: u64) -> Result<File, Error> {
-    let flags = libc::MFD_CLOEXEC | page.mfd_flags();
-    // SAFETY: a NUL-terminated name and flags.
-    let fd = unsafe { libc::memfd_create(c"zerostart-launch".as_ptr(), flags) };
-    if fd < 0 {
-        return Err(os_err("memfd_create for guest RAM"));
-    }
-    // SAFETY: we own the new descriptor.
-    let file = unsafe { File::from_raw_fd(fd) };
-    file.set_len(size)
-        .map_err(|e| Error::Memory(format!("sizing the guest RAM memfd to {size} bytes: {e}")))?;
-    Ok(file)
+    hostmem::memfd(c"zerostart-launch", size, page, hostmem::Sealing::Never).map_err(|e| {
+        Error::Memory(format!(
+            "creating the {size}-byte guest RAM memfd ({page} pages): {e}"
+        ))
+    })
 }
 
-/// The hint blob as a sealed memfd: the VMM reads it through
-/// `/proc/self/fd/N`; once sealed nobody, the launcher included, can
-/// change or resize it (the freeze of an external VMM's hint).
+/// The hint blob as a memfd to seal with [`seal`]: the VMM reads it
+/// through `/proc/self/fd/N`; once sealed nobody, the launcher included,
+/// can change or resize it (the freeze of an external VMM's hint).
 pub fn hint_memfd(blob: &[u8]) -> Result<File, Error> {
     use std::io::Write;
-    // SAFETY: a NUL-terminated name and flags.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"zerostart-hint".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
-    if fd < 0 {
-        return Err(os_err("memfd_create for the hint"));
-    }
-    // SAFETY: we own the new descriptor.
-    let mut f = unsafe { File::from_raw_fd(fd) };
+    let mut f = hostmem::memfd(
+        c"zerostart-hint",
+        0,
+        PageSize::Size4K,
+        hostmem::Sealing::Later,
+    )
+    .map_err(|e| Error::Memory(format!("memfd_create for the hint: {e}")))?;
     f.write_all(blob)
         .map_err(|e| Error::Memory(format!("writing the hint memfd: {e}")))?;
     Ok(f)
@@ -257,12 +221,7 @@ pub fn hint_memfd(blob: &[u8]) -> Result<File, Error> {
 
 /// Seals `f` against every change.
 pub fn seal(f: &File) -> Result<(), Error> {
-    let seals = libc::F_SEAL_WRITE | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-    // SAFETY: fcntl on an fd we own.
-    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-        return Err(os_err("sealing the hint memfd"));
-    }
-    Ok(())
+    hostmem::freeze(f).map_err(|e| Error::Memory(format!("sealing the hint memfd: {e}")))
 }
 
 /// Clears `FD_CLOEXEC` on `fd` (in the child, between fork and exec).
