@@ -18,6 +18,7 @@ use devices::{
 };
 use kvm_bindings::{kvm_pit_config, kvm_sregs, KVM_MAX_CPUID_ENTRIES, KVM_PIT_SPEAKER_DUMMY};
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use timeline::Timeline;
 use vm_memory::GuestAddress;
 use zerohint::Hint;
 
@@ -27,7 +28,6 @@ use crate::guest_memory::{self, GuestRam, MemoryConfig, Tracked};
 use crate::hint;
 use crate::kernel::{self, Format, Kernel};
 use crate::netplan::{plan_nets, NetPlan};
-use crate::timeline::Timeline;
 
 /// Where KVM puts the TSS (3 pages below the BIOS area, as in Firecracker).
 const KVM_TSS_ADDRESS: usize = 0xfffb_d000;
