@@ -18,6 +18,8 @@ PKGS=(
   nasm acpica-tools uuid-dev python3 python-is-python3
   # static linking, misc
   libc6-dev build-essential jq file
+  # tests/zstest/timeline.py validates --timeline JSON against docs/schema/
+  python3-jsonschema
   # charts (plotters needs a TrueType font): make demo, zerostart slo
   fonts-dejavu-core
   # cloud-hypervisor's boot disk (tests/lib/mkesp.sh): a UKI on an EFI

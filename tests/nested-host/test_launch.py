@@ -23,12 +23,14 @@ qemu.print = lambda *a, **k: None  # rerun_after_bed_faults' retry lines
 V = ("ZSINIT: PASS hint=absent ranges=0 hinted_bytes=0 zero_checked_bytes=201326592 nonzero_bytes=0 "
      "hinted_checked_bytes=0 populate_ms=236 uptime_ms=8540 kernel_pages_skipped={sk} "
      "kernel_bytes_verified=325771264 kernel_verify_failures={vf} kernel=6.12.107")
-# The shape `zerostart launch --timeline` writes (checked by zstest.timeline).
+# The shape `zerostart launch --timeline` writes (vmm/timeline's LaunchTimeline;
+# checked by zstest.timeline against docs/schema/timeline-launch.schema.json).
 TL = ('{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_ms":21.7},'
       '{"name":"hint_ready","t_ms":22.0},{"name":"vmm_spawned","t_ms":23.1},{"name":"exit","t_ms":9000.0}],'
       '"vmm":"qemu","boot":"uefi","hint_transport":"fw_cfg","argv":["qemu-system-x86_64","-m","1024M"],'
       '"memory_bytes":1073741824,'
-      '"memory_source":"pool","lease":1,"hint":{"ranges":[[1048576,1072693248]]},"exit":{"code":0,"signal":null},'
+      '"memory_source":"pool","memory_source_asked":"pool","lease":1,'
+      '"hint":{"ranges":[[1048576,1072693248]],"bytes":1072693248,"corrupt":null},"exit":{"code":0,"signal":null},'
       '"guest_phases":[]}')
 
 

@@ -1,21 +1,19 @@
-"""The checked schema of zerostart's --timeline JSON (as the bench JSON has
-vmm/zerobench/tests/report.jq): every harness that reads a timeline checks
-it here first, so a renamed key or a phase out of order fails by name
-instead of reading as a missing number.
+"""The checked schema of zerostart's --timeline JSON: every harness that
+reads a timeline checks it here first, so a renamed key or a phase out of
+order fails by name instead of reading as a missing number.
 
-Two documents, both written by vmm/zerostart:
-  run     `zerostart run --timeline` (src/main.rs write_timeline): phases,
-          guest_phases, memory_bytes, vcpus, prezero (ram::Report),
-          exit {reason, kind, code}
-  launch  `zerostart launch --timeline` (src/launch/mod.rs): phases,
-          guest_phases, vmm, boot (direct|uefi), hint_transport
-          (fw_cfg|cmdline|none), argv, memory_bytes, memory_source, lease,
-          hint, exit {code, signal}
+The shape is not restated here. The documents are Rust types (vmm/timeline:
+RunTimeline for `zerostart run --timeline`, LaunchTimeline for `zerostart
+launch --timeline`), and their JSON Schemas are generated from them into
+docs/schema/timeline-{run,launch}.schema.json (a cargo test fails while the
+committed files differ). This module validates against those files with the
+`jsonschema` package (python3-jsonschema, `make deps`) and adds what a
+schema cannot say:
 
-guest_phases (src/phases.rs) are what the guest reported over vsock (port
-5300, `zsphase: <name> uptime_ms=<n>`): [{name, host_ms, guest_uptime_ms}]
-with name one of GUEST_PHASE_NAMES, host_ms from the same origin as phases;
-[] without --vsock.
+  - the first phase is process_start at 0, and phase times are in order;
+  - every phase the caller asks for is present (a launch: LAUNCH_PHASES);
+  - guest_phases (what the guest reported over vsock, port 5300) are in
+    arrival order.
 
   check(doc, kind="run", phases=()) -> list of problems ([] when it conforms)
   python3 -m zstest.timeline run|launch FILE [PHASE...]   exit 1 and one line per problem
@@ -23,75 +21,108 @@ with name one of GUEST_PHASE_NAMES, host_ms from the same origin as phases;
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+from pathlib import Path
 
-# key -> allowed types (bool is not an int here).
-RUN = {
-    "phases": list,
-    "guest_phases": list,
-    "memory_bytes": int,
-    "vcpus": int,
-    "prezero": dict,
-    "exit": dict,
-}
-RUN_PREZERO = {
-    "mode": str, "backend": (str, type(None)), "method": str, "backing": str, "bytes": int,
-    "ms": (int, float), "gib_per_s": (int, float), "threads": int,
-    "hint_ranges": int, "hint_bytes": int, "verified_bytes": int,
-}
-RUN_EXIT = {"reason": str, "kind": str, "code": int}
-LAUNCH = {
-    "phases": list,
-    "guest_phases": list,
-    "vmm": str,
-    "boot": str,
-    "hint_transport": str,
-    "argv": list,
-    "memory_bytes": int,
-    "memory_source": str,
-    "lease": (int, type(None)),
-    "hint": (dict, type(None)),
-    "exit": dict,
-}
-LAUNCH_EXIT = {"code": (int, type(None)), "signal": (int, type(None))}
+SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "docs" / "schema"
+KINDS = ("run", "launch")
+# The phases every launch timeline has (vmm/zerostart/src/launch/mod.rs).
 LAUNCH_PHASES = ("process_start", "memory_ready", "hint_ready", "vmm_spawned", "exit")
-GUEST_PHASE_NAMES = ("userspace_started", "network_up", "multi_user_reached", "app_ready")
 
 
-def _typed(v, types) -> bool:
-    types = types if isinstance(types, tuple) else (types,)
-    if isinstance(v, bool):
-        return bool in types
-    return isinstance(v, types)
+@functools.cache
+def validator(kind: str):
+    """The jsonschema validator of docs/schema/timeline-KIND.schema.json."""
+    try:
+        import jsonschema.validators
+    except ImportError as e:
+        raise RuntimeError("zstest.timeline needs the Python jsonschema package; "
+                           "install python3-jsonschema (`make deps`)") from e
+    path = SCHEMA_DIR / f"timeline-{kind}.schema.json"
+    with open(path) as f:
+        schema = json.load(f)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
 
 
-def _fields(doc: dict, spec: dict, where: str) -> list[str]:
-    out = []
-    for k, t in spec.items():
-        if k not in doc:
-            out.append(f"{where}{k} missing")
-        elif not _typed(doc[k], t):
-            out.append(f"{where}{k} is {type(doc[k]).__name__} {doc[k]!r:.60}")
+def _where(path) -> str:
+    """`phases[1].t_ms` for the path deque ('phases', 1, 't_ms')."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out
 
 
+def _branch(e):
+    """The errors of the one anyOf/oneOf branch whose type the value has
+    (a set `hint` is checked against its object schema, not against
+    `null`); None when that is not one branch."""
+    by_branch: dict = {}
+    for c in e.context:
+        by_branch.setdefault(c.relative_schema_path[0], []).append(c)
+    fits = [errs for errs in by_branch.values()
+            if not any(c.validator == "type" and len(c.relative_path) == 0 for c in errs)]
+    return fits[0] if len(fits) == 1 else None
+
+
+def _problem(e) -> list[str]:
+    """One error of the schema as lines that name the key."""
+    where, v = _where(e.absolute_path), e.instance
+    prefix = f"{where}." if where else ""
+    if e.validator == "required":
+        return [f"{prefix}{k} missing" for k in e.validator_value if k not in v]
+    if e.validator == "type":
+        return [f"{where} is {type(v).__name__} {v!r:.60}"]
+    if e.validator == "minimum":
+        return [f"{where} is {v!r}, below the minimum {e.validator_value}"]
+    if e.validator == "minItems" and not v:
+        return [f"{where} is empty"]
+    if e.validator == "additionalProperties":
+        extra = sorted(set(v) - set(e.schema.get("properties", {})))
+        return [f"{where} has unknown key(s) {extra}; expected {{{', '.join(e.schema.get('properties', {}))}}}"]
+    if e.validator in ("oneOf", "anyOf"):
+        consts = [s.get("const") for s in e.validator_value]
+        if all(c is not None for c in consts):
+            return [f"{where} {v!r} is not one of {tuple(consts)}"]
+        branch = _branch(e)
+        if branch is not None:
+            return [p for c in branch for p in _problem(c)]
+        if all(c.validator == "type" for c in e.context):
+            return [f"{where} is {type(v).__name__} {v!r:.60}"]
+    return [f"{where or 'the timeline'}: {e.message:.120}"]
+
+
+def _schema(doc, kind: str) -> tuple[list[str], set]:
+    """What docs/schema/timeline-KIND.schema.json rejects in `doc`, one
+    line per problem naming its key, and the top-level keys at fault."""
+    out: list[str] = []
+    bad = set()
+    for e in validator(kind).iter_errors(doc):
+        if e.absolute_path:
+            bad.add(e.absolute_path[0])
+        elif e.validator == "required":
+            bad.update(k for k in e.validator_value if k not in doc)
+        for p in _problem(e):
+            if p not in out:
+                out.append(p)
+    return out, bad
+
+
+def schema_problems(doc, kind: str) -> list[str]:
+    """What docs/schema/timeline-KIND.schema.json rejects in `doc`, one
+    line per problem, each naming its key."""
+    return _schema(doc, kind)[0]
+
+
 def check_phases(phases: list, want: tuple | list = ()) -> list[str]:
-    """Phases are [{name, t_ms}], process_start at 0 first, times in order,
-    and every name of `want` present."""
+    """Well-formed phases ([{name, t_ms}], which the schema checks) start
+    with process_start at 0, are in time order, and hold every name of
+    `want`."""
     out = []
-    if not phases:
-        return ["phases is empty"]
-    for i, p in enumerate(phases):
-        if not isinstance(p, dict) or set(p) != {"name", "t_ms"}:
-            out.append(f"phases[{i}] is not {{name, t_ms}}: {p!r:.80}")
-        elif not isinstance(p["name"], str) or not p["name"]:
-            out.append(f"phases[{i}].name is not a name: {p['name']!r}")
-        elif not _typed(p["t_ms"], (int, float)) or p["t_ms"] < 0:
-            out.append(f"phases[{i}].t_ms ({p['name']}) is not a time >= 0: {p['t_ms']!r}")
-    if out:
-        return out
-    if phases[0] != {"name": "process_start", "t_ms": 0} and phases[0] != {"name": "process_start", "t_ms": 0.0}:
+    if phases[0] != {"name": "process_start", "t_ms": 0}:
         out.append(f"the first phase is not process_start at 0: {phases[0]}")
     t = [p["t_ms"] for p in phases]
     if t != sorted(t):
@@ -104,66 +135,42 @@ def check_phases(phases: list, want: tuple | list = ()) -> list[str]:
 
 
 def check_guest_phases(guest: list) -> list[str]:
-    """guest_phases are [{name, host_ms, guest_uptime_ms}], names known,
-    host_ms >= 0 and in arrival order, guest_uptime_ms an int >= 0."""
-    out = []
-    for i, p in enumerate(guest):
-        if not isinstance(p, dict) or set(p) != {"name", "host_ms", "guest_uptime_ms"}:
-            out.append(f"guest_phases[{i}] is not {{name, host_ms, guest_uptime_ms}}: {p!r:.80}")
-        elif p["name"] not in GUEST_PHASE_NAMES:
-            out.append(f"guest_phases[{i}].name {p['name']!r} is not one of {GUEST_PHASE_NAMES}")
-        elif not _typed(p["host_ms"], (int, float)) or p["host_ms"] < 0:
-            out.append(f"guest_phases[{i}].host_ms is not a time >= 0: {p['host_ms']!r}")
-        elif not _typed(p["guest_uptime_ms"], int) or p["guest_uptime_ms"] < 0:
-            out.append(f"guest_phases[{i}].guest_uptime_ms is not an int >= 0: {p['guest_uptime_ms']!r}")
-    if not out:
-        t = [p["host_ms"] for p in guest]
-        if t != sorted(t):
-            out.append(f"guest_phases are not in arrival order: {[(p['name'], p['host_ms']) for p in guest]}")
-    return out
+    """Well-formed guest_phases ([{name, host_ms, guest_uptime_ms}], which
+    the schema checks) are in arrival order."""
+    t = [p["host_ms"] for p in guest]
+    if t != sorted(t):
+        return [f"guest_phases are not in arrival order: {[(p['name'], p['host_ms']) for p in guest]}"]
+    return []
 
 
 def check(doc, kind: str = "run", phases: tuple | list = ()) -> list[str]:
     """Problems of a timeline document of `kind` ("run" or "launch"); [] when it conforms."""
+    if kind not in KINDS:
+        raise ValueError(f"timeline kind {kind!r}: use run or launch")
     if not isinstance(doc, dict):
         return [f"the timeline is {type(doc).__name__}, not an object"]
-    if kind == "run":
-        out = _fields(doc, RUN, "")
-        if isinstance(doc.get("prezero"), dict):
-            out += _fields(doc["prezero"], RUN_PREZERO, "prezero.")
-        if isinstance(doc.get("exit"), dict):
-            out += _fields(doc["exit"], RUN_EXIT, "exit.")
-        if _typed(doc.get("vcpus"), int) and doc["vcpus"] < 1:
-            out.append(f"vcpus is {doc['vcpus']}")
-    elif kind == "launch":
-        out = _fields(doc, LAUNCH, "")
-        if isinstance(doc.get("exit"), dict):
-            out += _fields(doc["exit"], LAUNCH_EXIT, "exit.")
-        if isinstance(doc.get("argv"), list) and not all(isinstance(a, str) for a in doc["argv"]):
-            out.append("argv holds a non-string")
+    out, bad = _schema(doc, kind)
+    if kind == "launch":
         phases = tuple(phases) or LAUNCH_PHASES
-    else:
-        raise ValueError(f"timeline kind {kind!r}: use run or launch")
-    if _typed(doc.get("memory_bytes"), int) and doc["memory_bytes"] <= 0:
-        out.append(f"memory_bytes is {doc['memory_bytes']}")
-    if isinstance(doc.get("phases"), list):
+    # The checks a schema cannot say, on the lists it found well-formed.
+    if "phases" not in bad:
         out += check_phases(doc["phases"], phases)
-    if isinstance(doc.get("guest_phases"), list):
+    if "guest_phases" not in bad:
         out += check_guest_phases(doc["guest_phases"])
     return out
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] not in ("run", "launch"):
+    if len(argv) < 2 or argv[0] not in KINDS:
         print("usage: python3 -m zstest.timeline run|launch FILE [PHASE...]", file=sys.stderr)
         return 2
     try:
         with open(argv[1]) as f:
             doc = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+        problems = check(doc, argv[0], argv[2:])
+    except (OSError, json.JSONDecodeError, RuntimeError) as e:
         print(f"timeline {argv[1]}: {e}", file=sys.stderr)
         return 1
-    problems = check(doc, argv[0], argv[2:])
     for p in problems:
         print(f"timeline {argv[1]}: {p}", file=sys.stderr)
     return 1 if problems else 0

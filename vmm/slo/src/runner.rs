@@ -470,11 +470,13 @@ pub fn run_rep(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> RepResult {
         let path = work.join(format!("{}-{rep}.timeline.json", s.name));
         let tl = std::fs::read_to_string(&path)
             .map_err(|e| format!("reading {}: {e}", path.display()))
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", path.display())))
-            .and_then(|doc| phase::from_timeline(&doc));
+            .and_then(|t| {
+                serde_json::from_str::<timeline::RunTimeline>(&t)
+                    .map_err(|e| format!("{}: {e}; see {}", path.display(), stderr_path.display()))
+            });
         match tl {
-            Ok(p) => {
-                res.phases = p.into_iter().collect();
+            Ok(doc) => {
+                res.phases = phase::from_timeline(&doc.phases).into_iter().collect();
                 res.serial_phases = harness;
             }
             Err(e) => problems.push(e),
@@ -492,10 +494,16 @@ pub fn run_rep(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> RepResult {
                     stderr_path.display()
                 )
             })
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", path.display())))
-            .and_then(|doc| phase::from_timeline(&doc));
+            .and_then(|t| {
+                serde_json::from_str::<timeline::LaunchTimeline>(&t)
+                    .map_err(|e| format!("{}: {e}; see {}", path.display(), stderr_path.display()))
+            });
         res.phases = harness;
-        match tl.map(|p| p.into_iter().find(|(p, _)| *p == Phase::MemoryReady)) {
+        match tl.map(|doc| {
+            phase::from_timeline(&doc.phases)
+                .into_iter()
+                .find(|(p, _)| *p == Phase::MemoryReady)
+        }) {
             Ok(Some((_, t))) => {
                 res.phases.insert(Phase::MemoryReady, t);
             }
@@ -649,9 +657,14 @@ pub fn read_nested(s: &Scenario) -> Vec<RepResult> {
                 return r;
             };
             r.exit_code = run["vmm_rc"].as_i64().map(|c| c as i32);
-            match phase::from_timeline(&serde_json::json!({ "phases": run["timeline"] })) {
-                Ok(p) => r.phases = p.into_iter().collect(),
-                Err(e) => r.error = Some(e),
+            match serde_json::from_value::<Vec<timeline::Phase>>(run["timeline"].clone()) {
+                Ok(p) => r.phases = phase::from_timeline(&p).into_iter().collect(),
+                Err(e) => {
+                    r.error = Some(format!(
+                        "the nested host's report has no timeline of {{name, t_ms}} phases ({e}); see {}",
+                        log.display()
+                    ))
+                }
             }
             let failures: Vec<String> = run["failures"]
                 .as_array()

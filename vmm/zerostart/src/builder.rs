@@ -12,6 +12,7 @@ use devices::virtio::MmioBus;
 use devices::{BootTimer, PioBus, SerialDevice};
 use kvm_bindings::kvm_sregs;
 use kvm_ioctls::VcpuFd;
+use timeline::Timeline;
 use vm_memory::GuestAddress;
 use zerohint::Hint;
 
@@ -23,7 +24,6 @@ use crate::guest_memory::{self, GuestRam, MemoryConfig, Tracked};
 use crate::hint;
 use crate::kernel::{self, Format, Kernel};
 use crate::netplan::plan_nets;
-use crate::timeline::Timeline;
 use crate::vstate::{self, vcpu};
 
 /// Everything that can stop a VM from being built; every message names the

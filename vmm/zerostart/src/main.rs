@@ -16,7 +16,6 @@ mod launch;
 mod netplan;
 mod phases;
 mod supervisor;
-mod timeline;
 mod tty;
 mod vstate;
 
@@ -25,10 +24,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use serde_json::json;
+use timeline::Timeline;
 
 use crate::cli::{BenchCommand, Cli, Command, RunArgs};
-use crate::timeline::Timeline;
 use crate::vstate::vcpu::VmEvent;
 
 fn main() {
@@ -135,8 +133,8 @@ fn run(args: &RunArgs, start: Instant) -> anyhow::Result<i32> {
     }
     let written = match &args.timeline {
         Some(path) => {
-            let report = timeline::PrezeroReport::new(&vm.ram, hint, vm.verified_bytes);
-            write_timeline(path, &tl, &plan, &report, event, &guest_phases)
+            let report = guest_memory::prezero_report(&vm.ram, hint, vm.verified_bytes);
+            write_timeline(path, &tl, &plan, report, event, guest_phases)
         }
         None => Ok(()),
     };
@@ -163,20 +161,23 @@ fn write_timeline(
     path: &Path,
     tl: &Timeline,
     plan: &builder::Plan,
-    report: &timeline::PrezeroReport,
+    prezero: timeline::PrezeroReport,
     event: &VmEvent,
-    guest_phases: &[phases::GuestPhase],
+    guest_phases: Vec<timeline::GuestPhase>,
 ) -> anyhow::Result<()> {
-    let doc = json!({
-        "phases": tl.phases(),
-        "guest_phases": guest_phases,
-        "memory_bytes": plan.memory.size,
-        "vcpus": plan.cpus.boot,
-        "prezero": report,
-        "exit": {"reason": event.reason(), "kind": event.kind(), "code": event.code()},
-    });
-    let text = serde_json::to_string_pretty(&doc)?;
-    std::fs::write(path, text + "\n")
+    let doc = timeline::RunTimeline {
+        exit: timeline::RunExit {
+            code: event.code(),
+            kind: event.kind().to_string(),
+            reason: event.reason(),
+        },
+        guest_phases,
+        memory_bytes: plan.memory.size,
+        phases: tl.phases(),
+        prezero,
+        vcpus: plan.cpus.boot,
+    };
+    std::fs::write(path, timeline::to_file_text(&doc))
         .with_context(|| format!("writing --timeline {}", path.display()))?;
     Ok(())
 }

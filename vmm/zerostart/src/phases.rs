@@ -13,7 +13,8 @@
 //! to for guest connections to port P (`<socket>_<P>`), which only that
 //! VM's cloud-hypervisor can reach.
 //!
-//! What a guest can send is bounded: only the four known names are
+//! What a guest can send is bounded: only the four known names
+//! ([`GuestPhaseName`], with the JSON type in the `timeline` crate) are
 //! recorded (anything else is ignored), a line longer than
 //! [`MAX_LINE`] closes the connection, at most [`MAX_PHASES`] are kept
 //! and at most [`MAX_CONNECTIONS`] connections are open at once.
@@ -26,35 +27,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use devices::virtio::Worker;
-use serde::Serialize;
+use timeline::{GuestPhase, GuestPhaseName};
 
 /// The vsock port the guest reports phases to (on the host, CID 2).
 pub const PHASE_PORT: u32 = 5300;
-/// The phases a guest may report, in the order it reaches them.
-pub const PHASE_NAMES: [&str; 4] = [
-    "userspace_started",
-    "network_up",
-    "multi_user_reached",
-    "app_ready",
-];
 /// Longest line accepted.
 pub const MAX_LINE: usize = 128;
 /// Most phases recorded per run.
 pub const MAX_PHASES: usize = 64;
 /// Most guest connections open at once.
 pub const MAX_CONNECTIONS: usize = 8;
-
-/// One phase as the timeline JSON has it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GuestPhase {
-    /// One of [`PHASE_NAMES`].
-    pub name: String,
-    /// Milliseconds from the VMM's (or launcher's) timeline origin to the
-    /// line's arrival.
-    pub host_ms: f64,
-    /// The guest's own `uptime_ms=` (its CLOCK_BOOTTIME).
-    pub guest_uptime_ms: u64,
-}
 
 /// Setting up the listener; each message names the problem and the fix.
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +60,7 @@ pub enum Error {
 /// Parses one line `zsphase: <name> uptime_ms=<n>[ key=value...]` (without
 /// its newline). The guest may add fields after the uptime (zsapp's
 /// `app_ready` carries `touched_mib=` and `touch_ms=`); they are not read.
-pub fn parse_line(line: &str) -> Option<(&'static str, u64)> {
+pub fn parse_line(line: &str) -> Option<(GuestPhaseName, u64)> {
     let rest = line.strip_prefix("zsphase: ")?;
     let (name, up) = rest.split_once(' ')?;
     let up = up.strip_prefix("uptime_ms=")?;
@@ -86,8 +68,7 @@ pub fn parse_line(line: &str) -> Option<(&'static str, u64)> {
     if up.is_empty() || !up.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let name = PHASE_NAMES.iter().find(|&&n| n == name)?;
-    Some((name, up.parse().ok()?))
+    Some((GuestPhaseName::parse(name)?, up.parse().ok()?))
 }
 
 /// The phases heard so far.
@@ -105,10 +86,9 @@ impl Sink {
         if let Some((name, up)) = parse_line(s) {
             if self.phases.len() < MAX_PHASES {
                 self.phases.push(GuestPhase {
-                    name: name.to_string(),
-                    host_ms: (at.saturating_duration_since(origin).as_secs_f64() * 1e6).round()
-                        / 1e3,
                     guest_uptime_ms: up,
+                    host_ms: timeline::ms_since(origin, at),
+                    name,
                 });
             }
         }
@@ -375,17 +355,17 @@ mod tests {
     fn lines_parse_exactly() {
         assert_eq!(
             parse_line("zsphase: app_ready uptime_ms=8123"),
-            Some(("app_ready", 8123))
+            Some((GuestPhaseName::AppReady, 8123))
         );
         assert_eq!(
             parse_line("zsphase: userspace_started uptime_ms=0"),
-            Some(("userspace_started", 0))
+            Some((GuestPhaseName::UserspaceStarted, 0))
         );
         // zsapp's real app_ready line (seen in the nested host) has more
         // fields after the uptime.
         assert_eq!(
             parse_line("zsphase: app_ready uptime_ms=51450 touched_mib=1395 touch_ms=2478"),
-            Some(("app_ready", 51450))
+            Some((GuestPhaseName::AppReady, 51450))
         );
         for bad in [
             "zsphase: app_ready",
@@ -441,7 +421,7 @@ mod tests {
         }
         std::thread::sleep(Duration::from_millis(50));
         let p = l.finish();
-        let names: Vec<_> = p.iter().map(|p| p.name.as_str()).collect();
+        let names: Vec<_> = p.iter().map(|p| p.name.name()).collect();
         assert_eq!(names, ["userspace_started", "network_up", "app_ready"]);
         assert_eq!(p[0].guest_uptime_ms, 1200);
         assert_eq!(p[2].guest_uptime_ms, 2000);

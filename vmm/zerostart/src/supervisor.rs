@@ -7,9 +7,9 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use timeline::Timeline;
 
 use crate::builder::Vm;
-use crate::timeline::Timeline;
 use crate::tty;
 use crate::vstate::vcpu::{self, Vcpu, VmEvent};
 

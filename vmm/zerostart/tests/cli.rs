@@ -640,14 +640,10 @@ fn boots_a_tiny_guest() {
         assert!(err.contains("exit=i8042 reset"), "{err}");
         let log = b.log();
         assert!(log.ends_with("OK\n"), "serial: {log:?}");
-        let j: serde_json::Value =
+        // Read back as the one type the SLO runner reads it with.
+        let j: timeline::RunTimeline =
             serde_json::from_str(&std::fs::read_to_string(&tl).unwrap()).unwrap();
-        let names: Vec<&str> = j["phases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["name"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> = j.phases.iter().map(|p| p.name.as_str()).collect();
         for n in [
             "process_start",
             "memory_ready",
@@ -658,9 +654,10 @@ fn boots_a_tiny_guest() {
         ] {
             assert!(names.contains(&n), "{n} missing from {names:?}");
         }
-        assert_eq!(j["memory_bytes"], 128u64 << 20);
-        assert_eq!(j["exit"]["code"], 0);
-        assert!(j["prezero"]["hint_bytes"].as_u64().unwrap() > 100 << 20);
+        assert_eq!(j.memory_bytes, 128 << 20);
+        assert_eq!(j.vcpus, if cpus == "boot=1" { 1 } else { 3 });
+        assert_eq!(j.exit.code, 0);
+        assert!(j.prezero.hint_bytes > 100 << 20);
     }
 }
 
@@ -789,17 +786,13 @@ fn triple_fault_is_a_crash_not_a_clean_exit() {
         "{err}"
     );
     assert!(err.contains("exit=triple fault code=2"), "{err}");
-    let j: serde_json::Value =
+    let j: timeline::RunTimeline =
         serde_json::from_str(&std::fs::read_to_string(&tl).unwrap()).unwrap();
-    assert_eq!(j["exit"]["kind"], "guest_crash");
-    assert_eq!(j["exit"]["code"], 2);
-    assert_eq!(j["exit"]["reason"], "triple fault");
-    let names: Vec<&str> = j["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    assert_eq!(
+        (j.exit.kind.as_str(), j.exit.code, j.exit.reason.as_str()),
+        ("guest_crash", 2, "triple fault")
+    );
+    let names: Vec<&str> = j.phases.iter().map(|p| p.name.as_str()).collect();
     assert!(names.contains(&"triple_fault"), "{names:?}");
 }
 

@@ -38,7 +38,6 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use hostmem::PageSize;
-use serde_json::json;
 use zerohint::Hint;
 
 use crate::hint::CorruptHint;
@@ -975,14 +974,14 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     }
     let listener = listen_for_phases(&plan, start);
     let (region, source) = take_memory(&plan)?;
-    let memory_ready = start.elapsed();
+    let memory_ready = Instant::now();
     let sent = publish_hint(&plan, &layout, region.as_ref())?;
     let built = plan.args(
         &Binding::of(region.as_ref()),
         sent.carrier.clone(),
         sent.config_path(),
     )?;
-    let hint_ready = start.elapsed();
+    let hint_ready = Instant::now();
     let inherit: Vec<RawFd> = [
         region.as_ref().map(|r| r.fd().as_raw_fd()),
         sent.file.as_ref().map(|f| f.as_raw_fd()),
@@ -998,9 +997,9 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         return Err(exec_vmm(&plan, &built, &inherit));
     }
     let child = spawn_vmm(&plan, &built, inherit)?;
-    let vmm_spawned = start.elapsed();
+    let vmm_spawned = Instant::now();
     let status = wait(child);
-    let exit = start.elapsed();
+    let exit = Instant::now();
     let guest_phases = listener.map(|l| l.finish()).unwrap_or_default();
     CHILD.store(0, Ordering::SeqCst);
     // The VMM is gone: the region goes back (lease closed; memfd freed).
@@ -1017,7 +1016,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         Status::Signaled(s) => (128 + s, Some(s)),
     };
     let zero = published.as_ref().and_then(|p| p.zero.as_ref());
-    let ms = |d: std::time::Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+    let ms = |at: Instant| timeline::ms_since(start, at);
     let opts = &plan.opts;
     eprintln!(
         "zerostart launch: vmm={} boot={} exit={} memory={}MiB source={}{} hint={} ({}) memory_ready={:.1}ms vmm_spawned={:.1}ms exit_at={:.1}ms",
@@ -1038,35 +1037,37 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         ms(exit),
     );
     if let Some(path) = &a.timeline {
-        let doc = json!({
-            "phases": [
-                {"name": "process_start", "t_ms": 0.0},
-                {"name": "memory_ready", "t_ms": ms(memory_ready)},
-                {"name": "hint_ready", "t_ms": ms(hint_ready)},
-                {"name": "vmm_spawned", "t_ms": ms(vmm_spawned)},
-                {"name": "exit", "t_ms": ms(exit)},
+        let phase = |name: &str, at: Instant| timeline::Phase {
+            name: name.to_string(),
+            t_ms: ms(at),
+        };
+        let doc = timeline::LaunchTimeline {
+            argv: std::iter::once(plan.binary.display().to_string())
+                .chain(built.args.iter().cloned())
+                .collect(),
+            boot: built.boot.name().to_string(),
+            exit: timeline::LaunchExit { code, signal },
+            guest_phases,
+            hint: zero.map(|h| timeline::LaunchHint {
+                bytes: h.total_bytes(),
+                corrupt: a.test_corrupt_hint.map(|c| c.name().to_string()),
+                ranges: h.entries.iter().map(|e| [e.start, e.length]).collect(),
+            }),
+            hint_transport: carrier.transport().to_string(),
+            lease: lease_id,
+            memory_bytes: opts.size,
+            memory_source: source.name().to_string(),
+            memory_source_asked: opts.source.name().to_string(),
+            phases: vec![
+                phase("process_start", start),
+                phase("memory_ready", memory_ready),
+                phase("hint_ready", hint_ready),
+                phase("vmm_spawned", vmm_spawned),
+                phase("exit", exit),
             ],
-            "guest_phases": guest_phases,
-            "vmm": a.vmm.name(),
-            "boot": built.boot.name(),
-            "hint_transport": carrier.transport(),
-            "argv": std::iter::once(plan.binary.display().to_string()).chain(built.args.iter().cloned()).collect::<Vec<_>>(),
-            "memory_bytes": opts.size,
-            "memory_source": source.name(),
-            "memory_source_asked": opts.source.name(),
-            "lease": lease_id,
-            "hint": zero.map(|h| json!({
-                "ranges": h.entries.iter().map(|e| [e.start, e.length]).collect::<Vec<_>>(),
-                "bytes": h.total_bytes(),
-                "corrupt": a.test_corrupt_hint.map(CorruptHint::name),
-            })),
-            "exit": {"code": code, "signal": signal},
-        });
-        std::fs::write(
-            path,
-            serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
-        )
-        .map_err(|err| Error::Timeline {
+            vmm: a.vmm.name().to_string(),
+        };
+        std::fs::write(path, timeline::to_file_text(&doc)).map_err(|err| Error::Timeline {
             path: path.clone(),
             err,
         })?;
