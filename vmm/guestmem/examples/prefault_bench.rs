@@ -34,7 +34,7 @@ fn cpu_seconds() -> f64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let size = guestmem::parse_size("size", args.first().map_or("2G", |s| s))?;
+    let size = hostmem::parse_size(args.first().map_or("2G", |s| s))?;
     let reps: usize = args.get(1).map_or(Ok(5), |s| s.parse())?;
     let threads: usize = args.get(2).map_or(Ok(0), |s| s.parse())?;
     let gib = size as f64 / (1u64 << 30) as f64;

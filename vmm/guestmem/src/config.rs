@@ -196,34 +196,3 @@ impl Default for MemoryConfig {
         }
     }
 }
-
-fn bad(key: &str, value: &str, valid: impl Into<String>) -> Error {
-    Error::BadConfig {
-        key: key.to_string(),
-        value: value.to_string(),
-        valid: valid.into(),
-    }
-}
-
-/// Parses `512M`, `4G`, `1T`, `65536K` or plain bytes (binary units): the
-/// workspace's one size grammar, `hostmem::parse_size`.
-pub fn parse_size(key: &str, v: &str) -> Result<u64, Error> {
-    let valid = "a byte count with optional K, M, G or T suffix (binary), e.g. 4G";
-    hostmem::parse_size(v).map_err(|_| bad(key, v, valid))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("size", "4G").unwrap(), 4 << 30);
-        assert_eq!(parse_size("size", "65536K").unwrap(), 64 << 20);
-        assert_eq!(parse_size("size", "4096").unwrap(), 4096);
-        for v in ["4Q", "0", "99999999999T", ""] {
-            let e = parse_size("size", v).unwrap_err().to_string();
-            assert!(e.contains("size") && e.contains("e.g. 4G"), "{v}: {e}");
-        }
-    }
-}

@@ -37,20 +37,13 @@ mod verify;
 
 use std::path::PathBuf;
 
-pub use config::{
-    check_huge, parse_size, Backing, BackingKind, MemoryConfig, PrefaultMethod, Prezero,
-};
+pub use config::{check_huge, Backing, BackingKind, MemoryConfig, PrefaultMethod, Prezero};
 pub use host::{check_backing_hugepages, check_hugepages, check_mem_available, mem_available};
 /// The one page-size type (`hostmem`'s), re-exported so users of
 /// [`Backing`] need not depend on `hostmem`.
 pub use hostmem::PageSize;
 pub use prefault::PREFAULT_TABLE;
 pub use ram::{GuestRam, LeasedMemory, PrefaultStats, PrepMethod};
-
-/// The pool daemon's socket when `prezero=pool` names none (the pool's
-/// `--socket` default; the VMM's tests check they agree, as guestmem does
-/// not depend on the pool).
-pub const DEFAULT_POOL_SOCKET: &str = "/run/zerostart/pool.sock";
 
 /// Guest memory as this crate builds it: vm-memory's mmap backend with a
 /// per-4K-page dirty bitmap, so every write through vm-memory is recorded.

@@ -17,6 +17,40 @@ use std::str::FromStr;
 
 use guestmem::{Backing, MemoryConfig, PageSize, PrefaultMethod, Prezero};
 
+/// Parses this process's command line into `C`, as every zerostart binary
+/// does. A bad one ends the process with exit code 2 and one line on
+/// stderr, `PROG: ` and clap's problem and its tip without the usage block,
+/// as every other zerostart error is one line (a value parser such as
+/// `hostmem::parse_size` says the fix in its own message). `--help` and
+/// `--version` print as clap prints them.
+pub fn parse_command_line<C: clap::Parser>(prog: &str) -> C {
+    match C::try_parse() {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            eprintln!("{prog}: {}", clap_one_line(&e.render().to_string()));
+            std::process::exit(2)
+        }
+    }
+}
+
+/// clap's rendered error as one line: its lines up to the usage block,
+/// trimmed and joined with "; ".
+pub fn clap_one_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Where `zerostart pool serve` listens and every client looks when no
+/// socket is named (`prezero=pool`, `launch --memory source=pool`, the
+/// drop-in's `--pool`): one path, spelled here.
+pub const DEFAULT_POOL_SOCKET: &str = "/run/zerostart/pool.sock";
+
 /// Errors in option values.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -61,6 +95,17 @@ pub enum Error {
     /// take (its messages name the key and the valid values).
     #[error(transparent)]
     Memory(#[from] guestmem::Error),
+    /// A size that does not parse (the grammar and its fix are
+    /// `hostmem::parse_size`'s, said once there).
+    #[error("--{opt}: {key}={err}")]
+    Size {
+        /// Option name.
+        opt: &'static str,
+        /// Key.
+        key: &'static str,
+        /// The grammar's own error: the value and how to write a size.
+        err: hostmem::SizeError,
+    },
     /// A value that does not parse.
     #[error("--{opt}: {key}='{value}' is invalid; {hint}")]
     BadValue {
@@ -494,7 +539,13 @@ pub fn memory(s: &str) -> Result<MemoryConfig, Error> {
     let mut zero_engine: Option<prezero::Choice> = None;
     for (k, v) in list.items() {
         match k {
-            "size" => cfg.size = guestmem::parse_size(k, v)?,
+            "size" => {
+                cfg.size = hostmem::parse_size(v).map_err(|err| Error::Size {
+                    opt: "memory",
+                    key: "size",
+                    err,
+                })?
+            }
             "hugepages" => hugepages = on_off(k, v)?,
             "hugepage_size" => {
                 // Guest RAM on hugetlb: 4K is a page size but no hugetlb
@@ -523,9 +574,7 @@ pub fn memory(s: &str) -> Result<MemoryConfig, Error> {
             "hint" => hint = Some(on_off(k, v)?),
             "zero_engine" => zero_engine = Some(engine(k, v, "")?),
             "prezero" if v == "pool" || v.starts_with("pool:") => {
-                let socket = v
-                    .strip_prefix("pool:")
-                    .unwrap_or(guestmem::DEFAULT_POOL_SOCKET);
+                let socket = v.strip_prefix("pool:").unwrap_or(DEFAULT_POOL_SOCKET);
                 if socket.is_empty() {
                     return Err(bad(k, v, "pool or pool:SOCKET (the pool daemon's socket)").into());
                 }
@@ -775,7 +824,7 @@ mod tests {
         assert_eq!(
             c.backing,
             Backing::Pool {
-                socket: guestmem::DEFAULT_POOL_SOCKET.into(),
+                socket: DEFAULT_POOL_SOCKET.into(),
                 page: PageSize::Size2M
             }
         );

@@ -8,10 +8,9 @@ use clap::{Args, Subcommand};
 
 use crate::daemon::{Config, Daemon};
 use crate::memory::{first_nonzero, Fault};
-use crate::{parse_size, Error, PageSize};
+use crate::{Error, PageSize};
 
-/// Default socket of the pool daemon.
-pub const DEFAULT_SOCKET: &str = "/run/zerostart/pool.sock";
+use options::DEFAULT_POOL_SOCKET;
 
 /// `zerostart pool ...`.
 #[derive(Debug, Args)]
@@ -38,18 +37,18 @@ pub enum PoolCommand {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Unix socket to serve (created mode 0600; 0660 with --socket-group).
-    #[arg(long, default_value = DEFAULT_SOCKET)]
+    #[arg(long, default_value = DEFAULT_POOL_SOCKET)]
     pub socket: PathBuf,
     /// A group whose members may lease too (the socket becomes 0660 and
     /// theirs): the user libvirt or Kata runs QEMU as, so it needs no root.
     #[arg(long, value_name = "GROUP")]
     pub socket_group: Option<String>,
     /// Total pool memory (K/M/G/T suffixes).
-    #[arg(long, default_value = "4G")]
-    pub size: String,
+    #[arg(long, default_value = "4G", value_parser = hostmem::parse_size)]
+    pub size: u64,
     /// Size of each region = the largest lease.
-    #[arg(long, default_value = "1G")]
-    pub region_size: String,
+    #[arg(long, default_value = "1G", value_parser = hostmem::parse_size)]
+    pub region_size: u64,
     /// Page size: 2M, 1G (hugetlb) or 4K (shmem; test/fallback mode).
     #[arg(long, default_value = "2M")]
     pub page: String,
@@ -75,8 +74,8 @@ pub struct ServeArgs {
     /// Cap the background fill/scrub at this many bytes per second (K/M/G
     /// suffixes: 2G = 2 GiB/s). Memory bandwidth is not governed by CPU
     /// priority, so this is what protects memory-bound neighbours.
-    #[arg(long, value_name = "BYTES_PER_S")]
-    pub scrub_bandwidth: Option<String>,
+    #[arg(long, value_name = "BYTES_PER_S", value_parser = hostmem::parse_size)]
+    pub scrub_bandwidth: Option<u64>,
     /// Priority of the background fill/scrub: idle (SCHED_IDLE, else nice
     /// 19) or normal.
     #[arg(long, default_value = "idle")]
@@ -101,7 +100,7 @@ fn metrics_addr(v: &str) -> Result<std::net::SocketAddr, Error> {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Socket of the daemon.
-    #[arg(long, default_value = DEFAULT_SOCKET)]
+    #[arg(long, default_value = DEFAULT_POOL_SOCKET)]
     pub socket: PathBuf,
     /// Print JSON.
     #[arg(long)]
@@ -121,11 +120,11 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct LeaseArgs {
     /// Socket of the daemon.
-    #[arg(long, default_value = DEFAULT_SOCKET)]
+    #[arg(long, default_value = DEFAULT_POOL_SOCKET)]
     pub socket: PathBuf,
     /// Bytes to lease.
-    #[arg(long, default_value = "2M")]
-    pub bytes: String,
+    #[arg(long, default_value = "2M", value_parser = hostmem::parse_size)]
+    pub bytes: u64,
     /// Page size to ask for.
     #[arg(long, default_value = "2M")]
     pub page: String,
@@ -187,8 +186,8 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
     let fault = Fault::from_env()?;
     let config = Config {
         socket: a.socket.clone(),
-        size: parse_size("size", &a.size)?,
-        region_bytes: parse_size("region-size", &a.region_size)?,
+        size: a.size,
+        region_bytes: a.region_size,
         page: a.page.parse()?,
         hugetlbfs: a.hugetlbfs.clone(),
         verify: a.verify,
@@ -213,11 +212,7 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
         .map_err(|e| Error::io("blocking SIGTERM/SIGINT", e.into()))?;
     let ops = crate::daemon::Ops {
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
-        scrub_bandwidth: a
-            .scrub_bandwidth
-            .as_deref()
-            .map(|v| parse_size("scrub-bandwidth", v))
-            .transpose()?,
+        scrub_bandwidth: a.scrub_bandwidth,
         scrub_priority: a.scrub_priority.parse()?,
         fill_progress: true,
         socket_group: a.socket_group.as_deref().map(group_id).transpose()?,
@@ -331,7 +326,7 @@ fn status(a: &StatusArgs) -> Result<(), Error> {
 }
 
 fn lease(a: &LeaseArgs) -> Result<(), Error> {
-    let bytes = parse_size("bytes", &a.bytes)?;
+    let bytes = a.bytes;
     let page: PageSize = a.page.parse()?;
     let t0 = Instant::now();
     let l = crate::client::lease_on_node(&a.socket, bytes, page, a.node)?;

@@ -68,16 +68,6 @@ impl From<hostmem::PageSizeError> for Error {
     }
 }
 
-/// Parses `512M`, `4G`, `1T`, `65536K` or plain bytes (binary units; the
-/// grammar is `hostmem::parse_size`) for the option `key`.
-pub fn parse_size(key: &'static str, v: &str) -> Result<u64, Error> {
-    hostmem::parse_size(v).map_err(|_| Error::BadValue {
-        key,
-        value: v.to_string(),
-        fix: "write a byte count with optional K, M, G or T suffix, e.g. 4G".into(),
-    })
-}
-
 /// Everything that can go wrong in the pool daemon or client.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -202,17 +192,6 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("size", "4G").unwrap(), 4 << 30);
-        assert_eq!(parse_size("size", "512m").unwrap(), 512 << 20);
-        assert_eq!(parse_size("size", "4096").unwrap(), 4096);
-        for bad in ["", "0", "G", "4X", "-1G", "99999999999T"] {
-            let e = parse_size("size", bad).unwrap_err().to_string();
-            assert!(e.starts_with("--size "), "{e}");
-        }
-    }
 
     #[test]
     fn page_sizes_parse() {

@@ -99,7 +99,7 @@ fn the_bandwidth_cap_holds_the_fill_rate() {
 fn bad_pacing_options_are_one_line() {
     let dir = tempfile::tempdir().unwrap();
     for (args, want) in [
-        (["--scrub-bandwidth", "fast"], "--scrub-bandwidth fast: "),
+        (["--scrub-bandwidth", "fast"], "'fast' is not a size"),
         (["--scrub-priority", "low"], "--scrub-priority low: "),
     ] {
         let err = refused(serve_cmd(&sock(&dir), REGIONS, &args));

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde::{Deserialize, Serialize};
 
-use crate::{human, mem_available, parse_size, BenchError, BenchZeroArgs, Report};
+use crate::{human, mem_available, BenchError, BenchZeroArgs, Report};
 
 const GIB: u64 = 1 << 30;
 const HUGE_2M: u64 = 2 << 20;
@@ -47,8 +47,8 @@ pub struct BenchHostArgs {
     pub out: PathBuf,
     /// Engine buffer [default: MemAvailable / 16, 256M..2G]: each engine
     /// run zeroes all of it, at every thread count.
-    #[arg(long)]
-    pub size: Option<String>,
+    #[arg(long, value_parser = hostmem::parse_size)]
+    pub size: Option<u64>,
     /// Thread counts [default: 1, 2, 4, ... and the number of CPUs].
     #[arg(long, value_delimiter = ',')]
     pub threads: Option<Vec<usize>>,
@@ -59,8 +59,8 @@ pub struct BenchHostArgs {
     #[arg(long, default_value_t = 0.6)]
     pub fill_fraction: f64,
     /// ... but at most this much.
-    #[arg(long, default_value = "96G")]
-    pub fill_max: String,
+    #[arg(long, default_value = "96G", value_parser = hostmem::parse_size)]
+    pub fill_max: u64,
     /// Seconds to wait for the first fill; a fill still running then is
     /// reported as what it made clean so far.
     #[arg(long, default_value_t = 90)]
@@ -91,7 +91,7 @@ impl Default for BenchHostArgs {
             threads: None,
             reps: 2,
             fill_fraction: 0.6,
-            fill_max: "96G".into(),
+            fill_max: 96 << 30,
             fill_timeout: 90,
             leases: 100,
             lease_time: 40,
@@ -330,21 +330,17 @@ pub fn run(args: &BenchHostArgs) -> Result<HostReport, HostError> {
             "--leases must be at least 1 (100 for a p99)".into(),
         ));
     }
-    let fill_max = parse_size(&args.fill_max)?;
+    let fill_max = args.fill_max;
     std::fs::create_dir_all(&args.out).map_err(|source| HostError::Write {
         path: args.out.clone(),
         source,
     })?;
     let mut m = machine();
     let avail = m.mem_available;
-    let size = match &args.size {
-        Some(s) => s.clone(),
-        None => {
-            // A power of two, so runs on different hosts compare.
-            let s = (avail / 16).clamp(256 << 20, 2 * GIB);
-            format!("{}M", (1u64 << s.ilog2()) >> 20)
-        }
-    };
+    // A power of two by default, so runs on different hosts compare.
+    let size = args
+        .size
+        .unwrap_or_else(|| 1u64 << (avail / 16).clamp(256 << 20, 2 * GIB).ilog2());
     let threads = args
         .threads
         .clone()
@@ -904,10 +900,6 @@ mod tests {
             },
             BenchHostArgs {
                 leases: 0,
-                ..Default::default()
-            },
-            BenchHostArgs {
-                fill_max: "lots".into(),
                 ..Default::default()
             },
         ] {

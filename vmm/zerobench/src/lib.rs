@@ -35,7 +35,7 @@ use prezero::{Backend, Choice, Zeroer};
 use serde::{Deserialize, Serialize};
 
 pub use host::{BenchHostArgs, HostError, HostReport};
-pub use size::{human, mem_available, parse_size};
+pub use size::{human, mem_available};
 
 use measure::{Backing, Mapping};
 
@@ -43,8 +43,8 @@ use measure::{Backing, Mapping};
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchZeroArgs {
     /// Buffer size: bytes, or a number with K, M, G or T (binary), e.g. 4G.
-    #[arg(long, default_value = "4G")]
-    pub size: String,
+    #[arg(long, default_value = "4G", value_parser = hostmem::parse_size)]
+    pub size: u64,
     /// Thread counts to measure, comma separated [default: 1 up to the
     /// number of CPUs].
     #[arg(long, value_delimiter = ',')]
@@ -76,7 +76,7 @@ pub struct BenchZeroArgs {
 impl Default for BenchZeroArgs {
     fn default() -> Self {
         BenchZeroArgs {
-            size: "4G".into(),
+            size: 4 << 30,
             threads: None,
             json: None,
             reps: 3,
@@ -310,8 +310,11 @@ fn measurement(method: &str, threads: usize, bytes: usize, best: Duration) -> Me
 /// Runs the benchmark, prints the table (and notes) to stdout, and writes
 /// the JSON report if `args.json` is set.
 pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
-    let size = parse_size(&args.size)?;
-    let len = usize::try_from(size).map_err(|_| BenchError::BadSize(args.size.clone()))?;
+    let size = args.size;
+    let len = usize::try_from(size)
+        .ok()
+        .filter(|&l| l > 0)
+        .ok_or_else(|| BenchError::BadSize(size.to_string()))?;
     if args.reps == 0 {
         return Err(BenchError::BadReps);
     }
@@ -877,14 +880,14 @@ mod tests {
         for (args, want) in [
             (
                 BenchZeroArgs {
-                    size: "4X".into(),
+                    size: 0,
                     ..base.clone()
                 },
-                "invalid size '4X'",
+                "invalid size '0'",
             ),
             (
                 BenchZeroArgs {
-                    size: "64T".into(),
+                    size: 64 << 40,
                     ..base.clone()
                 },
                 "more than the",

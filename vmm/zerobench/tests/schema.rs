@@ -9,7 +9,7 @@ use zerobench::{run, BenchZeroArgs, Report};
 fn small_run_writes_the_documented_json() {
     let path = std::env::temp_dir().join(format!("zerobench-{}.json", std::process::id()));
     let args = BenchZeroArgs {
-        size: "64M".into(),
+        size: 64 << 20,
         threads: Some(vec![1, 2]),
         json: Some(path.clone()),
         reps: 1,

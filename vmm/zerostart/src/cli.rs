@@ -221,6 +221,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_clap_error_is_one_line_with_its_fix() {
+        let e = Cli::try_parse_from(["zerostart", "pool", "serve", "--size", "lots"]).unwrap_err();
+        let line = options::clap_one_line(&e.render().to_string());
+        assert!(!line.contains('\n'), "{line}");
+        assert!(
+            line.starts_with("error: invalid value 'lots' for '--size"),
+            "{line}"
+        );
+        assert!(line.contains("e.g. 4G"), "{line}");
+        let e = Cli::try_parse_from(["zerostart", "run", "--no-such-flag"]).unwrap_err();
+        let line = options::clap_one_line(&e.render().to_string());
+        assert!(
+            line.contains("unexpected argument '--no-such-flag'") && !line.contains("Usage"),
+            "{line}"
+        );
+    }
+
+    #[test]
     fn cpus() {
         assert_eq!(CpusConfig::parse("boot=4").unwrap().boot, 4);
         assert!(CpusConfig::parse("boot=0")

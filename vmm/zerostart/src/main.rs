@@ -23,7 +23,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
-use clap::Parser;
 use timeline::Timeline;
 
 use crate::cli::{BenchCommand, Cli, Command, RunArgs};
@@ -39,7 +38,7 @@ fn main() {
         let a = launch::dropin::DropinArgs::from_env(argv.collect());
         std::process::exit(launch::dropin::run(&a, start));
     }
-    let cli = Cli::parse();
+    let cli: Cli = options::parse_command_line("zerostart");
     let code = match cli.command {
         Command::Run(args) => match run(&args, start) {
             Ok(code) => code,

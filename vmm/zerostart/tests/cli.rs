@@ -87,7 +87,7 @@ fn non_kernel_files() {
 fn bad_memory_sizes() {
     let k = bzimage_64(&OK_GUEST);
     let out = run_with(k.path(), &["--memory", "size=lots"]);
-    assert_one_line_error(&out, &["size=\"lots\"", "e.g. 4G"]);
+    assert_one_line_error(&out, &["size='lots' is not a size", "e.g. 4G"]);
     let out = run_with(k.path(), &["--memory", "size=1000"]);
     assert_one_line_error(&out, &["multiple of 4 KiB"]);
     let out = run_with(k.path(), &["--memory", "size=64T"]);

@@ -12,7 +12,7 @@ struct Cli {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli: Cli = options::parse_command_line("zerostart pool");
     if let Err(e) = pool::cli::run(&cli.pool) {
         eprintln!("zerostart pool: error: {e}");
         std::process::exit(1);

@@ -12,7 +12,7 @@ struct Cli {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli: Cli = options::parse_command_line("zerostart slo");
     if let Err(e) = slo::cli::run(&cli.slo) {
         eprintln!("zerostart slo: {e}");
         std::process::exit(1);

@@ -62,12 +62,6 @@ pub use model::{
 use context::{workspace_root, Ctx};
 use raw::{toml_error, RawConfig};
 
-/// Parses `512M`, `4G` or bytes (the workspace's one size grammar,
-/// `hostmem::parse_size`).
-pub fn parse_size(v: &str) -> Option<u64> {
-    hostmem::parse_size(v).ok()
-}
-
 impl Config {
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -168,13 +162,5 @@ mod tests {
             .contains("add at least one [[scenario]]"));
         let no_slo = OK.split("[[scenario.slo]]").next().unwrap();
         assert!(parse(no_slo).unwrap_err().contains("has no SLOs"));
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4G"), Some(4 << 30));
-        assert_eq!(parse_size("256m"), Some(256 << 20));
-        assert_eq!(parse_size("0"), None);
-        assert_eq!(parse_size("x"), None);
     }
 }

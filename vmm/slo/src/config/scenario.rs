@@ -7,10 +7,7 @@ use regex::Regex;
 
 use super::context::Ctx;
 use super::raw::{RawDefaults, RawScenario};
-use super::{
-    boot, nested, parse_size, slo, Backing, Config, ConfigError, Launch, LaunchSource, Scenario,
-    Vmm,
-};
+use super::{boot, nested, slo, Backing, Config, ConfigError, Launch, LaunchSource, Scenario, Vmm};
 use crate::phase::Phase;
 
 impl Config {
@@ -56,7 +53,7 @@ impl Config {
             }
         };
         let memory = s.memory.clone().unwrap_or_else(|| "512M".into());
-        let memory_bytes = parse_size(&memory).ok_or_else(|| {
+        let memory_bytes = hostmem::parse_size(&memory).map_err(|_| {
             cx.err(
                 &n,
                 "memory",

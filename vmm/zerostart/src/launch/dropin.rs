@@ -45,7 +45,7 @@ pub struct DropinArgs {
     #[arg(long, value_name = "PATH", default_value = DEFAULT_QEMU)]
     pub qemu: PathBuf,
     /// The pool's socket.
-    #[arg(long, value_name = "SOCKET", default_value = pool::cli::DEFAULT_SOCKET)]
+    #[arg(long, value_name = "SOCKET", default_value = options::DEFAULT_POOL_SOCKET)]
     pub pool: PathBuf,
     /// The pool's page size (2M, 1G, or 4K for a shmem pool).
     #[arg(long, value_name = "2M|1G|4K", default_value = "2M")]
@@ -66,7 +66,7 @@ impl DropinArgs {
         let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
         DropinArgs {
             qemu: var("ZEROSTART_QEMU", DEFAULT_QEMU).into(),
-            pool: var("ZEROSTART_POOL_SOCKET", pool::cli::DEFAULT_SOCKET).into(),
+            pool: var("ZEROSTART_POOL_SOCKET", options::DEFAULT_POOL_SOCKET).into(),
             page: var("ZEROSTART_POOL_PAGE", "2M"),
             test_corrupt_hint: None,
             qemu_args,

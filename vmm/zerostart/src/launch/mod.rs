@@ -348,12 +348,12 @@ impl MemoryOpts {
         let list = OptionList::parse("memory", s, MEMORY_KEYS, "size=4G,source=pool")?;
         for (k, v) in list.items() {
             match k {
-                "size" => size = Some(guestmem::parse_size(k, v).map_err(|e| bad(e.to_string()))?),
+                "size" => size = Some(hostmem::parse_size(v).map_err(|e| bad(format!("{k}={e}")))?),
                 "source" => {
                     source = Some(match v {
                         "prefault" => Source::Prefault,
                         "none" => Source::None,
-                        "pool" => Source::Pool(pool::cli::DEFAULT_SOCKET.into()),
+                        "pool" => Source::Pool(options::DEFAULT_POOL_SOCKET.into()),
                         p if p.starts_with("pool:") && p.len() > 5 => Source::Pool(p[5..].into()),
                         _ => {
                             return Err(bad(format!(
@@ -1241,7 +1241,7 @@ mod tests {
     fn memory_options() {
         let m = MemoryOpts::parse("size=4G,source=pool").unwrap();
         assert_eq!(m.size, 4 << 30);
-        assert_eq!(m.source, Source::Pool(pool::cli::DEFAULT_SOCKET.into()));
+        assert_eq!(m.source, Source::Pool(options::DEFAULT_POOL_SOCKET.into()));
         assert_eq!(m.page, PageSize::Size2M);
         assert!(m.hint);
         let m =
