@@ -88,11 +88,9 @@ pub fn find_zerostart() -> Option<PathBuf> {
     which("zerostart")
 }
 
+/// `prog` on PATH as a shell would run it (an executable file).
 fn which(prog: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(prog))
-        .find(|p| p.is_file())
+    which::which(prog).ok()
 }
 
 fn mib(bytes: u64) -> u64 {

@@ -719,25 +719,20 @@ fn dry_run(plan: &Plan<'_>, layout: vmm::Built) -> Result<i32, Error> {
 /// A dry run's check of the VMM binary: found and executable (on PATH
 /// when it is a bare name), else the error a real launch would end with.
 fn vmm_binary_check(binary: &std::path::Path) -> Result<String, Error> {
-    use std::os::unix::fs::PermissionsExt;
-    let found = if binary.components().count() > 1 {
-        Some(binary.to_path_buf())
-    } else {
-        std::env::var_os("PATH").and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join(binary))
-                .find(|c| c.is_file())
-        })
-    };
-    let err = |why: &str| Error::VmmBinary {
+    // `which` finds a bare name on PATH and checks a path as given, both
+    // as a shell would (an executable file), so the dry run and exec agree.
+    let path = which::which(binary).map_err(|e| Error::VmmBinary {
         path: binary.to_path_buf(),
-        err: why.to_string(),
-    };
-    let path = found.ok_or_else(|| err("not found (on PATH)"))?;
-    let md = std::fs::metadata(&path).map_err(|e| err(&e.to_string()))?;
-    if !md.is_file() || md.permissions().mode() & 0o111 == 0 {
-        return Err(err("not an executable file"));
-    }
+        err: match e {
+            which::Error::CannotFindBinaryPath if binary.components().count() == 1 => {
+                "not found (on PATH)".to_string()
+            }
+            which::Error::CannotFindBinaryPath => {
+                "not found, or not an executable file".to_string()
+            }
+            e => e.to_string(),
+        },
+    })?;
     Ok(format!("vmm binary: {}", path.display()))
 }
 
@@ -1236,6 +1231,26 @@ fn reraise(sig: i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vmm_binary_check_finds_what_a_shell_would_run() {
+        assert!(vmm_binary_check(std::path::Path::new("sh"))
+            .unwrap()
+            .starts_with("vmm binary: /"));
+        let e = vmm_binary_check(std::path::Path::new("zerostart-no-such-vmm"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not found (on PATH)") && e.contains("--vmm-binary"),
+            "{e}"
+        );
+        // A file that exists but is not executable is refused, as exec would.
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("qemu");
+        std::fs::write(&f, "#!/bin/sh\n").unwrap();
+        let e = vmm_binary_check(&f).unwrap_err().to_string();
+        assert!(e.contains("not an executable file"), "{e}");
+    }
 
     #[test]
     fn memory_options() {
