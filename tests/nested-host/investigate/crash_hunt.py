@@ -28,6 +28,12 @@ scs = []
 # Three arms, interleaved: p = patched, b = patched with prezero.fault_batch=0 (no batched
 # first-touch faults), n = the same tree with the option off.
 arms = [("p", "patched", ""), ("b", "patched", " prezero.fault_batch=0"), ("n", "patched-noprezero", "")]
+# HUNT_ARMS=p: only those arms; HUNT_EXTRA: more guest arguments for every row
+# (nokaslr: the kernel at 16 MiB, so l2-hunt.sh's HUNT_PGT dump can find its
+# page tables).
+arms = [a for a in arms if a[0] in os.environ.get("HUNT_ARMS", "pbn")]
+arms = [(t, k, e + " " + os.environ["HUNT_EXTRA"]) if os.environ.get("HUNT_EXTRA") else (t, k, e)
+        for t, k, e in arms]
 for i in range(n):
     tag_, k, extra = arms[i % len(arms)]
     scs.append(demo.DemoScenario(f"direct-{mem // 1024}g-{i}-{tag_}", mem, source="pool",

@@ -16,6 +16,7 @@
 # the next version needs the kernel's physical base (boot with nokaslr, or
 # have zsinit print /proc/iomem's "Kernel code") and walk them with xp.
 . /zs/l2-pool.sh
+HUNT_PGT=1
 
 # mon_cmd FIFO CMD: one monitor command, never blocking on a FIFO no QEMU opened.
 mon_cmd() {
@@ -40,13 +41,22 @@ watch_pause() {
         mon_cmd "$mon" "x /2i 0x$rip"
         sleep 0.3
       fi
+      # The kernel mapping's tables as they are in guest memory now: with
+      # nokaslr the kernel is at 16 MiB and PA = VA - 0xffffffff80000000;
+      # the addresses are the patched build's System.map (init_top_pgt[511],
+      # level3_kernel_pgt[510], level2_kernel_pgt[8..31]: 16..64 MiB).
+      if grep -q nokaslr /proc/cmdline 2>/dev/null || [ -n "$HUNT_PGT" ]; then
+        mon_cmd "$mon" "xp /1gx 0x202cff8"; sleep 0.2
+        mon_cmd "$mon" "xp /1gx 0x202fff0"; sleep 0.2
+        mon_cmd "$mon" "xp /24gx 0x2030040"; sleep 0.4
+      fi
       mon_cmd "$mon" "quit"
       sleep 0.5
       break
     fi
   done
   kill $catpid 2>/dev/null
-  grep -v '^(qemu)' "/tmp/$n.monlog" 2>/dev/null | grep -E 'paused|RIP=|CR0=|CR3=|EFER|gpa:|Unmapped|Error|0xffff' | tr -d '\r' | sed "s/^/MON| $n /"
+  grep -v '^(qemu)' "/tmp/$n.monlog" 2>/dev/null | grep -E 'paused|RIP=|CR0=|CR3=|EFER|gpa:|Unmapped|Error|0xffff|^0000' | tr -d '\r' | sed "s/^/MON| $n /"
 }
 
 pool_start
