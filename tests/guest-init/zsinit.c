@@ -21,7 +21,10 @@
  * zsinit.huge_check_mib=N (hugetlb
  * memory checked, default: every free 2 MiB page, capped at 512),
  * zsinit.populate_mib=N (time populating N MiB of hugetlb memory; those
- * pages are then checked too), zsinit.halt=poweroff (power off instead).
+ * pages are then checked too), zsinit.halt=poweroff (power off instead),
+ * zsinit.iomem=1 (print /proc/iomem's "Kernel ..." lines and io_serial_out's
+ * address: the kernel's physical and virtual place under KASLR, for
+ * tests/nested-host/investigate/).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -387,6 +390,25 @@ int main(void)
 	uname(&u);
 	printf("ZSINIT: START kernel=%s uptime_ms=%" PRIu64 "\n", u.release, uptime_ms());
 
+	if (param_u64("zsinit.iomem", 0)) {
+		char io[16384] = {0};
+		char *line, *save = NULL;
+
+		if (read_file("/proc/iomem", io, sizeof(io) - 1) > 0)
+			for (line = strtok_r(io, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+				if (strstr(line, "Kernel "))
+					printf("ZSINIT: IOMEM %s\n", line);
+		FILE *ks = fopen("/proc/kallsyms", "re");
+		char l[256];
+
+		while (ks && fgets(l, sizeof(l), ks))
+			if (strstr(l, " io_serial_out\n")) {
+				printf("ZSINIT: KSYM %s", l);
+				break;
+			}
+		if (ks)
+			fclose(ks);
+	}
 	find_hint(hint, sizeof(hint), &hinted);
 	show_kernel_counters("start");
 

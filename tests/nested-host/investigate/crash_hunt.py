@@ -29,24 +29,35 @@ scs = []
 # first-touch faults), n = the same tree with the option off.
 arms = [("p", "patched", ""), ("b", "patched", " prezero.fault_batch=0"), ("n", "patched-noprezero", "")]
 # HUNT_ARMS=p: only those arms; HUNT_EXTRA: more guest arguments for every row
-# (nokaslr: the kernel at 16 MiB, so l2-hunt.sh's HUNT_PGT dump can find its
-# page tables).
+# (e.g. prezero.verify=1). Every row gets zsinit.iomem=1: the kernel's
+# physical base, for l2-hunt.sh's page-table walk at a crash.
 arms = [a for a in arms if a[0] in os.environ.get("HUNT_ARMS", "pbn")]
-arms = [(t, k, e + " " + os.environ["HUNT_EXTRA"]) if os.environ.get("HUNT_EXTRA") else (t, k, e)
-        for t, k, e in arms]
+arms = [(t, k, " " + f"{e} zsinit.iomem=1 {os.environ.get('HUNT_EXTRA', '')}".strip()) for t, k, e in arms]
 for i in range(n):
     tag_, k, extra = arms[i % len(arms)]
     scs.append(demo.DemoScenario(f"direct-{mem // 1024}g-{i}-{tag_}", mem, source="pool",
                                  kernel=k, kind="launch-direct", guest_args=demo.workload_args(mem) + extra,
                                  timeout_s=150 + 45 * mem // 1024, note="hunt"))
 a = argparse.Namespace(zerostart=None, firmware=fw)
-zs, ovmf, _ = launch.inputs(a, "demo", need_patched=True)
+zs, ovmf, kernels = launch.inputs(a, "demo", need_patched=True)
 def judge(r):
     demo.judge(r)
     r.failures = [f for f in r.failures if not (r.sc.kernel != "patched" and "skipped no clears" in f)]
 out = ROOT / "target" / "investigate" / tag; out.mkdir(parents=True, exist_ok=True)
+# l2-hunt.sh's walk() needs init_top_pgt's offset from _text in the patched
+# build (HUNT_SYSTEM_MAP, or the System.map beside the build's bzImage).
+smap = Path(os.environ.get("HUNT_SYSTEM_MAP") or Path(kernels["patched"]).parent / "System.map")
+syms = {}
+for line in smap.read_text().splitlines():
+    f = line.split()
+    if len(f) == 3 and f[2] in ("_text", "init_top_pgt"):
+        syms[f[2]] = int(f[0], 16)
+script = out / "l2-hunt.sh"
+body = (HERE / "l2-hunt.sh").read_text().split("\n", 1)
+script.write_text(f"{body[0]}\nHUNT_TOP_OFF={syms['init_top_pgt'] - syms['_text']:#x}\n{body[1]}")
+print("HUNT System.map", smap, "init_top_pgt - _text", hex(syms["init_top_pgt"] - syms["_text"]))
 res, fatal = launch.run_scenarios(scs, zs, ovmf, pool_mib=mem, region_mib=mem, smp=2,
-                                  console_log=out / "console.log", script=HERE / "l2-hunt.sh",
+                                  console_log=out / "console.log", script=script,
                                   judge_fn=judge)
 for r in res:
     v = r.verdict() or {}

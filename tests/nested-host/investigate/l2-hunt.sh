@@ -3,24 +3,66 @@
 # into L2): l2-demo.sh's launch/launch-direct rows,
 # with the L3 QEMU told to pause instead of exiting when the guest shuts down
 # (-action shutdown=pause) and a monitor on a FIFO pair. When it pauses, the
-# watcher asks QEMU for the registers and translates the guest's RIP and a
-# few kernel addresses through the guest's page tables as they are in guest
-# memory now (gva2gpa): if a triple-faulted guest's text still translates,
-# its page tables in memory were intact and the failed fetch was the bed's;
-# if not, guest memory changed. Then it quits QEMU. Lines: MON| ...
+# watcher takes the guest's RIP from L2's KVM trace and walks the kernel's
+# page tables for it as they are in guest memory now (walk(), with xp):
+# present entries all the way down mean the guest's tables were intact and
+# the failed fetch was the bed's; a missing or changed entry means guest
+# memory changed. Then it quits QEMU. Lines: MON| ...
 # Found on its first use (2026-12-02): under KVM a triple fault reaches QEMU
 # after kvm-amd re-initialised the vCPU (the VMCB is undefined after a
-# shutdown intercept), so the registers read are the reset state and the
-# guest's CR3 and RIP are lost; only guest memory survives the pause. The
-# RIP comes from L2's KVM trace (KVMX|); to check the page tables in memory
-# the next version needs the kernel's physical base (boot with nokaslr, or
-# have zsinit print /proc/iomem's "Kernel code") and walk them with xp.
+# shutdown intercept), so the registers read are the reset state; only
+# guest memory survives the pause. The kernel's physical base comes from
+# the guest itself (zsinit.iomem=1 prints /proc/iomem's "Kernel code").
 . /zs/l2-pool.sh
-HUNT_PGT=1
+# HUNT_TOP_OFF / HUNT_L3_NAME: set by crash_hunt.py from the patched build's
+# System.map (init_top_pgt - _text), prepended to this script.
 
 # mon_cmd FIFO CMD: one monitor command, never blocking on a FIFO no QEMU opened.
 mon_cmd() {
   timeout 2 sh -c "echo '$2' > '$1.in'" 2>/dev/null
+}
+
+# xp1 ADDR: one guest-physical qword, read through the monitor (hex, 0x...).
+xp1() {
+  a=$(printf '%016x' "$1")
+  mon_cmd "$mon" "xp /1gx 0x$a"; sleep 0.3
+  tr -d '\r' < "/tmp/$n.monlog" | grep -a "^$a:" | tail -1 | awk '{print $2}'
+}
+
+# walk RIP: the guest's kernel page-table walk for RIP as it is in guest
+# memory now, from init_top_pgt (physical base from zsinit.iomem=1's
+# "Kernel code" line): every level's entry, then the whole PMD table and,
+# if RIP's PMD entry points to a PTE table, that table too. Present
+# entries all the way down mean the guest's tables were intact and the
+# failed fetch was the bed's; a missing or changed entry means guest
+# memory changed.
+walk() {
+  kc=$(grep -a 'ZSINIT: IOMEM .*Kernel code' "/tmp/$n.l3" | head -1 | sed 's/.*IOMEM *//' | cut -d- -f1 | tr -d ' ')
+  [ -n "$kc" ] || { echo "MON| $n walk: no Kernel code line (the guest died before zsinit)"; return; }
+  lo=$(echo "$1" | sed 's/^0x//' | tail -c 9)
+  lo=$((0x$lo))
+  pud=$(( 0x1fc | (lo >> 30) )); pmd=$(( (lo >> 21) & 511 )); pte=$(( (lo >> 12) & 511 ))
+  top=$(( 0x$kc + HUNT_TOP_OFF ))
+  mask=$(( 0x000ffffffffff000 ))
+  v1=$(xp1 $((top + 511 * 8)))
+  echo "MON| $n walk rip=$1 kernel_code=0x$kc init_top_pgt=$(printf 0x%x $top) pgd[511]=$v1 pud_idx=$pud pmd_idx=$pmd pte_idx=$pte"
+  [ -n "$v1" ] || return
+  l3=$(( v1 & mask )); v2=$(xp1 $((l3 + pud * 8)))
+  echo "MON| $n walk pud[$pud]@$(printf 0x%x $l3)=$v2"
+  [ -n "$v2" ] || return
+  l2=$(( v2 & mask ))
+  mon_cmd "$mon" "xp /512gx $(printf 0x%x $l2)"; sleep 1
+  v3=$(xp1 $((l2 + pmd * 8)))
+  echo "MON| $n walk pmd[$pmd]@$(printf 0x%x $l2)=$v3"
+  [ -n "$v3" ] || return
+  if [ $(( v3 & 0x80 )) -eq 0 ] && [ $(( v3 & 1 )) -eq 1 ]; then
+    l1=$(( v3 & mask ))
+    mon_cmd "$mon" "xp /512gx $(printf 0x%x $l1)"; sleep 1
+    v4=$(xp1 $((l1 + pte * 8)))
+    echo "MON| $n walk pte[$pte]@$(printf 0x%x $l1)=$v4"
+  fi
+  # Both whole tables, as dumped (2 qwords a line).
+  tr -d '\r' < "/tmp/$n.monlog" | grep -a -E '^[0-9a-f]{16}: 0x[0-9a-f]+ 0x' | sed "s/^/MON| $n table /"
 }
 
 watch_pause() {
@@ -32,23 +74,18 @@ watch_pause() {
     mon_cmd "$mon" "info status" || continue
     sleep 0.2
     if grep -q "paused (shutdown)" "/tmp/$n.monlog" 2>/dev/null; then
-      mon_cmd "$mon" "info registers"
-      sleep 0.5
-      rip=$(grep -o 'RIP=[0-9a-f]*' "/tmp/$n.monlog" | tail -1 | cut -d= -f2)
+      # The RIP is lost with the vCPU's reset (kvm-amd re-inits it on a
+      # shutdown intercept); L2's KVM trace has it.
+      rip=$(grep -a 'reason shutdown' /sys/kernel/tracing/trace 2>/dev/null | tail -1 | grep -o 'rip 0x[0-9a-f]*' | cut -d' ' -f2)
+      echo "MON| $n paused, shutdown rip=$rip"
       if [ -n "$rip" ]; then
-        mon_cmd "$mon" "gva2gpa 0x$rip"
-        sleep 0.3
-        mon_cmd "$mon" "x /2i 0x$rip"
-        sleep 0.3
-      fi
-      # The kernel mapping's tables as they are in guest memory now: with
-      # nokaslr the kernel is at 16 MiB and PA = VA - 0xffffffff80000000;
-      # the addresses are the patched build's System.map (init_top_pgt[511],
-      # level3_kernel_pgt[510], level2_kernel_pgt[8..31]: 16..64 MiB).
-      if grep -q nokaslr /proc/cmdline 2>/dev/null || [ -n "$HUNT_PGT" ]; then
-        mon_cmd "$mon" "xp /1gx 0x202cff8"; sleep 0.2
-        mon_cmd "$mon" "xp /1gx 0x202fff0"; sleep 0.2
-        mon_cmd "$mon" "xp /24gx 0x2030040"; sleep 0.4
+        walk "$rip"
+      elif [ ! -f /tmp/hunt-walked ]; then
+        # The tool's own check, once: a guest that powered off cleanly
+        # must walk to a present PTE/PMD for io_serial_out.
+        touch /tmp/hunt-walked
+        k=$(grep -a 'ZSINIT: KSYM ' "/tmp/$n.l3" | head -1 | awk '{print $3}')
+        [ -n "$k" ] && walk "0x$k"
       fi
       mon_cmd "$mon" "quit"
       sleep 0.5
@@ -56,7 +93,28 @@ watch_pause() {
     fi
   done
   kill $catpid 2>/dev/null
-  grep -v '^(qemu)' "/tmp/$n.monlog" 2>/dev/null | grep -E 'paused|RIP=|CR0=|CR3=|EFER|gpa:|Unmapped|Error|0xffff|^0000' | tr -d '\r' | sed "s/^/MON| $n /"
+  grep -a 'paused\|Error' "/tmp/$n.monlog" 2>/dev/null | grep -v '^(qemu)' | tr -d '\r' | head -5 | sed "s/^/MON| $n /"
+}
+
+# hunt_run NAME TIMEOUT CMD...: l2-pool.sh's run(), with the L3 console
+# also kept in /tmp/NAME.l3 for walk().
+hunt_run() {
+  name=$1 tmo=$2; shift 2
+  err=/tmp/$name.err; rcf=/tmp/$name.rc
+  rm -f "$err" "$rcf" "/tmp/$name.qlog" "/tmp/$name.l3"
+  kvmx_start
+  t0=$(ms)
+  echo "ZSL-BEGIN name=$name t0_ms=$t0"
+  {
+    timeout -s KILL "$tmo" "$@" 2> "$err" < /dev/null
+    echo $? > "$rcf"
+  } | tee "/tmp/$name.l3" | while IFS= read -r line; do echo "L3| $(ms) $line"; done
+  t1=$(ms)
+  [ -f "$err" ] && sed 's/^/VMM| /' "$err"
+  qlog_line "$name"
+  kvmx_line
+  [ -s "/tmp/$name.tl.json" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "/tmp/$name.tl.json")"
+  echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
 }
 
 pool_start
@@ -70,7 +128,7 @@ tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
     mon=/tmp/$name.mon
     rm -f "$mon.in" "$mon.out"; mkfifo "$mon.in" "$mon.out"
     # shellcheck disable=SC2086
-    run "$name" "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary $q \
+    hunt_run "$name" "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary $q \
       --memory "size=${mem}M,source=pool:$sock" $fw --timeline "/tmp/$name.tl.json" -- \
       -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
       -display none -no-reboot -action shutdown=pause -monitor "pipe:$mon" -serial stdio \
