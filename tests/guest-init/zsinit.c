@@ -22,8 +22,9 @@
  * memory checked, default: every free 2 MiB page, capped at 512),
  * zsinit.populate_mib=N (time populating N MiB of hugetlb memory; those
  * pages are then checked too), zsinit.halt=poweroff (power off instead),
- * zsinit.iomem=1 (print /proc/iomem's "Kernel ..." lines and io_serial_out's
- * address: the kernel's physical and virtual place under KASLR, for
+ * zsinit.iomem=1 (print /proc/iomem's "Kernel ..." lines and the addresses of
+ * _text, init_top_pgt and io_serial_out: the kernel's physical and virtual
+ * place under KASLR, for
  * tests/nested-host/investigate/).
  */
 #define _GNU_SOURCE
@@ -401,10 +402,13 @@ int main(void)
 		FILE *ks = fopen("/proc/kallsyms", "re");
 		char l[256];
 
-		while (ks && fgets(l, sizeof(l), ks))
-			if (strstr(l, " io_serial_out\n")) {
+		int want = 3;
+
+		while (want && ks && fgets(l, sizeof(l), ks))
+			if (strstr(l, " _text\n") || strstr(l, " init_top_pgt\n") ||
+			    strstr(l, " io_serial_out\n")) {
 				printf("ZSINIT: KSYM %s", l);
-				break;
+				want--;
 			}
 		if (ks)
 			fclose(ks);

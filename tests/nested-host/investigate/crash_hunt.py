@@ -39,25 +39,13 @@ for i in range(n):
                                  kernel=k, kind="launch-direct", guest_args=demo.workload_args(mem) + extra,
                                  timeout_s=150 + 45 * mem // 1024, note="hunt"))
 a = argparse.Namespace(zerostart=None, firmware=fw)
-zs, ovmf, kernels = launch.inputs(a, "demo", need_patched=True)
+zs, ovmf, _ = launch.inputs(a, "demo", need_patched=True)
 def judge(r):
     demo.judge(r)
     r.failures = [f for f in r.failures if not (r.sc.kernel != "patched" and "skipped no clears" in f)]
 out = ROOT / "target" / "investigate" / tag; out.mkdir(parents=True, exist_ok=True)
-# l2-hunt.sh's walk() needs init_top_pgt's offset from _text in the patched
-# build (HUNT_SYSTEM_MAP, or the System.map beside the build's bzImage).
-smap = Path(os.environ.get("HUNT_SYSTEM_MAP") or Path(kernels["patched"]).parent / "System.map")
-syms = {}
-for line in smap.read_text().splitlines():
-    f = line.split()
-    if len(f) == 3 and f[2] in ("_text", "init_top_pgt"):
-        syms[f[2]] = int(f[0], 16)
-script = out / "l2-hunt.sh"
-body = (HERE / "l2-hunt.sh").read_text().split("\n", 1)
-script.write_text(f"{body[0]}\nHUNT_TOP_OFF={syms['init_top_pgt'] - syms['_text']:#x}\n{body[1]}")
-print("HUNT System.map", smap, "init_top_pgt - _text", hex(syms["init_top_pgt"] - syms["_text"]))
 res, fatal = launch.run_scenarios(scs, zs, ovmf, pool_mib=mem, region_mib=mem, smp=2,
-                                  console_log=out / "console.log", script=script,
+                                  console_log=out / "console.log", script=HERE / "l2-hunt.sh",
                                   judge_fn=judge)
 for r in res:
     v = r.verdict() or {}

@@ -14,8 +14,6 @@
 # guest memory survives the pause. The kernel's physical base comes from
 # the guest itself (zsinit.iomem=1 prints /proc/iomem's "Kernel code").
 . /zs/l2-pool.sh
-# HUNT_TOP_OFF / HUNT_L3_NAME: set by crash_hunt.py from the patched build's
-# System.map (init_top_pgt - _text), prepended to this script.
 
 # mon_cmd FIFO CMD: one monitor command, never blocking on a FIFO no QEMU opened.
 mon_cmd() {
@@ -37,12 +35,18 @@ xp1() {
 # failed fetch was the bed's; a missing or changed entry means guest
 # memory changed.
 walk() {
-  kc=$(grep -a 'ZSINIT: IOMEM .*Kernel code' "/tmp/$n.l3" | head -1 | sed 's/.*IOMEM *//' | cut -d- -f1 | tr -d ' ')
+  tr -d '\r' < "/tmp/$n.l3" > "/tmp/$n.l3c"
+  kc=$(grep -a 'ZSINIT: IOMEM .*Kernel code' "/tmp/$n.l3c" | head -1 | sed 's/.*IOMEM *//' | cut -d- -f1 | tr -d ' ')
   [ -n "$kc" ] || { echo "MON| $n walk: no Kernel code line (the guest died before zsinit)"; return; }
   lo=$(echo "$1" | sed 's/^0x//' | tail -c 9)
   lo=$((0x$lo))
   pud=$(( 0x1fc | (lo >> 30) )); pmd=$(( (lo >> 21) & 511 )); pte=$(( (lo >> 12) & 511 ))
-  top=$(( 0x$kc + HUNT_TOP_OFF ))
+  # init_top_pgt's offset from _text, from the guest's own kallsyms (both
+  # in the kernel's 1 GiB window: their low 32 bits differ by the offset).
+  tx=$(grep -a 'ZSINIT: KSYM .* _text$' "/tmp/$n.l3c" | head -1 | awk '{print $3}' | tail -c 9)
+  tp=$(grep -a 'ZSINIT: KSYM .* init_top_pgt$' "/tmp/$n.l3c" | head -1 | awk '{print $3}' | tail -c 9)
+  [ -n "$tx" ] && [ -n "$tp" ] || { echo "MON| $n walk: no KSYM lines for _text/init_top_pgt"; return; }
+  top=$(( 0x$kc + 0x$tp - 0x$tx ))
   mask=$(( 0x000ffffffffff000 ))
   v1=$(xp1 $((top + 511 * 8)))
   echo "MON| $n walk rip=$1 kernel_code=0x$kc init_top_pgt=$(printf 0x%x $top) pgd[511]=$v1 pud_idx=$pud pmd_idx=$pmd pte_idx=$pte"
@@ -84,7 +88,7 @@ watch_pause() {
         # The tool's own check, once: a guest that powered off cleanly
         # must walk to a present PTE/PMD for io_serial_out.
         touch /tmp/hunt-walked
-        k=$(grep -a 'ZSINIT: KSYM ' "/tmp/$n.l3" | head -1 | awk '{print $3}')
+        k=$(tr -d '\r' < "/tmp/$n.l3" | grep -a 'ZSINIT: KSYM .* io_serial_out$' | head -1 | awk '{print $3}')
         [ -n "$k" ] && walk "0x$k"
       fi
       mon_cmd "$mon" "quit"
