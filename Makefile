@@ -5,6 +5,10 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 export ZEROSTART_CACHE ?= $(HOME)/.cache/zerostart
+# Long cached builds (kernel, firmware, rootfs, the nested host's QEMU) run
+# under ci/progress.sh: on a cache miss it says what builds, how long that
+# takes here, and a line a minute until it ends.
+PROGRESS := bash $(CURDIR)/ci/progress.sh
 export CARGO_TERM_COLOR ?= never
 CARGO ?= cargo
 # Under make, tests that need /dev/kvm or hugepages fail when they cannot
@@ -58,6 +62,7 @@ test-fast: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	python3 tests/lib/test_make_test.py
+	python3 tests/lib/test_progress.py
 	python3 -m unittest zstest.test_zstest
 	bash vmm/guestmem/scripts/with-hugepages.sh 2048 64 -- \
 	  bash vmm/guestmem/scripts/with-hugepages.sh 1048576 1 -- \
