@@ -23,7 +23,8 @@
  * zsinit.populate_mib=N (time populating N MiB of hugetlb memory; those
  * pages are then checked too), zsinit.halt=poweroff (power off instead),
  * zsinit.iomem=1 (print /proc/iomem's "Kernel ..." lines and the addresses of
- * _text, init_top_pgt and io_serial_out: the kernel's physical and virtual
+ * _text, init_top_pgt, io_serial_out, idt_table and asm_exc_page_fault: the
+ * kernel's physical and virtual
  * place under KASLR, for
  * tests/nested-host/investigate/).
  */
@@ -402,11 +403,12 @@ int main(void)
 		FILE *ks = fopen("/proc/kallsyms", "re");
 		char l[256];
 
-		int want = 3;
+		int want = 5;
 
 		while (want && ks && fgets(l, sizeof(l), ks))
 			if (strstr(l, " _text\n") || strstr(l, " init_top_pgt\n") ||
-			    strstr(l, " io_serial_out\n")) {
+			    strstr(l, " io_serial_out\n") || strstr(l, " idt_table\n") ||
+			    strstr(l, " asm_exc_page_fault\n")) {
 				printf("ZSINIT: KSYM %s", l);
 				want--;
 			}

@@ -38,9 +38,9 @@ walk() {
   tr -d '\r' < "/tmp/$n.l3" > "/tmp/$n.l3c"
   kc=$(grep -a 'ZSINIT: IOMEM .*Kernel code' "/tmp/$n.l3c" | head -1 | sed 's/.*IOMEM *//' | cut -d- -f1 | tr -d ' ')
   [ -n "$kc" ] || { echo "MON| $n walk: no Kernel code line (the guest died before zsinit)"; return; }
-  lo=$(echo "$1" | sed 's/^0x//' | tail -c 9)
-  lo=$((0x$lo))
-  pud=$(( 0x1fc | (lo >> 30) )); pmd=$(( (lo >> 21) & 511 )); pte=$(( (lo >> 12) & 511 ))
+  # The low 48 bits of the VA (ash's arithmetic is signed 64-bit).
+  va=$(( 0x$(echo "$1" | sed 's/^0x//' | tail -c 13) ))
+  pgd=$(( (va >> 39) & 511 )); pud=$(( (va >> 30) & 511 )); pmd=$(( (va >> 21) & 511 )); pte=$(( (va >> 12) & 511 ))
   # init_top_pgt's offset from _text, from the guest's own kallsyms (both
   # in the kernel's 1 GiB window: their low 32 bits differ by the offset).
   tx=$(grep -a 'ZSINIT: KSYM .* _text$' "/tmp/$n.l3c" | head -1 | awk '{print $3}' | tail -c 9)
@@ -48,25 +48,26 @@ walk() {
   [ -n "$tx" ] && [ -n "$tp" ] || { echo "MON| $n walk: no KSYM lines for _text/init_top_pgt"; return; }
   top=$(( 0x$kc + 0x$tp - 0x$tx ))
   mask=$(( 0x000ffffffffff000 ))
-  v1=$(xp1 $((top + 511 * 8)))
-  echo "MON| $n walk rip=$1 kernel_code=0x$kc init_top_pgt=$(printf 0x%x $top) pgd[511]=$v1 pud_idx=$pud pmd_idx=$pmd pte_idx=$pte"
-  [ -n "$v1" ] || return
+  v1=$(xp1 $((top + pgd * 8)))
+  echo "MON| $n walk va=$1 kernel_code=0x$kc init_top_pgt=$(printf 0x%x $top) idx=$pgd/$pud/$pmd/$pte pgd=$v1"
+  [ -n "$v1" ] && [ $(( v1 & 1 )) -eq 1 ] || return
   l3=$(( v1 & mask )); v2=$(xp1 $((l3 + pud * 8)))
-  echo "MON| $n walk pud[$pud]@$(printf 0x%x $l3)=$v2"
-  [ -n "$v2" ] || return
+  echo "MON| $n walk pud@$(printf 0x%x $l3)=$v2"
+  [ -n "$v2" ] && [ $(( v2 & 0x81 )) -eq 1 ] || return
   l2=$(( v2 & mask ))
   mon_cmd "$mon" "xp /512gx $(printf 0x%x $l2)"; sleep 1
   v3=$(xp1 $((l2 + pmd * 8)))
-  echo "MON| $n walk pmd[$pmd]@$(printf 0x%x $l2)=$v3"
-  [ -n "$v3" ] || return
-  if [ $(( v3 & 0x80 )) -eq 0 ] && [ $(( v3 & 1 )) -eq 1 ]; then
-    l1=$(( v3 & mask ))
-    mon_cmd "$mon" "xp /512gx $(printf 0x%x $l1)"; sleep 1
-    v4=$(xp1 $((l1 + pte * 8)))
-    echo "MON| $n walk pte[$pte]@$(printf 0x%x $l1)=$v4"
-  fi
-  # Both whole tables, as dumped (2 qwords a line).
-  tr -d '\r' < "/tmp/$n.monlog" | grep -a -E '^[0-9a-f]{16}: 0x[0-9a-f]+ 0x' | sed "s/^/MON| $n table /"
+  echo "MON| $n walk pmd@$(printf 0x%x $l2)=$v3"
+  [ -n "$v3" ] && [ $(( v3 & 0x81 )) -eq 1 ] || return
+  l1=$(( v3 & mask ))
+  mon_cmd "$mon" "xp /512gx $(printf 0x%x $l1)"; sleep 1
+  v4=$(xp1 $((l1 + pte * 8)))
+  echo "MON| $n walk pte@$(printf 0x%x $l1)=$v4"
+}
+
+# tables: every whole table the walks dumped (2 qwords a line), once.
+tables() {
+  tr -d '\r' < "/tmp/$n.monlog" | grep -a -E '^[0-9a-f]{16}: 0x[0-9a-f]+ 0x' | sort -u | sed "s/^/MON| $n table /"
 }
 
 watch_pause() {
@@ -84,12 +85,22 @@ watch_pause() {
       echo "MON| $n paused, shutdown rip=$rip"
       if [ -n "$rip" ]; then
         walk "$rip"
+        # Where the #PF's delivery went: the IDT (IDTR holds its read-only
+        # alias in the CPU entry area), the handler's text; and
+        # init_top_pgt whole (the kernel half of every process's PGD).
+        walk 0xfffffe0000000000
+        for sym in idt_table asm_exc_page_fault; do
+          k=$(grep -a "ZSINIT: KSYM .* $sym\$" "/tmp/$n.l3c" | head -1 | awk '{print $3}')
+          [ -n "$k" ] && walk "0x$k"
+        done
+        [ -n "${top:-}" ] && mon_cmd "$mon" "xp /512gx $(printf 0x%x $top)" && sleep 1
+        tables
       elif [ ! -f /tmp/hunt-walked ]; then
         # The tool's own check, once: a guest that powered off cleanly
         # must walk to a present PTE/PMD for io_serial_out.
         touch /tmp/hunt-walked
         k=$(tr -d '\r' < "/tmp/$n.l3" | grep -a 'ZSINIT: KSYM .* io_serial_out$' | head -1 | awk '{print $3}')
-        [ -n "$k" ] && walk "0x$k"
+        [ -n "$k" ] && walk "0x$k" && tables
       fi
       mon_cmd "$mon" "quit"
       sleep 0.5
