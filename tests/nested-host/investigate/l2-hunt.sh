@@ -34,10 +34,35 @@ xp1() {
 # entries all the way down mean the guest's tables were intact and the
 # failed fetch was the bed's; a missing or changed entry means guest
 # memory changed.
+# scan_base: for a guest that died before zsinit printed its kernel's
+# physical base: every 2 MiB-aligned candidate base b in guest RAM whose
+# init_top_pgt[511] (at b + off + 0xff8) reads b + off + 0x3067, i.e.
+# points at level3_kernel_pgt three pages on, as in every healthy boot
+# (off = init_top_pgt - _text, learnt from an earlier row). Prints the
+# base in hex (no 0x) or nothing.
+scan_base() {
+  [ -f /tmp/hunt-ksyms ] || return 0
+  read -r stp stx < /tmp/hunt-ksyms
+  off=$(( stp - stx ))
+  : > /tmp/scan.cmds
+  b=$(( 16 << 20 ))
+  while [ $b -lt $(( 8 << 30 )) ]; do
+    printf 'xp /1gx 0x%x\n' $(( b + off + 0xff8 )) >> /tmp/scan.cmds
+    b=$(( b + (2 << 20) ))
+  done
+  timeout 60 sh -c "cat /tmp/scan.cmds > '$mon.in'" 2>/dev/null
+  sleep 5
+  tr -d '\r' < "/tmp/$n.monlog" | grep -a -E '^[0-9a-f]{16}: 0x[0-9a-f]{16}$' | while read -r a v; do
+    a=$(( 0x${a%:} )); base=$(( a - off - 0xff8 ))
+    [ $(( v )) -eq $(( base + off + 0x3067 )) ] && printf '%x\n' $base && echo "MON| $n scan: kernel base $(printf 0x%x $base) (init_top_pgt[511] points 3 pages on)" >&2
+  done | head -1
+}
+
 walk() {
   tr -d '\r' < "/tmp/$n.l3" > "/tmp/$n.l3c"
   kc=$(grep -a 'ZSINIT: IOMEM .*Kernel code' "/tmp/$n.l3c" | head -1 | sed 's/.*IOMEM *//' | cut -d- -f1 | tr -d ' ')
-  [ -n "$kc" ] || { echo "MON| $n walk: no Kernel code line (the guest died before zsinit)"; return; }
+  [ -n "$kc" ] || kc=$(scan_base)
+  [ -n "$kc" ] || { echo "MON| $n walk: no kernel base (no zsinit line, scan found none)"; return; }
   # The low 48 bits of the VA (ash's arithmetic is signed 64-bit).
   va=$(( 0x$(echo "$1" | sed 's/^0x//' | tail -c 13) ))
   pgd=$(( (va >> 39) & 511 )); pud=$(( (va >> 30) & 511 )); pmd=$(( (va >> 21) & 511 )); pte=$(( (va >> 12) & 511 ))
@@ -45,8 +70,12 @@ walk() {
   # in the kernel's 1 GiB window: their low 32 bits differ by the offset).
   tx=$(grep -a 'ZSINIT: KSYM .* _text$' "/tmp/$n.l3c" | head -1 | awk '{print $3}' | tail -c 9)
   tp=$(grep -a 'ZSINIT: KSYM .* init_top_pgt$' "/tmp/$n.l3c" | head -1 | awk '{print $3}' | tail -c 9)
+  # A guest that died before zsinit: the offsets an earlier row printed
+  # (the same kernel image).
+  if [ -z "$tx" ] && [ -f /tmp/hunt-ksyms ]; then read -r tp tx < /tmp/hunt-ksyms; tp=${tp#0x}; tx=${tx#0x}; fi
   [ -n "$tx" ] && [ -n "$tp" ] || { echo "MON| $n walk: no KSYM lines for _text/init_top_pgt"; return; }
   top=$(( 0x$kc + 0x$tp - 0x$tx ))
+  echo "0x$tp 0x$tx" > /tmp/hunt-ksyms
   mask=$(( 0x000ffffffffff000 ))
   v1=$(xp1 $((top + pgd * 8)))
   echo "MON| $n walk va=$1 kernel_code=0x$kc init_top_pgt=$(printf 0x%x $top) idx=$pgd/$pud/$pmd/$pte pgd=$v1"
