@@ -691,8 +691,8 @@ fn zerostart_devices(s: &Spec) -> Vec<String> {
     a
 }
 
-/// The spec's devices as (disks, nets, vsock) with MACs decided; QEMU
-/// needs each net's vhost said.
+/// The spec's disks and nets as the device spellers take them, each MAC
+/// decided; `need_vhost`: QEMU, whose `-netdev` needs vhost said.
 #[allow(clippy::type_complexity)]
 fn devices(
     s: &Spec,
@@ -771,11 +771,12 @@ fn memory_refused(s: &Spec, fix: &str) -> SpecError {
 /// reads.
 pub fn build(s: &Spec) -> Result<Built, SpecError> {
     let mut b = Built::default();
-    let launched = false;
-    build_into(s, launched, &mut b)?;
+    build_into(s, false, &mut b)?;
     Ok(b)
 }
 
+/// Appends the command of `s` to `b`; `launched`: `s` is the VMM under a
+/// `zerostart launch` (no program word, the launcher supplies memory).
 fn build_into(s: &Spec, launched: bool, b: &mut Built) -> Result<(), SpecError> {
     if !launched {
         let bin = need(s, &s.binary, "binary", "give the program's path")?;
@@ -806,7 +807,7 @@ fn build_into(s: &Spec, launched: bool, b: &mut Built) -> Result<(), SpecError> 
     match s.vmm {
         Vmm::Qemu => build_qemu(s, launched, a)?,
         Vmm::CloudHypervisor => build_chv(s, launched, a)?,
-        Vmm::Firecracker => build_firecracker(s, launched, b)?,
+        Vmm::Firecracker => build_firecracker(s, b)?,
         Vmm::ZerostartRun => build_run(s, a)?,
         Vmm::ZerostartLaunch => build_launch(s, b)?,
     }
@@ -1110,7 +1111,7 @@ struct FcMachine {
 /// (boot source, no drives, machine config) in [`Built::files`]. Its
 /// memory is its own even under the launcher (it takes no file-backed
 /// memory; the launcher checks the size agrees).
-fn build_firecracker(s: &Spec, _launched: bool, b: &mut Built) -> Result<(), SpecError> {
+fn build_firecracker(s: &Spec, b: &mut Built) -> Result<(), SpecError> {
     let fc = need(
         s,
         &s.firecracker,
