@@ -656,10 +656,9 @@ def demo_direct(zs: Path, kernels: dict, timeout_s: int | None) -> int:
     try:
         if not pools.reserve(2048, sc.mem_mib // 2):
             return 1
-        cmd = [str(zs), "run", "--kernel", str(kernel), "--initramfs", str(initrd),
-               "--cmdline", f"console=ttyS0 reboot=k panic=-1 oops=panic quiet {sc.guest_args}", "--cpus", f"boot={sc.cpus}",
-               "--memory", f"size={sc.mem_mib}M,{sc.memory_opts()}",
-               "--serial", f"file={ser}", "--timeline", str(tl_path)]
+        spec = vmmargv.zerostart_run(str(kernel), sc.cmdline(), f"size={sc.mem_mib}M,{sc.memory_opts()}",
+                                     {"file": str(ser)}, str(tl_path), cpus=sc.cpus, initrd=str(initrd))
+        cmd = vmmargv.build({**spec, "binary": str(zs)}, zs).argv
         print("demo: " + " ".join(cmd), flush=True)
         try:
             rc = subprocess.run(cmd, timeout=sc.timeout_s).returncode
