@@ -67,6 +67,8 @@ test-fast: deps
 	bash vmm/guestmem/scripts/with-hugepages.sh 2048 64 -- \
 	  bash vmm/guestmem/scripts/with-hugepages.sh 1048576 1 -- \
 	  $(CARGO) test --workspace --no-fail-fast
+	# After cargo built target/debug/zerostart: its vmm-argv, as the nested harnesses ask it.
+	python3 -m unittest zstest.test_vmmargv
 
 include $(sort $(wildcard mk/*.mk))
 

@@ -48,6 +48,7 @@ from pathlib import Path
 import launch
 import run as e2e
 from zstest import l2image as build
+from zstest import vmmargv
 
 OUT = build.REPO / "target" / "demo"
 MIB = 1 << 20
@@ -70,8 +71,37 @@ class DemoScenario(launch.LaunchScenario):
         self.vmm = {"zerostart": "zerostart", "stock-direct": "qemu-direct",
                     "launch-direct": "qemu-direct"}.get(self.kind, "qemu")
 
-    def line(self) -> str:
-        return "|".join([self.name, self.kind, str(self.mem_mib), self.kernel, str(self.timeout_s), self.guest_args])
+    def spec(self) -> dict:
+        """This row's start in L2 (zstest.vmmargv): stock QEMU as operators
+        run it (hugetlbfs prealloc, OVMF or a direct boot), QEMU through
+        `zerostart launch` on the pool (OVMF or direct), or zerostart's VMM
+        on the pool; each writes or gets its timeline at /tmp/NAME.tl.json."""
+        m, kernel, tl = self.mem_mib, f"/zs/kernels/{self.kernel}", f"/tmp/{self.name}.tl.json"
+        append = f"console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff {self.guest_args}"
+        if self.kind == "zerostart":
+            return vmmargv.zerostart_run(
+                kernel, f"console=ttyS0 reboot=k panic=-1 oops=panic quiet {self.guest_args}",
+                f"size={m}M,hugepages=on,hugepage_size=2M,prezero=pool:{vmmargv.L2_POOL_SOCKET}", "tty", tl,
+                initrd=vmmargv.L2_INITRAMFS)
+        qemu = {**vmmargv.l2_qemu(1), "kernel": kernel, "initrd": vmmargv.L2_INITRAMFS, "cmdline": append,
+                "serial": "stdio"}
+        uefi = self.kind in ("stock", "launch")
+        if self.kind.startswith("stock"):
+            qemu["memory"] = vmmargv.stock_memory(m)
+            if uefi:
+                qemu["firmware"] = vmmargv.L2_OVMF
+            return qemu
+        return vmmargv.launch(qemu, f"size={m}M,source=pool:{vmmargv.L2_POOL_SOCKET}", tl,
+                              firmware=vmmargv.L2_OVMF if uefi else None)
+
+    def ready_spec(self) -> dict | None:
+        return vmmargv.memory_ready_probe(self.mem_mib) if self.kind.startswith("stock") else None
+
+    def line(self, cmd: str, ready: str = "") -> str:
+        """l2-demo.sh's (and l2-microvm.sh's) list line:
+        name|kind|timeout_s|tap|memory_ready command|command."""
+        return "|".join([vmmargv.list_field(x) for x in (self.name, self.kind, str(self.timeout_s), "", ready)]
+                        + [cmd])
 
 
 def workload_args(mem_mib: int) -> str:

@@ -15,47 +15,37 @@
 #              the patched kernel.
 #
 # /zs/launch.txt: first line "pool|pool_mib|region_mib", then one scenario
-# per line:  name|kind|mem_mib|kernel|timeout_s|guest cmdline extras
+# per line (the line of l2-microvm.sh, tap empty):
+#   name|kind|timeout_s|tap|memory_ready command|command
+# The commands are whole, shell-quoted, built on the host by `zerostart
+# vmm-argv` (tests/nested-host/demo.py, zstest.vmmargv): this script spells
+# no VMM flag. The memory_ready command (stock kinds only) is the stock
+# QEMU with the same memory, -S and its monitor on stdio.
 # Stock scenarios run first, before the pool takes the hugepages they use;
 # the pool then fills (off the launch path: no measurement runs meanwhile)
 # and the launch and zerostart scenarios follow. Output: the protocol of
 # l2-launch.sh (ZSL-BEGIN / L3| <ms> <line> / VMM| / ZSL-TIMELINE / ZSL-END),
 # so tests/nested-host/launch.py parses both. For stock QEMU, which has no
-# timeline, memory_ready is measured right before its boot: the same QEMU
-# command with -S, quit from the monitor once it is up (prealloc done).
+# timeline, memory_ready is measured right before its boot (l2-pool.sh's
+# stock_memory_ready); the others write /tmp/NAME.tl.json themselves.
 . /zs/l2-pool.sh
 
-tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
-  case "$kind" in stock) bios="-bios /zs/fw/OVMF.fd";; stock-direct) bios=;; *) continue;; esac
-  stock_memory_ready "$name" "$mem"
-  # shellcheck disable=SC2046,SC2086
-  run "$name" "$tmo" $q -L /qemu/share $(stock_mem "$mem") -cpu host -smp 1 $bios \
-    -nodefaults -no-user-config -display none -no-reboot -serial stdio \
-    -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
-    -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx"
+tail -n +2 "$list" | while IFS='|' read -r name kind tmo _tap ready cmd; do
+  case "$kind" in stock|stock-direct) ;; *) continue;; esac
+  eval "set -- $ready"
+  stock_memory_ready "$name" "$@"
+  eval "set -- $cmd"
+  run "$name" "$tmo" "$@"
 done
 
 pool_start
 
-tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
+tail -n +2 "$list" | while IFS='|' read -r name kind tmo _tap _ready cmd; do
   case "$kind" in
-  launch|launch-direct)
-    fw="--firmware /zs/fw/OVMF.fd"
-    [ "$kind" = launch-direct ] && fw=
+  launch|launch-direct|zerostart)
     wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
-    # shellcheck disable=SC2086
-    run "$name" "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary $q \
-      --memory "size=${mem}M,source=pool:$sock" $fw --timeline "/tmp/$name.tl.json" -- \
-      -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
-      -display none -no-reboot -serial stdio \
-      -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
-      -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx" ;;
-  zerostart)
-    wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
-    run "$name" "$tmo" /zs/zerostart run --kernel "/zs/kernels/$kernel" --initramfs /zs/l3-initramfs.cpio.gz \
-      --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic quiet $gx" --cpus boot=1 \
-      --memory "size=${mem}M,hugepages=on,hugepage_size=2M,prezero=pool:$sock" \
-      --serial tty --timeline "/tmp/$name.tl.json" ;;
+    eval "set -- $cmd"
+    run "$name" "$tmo" "$@" ;;
   esac
 done
 pool_stop

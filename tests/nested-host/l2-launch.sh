@@ -12,8 +12,14 @@
 #
 # /zs/launch.txt: first line "pool|size_mib|region_mib", then one scenario
 # per line:
-#   name|vmm|mem_mib|source|kernel|timeout_s|debugcon on/off|launcher extras|guest kernel command line
-# (cloud-hypervisor's guest has its command line in the UKI already)
+#   name|timeout_s|command
+# command: the whole `zerostart launch ... -- <VMM args>` line, shell-quoted,
+# built on the host by `zerostart vmm-argv` (tests/nested-host/launch.py,
+# zstest.vmmargv): this script spells no VMM flag. The command writes the
+# launcher's timeline to /tmp/NAME.tl.json, QEMU's debug console (when the
+# row judges firmware lines) to /tmp/NAME.fw and QEMU's log to
+# /tmp/NAME.qlog, where this script reads them; a Firecracker row's config
+# file is in the image already (/zs/fc/NAME.json).
 # Prints per scenario:
 #   ZSL-BEGIN name=.. t0_ms=..           (L2 uptime just before the launch)
 #   L3| <ms> <line>                      (guest serial, stamped with L2 uptime in ms as it arrives)
@@ -29,53 +35,17 @@
 export ZEROSTART_TEST_SWITCHES=1
 . /zs/l2-pool.sh
 pool_start
-tail -n +2 "$list" | while IFS='|' read -r name vmm mem source kernel tmo dc lx cmdline; do
+tail -n +2 "$list" | while IFS='|' read -r name tmo cmd; do
   case "$name" in ''|'#'*) continue;; esac
   wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
-  # source: pool | prefault | none, optionally with more --memory keys
-  # (pool,hint=off: the same memory without the hint, the demo's baseline)
-  case "$source" in pool*) src="pool:$sock${source#pool}";; *) src=$source;; esac
   fw=/tmp/$name.fw; err=/tmp/$name.err; tl=/tmp/$name.tl.json; rcf=/tmp/$name.rc; ql=/tmp/$name.qlog
   rm -f "$fw" "$err" "$tl" "$rcf" "$ql"
   kvmx_start
   t0=$(ms)
   echo "ZSL-BEGIN name=$name t0_ms=$t0"
   {
-    if [ "$vmm" = cloud-hypervisor ]; then
-      # No debug console: CLOUDHV.fd logs to the serial port (its ZeroStart
-      # lines arrive as L3 lines), and cloud-hypervisor's --debug-console
-      # at 0x402 overlaps a device of its own (BusError(Overlap)).
-      timeout -s KILL "$tmo" /zs/zerostart launch --vmm cloud-hypervisor --vmm-binary /zs/cloud-hypervisor \
-        --memory "size=${mem}M,source=$src" --firmware /zs/fw/CLOUDHV.fd --timeline "$tl" $lx -- \
-        --cpus boot=1 --disk "path=/zs/esp/$name.img,readonly=on" --serial tty --console off \
-        2> "$err" < /dev/null
-    elif [ "$vmm" = firecracker ]; then
-      # Firecracker reads everything from its config file; the launcher
-      # adds the hint to boot_args and hands it a sealed copy.
-      printf '{"boot-source":{"kernel_image_path":"/zs/kernels/%s.vmlinux","initrd_path":"/zs/l3-initramfs.cpio.gz","boot_args":"%s"},"drives":[],"machine-config":{"vcpu_count":1,"mem_size_mib":%s}}\n' \
-        "$kernel" "$cmdline" "$mem" > "/tmp/$name.fc.json"
-      timeout -s KILL "$tmo" /zs/zerostart launch --vmm firecracker --vmm-binary /zs/firecracker \
-        --memory "size=${mem}M,source=$src" --timeline "$tl" $lx -- \
-        --config-file "/tmp/$name.fc.json" 2> "$err" < /dev/null
-    elif [ "$vmm" = chv-direct ]; then
-      timeout -s KILL "$tmo" /zs/zerostart launch --vmm cloud-hypervisor --vmm-binary /zs/cloud-hypervisor \
-        --memory "size=${mem}M,source=$src" --timeline "$tl" $lx -- \
-        --cpus boot=1 --kernel "/zs/kernels/$kernel" --initramfs /zs/l3-initramfs.cpio.gz \
-        --cmdline "$cmdline" --serial tty --console off 2> "$err" < /dev/null
-    else
-      dcargs=
-      [ "$dc" = on ] && dcargs="-debugcon file:$fw -global isa-debugcon.iobase=0x402"
-      # qemu-direct: QEMU boots the kernel itself (SeaBIOS and its
-      # linuxboot option ROM, no OVMF): the hint rides on -append.
-      fwargs="--firmware /zs/fw/OVMF.fd"
-      [ "$vmm" = qemu-direct ] && fwargs=
-      timeout -s KILL "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary /qemu/bin/qemu-system-x86_64 \
-        --memory "size=${mem}M,source=$src" $fwargs --timeline "$tl" $lx -- \
-        -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
-        -display none -no-reboot -serial stdio $dcargs $(qlog_args "$name") \
-        -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
-        -append "$cmdline" 2> "$err" < /dev/null
-    fi
+    eval "set -- $cmd"
+    timeout -s KILL "$tmo" "$@" 2> "$err" < /dev/null
     echo $? > "$rcf"
   } | while IFS= read -r line; do echo "L3| $(ms) $line"; done
   t1=$(ms)

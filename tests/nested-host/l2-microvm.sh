@@ -16,11 +16,14 @@
 # L2 host), one tap per scenario on the bridge.
 #
 # /zs/launch.txt: first line "pool|pool_mib|region_mib", then one scenario
-# per line:  name|kind|mem_mib|kernel|timeout_s|tap|vmm_args|guest cmdline
-# (vmm_args: the disk/NIC/vsock arguments in the syntax of what runs the VM:
-# QEMU's for stock, zerostart launch's and zerostart run's own options; made by
-# microvm.py). Output: the protocol of l2-launch.sh (ZSL-BEGIN / L3| <ms>
-# <line> / VMM| / ZSL-TIMELINE / ZSL-END).
+# per line (the line of l2-demo.sh):
+#   name|kind|timeout_s|tap|memory_ready command|command
+# The commands are whole, shell-quoted, built on the host by `zerostart
+# vmm-argv` (tests/nested-host/microvm.py, zstest.vmmargv): this script
+# spells no VMM flag. The memory_ready command (stock only) is the stock
+# QEMU with the same memory, -S and its monitor on stdio. Output: the
+# protocol of l2-launch.sh (ZSL-BEGIN / L3| <ms> <line> / VMM| /
+# ZSL-TIMELINE / ZSL-END).
 . /zs/l2-pool.sh
 
 for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk \
@@ -53,38 +56,24 @@ tap_up() {
     echo "ZSL-NOTE cannot set up tap $1"
 }
 
-tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo tap vmm_args gx; do
+tail -n +2 "$list" | while IFS='|' read -r name kind tmo tap ready cmd; do
   [ "$kind" = stock ] || continue
   tap_up "$tap"
-  stock_memory_ready "$name" "$mem"
-  # shellcheck disable=SC2046,SC2086
-  run "$name" "$tmo" $q -L /qemu/share $(stock_mem "$mem") -cpu host -smp 1 -bios /zs/fw/OVMF.fd \
-    -nodefaults -no-user-config -display none -no-reboot -serial stdio $(qlog_args "$name") \
-    -kernel "$kernel" $vmm_args -append "console=ttyS0 panic=-1 oops=panic $gx"
+  eval "set -- $ready"
+  stock_memory_ready "$name" "$@"
+  eval "set -- $cmd"
+  run "$name" "$tmo" "$@"
 done
 
 pool_start
 
-tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo tap vmm_args gx; do
+tail -n +2 "$list" | while IFS='|' read -r name kind tmo tap _ready cmd; do
   case "$kind" in
-  launch)
+  launch|zerostart)
     tap_up "$tap"
     wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
-    # shellcheck disable=SC2046,SC2086
-    run "$name" "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary $q \
-      --memory "size=${mem}M,source=pool:$sock" --firmware /zs/fw/OVMF.fd --timeline "/tmp/$name.tl.json" \
-      $vmm_args -- \
-      -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
-      -display none -no-reboot -serial stdio $(qlog_args "$name") -kernel "$kernel" \
-      -append "console=ttyS0 panic=-1 oops=panic $gx" ;;
-  zerostart)
-    tap_up "$tap"
-    wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
-    # shellcheck disable=SC2086
-    run "$name" "$tmo" /zs/zerostart run --kernel "$kernel" \
-      --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic $gx" --cpus boot=1 \
-      --memory "size=${mem}M,hugepages=on,hugepage_size=2M,prezero=pool:$sock" \
-      --serial tty --timeline "/tmp/$name.tl.json" $vmm_args ;;
+    eval "set -- $cmd"
+    run "$name" "$tmo" "$@" ;;
   esac
 done
 pool_stop

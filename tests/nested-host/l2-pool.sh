@@ -1,8 +1,9 @@
 #!/bin/sh
 # Sourced by the L2 scripts that run VMs on `zerostart pool` memory
 # (l2-launch.sh, l2-demo.sh, l2-microvm.sh): L2's clock, the pool's start
-# and idle wait, the scenario protocol around one VMM run and QEMU's
-# memory arguments as operators write them.
+# and idle wait, the scenario protocol around one VMM run and stock QEMU's
+# memory_ready measurement. No VMM flag is spelled here: every VMM command
+# comes built from the host (zstest.vmmargv, `zerostart vmm-argv`).
 # Reads /zs/launch.txt's first line "pool|pool_mib|region_mib".
 
 # L2 uptime in ms (the scripts stamp guest serial lines with it).
@@ -43,17 +44,13 @@ pool_stop() {
   kill "$pool_pid"
 }
 
-# QEMU options for an L3 QEMU's log (followed by its path, /tmp/NAME.qlog):
-# every CPU reset (start-up ones included), guest errors, and the trace
-# event qemu_system_shutdown_request, which fires for a guest's power-off
-# only: under -no-reboot a reset or a triple fault also exits 0, silently.
-qlog_args() {
-  echo "-d cpu_reset,guest_errors -trace qemu_system_shutdown_request -D /tmp/$1.qlog"
-}
-
 # qlog_line NAME: "QLOG| resets=N ended=power-off|reset|triple-fault <up to 3
-# error lines>" from /tmp/NAME.qlog, if the QEMU wrote one. (Under KVM a
-# guest's triple fault reaches QEMU as a reset: it reads "reset" too.)
+# error lines>" from /tmp/NAME.qlog, if the QEMU wrote one (its command logs
+# every CPU reset, guest errors and the trace event
+# qemu_system_shutdown_request, which fires for a guest's power-off only:
+# under -no-reboot a reset or a triple fault also exits 0, silently; the
+# flags are options::vmm_cmd's). (Under KVM a guest's triple fault reaches
+# QEMU as a reset: it reads "reset" too.)
 qlog_line() {
   ql=/tmp/$1.qlog
   [ -f "$ql" ] || return 0
@@ -123,22 +120,15 @@ run() {
   echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
 }
 
-# QEMU's memory arguments as an operator writes them for a hugepage VM.
-stock_mem() {
-  echo "-machine q35,accel=kvm,memory-backend=ram -m ${1}M -object memory-backend-file,id=ram,size=${1}M,mem-path=/dev/hugepages,share=on,prealloc=on,prealloc-threads=2"
-}
-
-q=/qemu/bin/qemu-system-x86_64
-
-# stock_memory_ready NAME MEM_MIB: stock QEMU has no timeline, so its
-# memory_ready is measured right before its boot: the same memory arguments
-# with -S, quit from the monitor once it is up (prealloc done). Writes the
-# timeline /tmp/NAME.tl.json that run() reports.
+# stock_memory_ready NAME CMD...: stock QEMU has no timeline, so its
+# memory_ready is measured right before its boot: CMD is the same QEMU with
+# the same memory arguments, -S and its monitor on stdio (built on the host,
+# zstest.vmmargv.memory_ready_probe), quit from the monitor once it is up
+# (prealloc done). Writes the timeline /tmp/NAME.tl.json that run() reports.
 stock_memory_ready() {
+  mr_name=$1; shift
   t=$(ms)
-  # shellcheck disable=SC2046
-  echo quit | $q -L /qemu/share $(stock_mem "$2") -S -nodefaults -no-user-config -display none \
-    -monitor stdio > "/tmp/$1.mr" 2>&1
+  echo quit | "$@" > "/tmp/$mr_name.mr" 2>&1
   mr=$(( $(ms) - t ))
-  echo "{\"phases\":[{\"name\":\"process_start\",\"t_ms\":0},{\"name\":\"memory_ready\",\"t_ms\":$mr}]}" > "/tmp/$1.tl.json"
+  echo "{\"phases\":[{\"name\":\"process_start\",\"t_ms\":0},{\"name\":\"memory_ready\",\"t_ms\":$mr}]}" > "/tmp/$mr_name.tl.json"
 }

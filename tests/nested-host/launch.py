@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -40,6 +41,7 @@ from pathlib import Path
 import run as e2e
 from zstest import l2image as build
 from zstest import timeline as tlschema
+from zstest import vmmargv
 from zstest.qemu import bed_fault, boot_l2, l2_memory, rerun_after_bed_faults
 
 REPO = build.REPO
@@ -67,9 +69,56 @@ class LaunchScenario:
     # scenarios that judge firmware lines turn it on.
     debugcon: bool = False
 
-    def line(self) -> str:
-        return "|".join([self.name, self.vmm, str(self.mem_mib), self.source, self.kernel, str(self.timeout_s),
-                         "on" if self.debugcon else "off", self.launcher_args, self.cmdline()])
+    def spec(self) -> dict:
+        """This row's start in L2 (zstest.vmmargv): `zerostart launch` on
+        the pool l2-pool.sh starts (or prefault / none), writing its
+        timeline where the L2 script reads it (/tmp/NAME.tl.json), QEMU's
+        debug console and log to /tmp/NAME.fw and /tmp/NAME.qlog."""
+        name, kernel = self.name, f"/zs/kernels/{self.kernel}"
+        # pool, optionally with more --memory keys (pool,hint=off: the same
+        # memory without the hint, the demo's baseline).
+        src = f"pool:{vmmargv.L2_POOL_SOCKET}{self.source[4:]}" if self.source.startswith("pool") else self.source
+        memory, tl = f"size={self.mem_mib}M,source={src}", f"/tmp/{name}.tl.json"
+        extra = shlex.split(self.launcher_args)
+        direct = {"kernel": kernel, "initrd": vmmargv.L2_INITRAMFS, "cmdline": self.cmdline()}
+        if self.vmm == "cloud-hypervisor":
+            # No debug console: CLOUDHV.fd logs to the serial port (its
+            # ZeroStart lines arrive as L3 lines), and cloud-hypervisor's
+            # --debug-console at 0x402 overlaps a device of its own. The
+            # kernel, initramfs and command line are in the UKI on the disk.
+            inner = {"vmm": "cloud-hypervisor", "binary": vmmargv.L2_CLOUD_HYPERVISOR, "cpus": 1,
+                     "disks": [{"path": f"/zs/esp/{name}.img", "readonly": True}], "serial": "tty"}
+            return vmmargv.launch(inner, memory, tl, firmware=vmmargv.L2_CLOUDHV, extra=extra)
+        if self.vmm == "chv-direct":
+            inner = {"vmm": "cloud-hypervisor", "binary": vmmargv.L2_CLOUD_HYPERVISOR, "cpus": 1, **direct,
+                     "serial": "tty"}
+            return vmmargv.launch(inner, memory, tl, extra=extra)
+        if self.vmm == "firecracker":
+            # Firecracker reads everything from its config file (delivered
+            # into L2 beside the list); the launcher adds the hint to
+            # boot_args and hands it a sealed copy.
+            inner = {"vmm": "firecracker", "binary": vmmargv.L2_FIRECRACKER, "cpus": 1,
+                     "memory": {"backing": "anonymous", "size_mib": self.mem_mib},
+                     **direct, "kernel": f"{kernel}.vmlinux", "firecracker": {"config_path": f"/zs/fc/{name}.json"}}
+            return vmmargv.launch(inner, memory, tl, extra=extra)
+        # qemu (OVMF) or qemu-direct (SeaBIOS and its linuxboot option ROM,
+        # no OVMF: the hint rides on -append).
+        q = {"log": f"/tmp/{name}.qlog"}
+        if self.debugcon:
+            q["debugcon"] = f"/tmp/{name}.fw"
+        inner = {**vmmargv.l2_qemu(1, **q), **direct, "serial": "stdio"}
+        return vmmargv.launch(inner, memory, tl, firmware=None if self.vmm == "qemu-direct" else vmmargv.L2_OVMF,
+                              extra=extra)
+
+    def ready_spec(self) -> dict | None:
+        """The command measuring memory_ready before the row, for a VMM
+        without a timeline (the demo's stock QEMU); None: the launcher's."""
+        return None
+
+    def line(self, cmd: str, ready: str = "") -> str:
+        """l2-launch.sh's list line: name|timeout_s|command (CMD: the
+        shell-quoted command, last: the only field that may hold a '|')."""
+        return "|".join([vmmargv.list_field(self.name), str(self.timeout_s), cmd])
 
     def cmdline(self) -> str:
         """The L3 kernel's whole command line: l2-launch.sh passes it to
@@ -518,7 +567,7 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
         extra.file("qemu/share/bios-256k.bin", bios.read_bytes())
     for path, (blob, mode) in (extra_files or {}).items():
         extra.file(path, blob, mode)
-    extra.file("zs/launch.txt", ("\n".join([f"pool|{pool_mib}|{region_mib}"] + [s.line() for s in scenarios])
+    extra.file("zs/launch.txt", ("\n".join([f"pool|{pool_mib}|{region_mib}"] + list_lines(scenarios, zerostart, extra))
                                  + "\n").encode())
     l2_mem, hugepages = l2_memory(manifest, pool_mib)
     l2_mem += l2_extra_mib
@@ -542,6 +591,20 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
             if silent:
                 fatal += f" ({silent})"
         return results, fatal, bed_fault(silent, abort, triple, con.stale_int3)
+
+
+def list_lines(scenarios: list[LaunchScenario], zerostart: Path, extra: build.Cpio) -> list[str]:
+    """The L2 script's scenario lines, each with its command built by
+    ZEROSTART's `vmm-argv` (on this host); the files a command reads (a
+    Firecracker config) go into EXTRA, at their L2 paths."""
+    out = []
+    for s in scenarios:
+        b = vmmargv.build(s.spec(), zerostart)
+        for path, text in b.files.items():
+            extra.file(path, text.encode())
+        rs = s.ready_spec()
+        out.append(s.line(b.shell(), vmmargv.build(rs, zerostart).shell() if rs else ""))
+    return out
 
 
 def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[LaunchResult], str | None]:

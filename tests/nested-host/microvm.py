@@ -37,12 +37,13 @@ import os
 import re
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import launch
 import run as e2e
 from zstest import l2image as build
+from zstest import vmmargv
 
 REPO = build.REPO
 OUT = REPO / "target" / "microvm"
@@ -65,7 +66,9 @@ ROOTFS_L2 = "/zs/rootfs"
 class MicroScenario(launch.LaunchScenario):
     kind: str = "zerostart"
     tap: str = ""
-    vmm_args: str = ""
+    # The VM's disk, NIC and vsock as the command builder takes them
+    # (disks, nets, vsock of zstest.vmmargv's specs).
+    devices: dict = field(default_factory=dict)
     # prezero.verify=1 for the patched kernel: every skipped clear is re-read.
     verify: bool = True
 
@@ -73,17 +76,35 @@ class MicroScenario(launch.LaunchScenario):
         # Which VMM runs the guest, for the harness's progress lines.
         self.vmm = "zerostart" if self.kind == "zerostart" else "qemu"
 
-    def line(self) -> str:
-        return "|".join([self.name, self.kind, str(self.mem_mib), self.kernel, str(self.timeout_s), self.tap,
-                         self.vmm_args, self.guest_args])
+    def spec(self) -> dict:
+        """This way's start in L2 (zstest.vmmargv): (a) zerostart's VMM on
+        the pool with its own --disk/--net/--vsock; (b) QEMU through
+        `zerostart launch` on the pool, the launcher mapping the devices onto
+        QEMU's (virtio-blk-pci, virtio-net-pci + vhost-net, vhost-vsock-pci);
+        (c) stock QEMU with hugetlbfs prealloc, OVMF, Debian's kernel and
+        initrd and the same devices. QEMU logs to /tmp/NAME.qlog."""
+        m, tl = self.mem_mib, f"/tmp/{self.name}.tl.json"
+        pool = f"pool:{vmmargv.L2_POOL_SOCKET}"
+        if self.kind == "zerostart":
+            return vmmargv.zerostart_run(
+                self.kernel, f"console=ttyS0 reboot=k panic=-1 oops=panic {self.guest_args}",
+                f"size={m}M,hugepages=on,hugepage_size=2M,prezero={pool}", "tty", tl, **self.devices)
+        qemu = {**vmmargv.l2_qemu(1, log=f"/tmp/{self.name}.qlog"), "kernel": self.kernel,
+                "cmdline": f"console=ttyS0 panic=-1 oops=panic {self.guest_args}", "serial": "stdio"}
+        if self.kind == "launch":
+            return vmmargv.launch(qemu, f"size={m}M,source={pool}", tl, firmware=vmmargv.L2_OVMF, **self.devices)
+        # vhost=on: the kernel's vhost-net, as the launcher picks where /dev/vhost-net exists.
+        nets = [{**n, "vhost": True} for n in self.devices["nets"]]
+        return {**qemu, "memory": vmmargv.stock_memory(m), "firmware": vmmargv.L2_OVMF,
+                "initrd": f"{ROOTFS_L2}/initrd.img", **self.devices, "nets": nets}
 
+    def ready_spec(self) -> dict | None:
+        return vmmargv.memory_ready_probe(self.mem_mib) if self.kind == "stock" else None
 
-def qemu_devices(disk: str, tap: str, mac: str, cid: int) -> str:
-    """QEMU's arguments for the VM's disk, NIC (vhost-net) and vsock (vhost-vsock)."""
-    return (f"-drive file={disk},if=virtio,format=raw,cache=none "
-            f"-netdev tap,id=n0,ifname={tap},script=no,downscript=no,vhost=on "
-            # romfile=: no iPXE option ROM (the pinned QEMU bundle has none; the kernel is booted directly).
-            f"-device virtio-net-pci,netdev=n0,mac={mac},romfile= -device vhost-vsock-pci,guest-cid={cid}")
+    def line(self, cmd: str, ready: str = "") -> str:
+        """l2-microvm.sh's list line: name|kind|timeout_s|tap|memory_ready command|command."""
+        return "|".join([vmmargv.list_field(x) for x in (self.name, self.kind, str(self.timeout_s), self.tap, ready)]
+                        + [cmd])
 
 
 def scenarios(mem_mib: int, timeout_s: int, verify: bool = True) -> list[MicroScenario]:
@@ -97,16 +118,12 @@ def scenarios(mem_mib: int, timeout_s: int, verify: bool = True) -> list[MicroSc
         gx = f"root=/dev/vda rw quiet zsapp.poweroff=1 {extra}".strip()
         if kind in ("zerostart", "launch"):
             kernel = "/zs/kernels/patched"
-            # zerostart run's device options, and the launcher's own: it maps them onto QEMU
-            # (virtio-blk-pci, virtio-net-pci + vhost-net, vhost-vsock-pci) and listens for the
-            # guest's phases.
-            args = f"--disk path={disk} --net tap={tap},mac={mac} --vsock cid={cid}"
             gx = f"prezero.verify={int(verify)} {gx}"
         else:
             kernel = f"{ROOTFS_L2}/vmlinuz"
-            args = f"-initrd {ROOTFS_L2}/initrd.img " + qemu_devices(disk, tap, mac, cid)
+        devices = {"disks": [{"path": disk}], "nets": [{"tap": tap, "mac": mac}], "vsock": {"cid": cid}}
         out.append(MicroScenario(f"microvm-{kind}", mem_mib, source="prealloc" if kind == "stock" else "pool",
-                                 kernel=kernel, kind=kind, tap=tap, vmm_args=args, guest_args=gx,
+                                 kernel=kernel, kind=kind, tap=tap, devices=devices, guest_args=gx,
                                  timeout_s=timeout_s, note=LABEL[kind], verify=verify))
     return out
 
@@ -224,7 +241,7 @@ def row(r: launch.LaunchResult) -> dict:
         "vsock_phases": vsock_phases(r),
         "kernel_counters": k,
         "zsapp": kv,
-        "vmm_args": r.sc.vmm_args,
+        "devices": r.sc.devices,
         "guest_args": r.sc.guest_args,
         "prezero_verify": r.sc.verify if r.sc.kind != "stock" else None,
         "vmm_rc": r.rc,

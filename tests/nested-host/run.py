@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from zstest import l2image as build
 from zstest import timeline as tlschema
+from zstest import vmmargv
 from zstest.hugepages import HugePages
 from zstest.qemu import (L2_BOOT_TIMEOUT_S, L2_CPU, L3_KERNEL_BUG_RE, Console, bed_fault, boot_l2, l2_memory,
                          rerun_after_bed_faults)
@@ -38,6 +40,9 @@ REPO = build.REPO
 OUT = REPO / "target" / "e2e"
 MIB = 1 << 20
 CONSOLE_LOG = OUT / "console.log"
+# The zerostart that builds the L2 command lines (zstest.vmmargv): the
+# static one the image ships, set by cmd_e2e; None: another host build.
+ZEROSTART: Path | None = None
 REQUIRED_PHASES = ["process_start", "memory_ready", "first_kvm_run", "init_started", "test_done", "exit"]
 GRACE_S = 60  # harness slack over each scenario's in-L2 timeout
 # Share of the L3 guest's MemAvailable that every scenario checks (guest_args).
@@ -70,9 +75,44 @@ class Scenario:
         opts = f"hugepages={huge},hugepage_size=2M," if huge == "on" else "hugepages=off,"
         return opts + f"prefault=on,hint={'off' if self.prezero == 'off' else 'on'}"
 
-    def line(self) -> str:
-        return "|".join([self.name, self.vmm, self.kernel, str(self.mem_mib), self.memory_opts(),
-                         str(self.cpus), str(self.timeout_s), self.vmm_args, self.guest_args])
+    def cmdline(self) -> str:
+        """The L3 kernel's command line (scenario.sh's ZSE2E-INFO prints it).
+        oops=panic: a crashed guest ends at once (panic=-1 resets it) instead
+        of hanging to the timeout."""
+        return f"console=ttyS0 reboot=k panic=-1 oops=panic quiet {self.guest_args}"
+
+    def spec(self) -> dict | None:
+        """This scenario's start in L2 (zstest.vmmargv; None: a VMM the
+        builder has no spec for, which scenario.sh reports as unknown).
+        Serial console and timeline go where scenario.sh reads them."""
+        ser, tl = f"/tmp/{self.name}.serial", f"/tmp/{self.name}.timeline.json"
+        kernel = f"/zs/kernels/{self.kernel}"
+        if self.vmm == "zerostart":
+            return vmmargv.zerostart_run(kernel, self.cmdline(), f"size={self.mem_mib}M,{self.memory_opts()}",
+                                         {"file": ser}, tl, cpus=self.cpus, initrd=vmmargv.L2_INITRAMFS,
+                                         extra=shlex.split(self.vmm_args))
+        if self.vmm == "qemu":
+            # microvm with qboot; zsinit.halt=poweroff: microvm restarts the
+            # guest on reset despite -no-reboot.
+            spec = vmmargv.l2_qemu(self.cpus, machine="microvm")
+            spec.update(memory={"backing": "memfd-hugetlb", "size_mib": self.mem_mib, "prealloc": True},
+                        firmware="qboot.rom", kernel=kernel, initrd=vmmargv.L2_INITRAMFS,
+                        cmdline=f"{self.cmdline()} zsinit.halt=poweroff", serial={"file": ser})
+            return spec
+        return None
+
+    def line(self, cmd: str) -> str:
+        """scenario.sh's list line; CMD: the VMM command, shell-quoted (last:
+        the only field that may hold a '|')."""
+        return "|".join([vmmargv.list_field(x) for x in (
+            self.name, self.vmm, self.kernel, str(self.mem_mib), self.memory_opts(), str(self.cpus),
+            str(self.timeout_s), self.cmdline())] + [cmd])
+
+
+def commands(scenarios: list[Scenario], zerostart: Path | None) -> dict[str, str]:
+    """Each scenario's VMM command (shell-quoted), from ZEROSTART's
+    `vmm-argv` (zstest.vmmargv finds another host build if None)."""
+    return {s.name: (vmmargv.build(spec, zerostart).shell() if (spec := s.spec()) else "") for s in scenarios}
 
 
 def guest_args(mem_mib: int) -> str:
@@ -300,7 +340,8 @@ def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
     l2_mem, hugepages = l2_memory(manifest, max_mem)
     # The scenario list rides as a second cpio archive after the cached image.
     lst = build.Cpio()
-    lst.file("zs/scenarios.txt", ("\n".join(s.line() for s in scenarios) + "\n").encode())
+    cmds = commands(scenarios, ZEROSTART)
+    lst.file("zs/scenarios.txt", ("\n".join(s.line(cmds[s.name]) for s in scenarios) + "\n").encode())
     print(f"e2e: booting L2 (TCG, -cpu {L2_CPU}, {l2_mem} MiB, {hugepages} x 2M hugepages) "
           f"for {len(scenarios)} scenario(s)", flush=True)
     log = CONSOLE_LOG if attempt == 0 else CONSOLE_LOG.with_suffix(f".l2-retry{attempt}.log")
@@ -496,7 +537,9 @@ def zerostart_path(arg: str | None) -> Path | None:
 
 def cmd_e2e(a) -> int:
     t0 = time.monotonic()
+    global ZEROSTART
     zs = zerostart_path(a.zerostart)
+    ZEROSTART = zs
     kernels = build.default_l3_kernels()
     manifest = build.build_l2(kernels, zs, with_qemu=True)
     l3 = l3_kernel_name(manifest["l3_kernels"])
@@ -613,10 +656,9 @@ def demo_direct(zs: Path, kernels: dict, timeout_s: int | None) -> int:
     try:
         if not pools.reserve(2048, sc.mem_mib // 2):
             return 1
-        cmd = [str(zs), "run", "--kernel", str(kernel), "--initramfs", str(initrd),
-               "--cmdline", f"console=ttyS0 reboot=k panic=-1 oops=panic quiet {sc.guest_args}", "--cpus", f"boot={sc.cpus}",
-               "--memory", f"size={sc.mem_mib}M,{sc.memory_opts()}",
-               "--serial", f"file={ser}", "--timeline", str(tl_path)]
+        spec = vmmargv.zerostart_run(str(kernel), sc.cmdline(), f"size={sc.mem_mib}M,{sc.memory_opts()}",
+                                     {"file": str(ser)}, str(tl_path), cpus=sc.cpus, initrd=str(initrd))
+        cmd = vmmargv.build({**spec, "binary": str(zs)}, zs).argv
         print("demo: " + " ".join(cmd), flush=True)
         try:
             rc = subprocess.run(cmd, timeout=sc.timeout_s).returncode

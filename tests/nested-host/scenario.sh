@@ -1,12 +1,17 @@
 #!/bin/sh
 # Runs each scenario of the list (one per line, '|'-separated):
-#   name|vmm|kernel|mem_mib|memopts|cpus|timeout_s|zerostart extras|l3 cmdline extras
+#   name|vmm|kernel|mem_mib|memopts|cpus|timeout_s|l3 cmdline|command
 # inside L2 and prints, per scenario:
 #   ZSE2E-BEGIN name=.. vmm=.. kernel=.. mem_mib=.. memory=..
 #   L3| <each line of the L3 serial console>
 #   VMM| <each line of the VMM's own stdout/stderr>
 #   ZSE2E-TIMELINE name=.. <timeline JSON on one line>   (zerostart only)
 #   ZSE2E-END name=.. rc=N wall_ms=N
+# command: the VMM's whole command line, shell-quoted, built on the host by
+# `zerostart vmm-argv` (tests/nested-host/run.py, zstest.vmmargv): this
+# script spells no VMM flag. It writes the serial console to
+# /tmp/NAME.serial and zerostart's timeline to /tmp/NAME.timeline.json,
+# where this script reads them.
 # vmm is "zerostart" (the VMM under test) or "qemu" (the baseline).
 # --test-corrupt-hint is refused without this (see docs/security.md).
 export ZEROSTART_TEST_SWITCHES=1
@@ -21,38 +26,22 @@ run_once() {
   rm -f "$ser" "$out" "$tl"
   if [ ! -f "$k" ]; then
     echo "no kernel $k in the L2 image" > "$out"; rc=127
-  elif [ "$vmm" = zerostart ]; then
-    if [ -x /zs/zerostart ]; then
-      timeout -s KILL "$tmo" /zs/zerostart run --kernel "$k" --initramfs /zs/l3-initramfs.cpio.gz \
-        --cmdline "$cmd" --cpus "boot=$cpus" \
-        --memory "size=${mem}M,$memopts" \
-        --serial "file=$ser" --timeline "$tl" $vmmx > "$out" 2>&1 < /dev/null
-      rc=$?
-    else
-      echo "zerostart binary not in the L2 image" > "$out"; rc=127
-    fi
-  elif [ "$vmm" = qemu ]; then
-    # rtc=on: without a CMOS the guest's rtc_cmos probe spins ~16 s under nested TCG.
-    # zsinit.halt=poweroff: microvm restarts the guest on reset despite -no-reboot.
-    timeout -s KILL "$tmo" /qemu/bin/qemu-system-x86_64 -L /qemu/share \
-      -M microvm,x-option-roms=off,rtc=on,memory-backend=ram -bios qboot.rom \
-      -enable-kvm -cpu host -smp "$cpus" -m "${mem}M" \
-      -object "memory-backend-memfd,id=ram,size=${mem}M,hugetlb=on,hugetlbsize=2M,prealloc=on" \
-      -nodefaults -no-user-config -display none -no-reboot -serial "file:$ser" \
-      -kernel "$k" -initrd /zs/l3-initramfs.cpio.gz -append "$cmd zsinit.halt=poweroff" > "$out" 2>&1 < /dev/null
+  elif [ "$vmm" = zerostart ] && [ ! -x /zs/zerostart ]; then
+    echo "zerostart binary not in the L2 image" > "$out"; rc=127
+  elif [ "$vmm" = zerostart ] || [ "$vmm" = qemu ]; then
+    eval "set -- $vmmcmd"
+    timeout -s KILL "$tmo" "$@" > "$out" 2>&1 < /dev/null
     rc=$?
   else
     echo "unknown vmm $vmm" > "$out"; rc=2
   fi
 }
 
-while IFS='|' read -r name vmm kernel mem memopts cpus tmo vmmx extra; do
+while IFS='|' read -r name vmm kernel mem memopts cpus tmo cmd vmmcmd; do
   case "$name" in ''|'#'*) continue;; esac
   echo "ZSE2E-BEGIN name=$name vmm=$vmm kernel=$kernel mem_mib=$mem memory=$memopts cpus=$cpus"
   k=/zs/kernels/$kernel
   ser=/tmp/$name.serial; out=/tmp/$name.vmm; tl=/tmp/$name.timeline.json
-  # oops=panic: a crashed guest ends at once (panic=-1 resets it) instead of hanging to the timeout.
-  cmd="console=ttyS0 reboot=k panic=-1 oops=panic quiet $extra"
   free=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages)
   echo "ZSE2E-INFO name=$name l2_free_hugepages=$free cmdline=$cmd"
   t0=$(ms)

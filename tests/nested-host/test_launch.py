@@ -13,7 +13,10 @@ from unittest import mock
 from pathlib import Path
 
 import launch
+from zstest import l2image as build
 from zstest import qemu
+from zstest import vmmargv
+from zstest.test_vmmargv import SH, ZS, busybox_argv
 from zstest.qemu import snapshot_summary
 from zstest.fakes import FakeConsole
 
@@ -166,11 +169,45 @@ class Judge(unittest.TestCase):
             lapic.format(n=0, isr="(none)", irr="236 ", ppr="00")
         self.assertTrue(snapshot_summary(still).endswith("UNDELIVERED INTERRUPT cpu0"), snapshot_summary(still))
 
-    def test_scenario_line_names_the_vmm(self):
+    def test_scenario_line_carries_the_built_command(self):
         sc = launch.LaunchScenario("c", 1024, vmm="cloud-hypervisor", guest_args="prezero.verify=1")
-        self.assertEqual(sc.line().split("|")[:3], ["c", "cloud-hypervisor", "1024"])
-        self.assertEqual(len(sc.line().split("|")), 9)
         self.assertTrue(sc.cmdline().startswith("console=ttyS0 ") and sc.cmdline().endswith("prezero.verify=1"))
+        # name|timeout_s|command: the command last, the only field that may hold a '|'.
+        self.assertEqual(sc.line("cmd 'a|b'"), "c|180|cmd 'a|b'")
+        with self.assertRaises(vmmargv.VmmArgvError):
+            launch.LaunchScenario("a|b", 1024).line("x")
+
+    @unittest.skipUnless(ZS, "no zerostart binary (cargo build -p zerostart)")
+    def test_every_row_builds_and_l2_runs_that_argv(self):
+        rows = (launch.test_scenarios("patched", 3072) + launch.direct_scenarios("patched")
+                + launch.chv_scenarios("patched") + launch.chv_direct_scenarios("patched")
+                + launch.fc_scenarios("patched"))
+        extra = build.Cpio()
+        lines = launch.list_lines(rows, ZS, extra)
+        for sc, ln in zip(rows, lines):
+            argv = vmmargv.build(sc.spec(), ZS).argv
+            self.assertEqual(argv[:4], ["/zs/zerostart", "launch", "--vmm",
+                                        {"qemu-direct": "qemu", "chv-direct": "cloud-hypervisor"}.get(sc.vmm, sc.vmm)])
+            dash = argv.index("--")
+            self.assertEqual(argv[argv.index("--timeline") + 1], f"/tmp/{sc.name}.tl.json")
+            # The launcher's own test switches come before the VMM's arguments.
+            for x in sc.launcher_args.split():
+                self.assertIn(x, argv[:dash])
+            vmm = argv[dash + 1:]
+            if sc.vmm in ("qemu", "qemu-direct"):
+                self.assertEqual(("--firmware" in argv[:dash]), sc.vmm == "qemu")
+                self.assertEqual(("-debugcon" in vmm), sc.debugcon)
+                self.assertIn(f"/tmp/{sc.name}.qlog", vmm)
+                self.assertEqual(vmm[-2:], ["-append", sc.cmdline()])
+                for launcher_s in ("-m", "-object", "-bios", "-mem-prealloc"):
+                    self.assertNotIn(launcher_s, vmm)
+            if SH:
+                self.assertEqual(busybox_argv(ln, 3), argv, ln)
+        fc = [s for s in rows if s.vmm == "firecracker"]
+        self.assertTrue(fc)
+        for s in fc:
+            self.assertIn(f"zs/fc/{s.name}.json", extra.entries)
+            self.assertIn(b'"boot_args":"console=ttyS0', extra.entries[f"zs/fc/{s.name}.json"][1])
 
     def test_cloud_hypervisor_channel(self):
         import tempfile

@@ -12,6 +12,9 @@ import unittest
 
 import launch
 import microvm
+from zstest import l2image as build
+from zstest import vmmargv
+from zstest.test_vmmargv import SH, ZS, busybox_argv
 from zstest.fakes import FakeConsole
 
 launch.print = lambda *a, **k: None
@@ -123,17 +126,61 @@ class Judge(unittest.TestCase):
     def test_scenarios_disks_and_devices(self):
         s = microvm.scenarios(2048, 600)
         self.assertEqual([x.kind for x in s], list(microvm.KINDS))
-        self.assertIn("--disk path=/dev/vda", s[0].vmm_args)
-        self.assertIn("--vsock cid=3", s[0].vmm_args)
-        # (b) gives the launcher its own device options, so that it also listens on vsock.
-        self.assertIn("--disk path=/dev/vdb", s[1].vmm_args)
-        self.assertIn("--vsock cid=4", s[1].vmm_args)
-        self.assertIn("vhost-vsock-pci,guest-cid=5", s[2].vmm_args)
-        self.assertIn("-initrd /zs/rootfs/initrd.img", s[2].vmm_args)
+        self.assertEqual([x.devices["disks"][0]["path"] for x in s], ["/dev/vda", "/dev/vdb", "/dev/vdc"])
+        self.assertEqual([x.devices["vsock"]["cid"] for x in s], [3, 4, 5])
         self.assertNotIn("prezero.verify", s[2].guest_args)
         for x in s:
-            self.assertEqual(len(x.line().split("|")), 8)
+            self.assertEqual(len(x.line("c", "r").split("|")), 6)
 
+    @unittest.skipUnless(ZS, "no zerostart binary (cargo build -p zerostart)")
+    def test_each_way_builds_its_devices_in_its_own_syntax(self):
+        s = {x.kind: x for x in microvm.scenarios(2048, 600)}
+        lines = launch.list_lines(list(s.values()), ZS, build.Cpio())
+        a = vmmargv.build(s["zerostart"].spec(), ZS).argv
+        self.assertEqual(a[:2], ["/zs/zerostart", "run"])
+        self.assertEqual(a[-6:], ["--disk", "path=/dev/vda", "--net", "tap=zstap0,mac=52:54:00:77:00:01",
+                                  "--vsock", "cid=3"])
+        # (b) gives the launcher its own device options, so that it also listens on vsock.
+        a = vmmargv.build(s["launch"].spec(), ZS).argv
+        dash = a.index("--")
+        self.assertEqual(a[dash - 6:dash], ["--disk", "path=/dev/vdb", "--net", "tap=zstap1,mac=52:54:00:77:00:02",
+                                            "--vsock", "cid=4"])
+        self.assertNotIn("-drive", a)
+        # (c): QEMU's own devices, vhost-net, Debian's initrd, QEMU's log.
+        a = vmmargv.build(s["stock"].spec(), ZS).argv
+        self.assertIn("vhost-vsock-pci,guest-cid=5", a)
+        self.assertIn("tap,id=zs-net0,ifname=zstap2,script=no,downscript=no,vhost=on", a)
+        self.assertIn("file=/dev/vdc,format=raw,if=none,id=zs-disk0,cache=none", a)
+        self.assertEqual(a[a.index("-initrd") + 1], "/zs/rootfs/initrd.img")
+        self.assertIn("/tmp/microvm-stock.qlog", a)
+        for ln, x in zip(lines, s.values()):
+            f = ln.split("|")
+            self.assertEqual(f[:4], [x.name, x.kind, "600", x.tap])
+            # Only stock measures memory_ready itself, with the same memory and no guest.
+            self.assertEqual(bool(f[4]), x.kind == "stock")
+            if SH:
+                self.assertEqual(busybox_argv(ln, 6), vmmargv.build(x.spec(), ZS).argv)
+        self.assertIn("-S -monitor stdio", lines[2].split("|")[4])
+
+    @unittest.skipUnless(ZS, "no zerostart binary (cargo build -p zerostart)")
+    def test_demo_rows_build_the_five_ways(self):
+        import demo
+        scs = demo.scenarios([1024], "patched", "debian-6.12")
+        lines = launch.list_lines(scs, ZS, build.Cpio())
+        by = {x.kind: vmmargv.build(x.spec(), ZS).argv for x in scs}
+        self.assertIn("/zs/fw/OVMF.fd", by["stock"])
+        self.assertNotIn("-bios", by["stock-direct"])
+        self.assertIn("mem-path=/dev/hugepages", by["stock"][by["stock"].index("-object") + 1])
+        self.assertEqual(by["launch"][:2], ["/zs/zerostart", "launch"])
+        self.assertIn("--firmware", by["launch"])
+        self.assertNotIn("--firmware", by["launch-direct"])
+        self.assertIn("size=1024M,hugepages=on,hugepage_size=2M,prezero=pool:/tmp/pool.sock", by["zerostart"])
+        for ln, x in zip(lines, scs):
+            f = ln.split("|")
+            self.assertEqual(f[:4], [x.name, x.kind, str(x.timeout_s), ""])
+            self.assertEqual(bool(f[4]), x.kind.startswith("stock"))
+            if SH:
+                self.assertEqual(busybox_argv(ln, 6), by[x.kind])
 
 if __name__ == "__main__":
     unittest.main()

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import run
 from zstest import qemu
+from zstest import vmmargv
+from zstest.test_vmmargv import SH, ZS, busybox_argv
 from zstest.fakes import FakeConsole
 
 run.print = lambda *a, **k: None  # the harness's progress lines are noise here
@@ -313,6 +315,41 @@ class Judge(unittest.TestCase):
             run.GRACE_S, run.L2_BOOT_TIMEOUT_S = old
         self.assertIn("timeout waiting for scenario s", fatal)
         self.assertIn("harness timeout", res[0].failures)
+
+
+class ScenarioLines(unittest.TestCase):
+    """scenario.sh's list lines: the fields its ZSE2E-BEGIN/INFO lines print,
+    then the VMM command built by `zerostart vmm-argv`."""
+
+    def test_fields_before_the_command(self):
+        s = run.e2e_scenarios("patched")[0]
+        f = s.line("CMD").split("|")
+        self.assertEqual(f[:7], [s.name, "zerostart", "patched", "4096", s.memory_opts(), "1", str(s.timeout_s)])
+        self.assertEqual(f[7], f"console=ttyS0 reboot=k panic=-1 oops=panic quiet {s.guest_args}")
+        self.assertEqual(f[8], "CMD")
+        self.assertIsNone(sc("x", vmm="bochs").spec())
+
+    @unittest.skipUnless(ZS, "no zerostart binary (cargo build -p zerostart)")
+    def test_every_scenario_builds_and_l2_runs_that_argv(self):
+        scs = run.e2e_scenarios("patched")
+        cmds = run.commands(scs, ZS)
+        for s in scs:
+            argv = vmmargv.build(s.spec(), ZS).argv
+            ser = f"/tmp/{s.name}.serial"
+            if s.vmm == "zerostart":
+                self.assertEqual(argv[:2], ["/zs/zerostart", "run"])
+                self.assertEqual(argv[argv.index("--serial") + 1], f"file={ser}")
+                self.assertEqual(argv[argv.index("--timeline") + 1], f"/tmp/{s.name}.timeline.json")
+                self.assertEqual(argv[argv.index("--cmdline") + 1], s.cmdline())
+                if s.vmm_args:
+                    self.assertEqual(argv[-len(s.vmm_args.split()):], s.vmm_args.split())
+            else:
+                self.assertEqual(argv[0], "/qemu/bin/qemu-system-x86_64")
+                self.assertIn("microvm,x-option-roms=off,rtc=on,memory-backend=ram", argv)
+                self.assertEqual(argv[argv.index("-serial") + 1], f"file:{ser}")
+                self.assertEqual(argv[-1], f"{s.cmdline()} zsinit.halt=poweroff")
+            if SH:
+                self.assertEqual(busybox_argv(s.line(cmds[s.name]), 9), argv)
 
 
 class L2Command(unittest.TestCase):

@@ -163,21 +163,17 @@ hunt_run() {
 
 pool_start
 
-tail -n +2 "$list" | while IFS='|' read -r name kind mem kernel tmo gx; do
+# demo.py's list lines (l2-demo.sh's format): the launch rows' commands as
+# built on the host, with QEMU told to pause at shutdown and a monitor on the
+# FIFO pair added after its other arguments.
+tail -n +2 "$list" | while IFS='|' read -r name kind tmo _tap _ready cmd; do
   case "$kind" in
   launch|launch-direct)
-    fw="--firmware /zs/fw/OVMF.fd"
-    [ "$kind" = launch-direct ] && fw=
     wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
     mon=/tmp/$name.mon
     rm -f "$mon.in" "$mon.out"; mkfifo "$mon.in" "$mon.out"
-    # shellcheck disable=SC2086
-    hunt_run "$name" "$tmo" /zs/zerostart launch --vmm qemu --vmm-binary $q \
-      --memory "size=${mem}M,source=pool:$sock" $fw --timeline "/tmp/$name.tl.json" -- \
-      -L /qemu/share -machine q35,accel=kvm -cpu host -smp 1 -nodefaults -no-user-config \
-      -display none -no-reboot -action shutdown=pause -monitor "pipe:$mon" -serial stdio \
-      -kernel "/zs/kernels/$kernel" -initrd /zs/l3-initramfs.cpio.gz \
-      -append "console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff $gx" &
+    eval "set -- $cmd"
+    hunt_run "$name" "$tmo" "$@" -action shutdown=pause -monitor "pipe:$mon" &
     runpid=$!
     watch_pause "$name" "$mon" "$runpid"
     wait $runpid

@@ -11,11 +11,17 @@
 //! Its own crate (as cloud-hypervisor's `option_parser` is) so that
 //! guestmem's integration tests and examples can keep writing memory
 //! configurations as option strings without guestmem parsing them.
+//!
+//! The command lines of the VMMs this project starts (QEMU,
+//! cloud-hypervisor, Firecracker, `zerostart run` and `launch`) are
+//! built here too ([`vmm_cmd`]): every spelling in one crate.
 
 use std::path::PathBuf;
 use std::str::FromStr;
 
 use guestmem::{Backing, MemoryConfig, PageSize, PrefaultMethod, Prezero};
+
+pub mod vmm_cmd;
 
 /// Parses this process's command line into `C`, as every zerostart binary
 /// does. A bad one ends the process with exit code 2 and one line on

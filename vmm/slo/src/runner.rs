@@ -16,6 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Instant;
 
+use options::vmm_cmd;
 use serde::Serialize;
 
 use crate::config::{Backing, Launch, Nested, Scenario, Vmm};
@@ -97,13 +98,59 @@ fn mib(bytes: u64) -> u64 {
     bytes >> 20
 }
 
-/// The VMM command line for one boot.
-pub fn command(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> Result<Command, String> {
-    if let Some(l) = &s.launch {
-        let launcher = find_zerostart().ok_or("zerostart (the launcher) is not found")?;
-        return Ok(launch_command(s, l, &launcher, bin, work, rep));
+/// QEMU's accelerator and CPU model for the scenario's `accel`.
+fn qemu_options(s: &Scenario) -> vmm_cmd::QemuOptions {
+    let tcg = s.accel != "kvm";
+    vmm_cmd::QemuOptions {
+        accel: if tcg {
+            vmm_cmd::Accel::Tcg
+        } else {
+            vmm_cmd::Accel::Kvm
+        },
+        cpu: Some(if tcg { "max" } else { "host" }.into()),
+        no_reboot: true,
+        ..Default::default()
     }
-    let mut c = Command::new(bin);
+}
+
+/// A spec with the scenario's VMM and nothing else set.
+fn bare(vmm: vmm_cmd::Vmm, binary: Option<&Path>) -> vmm_cmd::Spec {
+    vmm_cmd::Spec {
+        vmm,
+        binary: binary.map(Path::to_path_buf),
+        cpus: None,
+        memory: vmm_cmd::Memory::None,
+        kernel: None,
+        initrd: None,
+        cmdline: None,
+        firmware: None,
+        disks: vec![],
+        nets: vec![],
+        vsock: None,
+        serial: vmm_cmd::Serial::None,
+        timeline: None,
+        qemu: None,
+        firecracker: None,
+        launch: None,
+        extra_args: vec![],
+    }
+}
+
+/// The scenario's guest as a VMM command spec (`options::vmm_cmd`, where
+/// every VMM flag is spelled): a direct start of `bin`.
+pub fn spec(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> Result<vmm_cmd::Spec, String> {
+    let mut v = bare(vmm_cmd::Vmm::Qemu, Some(bin));
+    v.cpus = Some(s.vcpus);
+    v.kernel = Some(s.kernel.clone());
+    v.initrd = s.initramfs.clone();
+    v.cmdline = Some(s.cmdline.clone());
+    v.extra_args = s.extra_args.clone();
+    let (size_mib, prealloc) = (mib(s.memory_bytes), s.prefault);
+    let os_memory = if s.backing == Backing::Hugetlb {
+        vmm_cmd::Memory::MemfdHugetlb { size_mib, prealloc }
+    } else {
+        vmm_cmd::Memory::Anonymous { size_mib, prealloc }
+    };
     match s.vmm {
         Vmm::Zerostart => {
             let mut mem = format!("size={}", s.memory_bytes);
@@ -115,103 +162,73 @@ pub fn command(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> Result<Comman
                     let sock = s
                         .pool_socket
                         .as_ref()
-                        .expect("validated: pool has a socket");
+                        .ok_or("backing = \"pool\" needs pool_socket")?;
                     mem.push_str(&format!(",hugepages=on,prezero=pool:{}", sock.display()));
                 }
             }
             if s.prefault {
                 mem.push_str(",prefault=on");
             }
-            c.arg("run").arg("--kernel").arg(&s.kernel);
-            if let Some(i) = &s.initramfs {
-                c.arg("--initramfs").arg(i);
-            }
-            c.args(["--cmdline", &s.cmdline])
-                .args(["--cpus", &format!("boot={}", s.vcpus)])
-                .args(["--memory", &mem])
-                .args(["--serial", "tty"])
-                .arg("--timeline")
-                .arg(work.join(format!("{}-{rep}.timeline.json", s.name)));
+            v.vmm = vmm_cmd::Vmm::ZerostartRun;
+            v.memory = vmm_cmd::Memory::Zerostart { value: mem };
+            v.serial = vmm_cmd::Serial::Tty;
+            v.timeline = Some(work.join(format!("{}-{rep}.timeline.json", s.name)));
         }
         Vmm::Qemu => {
-            if s.accel == "kvm" {
-                c.args(["-accel", "kvm", "-cpu", "host"]);
-            } else {
-                c.args(["-accel", "tcg,thread=multi", "-cpu", "max"]);
-            }
-            let m = format!("{}M", mib(s.memory_bytes));
-            match s.backing {
-                Backing::Hugetlb => {
-                    c.args([
-                        "-object",
-                        &format!(
-                            "memory-backend-memfd,id=ram,size={m},hugetlb=on,hugetlbsize=2M,prealloc={}",
-                            if s.prefault { "on" } else { "off" }
-                        ),
-                        "-M",
-                        "pc,memory-backend=ram",
-                    ]);
-                }
-                _ => {
-                    c.args(["-M", "pc"]);
-                    if s.prefault {
-                        c.arg("-mem-prealloc");
-                    }
-                }
-            }
-            c.args(["-m", &m, "-smp", &s.vcpus.to_string()])
-                .args(["-nodefaults", "-no-user-config", "-display", "none"])
-                .args(["-serial", "stdio", "-no-reboot"])
-                .arg("-kernel")
-                .arg(&s.kernel);
-            if let Some(i) = &s.initramfs {
-                c.arg("-initrd").arg(i);
-            }
-            c.args(["-append", &s.cmdline]);
+            v.memory = os_memory;
+            v.serial = vmm_cmd::Serial::Stdio;
+            v.qemu = Some(vmm_cmd::QemuOptions {
+                machine: vmm_cmd::Machine::Pc,
+                ..qemu_options(s)
+            });
         }
         Vmm::CloudHypervisor => {
-            let mut mem = format!("size={}M", mib(s.memory_bytes));
-            if s.backing == Backing::Hugetlb {
-                mem.push_str(",hugepages=on");
-            }
-            if s.prefault {
-                mem.push_str(",prefault=on");
-            }
-            c.arg("--kernel").arg(&s.kernel);
-            if let Some(i) = &s.initramfs {
-                c.arg("--initramfs").arg(i);
-            }
-            c.args(["--cmdline", &s.cmdline])
-                .args(["--cpus", &format!("boot={}", s.vcpus)])
-                .args(["--memory", &mem])
-                .args(["--serial", "tty", "--console", "off"]);
+            v.vmm = vmm_cmd::Vmm::CloudHypervisor;
+            v.memory = os_memory;
+            v.serial = vmm_cmd::Serial::Tty;
+        }
+        Vmm::Firecracker => {
+            v.vmm = vmm_cmd::Vmm::Firecracker;
+            // Its config file has no prefault; the pages are the host's.
+            v.memory = match os_memory {
+                vmm_cmd::Memory::MemfdHugetlb { size_mib, .. } => vmm_cmd::Memory::MemfdHugetlb {
+                    size_mib,
+                    prealloc: false,
+                },
+                _ => vmm_cmd::Memory::Anonymous {
+                    size_mib,
+                    prealloc: false,
+                },
+            };
+            v.firecracker = Some(vmm_cmd::FirecrackerOptions {
+                config_path: work.join(format!("{}-{rep}.firecracker.json", s.name)),
+                no_api: true,
+            });
         }
         Vmm::Nested => return Err("nested scenarios run through run_nested".into()),
-        Vmm::Firecracker => {
-            let mut boot = serde_json::json!({
-                "kernel_image_path": s.kernel,
-                "boot_args": s.cmdline,
-            });
-            if let Some(i) = &s.initramfs {
-                boot["initrd_path"] = serde_json::json!(i);
-            }
-            let mut machine = serde_json::json!({
-                "vcpu_count": s.vcpus,
-                "mem_size_mib": mib(s.memory_bytes),
-            });
-            if s.backing == Backing::Hugetlb {
-                machine["huge_pages"] = serde_json::json!("2M");
-            }
-            let cfg =
-                serde_json::json!({"boot-source": boot, "drives": [], "machine-config": machine});
-            let path = work.join(format!("{}-{rep}.firecracker.json", s.name));
-            std::fs::write(&path, cfg.to_string())
-                .map_err(|e| format!("writing {}: {e}", path.display()))?;
-            c.arg("--no-api").arg("--config-file").arg(path);
-        }
     }
-    c.args(&s.extra_args);
+    Ok(v)
+}
+
+/// A built spec as a `Command`, its files (a Firecracker config) written.
+fn to_command(spec: &vmm_cmd::Spec) -> Result<Command, String> {
+    let b = vmm_cmd::build(spec).map_err(|e| e.to_string())?;
+    for (path, text) in &b.files {
+        std::fs::write(path, text).map_err(|e| format!("writing {path}: {e}"))?;
+    }
+    let (prog, args) = b.argv.split_first().ok_or("the builder gave no program")?;
+    let mut c = Command::new(prog);
+    c.args(args);
     Ok(c)
+}
+
+/// The VMM command line for one boot.
+pub fn command(s: &Scenario, bin: &Path, work: &Path, rep: u32) -> Result<Command, String> {
+    if let Some(l) = &s.launch {
+        let launcher = find_zerostart().ok_or("zerostart (the launcher) is not found")?;
+        return launch_command(s, l, &launcher, bin, work, rep);
+    }
+    to_command(&spec(s, bin, work, rep)?)
 }
 
 /// The launcher's `--timeline` for one boot (memory_ready comes from it).
@@ -228,12 +245,11 @@ fn size_arg(bytes: u64) -> String {
     }
 }
 
-/// `zerostart launch --vmm V --memory size=S,source=X[,hugepages=off]
-/// --firmware F [--vmm-binary B] --timeline T -- <VMM args>`: the VMM
-/// arguments are those of a direct start minus what the launcher adds
-/// (QEMU `-M pc`, `-m`, `-mem-prealloc`, memory backends; the launcher
-/// uses q35 + the firmware; cloud-hypervisor `--memory`), then
-/// `extra_args`.
+/// `zerostart launch --vmm V [--vmm-binary B] --memory
+/// size=S,source=X[,hugepages=off] --firmware F --timeline T -- <VMM
+/// args>`: the VMM's spec is that of a direct start without memory (the
+/// launcher supplies it, on q35 + the firmware for QEMU), then
+/// `extra_args`; cloud-hypervisor boots the firmware from `disk`.
 pub fn launch_command(
     s: &Scenario,
     l: &Launch,
@@ -241,8 +257,7 @@ pub fn launch_command(
     vmm_bin: &Path,
     work: &Path,
     rep: u32,
-) -> Command {
-    let mut c = Command::new(launcher);
+) -> Result<Command, String> {
     let mut mem = format!(
         "size={},source={}",
         size_arg(s.memory_bytes),
@@ -251,48 +266,50 @@ pub fn launch_command(
     if l.small_pages {
         mem.push_str(",hugepages=off");
     }
-    c.args(["launch", "--vmm", s.vmm.name(), "--memory", &mem])
-        .arg("--firmware")
-        .arg(&l.firmware);
     // Only an explicit `binary` is passed: otherwise the launcher finds
     // the same VMM on PATH as find_binary did.
-    if s.binary.is_some() {
-        c.arg("--vmm-binary").arg(vmm_bin);
-    }
-    c.arg("--timeline")
-        .arg(launch_timeline(s, work, rep))
-        .arg("--");
-    match s.vmm {
+    let binary = s.binary.as_ref().map(|_| vmm_bin);
+    let mut inner = match s.vmm {
         Vmm::Qemu => {
-            if s.accel == "kvm" {
-                c.args(["-accel", "kvm", "-cpu", "host"]);
-            } else {
-                c.args(["-accel", "tcg,thread=multi", "-cpu", "max"]);
-            }
-            c.args(["-smp", &s.vcpus.to_string()])
-                .args(["-nodefaults", "-no-user-config", "-display", "none"])
-                .args(["-serial", "stdio", "-no-reboot"])
-                .arg("-kernel")
-                .arg(&s.kernel);
-            if let Some(i) = &s.initramfs {
-                c.arg("-initrd").arg(i);
-            }
-            c.args(["-append", &s.cmdline]);
+            let mut v = bare(vmm_cmd::Vmm::Qemu, binary);
+            v.kernel = Some(s.kernel.clone());
+            v.initrd = s.initramfs.clone();
+            v.cmdline = Some(s.cmdline.clone());
+            v.serial = vmm_cmd::Serial::Stdio;
+            v.qemu = Some(qemu_options(s));
+            v
         }
-        _ => {
-            // docs/launch.md's order, so the unit test can compare. The
-            // config requires `disk` here: the firmware boots the kernel
-            // from it (cloud-hypervisor refuses --kernel beside --firmware).
-            c.args(["--cpus", &format!("boot={}", s.vcpus)]);
-            if let Some(d) = &s.disk {
-                c.arg("--disk")
-                    .arg(format!("path={},readonly=on", d.display()));
-            }
-            c.args(["--serial", "tty", "--console", "off"]);
+        Vmm::CloudHypervisor => {
+            // The config requires `disk` here: the firmware boots the
+            // kernel from it (cloud-hypervisor refuses --kernel beside
+            // --firmware).
+            let mut v = bare(vmm_cmd::Vmm::CloudHypervisor, binary);
+            v.disks = s
+                .disk
+                .iter()
+                .map(|d| vmm_cmd::Disk {
+                    path: d.clone(),
+                    readonly: true,
+                })
+                .collect();
+            v.serial = vmm_cmd::Serial::Tty;
+            v
         }
-    }
-    c.args(&s.extra_args);
-    c
+        other => {
+            return Err(format!(
+                "`zerostart launch` does not start {}",
+                other.name()
+            ))
+        }
+    };
+    inner.cpus = Some(s.vcpus);
+    inner.extra_args = s.extra_args.clone();
+    let mut outer = bare(vmm_cmd::Vmm::ZerostartLaunch, Some(launcher));
+    outer.memory = vmm_cmd::Memory::Zerostart { value: mem };
+    outer.firmware = Some(l.firmware.clone());
+    outer.timeline = Some(launch_timeline(s, work, rep));
+    outer.launch = Some(Box::new(inner));
+    to_command(&outer)
 }
 
 struct Serial {
@@ -714,6 +731,20 @@ mod tests {
         (dir, c.scenarios.into_iter().next().unwrap())
     }
 
+    /// A direct start (no launcher), its SLO on first_output.
+    fn direct(body: &str, files: &[&str]) -> (tempfile::TempDir, Scenario) {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            std::fs::write(dir.path().join(f), b"x").unwrap();
+        }
+        let text = format!(
+            "[[scenario]]\nname = \"s\"\n{body}\n\
+             [[scenario.slo]]\nphase = \"first_output\"\nstat = \"max\"\nmax_ms = 50\n"
+        );
+        let c = Config::parse(&text, &dir.path().join("slo.toml")).unwrap();
+        (dir, c.scenarios.into_iter().next().unwrap())
+    }
+
     fn argv(c: &Command, dir: &Path) -> Vec<String> {
         let prefix = format!("{}/", std::fs::canonicalize(dir).unwrap().display());
         c.get_args()
@@ -760,7 +791,8 @@ mod tests {
             Path::new("/usr/bin/cloud-hypervisor"),
             &work,
             3,
-        );
+        )
+        .unwrap();
         assert!(c.get_program().to_string_lossy().ends_with("zerostart"));
         let mut got = vec!["zerostart".to_string()];
         got.extend(argv(&c, dir.path()));
@@ -773,6 +805,70 @@ mod tests {
                 "zerostart launch --vmm cloud-hypervisor --memory size=4G,source=pool --firmware",
             )
         );
+    }
+
+    /// The direct starts, built by options::vmm_cmd from the scenario:
+    /// QEMU TCG on a prefaulted hugetlb memfd, cloud-hypervisor, and
+    /// Firecracker with its config file written into the work dir.
+    #[test]
+    fn direct_commands_come_from_the_builder() {
+        let (dir, s) = direct(
+            "vmm = \"qemu\"\nkernel = \"k\"\ninitramfs = \"i\"\ncmdline = \"console=ttyS0 quiet\"\n\
+             memory = \"256M\"\nbacking = \"hugetlb\"\nprefault = true\nvcpus = 2\nbinary = \"q\"\n\
+             extra_args = [\"-S\"]",
+            &["k", "i", "q"],
+        );
+        let c = command(&s, &dir.path().join("q"), dir.path(), 0).unwrap();
+        let mut want: Vec<String> = "-machine pc,memory-backend=ram -accel tcg,thread=multi -cpu max -smp 2 \
+             -m 256M -object memory-backend-memfd,id=ram,size=256M,hugetlb=on,hugetlbsize=2M,prealloc=on \
+             -nodefaults -no-user-config -display none -no-reboot -serial stdio -kernel k -initrd i -append"
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        want.extend(["console=ttyS0 quiet".into(), "-S".into()]);
+        assert_eq!(argv(&c, dir.path()), want);
+
+        let (dir, s) = direct(
+            "vmm = \"cloud-hypervisor\"\nkernel = \"k\"\ncmdline = \"c\"\nmemory = \"1G\"\nbinary = \"ch\"",
+            &["k", "ch"],
+        );
+        let c = command(&s, &dir.path().join("ch"), dir.path(), 0).unwrap();
+        assert_eq!(
+            argv(&c, dir.path()),
+            [
+                "--cpus",
+                "boot=1",
+                "--memory",
+                "size=1024M",
+                "--kernel",
+                "k",
+                "--cmdline",
+                "c",
+                "--serial",
+                "tty",
+                "--console",
+                "off"
+            ]
+        );
+
+        let (dir, s) = direct(
+            "vmm = \"firecracker\"\nkernel = \"k\"\ncmdline = \"c\"\nmemory = \"128M\"\nbinary = \"fc\"",
+            &["k", "fc"],
+        );
+        let c = command(&s, &dir.path().join("fc"), dir.path(), 4).unwrap();
+        assert_eq!(
+            argv(&c, dir.path()),
+            ["--no-api", "--config-file", "s-4.firecracker.json"]
+        );
+        let cfg: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("s-4.firecracker.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(cfg["machine-config"]["mem_size_mib"], 128);
+        assert!(cfg["boot-source"]["kernel_image_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("/k"));
     }
 
     /// QEMU through the launcher: none of the memory arguments the
@@ -793,7 +889,8 @@ mod tests {
             &dir.path().join("qemu"),
             dir.path(),
             0,
-        );
+        )
+        .unwrap();
         let a = argv(&c, dir.path());
         let dash = a.iter().position(|x| x == "--").unwrap();
         assert_eq!(
@@ -802,18 +899,21 @@ mod tests {
                 "launch",
                 "--vmm",
                 "qemu",
+                "--vmm-binary",
+                "qemu",
                 "--memory",
                 "size=512M,source=pool:/run/p.sock",
                 "--firmware",
                 "OVMF.fd",
-                "--vmm-binary",
-                "qemu",
             ]
         );
         let vmm = &a[dash + 1..];
-        for bad in ["-m", "-M", "-machine", "-mem-prealloc", "-object", "-bios"] {
+        for bad in ["-m", "-M", "-mem-prealloc", "-object", "-bios"] {
             assert!(!vmm.iter().any(|x| x == bad), "{bad} in {vmm:?}");
         }
+        // q35 (what the launcher needs), with no memory backend of its own.
+        assert!(vmm.windows(2).any(|w| w == ["-machine", "q35"]));
+        assert_eq!(vmm.iter().filter(|x| *x == "-machine").count(), 1);
         assert_eq!(vmm.last().unwrap(), "-S");
         assert!(vmm.windows(2).any(|w| w == ["-kernel", "k"]));
 
@@ -825,7 +925,7 @@ mod tests {
         );
         let l = s.launch.as_ref().unwrap();
         let q = Path::new("/usr/bin/qemu-system-x86_64");
-        let c = launch_command(&s, l, Path::new("z"), q, dir.path(), 0);
+        let c = launch_command(&s, l, Path::new("z"), q, dir.path(), 0).unwrap();
         let a = argv(&c, dir.path());
         assert!(a.contains(&"size=256M,source=prefault,hugepages=off".to_string()));
         assert!(!a.contains(&"--vmm-binary".to_string()));

@@ -42,6 +42,10 @@ pub enum Command {
     /// pool memory and the hint, what cannot be served starts unchanged
     /// with a warning (docs/fleet.md). Also answers as `zerostart-qemu`.
     QemuDropin(crate::launch::dropin::DropinArgs),
+    /// Print the command line of a VMM start described by a JSON spec
+    /// (options::vmm_cmd::Spec): {"argv": [...], "files": {...}}, or one
+    /// shell line with --shell.
+    VmmArgv(crate::vmm_argv::VmmArgvArgs),
 }
 
 /// `zerostart bench ...`.

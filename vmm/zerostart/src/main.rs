@@ -17,6 +17,7 @@ mod netplan;
 mod phases;
 mod supervisor;
 mod tty;
+mod vmm_argv;
 mod vstate;
 
 use std::path::Path;
@@ -76,6 +77,16 @@ fn main() {
             }
         },
         Command::QemuDropin(args) => launch::dropin::run(&args, start),
+        Command::VmmArgv(args) => match vmm_argv::run(&args) {
+            Ok(out) => {
+                println!("{out}");
+                0
+            }
+            Err(e) => {
+                eprintln!("zerostart vmm-argv: {e}");
+                1
+            }
+        },
         Command::Slo(args) => match slo::cli::run(&args) {
             Ok(_) => 0,
             Err(e) => {

@@ -1109,3 +1109,69 @@ fn a_vcpu_blocked_on_serial_output_still_stops() {
         serde_json::from_str(&std::fs::read_to_string(&tl).unwrap()).unwrap();
     assert_eq!(j["exit"]["code"], 143);
 }
+
+/// `zerostart vmm-argv`: the builder's argv as JSON (file or stdin), as
+/// one shell line with --shell, a Firecracker config in `files`, and a
+/// bad spec, a missing file or --shell with files as one line each.
+#[test]
+fn vmm_argv_prints_the_built_command() {
+    let spec = r#"{"vmm":"qemu","binary":"/q","cpus":1,"memory":{"backing":"anonymous","size_mib":64},
+        "kernel":"/k","cmdline":"console=ttyS0 quiet","serial":"stdio","qemu":{"no_reboot":true}}"#;
+    let f = temp_file(spec.as_bytes());
+    let out = zerostart()
+        .args(["vmm-argv"])
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["argv"][0], "/q");
+    assert_eq!(
+        doc["argv"].as_array().unwrap().last().unwrap(),
+        "console=ttyS0 quiet"
+    );
+    assert_eq!(doc["files"], serde_json::json!({}));
+
+    let out = zerostart()
+        .args(["vmm-argv", "--shell", "-"])
+        .write_stdin(spec)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "/q -machine q35 -accel kvm -smp 1 -m 64M -nodefaults -no-user-config -display none \
+         -no-reboot -serial stdio -kernel /k -append 'console=ttyS0 quiet'\n"
+    );
+
+    let fc = r#"{"vmm":"firecracker","binary":"/fc","memory":{"backing":"anonymous","size_mib":64},
+        "kernel":"/k","firecracker":{"config_path":"/tmp/x.json"}}"#;
+    let out = zerostart()
+        .args(["vmm-argv", "-"])
+        .write_stdin(fc)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["files"]["/tmp/x.json"]
+        .as_str()
+        .unwrap()
+        .contains("\"mem_size_mib\":64"));
+    let out = zerostart()
+        .args(["vmm-argv", "--shell", "-"])
+        .write_stdin(fc)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, &["reads /tmp/x.json", "drop --shell"]);
+
+    let out = zerostart()
+        .args(["vmm-argv", "-"])
+        .write_stdin(r#"{"vmm":"qemu","binary":"/q"}"#)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, &["vmm qemu: `memory` is missing; give its size"]);
+    let out = zerostart()
+        .args(["vmm-argv", "/no/such/spec.json"])
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, &["cannot read /no/such/spec.json", "; give"]);
+}

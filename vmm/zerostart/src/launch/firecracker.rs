@@ -736,7 +736,7 @@ pub fn args_with_config(user: &[String], parsed: &FcArgs, config_path: &str) -> 
     let mut args = user.to_vec();
     args[parsed.config_at] = config_path.to_string();
     if !parsed.no_api && !parsed.api_sock {
-        args.insert(parsed.end, "--no-api".into());
+        args.insert(parsed.end, options::vmm_cmd::firecracker::NO_API.into());
     }
     args
 }

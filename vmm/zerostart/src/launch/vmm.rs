@@ -1,6 +1,7 @@
 //! What the launcher adds to each VMM's command line, which of the user's
 //! own arguments it refuses, and the hint ranges each VMM allows.
 
+use options::vmm_cmd;
 use std::path::{Path, PathBuf};
 
 use super::firecracker::{self as fc, FcConfig};
@@ -245,110 +246,41 @@ pub struct DeviceOpts {
     pub vsock: Option<options::VsockConfig>,
 }
 
-/// QEMU's devices for `d`: per disk `-drive file=,format=raw,if=none,
-/// id=zs-diskN,cache=none[,readonly=on]` + `-device virtio-blk-pci`
-/// (cache=none: O_DIRECT, as cloud VMs run, so the image must be on a
-/// file system that supports it, not tmpfs); per tap `-netdev tap,
-/// id=zs-netN,ifname=,script=no,downscript=no,vhost=on|off` + `-device
-/// virtio-net-pci,netdev=,mac=,romfile=` (no iPXE option ROM: the
-/// firmware boots the kernel from fw_cfg, never from the network);
-/// `-device vhost-vsock-pci,guest-cid=N`.
-pub fn qemu_devices(d: &DeviceOpts) -> Result<Vec<String>, Error> {
-    let mut a = Vec::new();
-    for (i, disk) in d.disks.iter().enumerate() {
-        let path = disk.path.display().to_string();
-        if path.contains(',') {
-            return Err(Error::BadDevice(format!(
-                "--disk path={path}: QEMU's -drive cannot take a comma in a file name; rename the image"
-            )));
-        }
-        a.extend([
-            "-drive".into(),
-            format!(
-                "file={path},format=raw,if=none,id=zs-disk{i},cache=none{}",
-                if disk.readonly { ",readonly=on" } else { "" }
-            ),
-            "-device".into(),
-            format!("virtio-blk-pci,drive=zs-disk{i}"),
-        ]);
-    }
-    for (i, n) in d.nets.iter().enumerate() {
-        a.extend([
-            "-netdev".into(),
-            format!(
-                "tap,id=zs-net{i},ifname={},script=no,downscript=no,vhost={}",
-                n.tap,
-                if n.vhost { "on" } else { "off" }
-            ),
-            "-device".into(),
-            format!(
-                "virtio-net-pci,netdev=zs-net{i},mac={},romfile=",
-                options::format_mac(&n.mac)
-            ),
-        ]);
-    }
-    if let Some(v) = &d.vsock {
-        if v.socket.is_some() {
-            return Err(Error::BadDevice(
-                "--vsock socket= is cloud-hypervisor's hybrid vsock; QEMU uses the kernel's vhost-vsock, give only cid=".into(),
-            ));
-        }
-        a.extend([
-            "-device".into(),
-            format!("vhost-vsock-pci,guest-cid={}", v.cid),
-        ]);
-    }
-    Ok(a)
+/// The launcher's devices as the VMM command builder takes them
+/// (`options::vmm_cmd`, where their QEMU and cloud-hypervisor spelling
+/// lives).
+#[allow(clippy::type_complexity)]
+fn device_list(
+    d: &DeviceOpts,
+) -> (
+    Vec<(std::path::PathBuf, bool)>,
+    Vec<(String, String, bool)>,
+    Option<(u32, Option<&std::path::Path>)>,
+) {
+    (
+        d.disks
+            .iter()
+            .map(|x| (x.path.clone(), x.readonly))
+            .collect(),
+        d.nets
+            .iter()
+            .map(|n| (n.tap.clone(), options::format_mac(&n.mac), n.vhost))
+            .collect(),
+        d.vsock.as_ref().map(|v| (v.cid, v.socket.as_deref())),
+    )
 }
 
-/// cloud-hypervisor's devices for `d` (its documented CLI): `--disk
-/// path=[,readonly=on] ...`, `--net tap=,mac= ...` (cloud-hypervisor
-/// picks vhost itself: its virtio-net is user-space, `vhost_user` is a
-/// different backend, so `vhost=on` is refused), `--vsock cid=,socket=`.
+/// QEMU's devices for `d`: `options::vmm_cmd::qemu_devices` (virtio-pci
+/// disk, NIC and vsock; its doc says how each is spelled and why).
+pub fn qemu_devices(d: &DeviceOpts) -> Result<Vec<String>, Error> {
+    let (disks, nets, vsock) = device_list(d);
+    options::vmm_cmd::qemu_devices(&disks, &nets, vsock).map_err(Error::BadDevice)
+}
+
+/// cloud-hypervisor's devices for `d`: `options::vmm_cmd::chv_devices`.
 pub fn chv_devices(d: &DeviceOpts) -> Result<Vec<String>, Error> {
-    let mut a = Vec::new();
-    let quote = |s: String| {
-        if s.contains(',') {
-            format!("\"{s}\"")
-        } else {
-            s
-        }
-    };
-    if !d.disks.is_empty() {
-        a.push("--disk".into());
-        for disk in &d.disks {
-            a.push(format!(
-                "path={}{}",
-                quote(disk.path.display().to_string()),
-                if disk.readonly { ",readonly=on" } else { "" }
-            ));
-        }
-    }
-    if !d.nets.is_empty() {
-        a.push("--net".into());
-        for n in &d.nets {
-            if n.vhost {
-                return Err(Error::BadDevice(format!(
-                    "--net tap={},vhost=on: cloud-hypervisor moves tap frames in user space (its vhost is vhost-user, another backend); use vhost=off",
-                    n.tap
-                )));
-            }
-            a.push(format!("tap={},mac={}", n.tap, options::format_mac(&n.mac)));
-        }
-    }
-    if let Some(v) = &d.vsock {
-        let Some(sock) = &v.socket else {
-            return Err(Error::BadDevice(format!(
-                "--vsock cid={}: cloud-hypervisor's vsock is a unix socket on the host; add socket=PATH",
-                v.cid
-            )));
-        };
-        a.extend([
-            "--vsock".into(),
-            format!("cid={},socket={}", v.cid, quote(sock.display().to_string())),
-        ]);
-    }
-    Ok(a)
+    let (disks, nets, vsock) = device_list(d);
+    options::vmm_cmd::chv_devices(&disks, &nets, vsock).map_err(Error::BadDevice)
 }
 
 /// How the launcher's RAM backend is wired into QEMU, as the drop-in
@@ -597,18 +529,31 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
         ));
     }
     let mut args: Vec<String> = user.to_vec();
-    let text_budget = carry_text(k, "-append", append.as_ref(), boot, &inp.hint, &mut args)?;
+    let text_budget = carry_text(
+        k,
+        vmm_cmd::qemu::APPEND,
+        append.as_ref(),
+        boot,
+        &inp.hint,
+        &mut args,
+    )?;
     if !machine_named {
-        args.extend(["-machine".into(), "q35".into()]);
+        args.extend([vmm_cmd::qemu::MACHINE.into(), "q35".into()]);
     }
     match &inp.qemu_ram.numa_node {
-        None => args.extend(["-machine".into(), format!("memory-backend={MEMORY_ID}")]),
-        Some(n) => args.extend(["-numa".into(), n.replace(NUMA_MEMDEV, MEMORY_ID)]),
+        None => args.extend([
+            vmm_cmd::qemu::MACHINE.into(),
+            format!("memory-backend={MEMORY_ID}"),
+        ]),
+        Some(n) => args.extend([
+            vmm_cmd::qemu::NUMA.into(),
+            n.replace(NUMA_MEMDEV, MEMORY_ID),
+        ]),
     }
     args.extend([
-        "-m".into(),
+        vmm_cmd::qemu::MEMORY.into(),
         format!("{}M{}", inp.size >> 20, inp.qemu_ram.m_extra),
-        "-object".into(),
+        vmm_cmd::qemu::OBJECT.into(),
         format!(
             "memory-backend-file,id={MEMORY_ID},size={},mem-path={},share=on,prealloc=off{}",
             inp.size,
@@ -622,12 +567,12 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     ]);
     if let Carrier::FwCfg(h) = &inp.hint {
         args.extend([
-            "-fw_cfg".into(),
+            vmm_cmd::qemu::FW_CFG.into(),
             format!("name={},file={h}", zerohint::FW_CFG_NAME),
         ]);
     }
     if let Some(fw) = &inp.firmware {
-        args.extend(["-bios".into(), fw.display().to_string()]);
+        args.extend([vmm_cmd::qemu::BIOS.into(), fw.display().to_string()]);
     }
     // virtio-pci devices write no guest RAM before the first instruction
     // either (their option ROMs, disabled for net anyway, are ROM BARs the
@@ -837,12 +782,19 @@ pub fn cloud_hypervisor(
     let text_budget = match inp.hint {
         // An OEM string has no line to share: only the text's own limit.
         Carrier::Smbios(_) => Some(zerohint::TEXT_MAX_CHARS),
-        _ => carry_text(k, "--cmdline", cmdline.as_ref(), boot, &inp.hint, &mut args)?,
+        _ => carry_text(
+            k,
+            vmm_cmd::chv::CMDLINE,
+            cmdline.as_ref(),
+            boot,
+            &inp.hint,
+            &mut args,
+        )?,
     };
     args.extend([
-        "--memory".into(),
+        vmm_cmd::chv::MEMORY.into(),
         "size=0".into(),
-        "--memory-zone".into(),
+        vmm_cmd::chv::MEMORY_ZONE.into(),
         zone,
     ]);
     let ram = layout::cloud_hypervisor(inp.size);
@@ -850,10 +802,10 @@ pub fn cloud_hypervisor(
         (Boot::Uefi, Some(fw)) => {
             let segs = layout::elf_load_segments(firmware_image)
                 .ok_or_else(|| Error::ChvFirmwareNotElf(fw.clone()))?;
-            args.extend(["--firmware".into(), fw.display().to_string()]);
+            args.extend([vmm_cmd::chv::FIRMWARE.into(), fw.display().to_string()]);
             match &inp.hint {
                 Carrier::FwCfg(h) => args.extend([
-                    "--fw-cfg-config".into(),
+                    vmm_cmd::chv::FW_CFG_CONFIG.into(),
                     format!(
                         "e820=off,kernel=off,cmdline=off,initramfs=off,acpi_table=off,items=[name={},file={h}]",
                         zerohint::FW_CFG_NAME
@@ -987,7 +939,10 @@ fn chv_oem_string(
 ) {
     let oem = format!("{}{text}", zerohint::TEXT_PREFIX);
     let Some((i, value, val_at)) = platform else {
-        args.extend(["--platform".into(), format!("oem_strings=[{oem}]")]);
+        args.extend([
+            vmm_cmd::chv::PLATFORM.into(),
+            format!("oem_strings=[{oem}]"),
+        ]);
         return;
     };
     let with = match value.find("oem_strings=[") {

@@ -1,0 +1,165 @@
+"""VMM command lines from the one builder: `zerostart vmm-argv` (options::vmm_cmd).
+
+Why: the nested host's harnesses (run.py, launch.py, demo.py, microvm.py)
+used to hand their L2 scripts pieces of QEMU, cloud-hypervisor, Firecracker
+and zerostart command lines that the scripts completed with flags of their
+own. Now a harness describes each start as a spec (a dict, the JSON of
+options::vmm_cmd::Spec), asks a host-runnable zerostart for the command,
+and writes it, shell-quoted, into L2's list file; the L2 scripts run it
+with `eval "set -- $cmd"` and spell no VMM flag. A flag changes in
+vmm/options/src/vmm_cmd.rs only.
+
+The binary asked is the static zerostart the harness ships into L2 (it
+runs on the host too), else ZEROSTART_BIN or a cargo build under target/:
+nothing here runs inside L2.
+
+The L2 paths every spec names are here once (the L2 image puts them there:
+zstest.l2image, the harnesses' extra cpio).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zstest.l2image import BuildError
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Where L2 has them.
+L2_ZEROSTART = "/zs/zerostart"
+L2_QEMU = "/qemu/bin/qemu-system-x86_64"
+L2_QEMU_DATA = "/qemu/share"
+L2_INITRAMFS = "/zs/l3-initramfs.cpio.gz"
+L2_OVMF = "/zs/fw/OVMF.fd"
+L2_CLOUDHV = "/zs/fw/CLOUDHV.fd"
+L2_CLOUD_HYPERVISOR = "/zs/cloud-hypervisor"
+L2_FIRECRACKER = "/zs/firecracker"
+# l2-pool.sh's `sock`: the pool the L2 scripts start.
+L2_POOL_SOCKET = "/tmp/pool.sock"
+
+
+class VmmArgvError(BuildError):
+    """No command: no zerostart to ask, or it refused the spec (its one
+    line). A BuildError: the harnesses report it as they report a missing
+    input."""
+
+
+@dataclass
+class Built:
+    """A built command: argv (program first) and the files it reads (path -> text)."""
+    argv: list[str]
+    files: dict[str, str] = field(default_factory=dict)
+
+    def shell(self) -> str:
+        """One POSIX shell line; the same quoting as `zerostart vmm-argv --shell`."""
+        return shell_line(self.argv)
+
+
+_PLAIN = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
+
+
+def shell_quote(word: str) -> str:
+    """WORD as one POSIX shell word, as options::vmm_cmd::shell_quote
+    writes it: bare when every character is plain, else single-quoted
+    with each ' as '\\''."""
+    return word if _PLAIN.fullmatch(word) else "'" + word.replace("'", "'\\''") + "'"
+
+
+def shell_line(argv: list[str]) -> str:
+    return " ".join(shell_quote(a) for a in argv)
+
+
+def zerostart_binary(given: Path | str | None = None) -> Path:
+    """The zerostart to ask: GIVEN, else $ZEROSTART_BIN, else the static,
+    release or debug build under target/."""
+    cands = [given, os.environ.get("ZEROSTART_BIN"),
+             REPO / "target" / "x86_64-unknown-linux-gnu" / "static" / "zerostart",
+             REPO / "target" / "release" / "zerostart", REPO / "target" / "debug" / "zerostart"]
+    for c in cands:
+        if c and Path(c).is_file():
+            return Path(c)
+    raise VmmArgvError("no zerostart binary to build the VMM command lines with; build one "
+                       "(make zerostart-static, or cargo build -p zerostart) or set ZEROSTART_BIN")
+
+
+def build(spec: dict, zerostart: Path | str | None = None) -> Built:
+    """The command of SPEC, from `zerostart vmm-argv -`."""
+    zs = zerostart_binary(zerostart)
+    r = subprocess.run([str(zs), "vmm-argv", "-"], input=json.dumps(spec), capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode != 0:
+        raise VmmArgvError(f"{zs} vmm-argv: {r.stderr.strip() or f'exit {r.returncode}'} (spec {json.dumps(spec)})")
+    doc = json.loads(r.stdout)
+    return Built(list(doc["argv"]), dict(doc.get("files", {})))
+
+
+# ---------------------------------------------------------------------------
+# Spec pieces the harnesses share.
+
+
+def l2_qemu(cpus: int | None = 1, **qemu) -> dict:
+    """The pinned QEMU in L2 on kvm-amd: -L its data, -cpu host, -no-reboot
+    (QEMU options in QEMU)."""
+    opts = {"data_dir": L2_QEMU_DATA, "cpu": "host", "no_reboot": True, **qemu}
+    spec = {"vmm": "qemu", "binary": L2_QEMU, "qemu": opts}
+    if cpus is not None:
+        spec["cpus"] = cpus
+    return spec
+
+
+def stock_memory(mem_mib: int) -> dict:
+    """QEMU's RAM as operators run a hugepage VM: a shared file on
+    /dev/hugepages, preallocated by two threads before the guest starts."""
+    return {"backing": "hugetlbfs", "size_mib": mem_mib, "path": "/dev/hugepages", "prealloc": True,
+            "prealloc_threads": 2}
+
+
+def memory_ready_probe(mem_mib: int) -> dict:
+    """l2-pool.sh's stock_memory_ready: the same QEMU and memory with no
+    guest, stopped (-S) with its monitor on stdio (told `quit` once up)."""
+    return {"vmm": "qemu", "binary": L2_QEMU, "qemu": {"data_dir": L2_QEMU_DATA},
+            "memory": stock_memory(mem_mib), "extra_args": ["-S", "-monitor", "stdio"]}
+
+
+def zerostart_memory(value: str) -> dict:
+    """zerostart run's or launch's own --memory value."""
+    return {"backing": "zerostart", "value": value}
+
+
+def launch(inner: dict, memory: str, timeline: str, firmware: str | None = None, extra: list[str] | None = None,
+           **devices) -> dict:
+    """`zerostart launch` (L2's) starting INNER on MEMORY (the launcher's
+    --memory), writing TIMELINE; DEVICES: disks, nets, vsock for the
+    launcher to map."""
+    spec = {"vmm": "zerostart-launch", "binary": L2_ZEROSTART, "memory": zerostart_memory(memory),
+            "timeline": timeline, "launch": inner, **devices}
+    if firmware:
+        spec["firmware"] = firmware
+    if extra:
+        spec["extra_args"] = extra
+    return spec
+
+
+def zerostart_run(kernel: str, cmdline: str, memory: str, serial, timeline: str, cpus: int = 1,
+                  initrd: str | None = None, extra: list[str] | None = None, **devices) -> dict:
+    """`zerostart run` (L2's)."""
+    spec = {"vmm": "zerostart-run", "binary": L2_ZEROSTART, "kernel": kernel, "cmdline": cmdline, "cpus": cpus,
+            "memory": zerostart_memory(memory), "serial": serial, "timeline": timeline, **devices}
+    if initrd:
+        spec["initrd"] = initrd
+    if extra:
+        spec["extra_args"] = extra
+    return spec
+
+
+def list_field(text: str) -> str:
+    """TEXT as a field of an L2 list line that is not the last: the scripts
+    split lines at '|' (`read`), so a field holding one would shift the rest."""
+    if "|" in text or "\n" in text:
+        raise VmmArgvError(f"{text!r} holds '|' or a newline; an L2 list field cannot")
+    return text
