@@ -67,8 +67,9 @@ test-fast: deps
 	bash vmm/guestmem/scripts/with-hugepages.sh 2048 64 -- \
 	  bash vmm/guestmem/scripts/with-hugepages.sh 1048576 1 -- \
 	  $(CARGO) test --workspace --no-fail-fast
-	# After cargo built target/debug/zerostart: its vmm-argv, as the nested harnesses ask it.
-	python3 -m unittest zstest.test_vmmargv
+	# After cargo built target/debug/zerostart: its vmm-argv, as the nested harnesses ask it
+	# (named: a stale static build under target/ must not answer for this tree).
+	ZEROSTART_BIN=$(abspath $(TARGET_DIR))/debug/zerostart python3 -m unittest zstest.test_vmmargv
 
 include $(sort $(wildcard mk/*.mk))
 

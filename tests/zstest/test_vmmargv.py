@@ -15,6 +15,12 @@ from pathlib import Path
 
 from zstest import vmmargv
 
+import os
+
+# Under make (ZEROSTART_BIN named) a missing binary is an error, not a skip.
+if os.environ.get("ZEROSTART_BIN") and not Path(os.environ["ZEROSTART_BIN"]).is_file():
+    raise SystemExit(f"zstest.test_vmmargv: ZEROSTART_BIN={os.environ['ZEROSTART_BIN']} does not exist; "
+                     "build it (cargo build -p zerostart)")
 try:
     ZS = vmmargv.zerostart_binary()
 except vmmargv.VmmArgvError as e:
