@@ -49,6 +49,7 @@ import launch
 import run as e2e
 from zstest import l2image as build
 from zstest import vmmargv
+from zstest.qemu import L3_CONSOLE_ARGS
 
 OUT = build.REPO / "target" / "demo"
 MIB = 1 << 20
@@ -77,10 +78,10 @@ class DemoScenario(launch.LaunchScenario):
         `zerostart launch` on the pool (OVMF or direct), or zerostart's VMM
         on the pool; each writes or gets its timeline at /tmp/NAME.tl.json."""
         m, kernel, tl = self.mem_mib, f"/zs/kernels/{self.kernel}", f"/tmp/{self.name}.tl.json"
-        append = f"console=ttyS0 panic=-1 oops=panic quiet zsinit.halt=poweroff {self.guest_args}"
+        append = f"{L3_CONSOLE_ARGS} zsinit.halt=poweroff {self.guest_args}"
         if self.kind == "zerostart":
             return vmmargv.zerostart_run(
-                kernel, f"console=ttyS0 reboot=k panic=-1 oops=panic quiet {self.guest_args}",
+                kernel, f"{L3_CONSOLE_ARGS} reboot=k {self.guest_args}",
                 f"size={m}M,hugepages=on,hugepage_size=2M,prezero=pool:{vmmargv.L2_POOL_SOCKET}", "tty", tl,
                 initrd=vmmargv.L2_INITRAMFS)
         qemu = {**vmmargv.l2_qemu(1), "kernel": kernel, "initrd": vmmargv.L2_INITRAMFS, "cmdline": append,

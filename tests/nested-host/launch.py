@@ -42,7 +42,7 @@ import run as e2e
 from zstest import l2image as build
 from zstest import timeline as tlschema
 from zstest import vmmargv
-from zstest.qemu import bed_fault, boot_l2, l2_memory, rerun_after_bed_faults
+from zstest.qemu import L3_CONSOLE_ARGS, bed_fault, boot_l2, l2_memory, rerun_after_bed_faults
 
 REPO = build.REPO
 OUT = REPO / "target" / "launch"
@@ -126,15 +126,15 @@ class LaunchScenario:
         Firecracker has no ACPI power-off: its guest ends by a reset
         through the keyboard controller (reboot=k), which ends Firecracker."""
         halt = "reboot=k" if self.vmm == "firecracker" else "zsinit.halt=poweroff"
-        return f"console=ttyS0 panic=-1 oops=panic quiet {halt} {self.guest_args}".strip()
+        return f"{L3_CONSOLE_ARGS} {halt} {self.guest_args}".strip()
 
 
 def guest_args(mem_mib: int, extra: str = "") -> str:
-    """The L3 kernel's arguments of a launch row. loglevel=5 after the
-    cmdline's quiet: the kernel's warnings (a WARNING, a refused hint's
-    reason) reach the console, where judge() reads them."""
+    """The L3 kernel's arguments of a launch row (after L3_CONSOLE_ARGS,
+    whose loglevel=5 lets the kernel's warnings, a WARNING or a refused
+    hint's reason, reach the console, where judge() reads them)."""
     huge = 64
-    return (f"loglevel=5 prezero.verify=1 hugepages={huge} zsinit.check_mib=64 zsinit.populate_mib={huge * 2} "
+    return (f"prezero.verify=1 hugepages={huge} zsinit.check_mib=64 zsinit.populate_mib={huge * 2} "
             f"{extra} {os.environ.get('ZSE2E_GUEST_APPEND', '')}").strip()
 
 

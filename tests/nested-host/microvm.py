@@ -114,8 +114,9 @@ def scenarios(mem_mib: int, timeout_s: int, verify: bool = True) -> list[MicroSc
     extra = os.environ.get("ZSE2E_GUEST_APPEND", "")
     for i, kind in enumerate(KINDS):
         disk, tap, mac, cid = f"/dev/vd{chr(ord('a') + i)}", f"zstap{i}", f"52:54:00:77:00:{i + 1:02x}", FIRST_CID + i
-        # quiet: systemd's status lines cost an I/O exit per byte on the serial console of a nested guest.
-        gx = f"root=/dev/vda rw quiet zsapp.poweroff=1 {extra}".strip()
+        # quiet: systemd's status lines cost an I/O exit per byte on the serial console of a nested guest;
+        # loglevel=5 after it: the kernel's warnings still reach the bug-line judge.
+        gx = f"root=/dev/vda rw quiet loglevel=5 zsapp.poweroff=1 {extra}".strip()
         if kind in ("zerostart", "launch"):
             kernel = "/zs/kernels/patched"
             gx = f"prezero.verify={int(verify)} {gx}"

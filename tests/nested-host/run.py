@@ -33,7 +33,7 @@ from zstest import l2image as build
 from zstest import timeline as tlschema
 from zstest import vmmargv
 from zstest.hugepages import HugePages
-from zstest.qemu import (L2_BOOT_TIMEOUT_S, L2_CPU, L3_KERNEL_BUG_RE, Console, bed_fault, boot_l2, l2_memory,
+from zstest.qemu import (L2_BOOT_TIMEOUT_S, L2_CPU, L3_CONSOLE_ARGS, L3_KERNEL_BUG_RE, Console, bed_fault, boot_l2, l2_memory,
                          rerun_after_bed_faults)
 
 REPO = build.REPO
@@ -79,7 +79,7 @@ class Scenario:
         """The L3 kernel's command line (scenario.sh's ZSE2E-INFO prints it).
         oops=panic: a crashed guest ends at once (panic=-1 resets it) instead
         of hanging to the timeout."""
-        return f"console=ttyS0 reboot=k panic=-1 oops=panic quiet {self.guest_args}"
+        return f"{L3_CONSOLE_ARGS} reboot=k {self.guest_args}"
 
     def spec(self) -> dict | None:
         """This scenario's start in L2 (zstest.vmmargv; None: a VMM the

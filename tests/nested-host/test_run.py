@@ -325,7 +325,7 @@ class ScenarioLines(unittest.TestCase):
         s = run.e2e_scenarios("patched")[0]
         f = s.line("CMD").split("|")
         self.assertEqual(f[:7], [s.name, "zerostart", "patched", "4096", s.memory_opts(), "1", str(s.timeout_s)])
-        self.assertEqual(f[7], f"console=ttyS0 reboot=k panic=-1 oops=panic quiet {s.guest_args}")
+        self.assertEqual(f[7], f"console=ttyS0 panic=-1 oops=panic quiet loglevel=5 reboot=k {s.guest_args}")
         self.assertEqual(f[8], "CMD")
         self.assertIsNone(sc("x", vmm="bochs").spec())
 

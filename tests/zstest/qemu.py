@@ -65,6 +65,12 @@ L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general p
                               rf"WARNING: (?:CPU: \d+ PID: |at )(?!.*{VERIFY_WARN_FUNCS})|"
                               rf"RIP: 0010:(?!{VERIFY_WARN_FUNCS})|soft lockup|hard LOCKUP|"
                               r"KFENCE: |KASAN: ")
+# The console part of every L3 guest's kernel command line in the nested
+# harnesses. quiet keeps the boot's info lines off the serial port (each
+# byte is an I/O exit under nested TCG); loglevel=5 after it still prints
+# KERN_WARNING and worse, so a WARNING reaches L3_KERNEL_BUG_RE. oops=panic
+# and panic=-1: a crashed guest ends at once instead of at the timeout.
+L3_CONSOLE_ARGS = "console=ttyS0 panic=-1 oops=panic quiet loglevel=5"
 MIB = 1 << 20
 # The nested host's own kernel saying one of its CPUs has spun for tens of
 # seconds. In this bed that has been a CPU waiting for an IPI (a TLB flush)
