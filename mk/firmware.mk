@@ -14,7 +14,7 @@ FW_UNIT_SRC = tests/firmware/unit/test_zerohint.c \
 .PHONY: firmware test-firmware test-firmware-unit test-firmware-qemu firmware-timing
 
 firmware:
-	@$(PROGRESS) "firmware (OVMF.fd, CLOUDHV.fd)" 900 bash firmware/build.sh
+	@$(PROGRESS) "firmware (OVMF.fd, CLOUDHV.fd)" 600 bash firmware/build.sh
 
 # Plain gcc, no EDK2: the same ZeroHintLib sources the firmware links.
 test-firmware-unit:

@@ -27,10 +27,10 @@ ZEROSTART_KERNEL_SERIES_DIR ?= guest-kernel-patches/6.12
 ZEROSTART_KERNEL_LINES ?= 6.12 7.3
 
 kernel:
-	@$(PROGRESS) "guest kernel 6.12" 1200 bash guest-kernel-patches/build.sh
+	@$(PROGRESS) "guest kernel 6.12" 840 bash guest-kernel-patches/build.sh
 
 kernel-7.3:
-	@$(PROGRESS) "guest kernel 7.3" 1200 bash guest-kernel-patches/build.sh --line 7.3
+	@$(PROGRESS) "guest kernel 7.3" 900 bash guest-kernel-patches/build.sh --line 7.3
 
 # The build targets of the lines to test (6.12's is `kernel`).
 KERNEL_LINE_TARGETS = $(foreach l,$(ZEROSTART_KERNEL_LINES),$(if $(filter 6.12,$(l)),kernel,kernel-$(l)))

@@ -18,7 +18,7 @@ E2E_KERNEL_BUILD ?= guest-kernel-patches/build.sh
 e2e-kernel: deps
 	@if [ "$(E2E_KERNEL)" = patched ]; then \
 	  mkdir -p "$(ZEROSTART_CACHE)/kernel" && \
-	  flock "$(ZEROSTART_CACHE)/kernel/.e2e-build.lock" $(PROGRESS) "guest kernel 6.12" 1200 bash $(E2E_KERNEL_BUILD) >/dev/null || \
+	  flock "$(ZEROSTART_CACHE)/kernel/.e2e-build.lock" $(PROGRESS) "guest kernel 6.12" 840 bash $(E2E_KERNEL_BUILD) >/dev/null || \
 	    { echo "e2e: $(E2E_KERNEL_BUILD) failed, so there is no patched kernel to test; fix the build (its log is above), or run with E2E_KERNEL=stock to test stock Debian 6.12 on purpose" >&2; exit 1; }; \
 	fi
 
@@ -35,7 +35,7 @@ e2e-zerostart: deps
 # ~4-8 minutes counted against that boot's deadline (a fresh machine's
 # test-firmware-boot lost its first run that way, "nested host silent").
 bed-qemu: deps
-	@$(PROGRESS) "nested host QEMU 10.0.2" 600 bash tests/nested-host/bed-qemu/build.sh >/dev/null
+	@$(PROGRESS) "nested host QEMU 10.0.2" 300 bash tests/nested-host/bed-qemu/build.sh >/dev/null
 
 # Host-side units: the L3 guest's hint validator against the golden vectors,
 # a dry run of the guest's zero check, and the harness's judging/timeouts.

@@ -7,7 +7,7 @@
 .PHONY: rootfs
 
 rootfs:
-	@$(PROGRESS) "guest rootfs (Debian image)" 300 bash guest-rootfs/build.sh
+	@$(PROGRESS) "guest rootfs (Debian image)" 120 bash guest-rootfs/build.sh
 
 # The image boots with Debian's stock cloud kernel under stock QEMU (TCG)
 # to its app: every boot phase, zsapp's memory check and its negative
