@@ -113,6 +113,9 @@ watch_pause() {
       rip=$(grep -a 'reason shutdown' /sys/kernel/tracing/trace 2>/dev/null | tail -1 | grep -o 'rip 0x[0-9a-f]*' | cut -d' ' -f2)
       echo "MON| $n paused, shutdown rip=$rip"
       if [ -n "$rip" ]; then
+        # The RIP in L2's own kernel and modules (h9's row 29 died at
+        # 0xffffffffc0476dcc, unmapped in the guest: is it kvm_amd's?).
+        l2sym "$rip"
         walk "$rip"
         # Where the #PF's delivery went: the IDT (IDTR holds its read-only
         # alias in the CPU entry area), the handler's text; and
@@ -138,6 +141,14 @@ watch_pause() {
   done
   kill $catpid 2>/dev/null
   grep -a 'paused\|Error' "/tmp/$n.monlog" 2>/dev/null | grep -v '^(qemu)' | tr -d '\r' | head -5 | sed "s/^/MON| $n /"
+}
+
+# l2sym RIP: the nearest symbol at or below RIP in L2's /proc/kallsyms
+# (fixed-width lowercase hex compares as strings) and L2's modules.
+l2sym() {
+  r=$(echo "$1" | sed 's/^0x//')
+  awk -v r="$r" '$1 <= r && $1 > best { best = $1; line = $0 } END { print "MON| '"$n"' l2 kallsyms: " line }' /proc/kallsyms
+  sed "s/^/MON| $n l2 module: /" /proc/modules | grep -E 'kvm|svm' | head -3
 }
 
 # hunt_run NAME TIMEOUT CMD...: l2-pool.sh's run(), with the L3 console
