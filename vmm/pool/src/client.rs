@@ -20,13 +20,18 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::proto::{
-    read_frame, write_frame, LeaseInfo, Request, RequestBody, Response, ResponseBody, Status,
-    VERSION,
+    read_frame, write_frame, LaunchReport, LeaseInfo, Request, RequestBody, Response, ResponseBody,
+    Status, VERSION,
 };
 use crate::{Error, PageSize};
 
 /// How long a client waits for the daemon to answer.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a launch report waits for the daemon: a report is
+/// bookkeeping, and a launcher about to start (or become) a VMM must not
+/// hang on a wedged pool.
+pub const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Leased pre-zeroed memory: map `[offset, offset + len)` of [`Lease::fd`]
 /// shared. Every byte of it is zero when the lease is granted.
@@ -106,6 +111,31 @@ impl Lease {
 
     /// Ends the lease now (same as dropping it).
     pub fn close(self) {}
+
+    /// Reports the launch this lease serves (outcome `leased`) on the
+    /// lease's own connection, the one place the daemon takes it from.
+    /// Safe while a VMM holds the inherited connection: VMMs never use
+    /// it. A daemon that did not say it takes reports
+    /// ([`LeaseInfo::reports`]: an older release, which would close the
+    /// connection on the unknown request and so end the lease) is not
+    /// asked: [`Error::NoReports`].
+    pub fn report(&self, r: &LaunchReport) -> Result<(), Error> {
+        if !self.info.reports {
+            return Err(Error::NoReports);
+        }
+        // A duplicate of the connection: same socket, so the timeout set
+        // here is the lease's too, and is cleared again below.
+        let mut conn = self
+            .conn
+            .try_clone()
+            .map_err(|e| Error::io("duplicating the lease connection", e))?;
+        conn.set_read_timeout(Some(REPORT_TIMEOUT))
+            .map_err(|e| Error::io("setting the pool reply timeout", e))?;
+        let answer = ask(&mut conn, RequestBody::Report(r.clone()));
+        conn.set_read_timeout(None)
+            .map_err(|e| Error::io("clearing the pool reply timeout", e))?;
+        reported(answer)
+    }
 
     /// Whether this process still maps the lease's file (outside an
     /// in-process daemon's own mappings).
@@ -216,6 +246,25 @@ pub fn lease_on_node(
         (ResponseBody::Lease(_), None) => Err(Error::Protocol(
             "lease granted without a file descriptor".into(),
         )),
+        (ResponseBody::Error { message }, _) => Err(Error::Refused(message)),
+        (other, _) => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+    }
+}
+
+/// Reports a launch that did not run on a lease (a fallback, the drop-in's
+/// pass-through, a failure) on a new connection. [`Error::Connect`] means
+/// the pool is not there now (worth another try later); an older daemon
+/// refuses the request ([`Error::Refused`]).
+pub fn report(socket: &Path, r: &LaunchReport) -> Result<(), Error> {
+    let mut conn = connect(socket)?;
+    conn.set_read_timeout(Some(REPORT_TIMEOUT))
+        .map_err(|e| Error::io("setting the pool reply timeout", e))?;
+    reported(ask(&mut conn, RequestBody::Report(r.clone())))
+}
+
+fn reported(answer: Result<(ResponseBody, Option<OwnedFd>), Error>) -> Result<(), Error> {
+    match answer? {
+        (ResponseBody::Reported, _) => Ok(()),
         (ResponseBody::Error { message }, _) => Err(Error::Refused(message)),
         (other, _) => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
     }

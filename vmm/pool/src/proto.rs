@@ -5,6 +5,12 @@
 //! Every message has `"v": VERSION`; a daemon answers a request of another
 //! version with an error naming both versions. One connection holds at most
 //! one lease, for as long as the connection is open.
+//!
+//! Requests are added without a new version when an older peer can refuse
+//! them cleanly: a daemon that does not know an `op` answers `error` ("bad
+//! message: unknown variant ...") and closes the connection, so a newer
+//! client sees a one-line refusal, never a hang or a half-read frame
+//! (`report`, the launcher's outcome, was added that way).
 
 use std::io::{IoSlice, IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -48,6 +54,114 @@ pub enum RequestBody {
     },
     /// Pool counters.
     Status,
+    /// What a launch did with the pool (`zerostart launch`, the QEMU
+    /// drop-in): counted on the metrics endpoint. A `leased` report is
+    /// taken only on the lease's own connection, and one report per
+    /// connection, so each launch is counted once.
+    Report(LaunchReport),
+}
+
+/// The VMM a launch started (a closed set: the metrics label it, and a
+/// client cannot make the daemon grow label sets without bound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Vmm {
+    /// QEMU (`zerostart launch --vmm qemu`, the drop-in).
+    Qemu,
+    /// cloud-hypervisor.
+    CloudHypervisor,
+    /// Firecracker.
+    Firecracker,
+}
+
+impl Vmm {
+    /// Every VMM, in label order.
+    pub const ALL: [Vmm; 3] = [Vmm::Qemu, Vmm::CloudHypervisor, Vmm::Firecracker];
+
+    /// The label and JSON value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Vmm::Qemu => "qemu",
+            Vmm::CloudHypervisor => "cloud-hypervisor",
+            Vmm::Firecracker => "firecracker",
+        }
+    }
+}
+
+/// How a launch that asked the pool for memory ended up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The guest runs on a pool lease.
+    Leased,
+    /// The pool could not lease within `--pool-wait`; the guest runs on a
+    /// memfd the launcher prefaulted (`--pool-fallback prefault`).
+    FallbackPrefault,
+    /// The same, on a memfd the guest faults in (`--pool-fallback none`).
+    FallbackNone,
+    /// The QEMU drop-in started QEMU unchanged (pool unavailable, or a
+    /// command line it cannot serve): no pool memory, no hint.
+    Passthrough,
+    /// The pool could not lease and `--pool-fallback fail` started no VM.
+    Failed,
+}
+
+impl Outcome {
+    /// Every outcome, in label order.
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Leased,
+        Outcome::FallbackPrefault,
+        Outcome::FallbackNone,
+        Outcome::Passthrough,
+        Outcome::Failed,
+    ];
+
+    /// The label and JSON value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Leased => "leased",
+            Outcome::FallbackPrefault => "fallback_prefault",
+            Outcome::FallbackNone => "fallback_none",
+            Outcome::Passthrough => "passthrough",
+            Outcome::Failed => "failed",
+        }
+    }
+
+    /// Whether the guest got memory (and so has a memory_ready time):
+    /// leased or a fallback.
+    pub fn has_memory(self) -> bool {
+        matches!(
+            self,
+            Outcome::Leased | Outcome::FallbackPrefault | Outcome::FallbackNone
+        )
+    }
+
+    /// Where the guest's memory came from (the `source` label of
+    /// memory_ready), for outcomes that have memory.
+    pub fn source(self) -> Option<&'static str> {
+        match self {
+            Outcome::Leased => Some("pool"),
+            Outcome::FallbackPrefault => Some("prefault"),
+            Outcome::FallbackNone => Some("none"),
+            Outcome::Passthrough | Outcome::Failed => None,
+        }
+    }
+}
+
+/// One launch's outcome, reported by the launcher to the pool it asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchReport {
+    /// The VMM started (or that would have been).
+    pub vmm: Vmm,
+    /// What happened.
+    pub outcome: Outcome,
+    /// Guest RAM bytes asked for.
+    pub bytes: u64,
+    /// Seconds from the launcher's start to guest memory ready (its
+    /// timeline's `memory_ready`); present exactly when the outcome has
+    /// memory ([`Outcome::has_memory`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_ready_s: Option<f64>,
 }
 
 /// A daemon reply.
@@ -68,6 +182,8 @@ pub enum ResponseBody {
     Lease(LeaseInfo),
     /// Counters.
     Status(Status),
+    /// A [`RequestBody::Report`] was counted.
+    Reported,
     /// The request was refused; `message` says why and what to do.
     Error {
         /// One line.
@@ -94,6 +210,13 @@ pub struct LeaseInfo {
     /// NUMA node of the region (absent from older daemons).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<usize>,
+    /// The daemon takes a launch report on this lease's connection
+    /// ([`RequestBody::Report`]). Absent (false) from older daemons, which
+    /// would refuse the unknown request by closing the connection, and so
+    /// end the lease under a running VM: a client asks only when this is
+    /// set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reports: bool,
 }
 
 /// Pool counters (`zerostart pool status`).
@@ -273,6 +396,52 @@ mod tests {
         assert_eq!(serde_json::from_str::<Request>(&ns).unwrap(), n);
         let st: Request = serde_json::from_str(r#"{"v":1,"op":"status"}"#).unwrap();
         assert_eq!(st.body, RequestBody::Status);
+    }
+
+    #[test]
+    fn report_json_is_stable_and_unknown_ops_are_bad_messages() {
+        let r = Request {
+            v: VERSION,
+            body: RequestBody::Report(LaunchReport {
+                vmm: Vmm::CloudHypervisor,
+                outcome: Outcome::FallbackPrefault,
+                bytes: 4096,
+                memory_ready_s: Some(0.5),
+            }),
+        };
+        let s = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            s,
+            r#"{"v":1,"op":"report","vmm":"cloud-hypervisor","outcome":"fallback_prefault","bytes":4096,"memory_ready_s":0.5}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&s).unwrap(), r);
+        let p = r#"{"v":1,"op":"report","vmm":"qemu","outcome":"passthrough","bytes":1}"#;
+        match serde_json::from_str::<Request>(p).unwrap().body {
+            RequestBody::Report(r) => assert_eq!(r.memory_ready_s, None),
+            other => panic!("{other:?}"),
+        }
+        let ok: Response = serde_json::from_str(r#"{"v":1,"op":"reported"}"#).unwrap();
+        assert_eq!(ok.body, ResponseBody::Reported);
+        // What an older daemon or a newer client sends that this build does
+        // not know is refused as a bad message (the daemon answers it with
+        // an error and closes), as is a label outside the closed sets.
+        for bad in [
+            r#"{"v":1,"op":"frobnicate"}"#,
+            r#"{"v":1,"op":"report","vmm":"bochs","outcome":"leased","bytes":1}"#,
+            r#"{"v":1,"op":"report","vmm":"qemu","outcome":"teleported","bytes":1}"#,
+        ] {
+            let (mut a, mut b) = UnixStream::pair().unwrap();
+            a.write_all(&(bad.len() as u32).to_le_bytes()).unwrap();
+            a.write_all(bad.as_bytes()).unwrap();
+            let e = read_frame::<Request>(&mut b, false).unwrap_err();
+            assert!(e.to_string().contains("unknown variant"), "{bad}: {e}");
+        }
+        // A lease reply says whether reports are taken; older daemons'
+        // replies lack the field (false), and an unset flag is not sent.
+        let old = r#"{"id":1,"region":0,"offset":0,"len":4096,"page":"4K","verified":false}"#;
+        let info: LeaseInfo = serde_json::from_str(old).unwrap();
+        assert!(!info.reports);
+        assert_eq!(serde_json::to_string(&info).unwrap(), old);
     }
 
     #[test]

@@ -94,6 +94,7 @@ fn refuse(conn: &mut UnixStream, message: String) {
 
 fn serve_connection(shared: &Shared, mut conn: UnixStream) {
     let mut held: Option<(usize, u64)> = None;
+    let mut reported = false;
     loop {
         let req = match read_frame::<Request>(&mut conn, false) {
             Ok(Some((req, _))) => req,
@@ -116,6 +117,17 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
         match req.body {
             RequestBody::Status => {
                 if reply(&mut conn, ResponseBody::Status(status(shared))).is_err() {
+                    break;
+                }
+            }
+            RequestBody::Report(r) => {
+                let counted = shared.metrics.launch(&r, held.is_some(), !reported);
+                reported = true;
+                let sent = match counted {
+                    Ok(()) => reply(&mut conn, ResponseBody::Reported),
+                    Err(message) => reply(&mut conn, ResponseBody::Error { message }),
+                };
+                if sent.is_err() {
                     break;
                 }
             }

@@ -187,6 +187,7 @@ impl PoolState {
                 page,
                 verified: c.verify,
                 node: Some(self.slots[i].node),
+                reports: true,
             },
             self.slots[i]
                 .mem
