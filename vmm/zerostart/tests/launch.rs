@@ -709,7 +709,13 @@ fn launch_outcomes_are_counted_on_the_pools_metrics() {
     let addr = format!("127.0.0.1:{port}");
     let pdir = tempfile::tempdir().unwrap();
     let socket = pdir.path().join("pool.sock");
-    let pool = Pool::start_at(pdir, socket.clone(), &["--metrics", &addr]);
+    // The portable backend: no zeroing calibration at start (the other
+    // tests' pools calibrate on the same CPUs).
+    let pool = Pool::start_at(
+        pdir,
+        socket.clone(),
+        &["--metrics", &addr, "--backend", "portable"],
+    );
     let sock = socket.display().to_string();
     let fits = format!("size=64M,source=pool:{sock},hugepages=off,hint=off");
     let too_big = format!("size=128M,source=pool:{sock},hugepages=off,hint=off");
