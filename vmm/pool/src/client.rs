@@ -113,40 +113,21 @@ impl Lease {
         }
         // Reserved, never accessible on its own: every byte of it is
         // covered by a piece below before the mapping is returned.
-        let map = hostmem::Mapping::anonymous(self.info.len as usize)
+        let mut map = hostmem::Mapping::anonymous(self.info.len as usize)
             .prot(hostmem::Prot::None)
             .noreserve()
             .align(self.info.page.bytes() as usize)
             .map()
             .map_err(|e| Error::io(what(), e.into()))?;
         let mut at = 0usize;
-        let mut flags = libc::MAP_SHARED | libc::MAP_FIXED;
-        if populate {
-            flags |= libc::MAP_POPULATE;
-        }
         for (fd, piece) in self.pieces() {
-            // SAFETY: the target is inside the reservation this function
-            // just made and owns (`map`), so MAP_FIXED replaces nothing
-            // else; the length and offset were checked against the file
-            // when the lease was received.
-            let p = unsafe {
-                libc::mmap(
-                    map.as_ptr().add(at).cast(),
-                    piece.len as usize,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    flags,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(Error::last_os(format!(
-                    "{}: piece of region {} ({} bytes)",
-                    what(),
-                    piece.region,
-                    piece.len
-                )));
-            }
+            map.map_file_over(at, fd, 0, piece.len as usize, populate)
+                .map_err(|e| {
+                    Error::io(
+                        format!("{}: piece of region {}", what(), piece.region),
+                        e.into(),
+                    )
+                })?;
             at += piece.len as usize;
         }
         Ok(Mapping {

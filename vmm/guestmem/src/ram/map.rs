@@ -84,7 +84,7 @@ pub(super) fn map_pieces(
     }
     // Never accessible as itself: every byte is covered by a part below
     // before the region is built.
-    let reserved = hostmem::Mapping::anonymous(size)
+    let mut reserved = hostmem::Mapping::anonymous(size)
         .prot(hostmem::Prot::None)
         .noreserve()
         .align(cfg.backing.page_bytes() as usize)
@@ -92,24 +92,10 @@ pub(super) fn map_pieces(
         .map_err(|e| err(e.into()))?;
     let mut at = 0usize;
     for &(file, off, n) in parts {
-        let off = libc::off_t::try_from(off)
-            .map_err(|_| err(io::Error::from_raw_os_error(libc::EINVAL)))?;
-        // SAFETY: the target lies inside `reserved`, which this function
-        // just mapped and owns, so MAP_FIXED replaces nothing else. Shared
-        // and without MAP_NORESERVE, as `map_region` maps a file.
-        let p = unsafe {
-            libc::mmap(
-                reserved.as_ptr().add(at).cast(),
-                n as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                std::os::fd::AsRawFd::as_raw_fd(file),
-                off,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(err(io::Error::last_os_error()));
-        }
+        // Shared and without MAP_NORESERVE, as `map_region` maps a file.
+        reserved
+            .map_file_over(at, std::os::fd::AsFd::as_fd(file), off, n as usize, false)
+            .map_err(|e| err(e.into()))?;
         at += n as usize;
     }
     let bitmap = AtomicBitmap::new(
