@@ -43,7 +43,7 @@ pub use host::{check_backing_hugepages, check_hugepages, check_mem_available, me
 /// [`Backing`] need not depend on `hostmem`.
 pub use hostmem::PageSize;
 pub use prefault::PREFAULT_TABLE;
-pub use ram::{GuestRam, LeasedMemory, PrefaultStats, PrepMethod};
+pub use ram::{GuestRam, LeasedMemory, LeasedPiece, PrefaultStats, PrepMethod};
 
 /// Guest memory as this crate builds it: vm-memory's mmap backend with a
 /// per-4K-page dirty bitmap, so every write through vm-memory is recorded.

@@ -372,6 +372,54 @@ impl Mapping {
         unsafe { crate::populate_write(self.ptr.as_ptr().add(off), len) }
     }
 
+    /// Maps `len` bytes of the file `fd` from `offset`, shared and
+    /// read-write, over `[at, at + len)` of this mapping (`MAP_FIXED`),
+    /// optionally populating the page tables: an address range reserved
+    /// with [`Prot::None`] becomes one contiguous view of several files (a
+    /// pool lease of several regions). The part is unmapped with this
+    /// mapping. A part outside the mapping, an empty one or an offset past
+    /// `off_t` is `EINVAL`; hugetlb files need `at` aligned to their page
+    /// (reserve with [`MapBuilder::align`]).
+    pub fn map_file_over(
+        &mut self,
+        at: usize,
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        populate: bool,
+    ) -> Result<(), MapError> {
+        let mut b = Mapping::file(fd, offset, len);
+        if populate {
+            b = b.populate();
+        }
+        let inval = || io::Error::from_raw_os_error(libc::EINVAL);
+        if len == 0 || at.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(b.error(inval()));
+        }
+        let off = libc::off_t::try_from(offset).map_err(|_| b.error(inval()))?;
+        let mut flags = libc::MAP_SHARED | libc::MAP_FIXED;
+        if populate {
+            flags |= libc::MAP_POPULATE;
+        }
+        // SAFETY: `[at, at + len)` lies inside this mapping, which `self`
+        // owns and borrows exclusively here, so MAP_FIXED replaces none of
+        // anyone else's memory and no slice of it is alive.
+        let p = unsafe {
+            libc::mmap(
+                self.ptr.as_ptr().add(at).cast(),
+                len,
+                Prot::ReadWrite.bits(),
+                flags,
+                fd.as_raw_fd(),
+                off,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(b.error(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
     /// Gives the mapping up without unmapping it: it lives until the
     /// process exits (a test standing for guest RAM another thread still
     /// uses, or memory whose unmapping must wait for the kernel's own at
@@ -542,6 +590,47 @@ mod tests {
         // More than the pool has: refused at mmap, with the fix.
         let e = Mapping::anonymous(1 << 62).hugetlb(page).map().unwrap_err();
         assert!(e.to_string().contains("2M hugepages"), "{e}");
+    }
+
+    /// Two files mapped over a reserved range read as one: each part
+    /// shows its file's bytes, writes reach the files, and a part outside
+    /// the range is refused.
+    #[test]
+    fn files_mapped_over_a_reservation_read_as_one_range() {
+        use std::os::unix::fs::FileExt;
+        let a = tempfile::tempfile().unwrap();
+        let b = tempfile::tempfile().unwrap();
+        a.set_len(8192).unwrap();
+        b.set_len(4096).unwrap();
+        a.write_all_at(&[0xaa; 8192], 0).unwrap();
+        b.write_all_at(&[0xbb; 4096], 0).unwrap();
+        let mut m = Mapping::anonymous(8192)
+            .prot(Prot::None)
+            .noreserve()
+            .map()
+            .unwrap();
+        // The second page of `a`, then all of `b`.
+        m.map_file_over(0, a.as_fd(), 4096, 4096, false).unwrap();
+        m.map_file_over(4096, b.as_fd(), 0, 4096, true).unwrap();
+        // SAFETY: both pages are mapped read-write; nothing else writes.
+        let s = unsafe { m.as_mut_slice() };
+        assert!(s[..4096].iter().all(|&x| x == 0xaa));
+        assert!(s[4096..].iter().all(|&x| x == 0xbb));
+        s[0] = 1;
+        s[4096] = 2;
+        let mut got = [0u8; 1];
+        a.read_exact_at(&mut got, 4096).unwrap();
+        assert_eq!(got, [1]);
+        b.read_exact_at(&mut got, 0).unwrap();
+        assert_eq!(got, [2]);
+        for (at, len) in [(4096, 8192), (0, 0), (usize::MAX, 4096)] {
+            let e = m.map_file_over(at, a.as_fd(), 0, len, false).unwrap_err();
+            assert_eq!(
+                e.os_error().raw_os_error(),
+                Some(libc::EINVAL),
+                "{at} {len}"
+            );
+        }
     }
 
     /// The workspace's other crates (src, tests, examples, benches) map

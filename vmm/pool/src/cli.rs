@@ -131,6 +131,10 @@ pub struct LeaseArgs {
     /// NUMA node the memory must be on (default: any).
     #[arg(long)]
     pub node: Option<usize>,
+    /// Take up to N whole regions for a lease larger than one (default:
+    /// one region); they are mapped as one range.
+    #[arg(long, value_name = "N")]
+    pub pieces: Option<usize>,
     /// After the check, fill the lease with this byte (tests: a pattern a
     /// later lease must never see).
     #[arg(long, value_parser = parse_byte)]
@@ -329,7 +333,10 @@ fn lease(a: &LeaseArgs) -> Result<(), Error> {
     let bytes = a.bytes;
     let page: PageSize = a.page.parse()?;
     let t0 = Instant::now();
-    let l = crate::client::lease_on_node(&a.socket, bytes, page, a.node)?;
+    let l = match a.pieces {
+        None => crate::client::lease_on_node(&a.socket, bytes, page, a.node)?,
+        Some(n) => crate::client::lease_pieces(&a.socket, bytes, page, a.node, n)?,
+    };
     let mut m = l.map(false)?;
     let leased_ms = t0.elapsed().as_secs_f64() * 1e3;
     if let Some(off) = first_nonzero(m.as_slice(), 0) {
@@ -359,12 +366,21 @@ fn lease(a: &LeaseArgs) -> Result<(), Error> {
                 .map_err(|e| Error::io("starting the fd-holding child", e))?,
         );
     }
-    let (dev, ino) = {
+    let identity = |fd: std::os::fd::BorrowedFd<'_>| {
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: valid fd, zeroed buffer.
-        unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&l.fd()), &mut st) };
+        unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut st) };
         (st.st_dev, st.st_ino)
     };
+    let (dev, ino) = identity(l.fd());
+    let pieces: Vec<serde_json::Value> = l
+        .pieces()
+        .into_iter()
+        .map(|(fd, p)| {
+            let (dev, ino) = identity(fd);
+            serde_json::json!({"region": p.region, "len": p.len, "dev": dev, "inode": ino})
+        })
+        .collect();
     println!(
         "{}",
         serde_json::json!({
@@ -380,6 +396,7 @@ fn lease(a: &LeaseArgs) -> Result<(), Error> {
             "dev": dev,
             "lease_and_map_ms": leased_ms,
             "holder_pid": child.as_ref().map(|c| c.id()),
+            "pieces": pieces,
         })
     );
     let _ = std::io::stdout().flush();

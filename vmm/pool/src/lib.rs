@@ -129,6 +129,9 @@ pub enum Error {
         /// The last status (or connection error) seen.
         last: String,
     },
+    /// The daemon that granted a lease does not take launch reports.
+    #[error("this pool daemon takes no launch reports (an older release); the launch is not counted on its metrics; upgrade the pool to count launches")]
+    NoReports,
     /// The daemon refused a request (its message says why and what to do).
     #[error("the pool refused: {0}")]
     Refused(String),

@@ -5,6 +5,12 @@
 //! Every message has `"v": VERSION`; a daemon answers a request of another
 //! version with an error naming both versions. One connection holds at most
 //! one lease, for as long as the connection is open.
+//!
+//! Requests are added without a new version when an older peer can refuse
+//! them cleanly: a daemon that does not know an `op` answers `error` ("bad
+//! message: unknown variant ...") and closes the connection, so a newer
+//! client sees a one-line refusal, never a hang or a half-read frame
+//! (`report`, the launcher's outcome, was added that way).
 
 use std::io::{IoSlice, IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -20,6 +26,10 @@ pub const VERSION: u32 = 1;
 
 /// Largest frame accepted (messages are a few hundred bytes).
 pub const MAX_FRAME: usize = 64 << 10;
+
+/// The most regions one lease may take: one fd per region travels in the
+/// reply, and the kernel passes at most 253 in one message.
+pub const MAX_PIECES: usize = 64;
 
 /// A client request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,9 +55,123 @@ pub enum RequestBody {
         /// JSON when `None`, so older daemons read the same request.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         node: Option<usize>,
+        /// The most regions the client can map as one lease (`None`: 1,
+        /// the whole lease in one region). Omitted when `None`, so older
+        /// daemons read the same request (and refuse a lease larger than
+        /// a region, as before).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pieces: Option<usize>,
     },
     /// Pool counters.
     Status,
+    /// What a launch did with the pool (`zerostart launch`, the QEMU
+    /// drop-in): counted on the metrics endpoint. A `leased` report is
+    /// taken only on the lease's own connection, and one report per
+    /// connection, so each launch is counted once.
+    Report(LaunchReport),
+}
+
+/// The VMM a launch started (a closed set: the metrics label it, and a
+/// client cannot make the daemon grow label sets without bound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Vmm {
+    /// QEMU (`zerostart launch --vmm qemu`, the drop-in).
+    Qemu,
+    /// cloud-hypervisor.
+    CloudHypervisor,
+    /// Firecracker.
+    Firecracker,
+}
+
+impl Vmm {
+    /// Every VMM, in label order.
+    pub const ALL: [Vmm; 3] = [Vmm::Qemu, Vmm::CloudHypervisor, Vmm::Firecracker];
+
+    /// The label and JSON value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Vmm::Qemu => "qemu",
+            Vmm::CloudHypervisor => "cloud-hypervisor",
+            Vmm::Firecracker => "firecracker",
+        }
+    }
+}
+
+/// How a launch that asked the pool for memory ended up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The guest runs on a pool lease.
+    Leased,
+    /// The pool could not lease within `--pool-wait`; the guest runs on a
+    /// memfd the launcher prefaulted (`--pool-fallback prefault`).
+    FallbackPrefault,
+    /// The same, on a memfd the guest faults in (`--pool-fallback none`).
+    FallbackNone,
+    /// The QEMU drop-in started QEMU unchanged (pool unavailable, or a
+    /// command line it cannot serve): no pool memory, no hint.
+    Passthrough,
+    /// The pool could not lease and `--pool-fallback fail` started no VM.
+    Failed,
+}
+
+impl Outcome {
+    /// Every outcome, in label order.
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Leased,
+        Outcome::FallbackPrefault,
+        Outcome::FallbackNone,
+        Outcome::Passthrough,
+        Outcome::Failed,
+    ];
+
+    /// The label and JSON value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Leased => "leased",
+            Outcome::FallbackPrefault => "fallback_prefault",
+            Outcome::FallbackNone => "fallback_none",
+            Outcome::Passthrough => "passthrough",
+            Outcome::Failed => "failed",
+        }
+    }
+
+    /// Whether the guest got memory (and so has a memory_ready time):
+    /// leased or a fallback.
+    pub fn has_memory(self) -> bool {
+        matches!(
+            self,
+            Outcome::Leased | Outcome::FallbackPrefault | Outcome::FallbackNone
+        )
+    }
+
+    /// Where the guest's memory came from (the `source` label of
+    /// memory_ready), for outcomes that have memory.
+    pub fn source(self) -> Option<&'static str> {
+        match self {
+            Outcome::Leased => Some("pool"),
+            Outcome::FallbackPrefault => Some("prefault"),
+            Outcome::FallbackNone => Some("none"),
+            Outcome::Passthrough | Outcome::Failed => None,
+        }
+    }
+}
+
+/// One launch's outcome, reported by the launcher to the pool it asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchReport {
+    /// The VMM started (or that would have been).
+    pub vmm: Vmm,
+    /// What happened.
+    pub outcome: Outcome,
+    /// Guest RAM bytes asked for.
+    pub bytes: u64,
+    /// Seconds from the launcher's start to guest memory ready (its
+    /// timeline's `memory_ready`); present exactly when the outcome has
+    /// memory ([`Outcome::has_memory`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_ready_s: Option<f64>,
 }
 
 /// A daemon reply.
@@ -68,6 +192,8 @@ pub enum ResponseBody {
     Lease(LeaseInfo),
     /// Counters.
     Status(Status),
+    /// A [`RequestBody::Report`] was counted.
+    Reported,
     /// The request was refused; `message` says why and what to do.
     Error {
         /// One line.
@@ -94,6 +220,43 @@ pub struct LeaseInfo {
     /// NUMA node of the region (absent from older daemons).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<usize>,
+    /// The daemon takes a launch report on this lease's connection
+    /// ([`RequestBody::Report`]). Absent (false) from older daemons, which
+    /// would refuse the unknown request by closing the connection, and so
+    /// end the lease under a running VM: a client asks only when this is
+    /// set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reports: bool,
+    /// A lease of several regions: every piece in guest order, one fd
+    /// attached per piece in the same order (`region` and `len` above are
+    /// then the first region and the whole lease). Empty, and omitted, for
+    /// a lease of one region.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pieces: Vec<Piece>,
+}
+
+/// One region of a lease of several: map `[0, len)` of its fd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Piece {
+    /// Region index.
+    pub region: usize,
+    /// Bytes of the lease in this region (a whole region, except perhaps
+    /// the last piece).
+    pub len: u64,
+}
+
+impl LeaseInfo {
+    /// The lease's pieces in guest order (one for a lease of one region).
+    pub fn all_pieces(&self) -> Vec<Piece> {
+        if self.pieces.is_empty() {
+            vec![Piece {
+                region: self.region,
+                len: self.len,
+            }]
+        } else {
+            self.pieces.clone()
+        }
+    }
 }
 
 /// Pool counters (`zerostart pool status`).
@@ -146,6 +309,22 @@ pub fn write_frame<T: Serialize>(
     msg: &T,
     fd: Option<BorrowedFd<'_>>,
 ) -> Result<(), Error> {
+    write_frame_fds(stream, msg, fd.as_slice())
+}
+
+/// Writes one frame, with `fds` (at most [`MAX_PIECES`]) attached to its
+/// first byte.
+pub fn write_frame_fds<T: Serialize>(
+    stream: &mut UnixStream,
+    msg: &T,
+    fds: &[BorrowedFd<'_>],
+) -> Result<(), Error> {
+    if fds.len() > MAX_PIECES {
+        return Err(Error::Protocol(format!(
+            "{} file descriptors in one message; at most {MAX_PIECES}",
+            fds.len()
+        )));
+    }
     let body = serde_json::to_vec(msg).map_err(|e| Error::Protocol(e.to_string()))?;
     if body.len() > MAX_FRAME {
         return Err(Error::Protocol(format!(
@@ -156,8 +335,8 @@ pub fn write_frame<T: Serialize>(
     let mut frame = (body.len() as u32).to_le_bytes().to_vec();
     frame.extend_from_slice(&body);
     let mut sent = 0;
-    if let Some(fd) = fd {
-        let fds = [fd.as_raw_fd()];
+    if !fds.is_empty() {
+        let fds: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
         let cmsg = [ControlMessage::ScmRights(&fds)];
         sent = sendmsg::<()>(
             stream.as_raw_fd(),
@@ -180,11 +359,22 @@ pub fn read_frame<T: DeserializeOwned>(
     stream: &mut UnixStream,
     accept_fd: bool,
 ) -> Result<Option<(T, Option<OwnedFd>)>, Error> {
+    Ok(read_frame_fds(stream, usize::from(accept_fd))?.map(|(m, mut fds)| (m, fds.pop())))
+}
+
+/// Reads one frame with up to `max_fds` fds attached (close-on-exec, in
+/// the order sent); more is an error (the fds are closed).
+pub fn read_frame_fds<T: DeserializeOwned>(
+    stream: &mut UnixStream,
+    max_fds: usize,
+) -> Result<Option<(T, Vec<OwnedFd>)>, Error> {
     let mut header = [0u8; 4];
     let mut got = 0;
     let mut fds: Vec<OwnedFd> = Vec::new();
     while got < header.len() {
-        let mut cmsg_buf = nix::cmsg_space!([RawFd; 4]);
+        // Room for the most a reply carries and more, so an excess is
+        // seen (and refused below) rather than truncated.
+        let mut cmsg_buf = nix::cmsg_space!([RawFd; MAX_PIECES + 4]);
         let (n, truncated) = {
             let mut iov = [IoSliceMut::new(&mut header[got..])];
             let msg = recvmsg::<()>(
@@ -226,16 +416,19 @@ pub fn read_frame<T: DeserializeOwned>(
     stream
         .read_exact(&mut body)
         .map_err(|e| Error::io("reading a pool message", e))?;
-    if fds.len() > 1 || (!accept_fd && !fds.is_empty()) {
+    if fds.len() > max_fds {
         return Err(Error::Protocol(format!(
             "{} file descriptors attached to a message; expected {}",
             fds.len(),
-            if accept_fd { "at most 1" } else { "none" }
+            match max_fds {
+                0 => "none".to_string(),
+                n => format!("at most {n}"),
+            }
         )));
     }
     let msg =
         serde_json::from_slice(&body).map_err(|e| Error::Protocol(format!("bad message: {e}")))?;
-    Ok(Some((msg, fds.pop())))
+    Ok(Some((msg, fds)))
 }
 
 #[cfg(test)]
@@ -251,6 +444,7 @@ mod tests {
                 bytes: 4096,
                 page: PageSize::Size2M,
                 node: None,
+                pieces: None,
             },
         };
         let s = serde_json::to_string(&r).unwrap();
@@ -263,6 +457,7 @@ mod tests {
                 bytes: 4096,
                 page: PageSize::Size2M,
                 node: Some(1),
+                pieces: None,
             },
         };
         let ns = serde_json::to_string(&n).unwrap();
@@ -271,8 +466,114 @@ mod tests {
             r#"{"v":1,"op":"lease","bytes":4096,"page":"2M","node":1}"#
         );
         assert_eq!(serde_json::from_str::<Request>(&ns).unwrap(), n);
+        // Several regions are asked for only when the client maps them.
+        let p = Request {
+            v: VERSION,
+            body: RequestBody::Lease {
+                bytes: 3 << 30,
+                page: PageSize::Size2M,
+                node: None,
+                pieces: Some(4),
+            },
+        };
+        let ps = serde_json::to_string(&p).unwrap();
+        assert_eq!(
+            ps,
+            r#"{"v":1,"op":"lease","bytes":3221225472,"page":"2M","pieces":4}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&ps).unwrap(), p);
         let st: Request = serde_json::from_str(r#"{"v":1,"op":"status"}"#).unwrap();
         assert_eq!(st.body, RequestBody::Status);
+    }
+
+    #[test]
+    fn report_json_is_stable_and_unknown_ops_are_bad_messages() {
+        let r = Request {
+            v: VERSION,
+            body: RequestBody::Report(LaunchReport {
+                vmm: Vmm::CloudHypervisor,
+                outcome: Outcome::FallbackPrefault,
+                bytes: 4096,
+                memory_ready_s: Some(0.5),
+            }),
+        };
+        let s = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            s,
+            r#"{"v":1,"op":"report","vmm":"cloud-hypervisor","outcome":"fallback_prefault","bytes":4096,"memory_ready_s":0.5}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&s).unwrap(), r);
+        let p = r#"{"v":1,"op":"report","vmm":"qemu","outcome":"passthrough","bytes":1}"#;
+        match serde_json::from_str::<Request>(p).unwrap().body {
+            RequestBody::Report(r) => assert_eq!(r.memory_ready_s, None),
+            other => panic!("{other:?}"),
+        }
+        let ok: Response = serde_json::from_str(r#"{"v":1,"op":"reported"}"#).unwrap();
+        assert_eq!(ok.body, ResponseBody::Reported);
+        // What an older daemon or a newer client sends that this build does
+        // not know is refused as a bad message (the daemon answers it with
+        // an error and closes), as is a label outside the closed sets.
+        for bad in [
+            r#"{"v":1,"op":"frobnicate"}"#,
+            r#"{"v":1,"op":"report","vmm":"bochs","outcome":"leased","bytes":1}"#,
+            r#"{"v":1,"op":"report","vmm":"qemu","outcome":"teleported","bytes":1}"#,
+        ] {
+            let (mut a, mut b) = UnixStream::pair().unwrap();
+            a.write_all(&(bad.len() as u32).to_le_bytes()).unwrap();
+            a.write_all(bad.as_bytes()).unwrap();
+            let e = read_frame::<Request>(&mut b, false).unwrap_err();
+            assert!(e.to_string().contains("unknown variant"), "{bad}: {e}");
+        }
+        // A lease reply says whether reports are taken; older daemons'
+        // replies lack the field (false), and an unset flag is not sent.
+        let old = r#"{"id":1,"region":0,"offset":0,"len":4096,"page":"4K","verified":false}"#;
+        let info: LeaseInfo = serde_json::from_str(old).unwrap();
+        assert!(!info.reports);
+        assert!(info.pieces.is_empty());
+        assert_eq!(
+            info.all_pieces(),
+            vec![Piece {
+                region: 0,
+                len: 4096
+            }]
+        );
+        assert_eq!(serde_json::to_string(&info).unwrap(), old);
+        let multi = r#"{"id":2,"region":3,"offset":0,"len":12288,"page":"4K","verified":true,"reports":true,"pieces":[{"region":3,"len":8192},{"region":5,"len":4096}]}"#;
+        let info: LeaseInfo = serde_json::from_str(multi).unwrap();
+        assert_eq!(info.all_pieces().len(), 2);
+        assert_eq!(
+            info.all_pieces()[1],
+            Piece {
+                region: 5,
+                len: 4096
+            }
+        );
+        assert_eq!(serde_json::to_string(&info).unwrap(), multi);
+    }
+
+    #[test]
+    fn several_fds_travel_in_order_and_an_excess_is_refused() {
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        let files: Vec<std::fs::File> = (0..3).map(|_| tempfile::tempfile().unwrap()).collect();
+        for (i, f) in files.iter().enumerate() {
+            f.set_len(i as u64 + 1).unwrap();
+        }
+        let fds: Vec<BorrowedFd<'_>> = files.iter().map(|f| f.as_fd()).collect();
+        let msg = Request {
+            v: VERSION,
+            body: RequestBody::Status,
+        };
+        write_frame_fds(&mut a, &msg, &fds).unwrap();
+        let (_, got) = read_frame_fds::<Request>(&mut b, 3).unwrap().unwrap();
+        let lens: Vec<u64> = got
+            .into_iter()
+            .map(|fd| std::fs::File::from(fd).metadata().unwrap().len())
+            .collect();
+        assert_eq!(lens, vec![1, 2, 3]);
+        write_frame_fds(&mut a, &msg, &fds).unwrap();
+        let e = read_frame_fds::<Request>(&mut b, 2).unwrap_err();
+        assert!(e.to_string().contains("3 file descriptors"), "{e}");
+        assert!(e.to_string().contains("at most 2"), "{e}");
     }
 
     #[test]

@@ -241,3 +241,161 @@ fn a_bad_or_taken_metrics_address_is_one_line() {
         assert!(!sock(&dir).exists(), "a refused daemon left its socket");
     }
 }
+
+fn launches(m: &Scrape, vmm: &str, outcome: &str) -> f64 {
+    m.get(&format!(
+        "{P}launches_total{{vmm=\"{vmm}\",outcome=\"{outcome}\"}}"
+    ))
+}
+
+/// Every launch counter, for comparing two scrapes.
+fn all_launches(m: &Scrape) -> Vec<(String, f64)> {
+    let mut v: Vec<_> = m
+        .samples
+        .iter()
+        .filter(|(k, _)| k.starts_with(&format!("{P}launch")) || k.contains("memory_ready"))
+        .filter(|(k, _)| !k.starts_with(&format!("{P}launch_reports_refused")))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+/// Launch reports through the real socket: a leased launch reported on its
+/// lease's connection, a fallback and a pass-through on new connections,
+/// each counted once under its VMM and outcome, memory_ready in the right
+/// bucket of the right source. The negative controls change no launch
+/// counter, only the refusal count: a `leased` report off its lease's
+/// connection, a second report on the lease's connection, a fallback
+/// reported on a lease's connection, a report without memory_ready, and a
+/// request this daemon does not know (what an older daemon does with a
+/// report: an error, the connection closed).
+#[test]
+fn launch_reports_are_counted_once_and_bad_ones_change_nothing() {
+    use pool::proto::{LaunchReport, Outcome, Vmm};
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let d = Daemon::start(&sock(&dir), None, &["--metrics", &addr]);
+    d.all_clean();
+    let m0 = scrape(port);
+    assert_eq!(m0.ty(&format!("{P}launches")), "counter");
+    assert_eq!(m0.ty(&format!("{P}launch_bytes")), "counter");
+    // An empty histogram family is not in the text at all (until a
+    // launch with memory is reported).
+    assert!(!m0.types.contains_key(&format!("{P}memory_ready_seconds")));
+    assert_eq!(m0.ty(&format!("{P}launch_reports_refused")), "counter");
+    for vmm in ["qemu", "cloud-hypervisor", "firecracker"] {
+        for outcome in [
+            "leased",
+            "fallback_prefault",
+            "fallback_none",
+            "passthrough",
+            "failed",
+        ] {
+            assert_eq!(launches(&m0, vmm, outcome), 0.0, "{vmm} {outcome}");
+        }
+    }
+    let report = |vmm, outcome, ready| LaunchReport {
+        vmm,
+        outcome,
+        bytes: region_bytes(),
+        memory_ready_s: ready,
+    };
+    let refused = |m: &Scrape| m.get(&format!("{P}launch_reports_refused_total"));
+
+    // A real lease, reported on its connection; it stays leased.
+    let lease = pool::client::lease(&d.socket, region_bytes(), page()).unwrap();
+    assert!(lease.info().reports, "this daemon takes reports");
+    lease
+        .report(&report(Vmm::Qemu, Outcome::Leased, Some(0.0003)))
+        .unwrap();
+    pool::client::report(
+        &d.socket,
+        &report(Vmm::CloudHypervisor, Outcome::FallbackPrefault, Some(1.5)),
+    )
+    .unwrap();
+    pool::client::report(&d.socket, &report(Vmm::Qemu, Outcome::Passthrough, None)).unwrap();
+    let s = d.status().unwrap();
+    assert_eq!(s.leased_bytes, region_bytes(), "the report ended the lease");
+    let m1 = scrape(port);
+    assert_eq!(m1.ty(&format!("{P}memory_ready_seconds")), "histogram");
+    assert_eq!(launches(&m1, "qemu", "leased"), 1.0);
+    assert_eq!(launches(&m1, "cloud-hypervisor", "fallback_prefault"), 1.0);
+    assert_eq!(launches(&m1, "qemu", "passthrough"), 1.0);
+    assert_eq!(launches(&m1, "qemu", "fallback_prefault"), 0.0);
+    assert_eq!(
+        m1.get(&format!(
+            "{P}launch_bytes_total{{vmm=\"qemu\",outcome=\"leased\"}}"
+        )),
+        region_bytes() as f64
+    );
+    let bucket = |m: &Scrape, vmm: &str, source: &str, le: &str| {
+        m.get(&format!(
+            "{P}memory_ready_seconds_bucket{{le=\"{le}\",vmm=\"{vmm}\",source=\"{source}\"}}"
+        ))
+    };
+    assert_eq!(bucket(&m1, "qemu", "pool", "0.0002"), 0.0);
+    assert_eq!(bucket(&m1, "qemu", "pool", "0.0004"), 1.0);
+    assert_eq!(bucket(&m1, "cloud-hypervisor", "prefault", "0.8192"), 0.0);
+    assert_eq!(bucket(&m1, "cloud-hypervisor", "prefault", "1.6384"), 1.0);
+    let sum = m1.get(&format!(
+        "{P}memory_ready_seconds_sum{{vmm=\"cloud-hypervisor\",source=\"prefault\"}}"
+    ));
+    assert!((sum - 1.5).abs() < 1e-9, "{sum}");
+    assert_eq!(refused(&m1), 0.0);
+
+    // Negative controls: refused, one line each, no launch counter moves.
+    let before = all_launches(&m1);
+    let e = pool::client::report(&d.socket, &report(Vmm::Qemu, Outcome::Leased, Some(0.001)))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("only on the lease's own connection"), "{e}");
+    let e = lease
+        .report(&report(Vmm::Qemu, Outcome::Leased, Some(0.001)))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("already reported"), "{e}");
+    let other = pool::client::lease(&d.socket, region_bytes(), page()).unwrap();
+    let e = other
+        .report(&report(Vmm::Qemu, Outcome::FallbackNone, Some(0.001)))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("reports only its lease"), "{e}");
+    let e = pool::client::report(&d.socket, &report(Vmm::Qemu, Outcome::FallbackNone, None))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("needs memory_ready_s"), "{e}");
+    // A request the daemon does not know: an error reply, then EOF.
+    {
+        use std::os::unix::net::UnixStream;
+        let mut c = UnixStream::connect(&d.socket).unwrap();
+        let body = br#"{"v":1,"op":"report_v2","vmm":"qemu","outcome":"leased","bytes":1}"#;
+        c.write_all(&(body.len() as u32).to_le_bytes()).unwrap();
+        c.write_all(body).unwrap();
+        let (resp, _) = pool::proto::read_frame::<pool::proto::Response>(&mut c, false)
+            .unwrap()
+            .expect("an answer");
+        match resp.body {
+            pool::proto::ResponseBody::Error { message } => {
+                assert!(message.contains("unknown variant"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            pool::proto::read_frame::<pool::proto::Response>(&mut c, false)
+                .unwrap()
+                .is_none()
+        );
+    }
+    let m2 = scrape(port);
+    assert_eq!(
+        all_launches(&m2),
+        before,
+        "a refused report moved a counter"
+    );
+    assert_eq!(refused(&m2), 4.0);
+    // Both leases are still held: no refusal ended one.
+    assert_eq!(d.status().unwrap().leased_bytes, 2 * region_bytes());
+    drop((lease, other));
+}

@@ -58,29 +58,42 @@ pub fn create(cfg: &MemoryConfig) -> Result<GuestRam, Error> {
     }
 }
 
-/// Leases `size` bytes of known-zero memory from the pool at `socket`.
+/// Leases `size` bytes of known-zero memory from the pool at `socket`: one
+/// region, or as many whole regions as the guest needs (guestmem maps them
+/// as one host range per guest RAM range; docs/pool.md "Leases of any
+/// size").
 fn lease_from_pool(
     socket: &std::path::Path,
     page: hostmem::PageSize,
     size: u64,
 ) -> Result<guestmem::LeasedMemory, Error> {
-    let lease = pool::client::lease(socket, size, page).map_err(|e| Error::Backing {
-        what: format!("leasing {} MiB from the pool at {}", size >> 20, socket.display()),
-        source: std::io::Error::other(e.to_string()),
-        fix: "start it (zerostart pool serve) with --region-size >= size= and the same page size, or drop prezero=pool",
-    })?;
-    let fd = lease
-        .fd()
-        .try_clone_to_owned()
-        .map_err(|source| Error::Backing {
+    let lease = pool::client::lease_pieces(socket, size, page, None, pool::proto::MAX_PIECES)
+        .map_err(|e| Error::Backing {
+            what: format!("leasing {} MiB from the pool at {}", size >> 20, socket.display()),
+            source: std::io::Error::other(e.to_string()),
+            fix: "start it (zerostart pool serve) with the same page size and 64 regions of at least size=/64 bytes, or drop prezero=pool",
+        })?;
+    let mut pieces = Vec::new();
+    for (fd, piece) in lease.pieces() {
+        let fd = fd.try_clone_to_owned().map_err(|source| Error::Backing {
             what: "dup of the pool lease fd".into(),
             source,
             fix: "raise the open-file limit (ulimit -n)",
         })?;
+        pieces.push(guestmem::LeasedPiece {
+            file: std::fs::File::from(fd),
+            // A lease of one region may start inside its file; pieces of
+            // a lease of several start at 0.
+            offset: if lease.info().pieces.is_empty() {
+                lease.offset()
+            } else {
+                0
+            },
+            len: piece.len,
+        });
+    }
     Ok(guestmem::LeasedMemory {
-        file: std::fs::File::from(fd),
-        offset: lease.offset(),
-        len: lease.len(),
+        pieces,
         keep: Box::new(lease),
     })
 }

@@ -52,6 +52,11 @@ impl Pool {
     fn start() -> Pool {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("pool.sock");
+        Pool::start_at(dir, socket, &[])
+    }
+
+    /// The same pool at `socket` (in `dir`), with more `serve` options.
+    fn start_at(dir: tempfile::TempDir, socket: PathBuf, extra: &[&str]) -> Pool {
         let child = Command::new(BIN)
             .args([
                 "pool",
@@ -65,6 +70,7 @@ impl Pool {
             ])
             .arg("--socket")
             .arg(&socket)
+            .args(extra)
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
@@ -604,5 +610,270 @@ fn cloud_hypervisor_when_present() {
             "{text}"
         );
         assert!(text.contains("in an SMBIOS OEM string"), "{text}");
+    }
+}
+
+/// A free loopback port (bound and released; the pool binds it next).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The pool's launch counters and memory_ready counts, scraped over HTTP:
+/// every `zerostart_pool_launches_total` and
+/// `zerostart_pool_memory_ready_seconds_count` sample line, parsed
+/// strictly (`name{labels} value`, each key once).
+fn launch_counters(port: u16) -> std::collections::BTreeMap<String, f64> {
+    use std::io::Read;
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(c, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    c.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(
+        head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"),
+        "{head}"
+    );
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
+    let mut out = std::collections::BTreeMap::new();
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let (key, value) = line.rsplit_once(' ').expect("name value");
+        if key.starts_with("zerostart_pool_launches_total{")
+            || key.starts_with("zerostart_pool_memory_ready_seconds_count{")
+        {
+            let v: f64 = value.parse().unwrap_or_else(|_| panic!("{line}"));
+            assert!(out.insert(key.to_string(), v).is_none(), "{key} twice");
+        }
+    }
+    assert_eq!(
+        out.keys().filter(|k| k.contains("launches_total")).count(),
+        15,
+        "3 VMMs x 5 outcomes: {out:?}"
+    );
+    out
+}
+
+fn launches(vmm: &str, outcome: &str) -> String {
+    format!("zerostart_pool_launches_total{{vmm=\"{vmm}\",outcome=\"{outcome}\"}}")
+}
+
+fn ready_count(vmm: &str, source: &str) -> String {
+    format!("zerostart_pool_memory_ready_seconds_count{{vmm=\"{vmm}\",source=\"{source}\"}}")
+}
+
+/// A stand-in VMM: a script that ignores its arguments and exits at once,
+/// or, with `ZS_FAKE_VMM_UNTIL` set, creates `$ZS_FAKE_VMM_UNTIL.started`
+/// and waits until the file `ZS_FAKE_VMM_UNTIL` names exists (at most
+/// 60 s), so the launcher's own reporting is tested without booting
+/// anything.
+fn fake_vmm(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join("fake-vmm");
+    std::fs::write(
+        &p,
+        "#!/bin/sh\n[ -z \"$ZS_FAKE_VMM_UNTIL\" ] && exit 0\n: > \"$ZS_FAKE_VMM_UNTIL.started\"\nn=0\nwhile [ ! -e \"$ZS_FAKE_VMM_UNTIL\" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// `zerostart launch --vmm qemu` of the fake VMM with `memory`.
+fn launch_fake(vmm: &Path, memory: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .arg("launch")
+        .args(["--vmm", "qemu", "--vmm-binary"])
+        .arg(vmm)
+        .args(["--memory", memory, "--pool-wait", "0"])
+        .args(extra)
+        .args(["--", "-accel", "tcg"])
+        .output()
+        .unwrap()
+}
+
+/// Each launch outcome, through the real binary and a real pool with
+/// `--metrics`, moves exactly its own counter: a lease (`leased`, its
+/// memory_ready in the `pool` series), a guest larger than the pool's
+/// regions falling back to prefault and to none, and `--pool-fallback
+/// fail`; the drop-in's pass-through. Negative controls move nothing: a
+/// launch that asks no pool (`source=prefault`), a `--dry-run`, and a
+/// drop-in capability probe.
+#[test]
+fn launch_outcomes_are_counted_on_the_pools_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let vmm = fake_vmm(dir.path());
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let pdir = tempfile::tempdir().unwrap();
+    let socket = pdir.path().join("pool.sock");
+    // The portable backend: no zeroing calibration at start (the other
+    // tests' pools calibrate on the same CPUs).
+    let pool = Pool::start_at(
+        pdir,
+        socket.clone(),
+        &["--metrics", &addr, "--backend", "portable"],
+    );
+    let sock = socket.display().to_string();
+    let fits = format!("size=64M,source=pool:{sock},hugepages=off,hint=off");
+    let too_big = format!("size=128M,source=pool:{sock},hugepages=off,hint=off");
+    let mut want = launch_counters(port);
+    assert!(want.values().all(|&v| v == 0.0), "{want:?}");
+
+    // (what, --memory, more launcher options, exit status, series moved)
+    type Step<'a> = (&'a str, String, Vec<&'a str>, i32, Vec<String>);
+    let steps: Vec<Step> = vec![
+        (
+            "a lease",
+            fits.clone(),
+            vec![],
+            0,
+            vec![launches("qemu", "leased"), ready_count("qemu", "pool")],
+        ),
+        (
+            "fallback prefault",
+            too_big.clone(),
+            vec![],
+            0,
+            vec![
+                launches("qemu", "fallback_prefault"),
+                ready_count("qemu", "prefault"),
+            ],
+        ),
+        (
+            "fallback none",
+            too_big.clone(),
+            vec!["--pool-fallback", "none"],
+            0,
+            vec![
+                launches("qemu", "fallback_none"),
+                ready_count("qemu", "none"),
+            ],
+        ),
+        (
+            "fallback fail",
+            too_big.clone(),
+            vec!["--pool-fallback", "fail"],
+            125,
+            vec![launches("qemu", "failed")],
+        ),
+        (
+            "no pool asked",
+            "size=64M,source=prefault,hugepages=off,hint=off".into(),
+            vec![],
+            0,
+            vec![],
+        ),
+        ("a dry run", fits.clone(), vec!["--dry-run"], 0, vec![]),
+    ];
+    for (what, memory, extra, code, moved) in steps {
+        let out = launch_fake(&vmm, &memory, &extra);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{what}: {err}");
+        assert!(!err.contains("not counted"), "{what}: {err}");
+        for k in moved {
+            // memory_ready series appear with their first sample.
+            *want.entry(k).or_insert(0.0) += 1.0;
+        }
+        assert_eq!(launch_counters(port), want, "after {what}");
+    }
+    // Every lease was returned; none is retired.
+    let s = pool.wait_until("no lease held", |s| s.leased_bytes == 0);
+    assert_eq!((s.leases_total, s.retired_total), (1, 0));
+
+    // The drop-in: a capability probe moves nothing; a start it cannot
+    // serve (a machine other than q35) passes through, counted.
+    let dropin = |args: &[&str]| {
+        Command::new(BIN)
+            .args(["qemu-dropin", "--qemu"])
+            .arg(&vmm)
+            .args(["--pool", &sock, "--page", "4K", "--"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = dropin(&["-machine", "none", "-qmp", "stdio"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(launch_counters(port), want, "after a probe");
+    let out = dropin(&["-machine", "pc", "-m", "64"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("starting QEMU unchanged"),
+        "{err}"
+    );
+    *want.get_mut(&launches("qemu", "passthrough")).unwrap() += 1.0;
+    assert_eq!(launch_counters(port), want, "after a pass-through");
+}
+
+/// A pool that is down when the VM starts still counts its fallback when
+/// it comes back while the VM runs: the launcher asks again every second,
+/// and once more when the VMM exits. The pool starts 300 ms after the VMM
+/// did, so the launcher's first try (right after the spawn) has failed by
+/// then: with the retry taken out (one try), this test fails. Negative
+/// control: a pool started only after the VMM (and the launcher) exited
+/// counts nothing.
+#[test]
+fn a_pool_back_while_the_vm_runs_still_counts_its_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let vmm = fake_vmm(dir.path());
+    let until = dir.path().join("vm-may-exit");
+    for back_while_running in [true, false] {
+        let _ = std::fs::remove_file(&until);
+        let _ = std::fs::remove_file(dir.path().join("vm-may-exit.started"));
+        let pdir = tempfile::tempdir().unwrap();
+        let socket = pdir.path().join("pool.sock");
+        let memory = format!(
+            "size=64M,source=pool:{},hugepages=off,hint=off",
+            socket.display()
+        );
+        let mut cmd = Command::new(BIN);
+        cmd.arg("launch")
+            .args(["--vmm", "qemu", "--vmm-binary"])
+            .arg(&vmm)
+            .args(["--memory", &memory, "--pool-wait", "0"])
+            .args(["--", "-accel", "tcg"])
+            .stderr(Stdio::piped());
+        if back_while_running {
+            cmd.env("ZS_FAKE_VMM_UNTIL", &until);
+        }
+        let mut launcher = Some(cmd.spawn().unwrap());
+        let finish = |l: std::process::Child| {
+            let out = l.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(out.status.success(), "{err}");
+            assert!(err.contains("falling back to source=prefault"), "{err}");
+        };
+        if !back_while_running {
+            finish(launcher.take().unwrap());
+        }
+        if back_while_running {
+            let started = dir.path().join("vm-may-exit.started");
+            let t = Instant::now();
+            while !started.exists() {
+                assert!(
+                    t.elapsed() < Duration::from_secs(20),
+                    "the VMM never started"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        // The portable backend: no zeroing calibration before the socket.
+        let _pool = Pool::start_at(pdir, socket, &["--metrics", &addr, "--backend", "portable"]);
+        if let Some(l) = launcher {
+            std::fs::write(&until, b"").unwrap();
+            finish(l);
+        }
+        let key = launches("qemu", "fallback_prefault");
+        let want = if back_while_running { 1.0 } else { 0.0 };
+        assert_eq!(
+            launch_counters(port)[&key],
+            want,
+            "pool back while the VM ran: {back_while_running}"
+        );
     }
 }

@@ -161,21 +161,41 @@ fn private_file(file: &File, path: &Path) -> Result<(), Error> {
 /// (a mapping still alive then would make it retire the region). Leasing
 /// is the VMM's business: guestmem does not talk to the pool.
 pub struct LeasedMemory {
-    /// The leased memory file (hugetlb or shmem), already known zero.
+    /// The leased memory in guest order: one piece for a lease of one
+    /// region, one per region for a lease of several (docs/pool.md,
+    /// "Leases of any size"), each a file already known zero.
+    pub pieces: Vec<LeasedPiece>,
+    /// Dropped after the mappings (ends the lease).
+    pub keep: Box<dyn std::any::Any + Send + Sync>,
+}
+
+/// One file of a lease: `[offset, offset + len)` of it is guest RAM.
+#[derive(Debug)]
+pub struct LeasedPiece {
+    /// The leased memory file (hugetlb or shmem).
     pub file: File,
     /// Where the lease starts in `file`.
     pub offset: u64,
-    /// Bytes leased (at least the guest's RAM size).
+    /// Bytes of the lease in this file.
     pub len: u64,
-    /// Dropped after the mappings (ends the lease).
-    pub keep: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl LeasedMemory {
+    /// Bytes leased in all (at least the guest's RAM size).
+    pub fn len(&self) -> u64 {
+        self.pieces.iter().map(|p| p.len).sum()
+    }
+
+    /// Whether nothing was leased.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl std::fmt::Debug for LeasedMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeasedMemory")
-            .field("offset", &self.offset)
-            .field("len", &self.len)
+            .field("pieces", &self.pieces)
             .finish_non_exhaustive()
     }
 }

@@ -28,12 +28,12 @@ mod prepare;
 mod tracking;
 
 pub(crate) use backing::check_hugetlbfs;
-pub use backing::LeasedMemory;
+pub use backing::{LeasedMemory, LeasedPiece};
 pub use prepare::{PrefaultStats, PrepMethod};
 
 use backing::{hugetlbfs_file, memfd};
 use hint::hint_page_shift;
-use map::map_region;
+use map::{map_pieces, map_region};
 
 /// Guest RAM: the mappings, the vm-memory view of them, and the record of
 /// every VMM write that decides what the zero hint may claim.
@@ -47,6 +47,10 @@ pub struct GuestRam {
     /// A named hugetlbfs file, truncated to 0 when the RAM is dropped so it
     /// keeps no tenant data after the VM.
     scrub_file_on_drop: bool,
+    /// The host ranges of RAM made of several leased files ([`map_pieces`]):
+    /// declared after `memory` (whose regions point into them) and before
+    /// `_lease`.
+    _pieces: Vec<hostmem::Mapping>,
     /// A pool lease: declared after `memory`, so the mappings are gone
     /// before the pool learns the lease ended (a mapping still alive then
     /// would make the pool retire the region).
@@ -159,9 +163,9 @@ impl GuestRam {
             });
         }
         if let Some(l) = &leased {
-            if l.len < cfg.size {
+            if l.len() < cfg.size {
                 return Err(Error::Backing {
-                    what: format!("pool lease of {} bytes", l.len),
+                    what: format!("pool lease of {} bytes", l.len()),
                     source: io::Error::other("shorter than size="),
                     fix: "use a pool with --region-size >= size=",
                 });
@@ -172,21 +176,71 @@ impl GuestRam {
                 None => check_mem_available(cfg.size)?,
             }
         }
-        let mut off = leased.as_ref().map_or(0, |l| l.offset);
-        let (file, scrub_file_on_drop, lease) = match (&cfg.backing, leased) {
-            (_, Some(l)) => (Some(Arc::new(l.file)), false, Some(l.keep)),
-            (Backing::Anonymous { .. }, None) | (Backing::Pool { .. }, None) => (None, false, None),
-            (Backing::MemfdHugetlb(p), None) => (Some(Arc::new(memfd(*p, cfg.size)?)), false, None),
-            (Backing::HugetlbfsFile { path, page }, None) => {
-                let (f, named) = hugetlbfs_file(path, *page, cfg.size)?;
-                (Some(Arc::new(f)), named, None)
+        let mut mapped = Vec::with_capacity(regions.len());
+        let mut reserved = Vec::new();
+        let mut kept_file = None;
+        let mut scrub_file_on_drop = false;
+        let lease = match leased {
+            // Several files: each RAM range one host range over its pieces.
+            Some(l) if l.pieces.len() > 1 => {
+                let files: Vec<(File, u64, u64)> = l
+                    .pieces
+                    .into_iter()
+                    .map(|p| (p.file, p.offset, p.len))
+                    .collect();
+                let mut cursor = (0usize, 0u64); // (piece, bytes of it used)
+                for &(gpa, len) in regions {
+                    let mut parts = Vec::new();
+                    let mut left = len;
+                    while left > 0 {
+                        let Some((f, off, plen)) = files.get(cursor.0) else {
+                            return Err(Error::BadRegions(format!(
+                                "the leased pieces end before the region at {:#x}",
+                                gpa.0
+                            )));
+                        };
+                        let n = left.min(plen - cursor.1);
+                        parts.push((f, off + cursor.1, n));
+                        left -= n;
+                        cursor.1 += n;
+                        if cursor.1 == *plen {
+                            cursor = (cursor.0 + 1, 0);
+                        }
+                    }
+                    let (region, map) = map_pieces(cfg, gpa, len, &parts)?;
+                    mapped.push(region);
+                    reserved.push(map);
+                }
+                Some(l.keep)
+            }
+            leased => {
+                let mut off = leased.as_ref().map_or(0, |l| l.pieces[0].offset);
+                let (file, lease) = match leased {
+                    Some(mut l) => (Some(Arc::new(l.pieces.remove(0).file)), Some(l.keep)),
+                    None => (None, None),
+                };
+                let (file, scrub) = match (&cfg.backing, file) {
+                    (_, Some(f)) => (Some(f), false),
+                    (Backing::Anonymous { .. }, None) | (Backing::Pool { .. }, None) => {
+                        (None, false)
+                    }
+                    (Backing::MemfdHugetlb(p), None) => {
+                        (Some(Arc::new(memfd(*p, cfg.size)?)), false)
+                    }
+                    (Backing::HugetlbfsFile { path, page }, None) => {
+                        let (f, named) = hugetlbfs_file(path, *page, cfg.size)?;
+                        (Some(Arc::new(f)), named)
+                    }
+                };
+                for &(gpa, len) in regions {
+                    mapped.push(map_region(cfg, gpa, len, file.as_ref().map(|f| (f, off)))?);
+                    off += len;
+                }
+                kept_file = file;
+                scrub_file_on_drop = scrub;
+                lease
             }
         };
-        let mut mapped = Vec::with_capacity(regions.len());
-        for &(gpa, len) in regions {
-            mapped.push(map_region(cfg, gpa, len, file.as_ref().map(|f| (f, off)))?);
-            off += len;
-        }
         let memory =
             GuestMemory::from_regions(mapped).map_err(|e| Error::BadRegions(e.to_string()))?;
         let ram: Vec<(u64, u64)> = regions.iter().map(|&(g, l)| (g.0, l)).collect();
@@ -206,8 +260,9 @@ impl GuestRam {
                 duration: Duration::ZERO,
                 threads: 0,
             },
-            file,
+            file: kept_file,
             scrub_file_on_drop,
+            _pieces: reserved,
             _lease: lease,
         };
         if cfg.prefault {
@@ -303,9 +358,11 @@ mod tests {
             // What the VMM does: lease, hand guestmem the file.
             let lease = pool::client::lease(&socket, 32 * M, pool::PageSize::Size4K).unwrap();
             let leased = LeasedMemory {
-                file: File::from(lease.fd().try_clone_to_owned().unwrap()),
-                offset: lease.offset(),
-                len: lease.len(),
+                pieces: vec![LeasedPiece {
+                    file: File::from(lease.fd().try_clone_to_owned().unwrap()),
+                    offset: lease.offset(),
+                    len: lease.len(),
+                }],
                 keep: Box::new(lease),
             };
             let mut r = GuestRam::create_leased(&cfg, &regions(), None, leased).unwrap();
@@ -330,6 +387,114 @@ mod tests {
             (s.leases_total, s.retired_total, s.scrub_failures),
             (3, 0, 0)
         );
+        drop(d);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Guest RAM larger than a pool region, leased as several regions
+    /// (docs/pool.md "Leases of any size"): each RAM range is one host
+    /// range (one vm-memory region, as with one file) made of the pieces in
+    /// order, all hinted and zero; the guest's bytes land in the pieces'
+    /// files in guest order; when the VM goes every region comes back and
+    /// is replaced, none retired, and the next lease reads zero.
+    #[test]
+    fn ram_over_several_pool_regions_is_one_range_per_ram_range() {
+        use std::os::unix::fs::FileExt;
+        let dir = std::env::temp_dir().join(format!("guestmem-pieces-{}", std::process::id()));
+        let socket = dir.join("pool.sock");
+        let d = pool::daemon::Daemon::start(pool::daemon::Config {
+            socket: socket.clone(),
+            size: 32 * M,
+            region_bytes: 8 * M,
+            page: pool::PageSize::Size4K,
+            hugetlbfs: None,
+            verify: true,
+            threads: 0,
+            backend: prezero::Choice::Auto,
+            fault: None,
+        })
+        .unwrap();
+        assert!(d.wait_all_clean(std::time::Duration::from_secs(60)));
+        let cfg = cfg(|c| {
+            c.backing = Backing::Pool {
+                socket: socket.clone(),
+                page: PageSize::Size4K,
+            }
+        });
+        let lease =
+            pool::client::lease_pieces(&socket, 32 * M, pool::PageSize::Size4K, None, 8).unwrap();
+        let files: Vec<File> = lease
+            .pieces()
+            .iter()
+            .map(|(fd, _)| File::from(fd.try_clone_to_owned().unwrap()))
+            .collect();
+        assert_eq!(files.len(), 4);
+        let leased = LeasedMemory {
+            pieces: lease
+                .pieces()
+                .iter()
+                .map(|(fd, p)| LeasedPiece {
+                    file: File::from(fd.try_clone_to_owned().unwrap()),
+                    offset: 0,
+                    len: p.len,
+                })
+                .collect(),
+            keep: Box::new(lease),
+        };
+        let mut r = GuestRam::create_leased(&cfg, &regions(), None, leased).unwrap();
+        assert_eq!(
+            vm_memory::GuestMemoryBackend::num_regions(r.memory()),
+            2,
+            "one region per RAM range"
+        );
+        let h = r.zero_hint().unwrap().unwrap();
+        assert_eq!(h.total_bytes(), 32 * M);
+        assert_eq!(r.verify_zero(&h).unwrap(), 32 * M);
+        // Each guest MiB gets its own byte; piece k holds guest bytes
+        // [8k, 8k + 8) MiB of RAM in guest order (24 MiB low, 8 MiB high).
+        for &(g, l) in &regions() {
+            for mib in 0..l / M {
+                let b = (g.0 / M + mib) as u8 | 0x80;
+                r.write_tracked(&vec![b; M as usize], GuestAddress(g.0 + mib * M))
+                    .unwrap();
+            }
+        }
+        let mut at = 0u64;
+        for &(g, l) in &regions() {
+            for mib in 0..l / M {
+                let (k, off) = ((at / (8 * M)) as usize, at % (8 * M));
+                let mut got = [0u8; 2];
+                files[k].read_exact_at(&mut got[..1], off).unwrap();
+                files[k].read_exact_at(&mut got[1..], off + M - 1).unwrap();
+                let want = (g.0 / M + mib) as u8 | 0x80;
+                assert_eq!(
+                    got,
+                    [want, want],
+                    "guest MiB {} in piece {k}",
+                    g.0 / M + mib
+                );
+                at += M;
+            }
+        }
+        drop(files);
+        drop(r);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while d.status().leased_bytes > 0 {
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(d.wait_all_clean(std::time::Duration::from_secs(60)));
+        let s = d.status();
+        assert_eq!((s.leases_total, s.retired_total), (1, 0));
+        let again =
+            pool::client::lease_pieces(&socket, 32 * M, pool::PageSize::Size4K, None, 8).unwrap();
+        let m = again.map(false).unwrap();
+        assert!(
+            m.as_slice().iter().all(|&b| b == 0),
+            "the next lease saw the guest's data"
+        );
+        drop(m);
+        drop(again);
         drop(d);
         let _ = std::fs::remove_dir_all(dir);
     }

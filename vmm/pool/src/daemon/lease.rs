@@ -15,9 +15,10 @@ pub(super) fn grant(
     bytes: u64,
     page: PageSize,
     node: Option<usize>,
-) -> Result<(LeaseInfo, Arc<RegionMemory>), String> {
+    pieces: Option<usize>,
+) -> Result<(LeaseInfo, Vec<Arc<RegionMemory>>), String> {
     let c = &shared.config;
-    let len = check_lease(c, &shared.nodes, bytes, page, node)?;
+    let len = check_lease(c, &shared.nodes, bytes, page, node, pieces)?;
     let mut st = shared.lock();
     let granted = st.lease(c, len, page, node)?;
     shared.metrics.leases.inc();
@@ -25,13 +26,19 @@ pub(super) fn grant(
     Ok(granted)
 }
 
-/// The lease is over: the region is dirty, and the scrubber gives it new
-/// memory before anyone leases it again. The `/proc` scan here is only a
-/// report (`retired_total`, a log line naming the pids): safety does not
-/// depend on it, because no page or file of a returned region is reused,
-/// and many holders are invisible to it anyway (fds in flight, pipe pages,
-/// io_uring buffers, other PID namespaces, `hidepid`).
-pub(super) fn end_lease(shared: &Shared, index: usize, lease: u64) {
+/// The lease is over: every region it took is dirty, and the scrubber
+/// gives each new memory before anyone leases it again. The `/proc` scan
+/// here is only a report (`retired_total`, a log line naming the pids):
+/// safety does not depend on it, because no page or file of a returned
+/// region is reused, and many holders are invisible to it anyway (fds in
+/// flight, pipe pages, io_uring buffers, other PID namespaces, `hidepid`).
+pub(super) fn end_lease(shared: &Shared, regions: &[usize], lease: u64) {
+    for &index in regions {
+        end_region(shared, index, lease);
+    }
+}
+
+fn end_region(shared: &Shared, index: usize, lease: u64) {
     let (dev, ino) = shared
         .lock()
         .memory(index)

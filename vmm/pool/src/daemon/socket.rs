@@ -12,7 +12,7 @@ use super::lease::{end_lease, grant};
 use super::status::status;
 use super::Shared;
 use crate::proto::{
-    read_frame, write_frame, Request, RequestBody, Response, ResponseBody, VERSION,
+    read_frame, write_frame, write_frame_fds, Request, RequestBody, Response, ResponseBody, VERSION,
 };
 use crate::Error;
 
@@ -93,7 +93,9 @@ fn refuse(conn: &mut UnixStream, message: String) {
 }
 
 fn serve_connection(shared: &Shared, mut conn: UnixStream) {
-    let mut held: Option<(usize, u64)> = None;
+    // The regions of this connection's lease, and its id.
+    let mut held: Option<(Vec<usize>, u64)> = None;
+    let mut reported = false;
     loop {
         let req = match read_frame::<Request>(&mut conn, false) {
             Ok(Some((req, _))) => req,
@@ -119,7 +121,23 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
                     break;
                 }
             }
-            RequestBody::Lease { bytes, page, node } => {
+            RequestBody::Report(r) => {
+                let counted = shared.metrics.launch(&r, held.is_some(), !reported);
+                reported = true;
+                let sent = match counted {
+                    Ok(()) => reply(&mut conn, ResponseBody::Reported),
+                    Err(message) => reply(&mut conn, ResponseBody::Error { message }),
+                };
+                if sent.is_err() {
+                    break;
+                }
+            }
+            RequestBody::Lease {
+                bytes,
+                page,
+                node,
+                pieces,
+            } => {
                 let asked = Instant::now();
                 if held.is_some() {
                     refuse(
@@ -129,17 +147,21 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
                     );
                     continue;
                 }
-                match grant(shared, bytes, page, node) {
+                match grant(shared, bytes, page, node, pieces) {
                     Err(message) => refuse(&mut conn, message),
-                    Ok((info, mem)) => {
-                        held = Some((info.region, info.id));
-                        let sent = write_frame(
+                    Ok((info, mems)) => {
+                        held = Some((
+                            info.all_pieces().iter().map(|p| p.region).collect(),
+                            info.id,
+                        ));
+                        let fds: Vec<_> = mems.iter().map(|m| m.fd()).collect();
+                        let sent = write_frame_fds(
                             &mut conn,
                             &Response {
                                 v: VERSION,
                                 body: ResponseBody::Lease(info),
                             },
-                            Some(mem.fd()),
+                            &fds,
                         );
                         if sent.is_err() {
                             // The client may or may not have the fd: dirty.
@@ -154,7 +176,7 @@ fn serve_connection(shared: &Shared, mut conn: UnixStream) {
             }
         }
     }
-    if let Some((region, lease)) = held {
-        end_lease(shared, region, lease);
+    if let Some((regions, lease)) = held {
+        end_lease(shared, &regions, lease);
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::memory::{Fault, RegionMemory, ScrubFault, ScrubStats};
 use crate::numa::Node;
-use crate::proto::{LeaseInfo, Status, VERSION};
+use crate::proto::{LeaseInfo, Piece, Status, MAX_PIECES, VERSION};
 use crate::region::{BadTransition, Region, State};
 use crate::PageSize;
 
@@ -62,14 +62,16 @@ pub(super) enum Remedy {
 }
 
 /// The checks of a lease request that need no region: the page size, the
-/// length and the node. Returns the lease's length (`bytes` rounded up to
-/// whole pages), or the one-line refusal sent to the client.
+/// length, the pieces and the node. Returns the lease's length (`bytes`
+/// rounded up to whole pages), or the one-line refusal sent to the client.
+/// `pieces` is the most regions the client maps (`None`: one).
 pub(super) fn check_lease(
     c: &Config,
     nodes: &[Node],
     bytes: u64,
     page: PageSize,
     node: Option<usize>,
+    pieces: Option<usize>,
 ) -> Result<u64, String> {
     if page != c.page {
         return Err(format!(
@@ -77,11 +79,29 @@ pub(super) fn check_lease(
             c.page, c.page
         ));
     }
-    if bytes == 0 || bytes > c.region_bytes {
+    let pieces = pieces.unwrap_or(1);
+    if pieces == 0 || pieces > MAX_PIECES {
         return Err(format!(
-            "a lease of {bytes} bytes does not fit a region of {} bytes; restart the pool with --region-size of at least {bytes}",
+            "a lease may take 1 to {MAX_PIECES} regions, not {pieces}; ask for fewer pieces"
+        ));
+    }
+    if bytes == 0 {
+        return Err(format!(
+            "a lease of 0 bytes does not fit a region of {} bytes; ask for at least one page",
             c.region_bytes
         ));
+    }
+    if bytes > c.region_bytes * pieces as u64 {
+        return Err(match pieces {
+            1 => format!(
+                "a lease of {bytes} bytes does not fit a region of {} bytes; restart the pool with --region-size of at least {bytes}",
+                c.region_bytes
+            ),
+            n => format!(
+                "a lease of {bytes} bytes does not fit {n} regions of {} bytes; map more pieces or restart the pool with a larger --region-size",
+                c.region_bytes
+            ),
+        });
     }
     if let Some(n) = node {
         if !nodes.iter().any(|x| x.id == n) {
@@ -138,60 +158,81 @@ impl PoolState {
             .count()
     }
 
-    /// Leases the first clean region (on `node`, if asked) for a lease of
-    /// `len` bytes ([`check_lease`] passed): a new lease id, the region
-    /// `leased` and no longer fresh. Returns what the client is sent and
-    /// the memory whose fd goes with it, or the one-line refusal.
+    /// Leases the first `ceil(len / region)` clean regions (on `node`, if
+    /// asked) for a lease of `len` bytes ([`check_lease`] passed): all of
+    /// them or none, one new lease id, each region `leased` and no longer
+    /// fresh. Returns what the client is sent and the memory of each piece
+    /// in order (one fd each goes with it), or the one-line refusal.
     pub(super) fn lease(
         &mut self,
         c: &Config,
         len: u64,
         page: PageSize,
         node: Option<usize>,
-    ) -> Result<(LeaseInfo, Arc<RegionMemory>), String> {
-        let Some(i) = self
+    ) -> Result<(LeaseInfo, Vec<Arc<RegionMemory>>), String> {
+        let need = len.div_ceil(c.region_bytes) as usize;
+        let picked: Vec<usize> = self
             .slots
             .iter()
-            .position(|s| s.region.state() == State::Clean && node.is_none_or(|n| s.node == n))
-        else {
+            .enumerate()
+            .filter(|(_, s)| s.region.state() == State::Clean && node.is_none_or(|n| s.node == n))
+            .map(|(i, _)| i)
+            .take(need)
+            .collect();
+        if picked.len() < need {
+            let asked = match need {
+                1 => String::new(),
+                n => format!(" for a lease of {n} regions ({} clean)", picked.len()),
+            };
             if let Some(n) = node {
                 let on: Vec<&Slot> = self.slots.iter().filter(|s| s.node == n).collect();
                 return Err(format!(
-                    "no clean region on NUMA node {n} now ({} of its {} regions leased); retry shortly, ask another node, or grow the pool with --size",
+                    "no clean region on NUMA node {n} now{asked} ({} of its {} regions leased); retry shortly, ask another node, or grow the pool with --size",
                     on.iter().filter(|s| s.region.state().name() == "leased").count(),
                     on.len()
                 ));
             }
+            let what = match need {
+                1 => "no clean region now".to_string(),
+                n => format!("not {n} clean regions now ({} clean)", picked.len()),
+            };
             return Err(format!(
-                "no clean region now ({} leased, {} scrubbing, {} dirty of {}); retry shortly or grow the pool with --size",
+                "{what} ({} leased, {} scrubbing, {} dirty of {}); retry shortly or grow the pool with --size",
                 self.count("leased"),
                 self.count("scrubbing"),
                 self.count("dirty"),
                 self.slots.len()
             ));
-        };
+        }
         self.counters.next_lease += 1;
         let id = self.counters.next_lease;
-        self.slots[i]
-            .region
-            .lease(id)
-            .expect("clean regions can be leased");
-        self.slots[i].fresh = false;
+        let mut pieces = Vec::with_capacity(need);
+        let mut mems = Vec::with_capacity(need);
+        let mut left = len;
+        for &i in &picked {
+            let slot = &mut self.slots[i];
+            slot.region.lease(id).expect("clean regions can be leased");
+            slot.fresh = false;
+            let n = left.min(c.region_bytes);
+            left -= n;
+            pieces.push(Piece { region: i, len: n });
+            mems.push(slot.mem.clone().expect("clean regions have memory"));
+        }
         self.counters.leases_total += 1;
+        let first = picked[0];
         Ok((
             LeaseInfo {
                 id,
-                region: i,
+                region: first,
                 offset: 0,
                 len,
                 page,
                 verified: c.verify,
-                node: Some(self.slots[i].node),
+                node: Some(self.slots[first].node),
+                reports: true,
+                pieces: if need > 1 { pieces } else { Vec::new() },
             },
-            self.slots[i]
-                .mem
-                .clone()
-                .expect("clean regions have memory"),
+            mems,
         ))
     }
 
@@ -450,7 +491,9 @@ mod tests {
         assert_eq!((a.id, a.region, a.offset, a.len), (1, 0, 0, 4096));
         assert!(a.verified);
         assert_eq!(a.node, Some(0));
-        assert!(Arc::ptr_eq(&mem, st.memory(0).unwrap()));
+        assert_eq!(mem.len(), 1);
+        assert!(Arc::ptr_eq(&mem[0], st.memory(0).unwrap()));
+        assert!(a.pieces.is_empty(), "one region: no piece list");
         let (b, _) = st.lease(&c, REGION, PageSize::Size4K, None).unwrap();
         assert_eq!((b.id, b.region, b.len), (2, 1, REGION));
         assert_eq!(st.state_counts(), [0, 0, 0, 2]);
@@ -503,17 +546,145 @@ mod tests {
     fn lease_requests_are_checked_before_any_region() {
         let c = config(2);
         let ns = nodes(&[0, 1]);
-        let check = |bytes, page, node| check_lease(&c, &ns, bytes, page, node);
+        let check = |bytes, page, node| check_lease(&c, &ns, bytes, page, node, None);
         assert_eq!(check(1, PageSize::Size4K, None), Ok(4096));
         assert_eq!(check(4097, PageSize::Size4K, Some(1)), Ok(8192));
         assert_eq!(check(REGION, PageSize::Size4K, None), Ok(REGION));
         for (bytes, page, node, want) in [
             (4096, PageSize::Size2M, None, "this pool serves 4K pages, the lease asked for 2M; start the pool with --page 2M or map with 4K pages"),
-            (0, PageSize::Size4K, None, "a lease of 0 bytes does not fit a region of 65536 bytes; restart the pool with --region-size of at least 0"),
+            (0, PageSize::Size4K, None, "a lease of 0 bytes does not fit a region of 65536 bytes; ask for at least one page"),
             (REGION + 1, PageSize::Size4K, None, "a lease of 65537 bytes does not fit a region of 65536 bytes; restart the pool with --region-size of at least 65537"),
             (4096, PageSize::Size4K, Some(7), "this pool has no regions on NUMA node 7 (its nodes: 0, 1); ask one of those or no node"),
         ] {
             assert_eq!(check(bytes, page, node).unwrap_err(), want);
+        }
+    }
+
+    /// The regions a lease took, from its reply.
+    fn regions(info: &LeaseInfo) -> Vec<usize> {
+        info.all_pieces().iter().map(|p| p.region).collect()
+    }
+
+    #[test]
+    fn leases_of_one_three_and_five_regions_hold_exactly_that() {
+        let c = config(9);
+        let mut st = pool(9, &[0]);
+        scrub_all(&mut st);
+        let mut taken: Vec<usize> = Vec::new();
+        for (units, id) in [(1u64, 1u64), (3, 2), (5, 3)] {
+            let (info, mems) = st
+                .lease(&c, units * REGION, PageSize::Size4K, None)
+                .unwrap();
+            assert_eq!((info.id, info.len, info.offset), (id, units * REGION, 0));
+            let r = regions(&info);
+            assert_eq!(r.len() as u64, units);
+            assert_eq!(mems.len() as u64, units);
+            // One piece is the old reply; several list every region.
+            assert_eq!(info.pieces.is_empty(), units == 1);
+            assert!(info.all_pieces().iter().all(|p| p.len == REGION));
+            for (i, m) in r.iter().zip(&mems) {
+                assert!(Arc::ptr_eq(m, st.memory(*i).unwrap()), "piece order");
+                assert!(!taken.contains(i), "region {i} in two leases");
+                taken.push(*i);
+            }
+        }
+        let s = st.status(&c, "auto");
+        assert_eq!((s.leased_bytes, s.clean_bytes), (9 * REGION, 0));
+        assert_eq!(s.leases_total, 3);
+        assert_eq!(st.state_counts(), [0, 0, 0, 9]);
+    }
+
+    #[test]
+    fn a_lease_that_does_not_fill_its_last_region_holds_it_whole() {
+        let c = config(4);
+        let mut st = pool(4, &[0]);
+        scrub_all(&mut st);
+        let (info, _) = st
+            .lease(&c, 2 * REGION + 4096, PageSize::Size4K, None)
+            .unwrap();
+        let lens: Vec<u64> = info.all_pieces().iter().map(|p| p.len).collect();
+        assert_eq!(lens, vec![REGION, REGION, 4096]);
+        assert_eq!(st.status(&c, "auto").leased_bytes, 3 * REGION);
+    }
+
+    #[test]
+    fn several_regions_are_all_or_nothing() {
+        let c = config(5);
+        let mut st = pool(5, &[0]);
+        scrub_all(&mut st);
+        st.lease(&c, 2 * REGION, PageSize::Size4K, None).unwrap();
+        let e = st
+            .lease(&c, 4 * REGION, PageSize::Size4K, None)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "not 4 clean regions now (3 clean) (2 leased, 0 scrubbing, 0 dirty of 5); retry shortly or grow the pool with --size"
+        );
+        // The refusal took nothing: the 3 clean regions lease as one.
+        assert_eq!(st.state_counts(), [0, 0, 3, 2]);
+        let (info, _) = st.lease(&c, 3 * REGION, PageSize::Size4K, None).unwrap();
+        assert_eq!(regions(&info), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn several_regions_on_a_node_come_from_that_node_only() {
+        let c = config(6);
+        let mut st = pool(6, &[0, 1]);
+        scrub_all(&mut st);
+        let (info, _) = st.lease(&c, 2 * REGION, PageSize::Size4K, Some(1)).unwrap();
+        assert_eq!(regions(&info), vec![1, 3]);
+        let e = st
+            .lease(&c, 2 * REGION, PageSize::Size4K, Some(1))
+            .unwrap_err();
+        assert!(
+            e.starts_with("no clean region on NUMA node 1 now for a lease of 2 regions (1 clean)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn ending_a_lease_of_several_regions_dirties_and_replaces_every_one() {
+        let c = config(4);
+        let mut st = pool(4, &[0]);
+        scrub_all(&mut st);
+        let (info, old) = st.lease(&c, 3 * REGION, PageSize::Size4K, None).unwrap();
+        for r in regions(&info) {
+            st.end_lease(r, info.id, false).unwrap();
+        }
+        assert_eq!(st.state_counts(), [3, 0, 1, 0]);
+        for _ in 0..3 {
+            assert_eq!(scrub_one(&mut st, None).1, Remedy::Replace);
+        }
+        // The next lease of the same size gets new memory everywhere.
+        let (again, new) = st.lease(&c, 3 * REGION, PageSize::Size4K, None).unwrap();
+        assert_eq!(regions(&again), vec![0, 1, 2]);
+        for m in &new {
+            assert!(
+                old.iter().all(|o| !Arc::ptr_eq(o, m)),
+                "old memory leased again"
+            );
+        }
+    }
+
+    #[test]
+    fn pieces_are_checked_before_any_region() {
+        let c = config(2);
+        let ns = nodes(&[0]);
+        let check = |bytes, pieces| check_lease(&c, &ns, bytes, PageSize::Size4K, None, pieces);
+        assert_eq!(check(2 * REGION, Some(2)), Ok(2 * REGION));
+        assert_eq!(check(REGION + 1, Some(2)), Ok(REGION + 4096));
+        // Without pieces, as before: one region is the most.
+        assert!(check(REGION + 1, None)
+            .unwrap_err()
+            .contains("does not fit a region of 65536 bytes"));
+        assert_eq!(
+            check(3 * REGION, Some(2)).unwrap_err(),
+            "a lease of 196608 bytes does not fit 2 regions of 65536 bytes; map more pieces or restart the pool with a larger --region-size"
+        );
+        for bad in [0, MAX_PIECES + 1] {
+            assert!(check(REGION, Some(bad)).unwrap_err().starts_with(&format!(
+                "a lease may take 1 to {MAX_PIECES} regions, not {bad}"
+            )));
         }
     }
 
@@ -532,12 +703,12 @@ mod tests {
         let (i, done) = st.next_dirty().unwrap();
         let (remedy, old) = st.begin_scrub(i, None, done);
         assert_eq!(remedy, Remedy::Replace);
-        assert!(Arc::ptr_eq(old.as_ref().unwrap(), &leased));
+        assert!(Arc::ptr_eq(old.as_ref().unwrap(), &leased[0]));
         assert!(st.memory(i).is_none());
         st.finish_scrub(i, remedy, &stats(REGION), Some(Arc::new(memory())));
         let (b, again) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
         assert_eq!(b.id, 2);
-        assert!(!Arc::ptr_eq(&again, &leased));
+        assert!(!Arc::ptr_eq(&again[0], &leased[0]));
     }
 
     #[test]

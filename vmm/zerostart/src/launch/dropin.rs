@@ -396,6 +396,9 @@ pub fn run(a: &DropinArgs, start: Instant) -> i32 {
             warn(&format!(
                 "{why}; starting QEMU unchanged (no pool memory, no hint)"
             ));
+            // The size is not known on every line passed through (no -m,
+            // several backends): 0 bytes.
+            passed_through(a, 0);
             return exec_plain(&a.qemu, &a.qemu_args);
         }
         Decision::Serve {
@@ -436,8 +439,28 @@ pub fn run(a: &DropinArgs, start: Instant) -> i32 {
         warn(&format!(
             "{e}; starting QEMU unchanged (no pool memory, no hint)"
         ));
+        // QEMU itself could not be executed: the plain start fails the
+        // same way, and no VM runs to count.
+        if !matches!(e, super::Error::Spawn { .. }) {
+            passed_through(a, size);
+        }
     }
     exec_plain(&a.qemu, &a.qemu_args)
+}
+
+/// Reports a start passed through unchanged to the pool, once, before
+/// this process becomes QEMU (a pool that is not there now is not counted).
+fn passed_through(a: &DropinArgs, bytes: u64) {
+    super::report_to_pool(
+        a.pool.clone(),
+        pool::proto::LaunchReport {
+            vmm: pool::proto::Vmm::Qemu,
+            outcome: pool::proto::Outcome::Passthrough,
+            bytes,
+            memory_ready_s: None,
+        },
+        false,
+    );
 }
 
 fn warn(msg: &str) {

@@ -132,6 +132,15 @@ impl Region {
         }
     }
 
+    /// The pool lease (pool only): its connection carries the launch
+    /// report.
+    pub fn lease(&self) -> Option<&pool::client::Lease> {
+        match self {
+            Region::Lease(l) => Some(l),
+            Region::Memfd { .. } => None,
+        }
+    }
+
     /// Lease id for reports.
     pub fn lease_id(&self) -> Option<u64> {
         match self {

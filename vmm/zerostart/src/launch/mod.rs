@@ -825,6 +825,110 @@ fn take_memory(plan: &Plan<'_>) -> Result<(Option<Region>, Source), Error> {
     }
 }
 
+/// A launch's outcome for the pool it asked for memory
+/// (docs/fleet.md, "Launch metrics"): `None` when no pool was asked.
+fn outcome(asked: &Source, used: &Source) -> Option<pool::proto::Outcome> {
+    use pool::proto::Outcome;
+    match (asked, used) {
+        (Source::Pool(_), Source::Pool(_)) => Some(Outcome::Leased),
+        (Source::Pool(_), Source::Prefault) => Some(Outcome::FallbackPrefault),
+        (Source::Pool(_), Source::None) => Some(Outcome::FallbackNone),
+        _ => None,
+    }
+}
+
+/// Reports a launch to the pool at `socket` on a new connection (not a
+/// lease: a fallback, a pass-through, a failure). Without `retry`, one try
+/// now: a pool that is not there is not counted. With `retry` (a launcher
+/// that waits for its VMM), a pool that is not there now is asked again
+/// every second on a thread until [`Reporter::finish`] (at the VMM's exit)
+/// makes the last try, so a pool restarted meanwhile still counts the
+/// launch. A refusal (an older daemon, a bad report) is one note line.
+pub(crate) fn report_to_pool(
+    socket: PathBuf,
+    r: pool::proto::LaunchReport,
+    retry: bool,
+) -> Option<Reporter> {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let attempt = move || {
+        let mut last = !retry;
+        loop {
+            match pool::client::report(&socket, &r) {
+                Ok(()) => return,
+                Err(pool::Error::Connect { .. }) if !last => {
+                    last = stopped.recv_timeout(Duration::from_secs(1))
+                        != Err(std::sync::mpsc::RecvTimeoutError::Timeout);
+                }
+                Err(pool::Error::Connect { .. }) => return,
+                Err(e) => return report_note(&e),
+            }
+        }
+    };
+    if !retry {
+        attempt();
+        return None;
+    }
+    match std::thread::Builder::new()
+        .name("pool-report".into())
+        .spawn(attempt)
+    {
+        Ok(thread) => Some(Reporter { stop, thread }),
+        Err(e) => {
+            eprintln!("zerostart launch: note: launch not counted on the pool's metrics: cannot start a thread: {e}");
+            None
+        }
+    }
+}
+
+/// A launch report still being delivered ([`report_to_pool`] with retry).
+pub(crate) struct Reporter {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Reporter {
+    /// The last try (if not delivered yet), then done.
+    fn finish(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+fn report_note(e: &pool::Error) {
+    eprintln!("zerostart launch: note: launch not counted on the pool's metrics: {e}");
+}
+
+/// Reports a started launch that asked a pool for memory: a lease on its
+/// own connection (now: the pool answered a moment ago), a fallback on a
+/// new one (retried while the VMM runs when `retry`).
+fn report_started(
+    plan: &Plan<'_>,
+    used: &Source,
+    region: Option<&Region>,
+    ready_s: f64,
+    retry: bool,
+) -> Option<Reporter> {
+    let Source::Pool(socket) = &plan.opts.source else {
+        return None;
+    };
+    let outcome = outcome(&plan.opts.source, used)?;
+    let r = pool::proto::LaunchReport {
+        vmm: plan.a.vmm.pool_label(),
+        outcome,
+        bytes: plan.opts.size,
+        memory_ready_s: Some(ready_s),
+    };
+    match region.and_then(|r| r.lease()) {
+        Some(lease) => {
+            if let Err(e) = lease.report(&r) {
+                report_note(&e);
+            }
+            None
+        }
+        None => report_to_pool(socket.clone(), r, retry),
+    }
+}
+
 /// The hint as it went out: what the VMM inherits to carry it.
 struct Sent {
     published: Option<hint::Published>,
@@ -968,8 +1072,27 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         return dry_run(&plan, layout);
     }
     let listener = listen_for_phases(&plan, start);
-    let (region, source) = take_memory(&plan)?;
+    let (region, source) = match take_memory(&plan) {
+        Ok(taken) => taken,
+        Err(e) => {
+            // --pool-fallback fail: no VM. The drop-in (exec) starts QEMU
+            // unchanged instead and reports that itself.
+            if let (true, false, Source::Pool(socket)) =
+                (e.pool_unavailable(), a.exec, &plan.opts.source)
+            {
+                let r = pool::proto::LaunchReport {
+                    vmm: a.vmm.pool_label(),
+                    outcome: pool::proto::Outcome::Failed,
+                    bytes: plan.opts.size,
+                    memory_ready_s: None,
+                };
+                report_to_pool(socket.clone(), r, false);
+            }
+            return Err(e);
+        }
+    };
     let memory_ready = Instant::now();
+    let ready_s = timeline::ms_since(start, memory_ready) / 1000.0;
     let sent = publish_hint(&plan, &layout, region.as_ref())?;
     let built = plan.args(
         &Binding::of(region.as_ref()),
@@ -989,12 +1112,19 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     .flatten()
     .collect();
     if a.exec {
+        report_started(&plan, &source, region.as_ref(), ready_s, false);
         return Err(exec_vmm(&plan, &built, &inherit));
     }
     let child = spawn_vmm(&plan, &built, inherit)?;
     let vmm_spawned = Instant::now();
+    // After the VMM started (off its start-up path); the VMM never uses
+    // the lease connection it inherited, so the report may share it.
+    let reporter = report_started(&plan, &source, region.as_ref(), ready_s, true);
     let status = wait(child);
     let exit = Instant::now();
+    if let Some(r) = reporter {
+        r.finish();
+    }
     let guest_phases = listener.map(|l| l.finish()).unwrap_or_default();
     CHILD.store(0, Ordering::SeqCst);
     // The VMM is gone: the region goes back (lease closed; memfd freed).

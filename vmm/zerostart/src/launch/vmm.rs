@@ -43,6 +43,15 @@ impl VmmKind {
             VmmKind::Firecracker => "firecracker",
         }
     }
+
+    /// The pool's label for this VMM in launch reports.
+    pub fn pool_label(self) -> pool::proto::Vmm {
+        match self {
+            VmmKind::Qemu => pool::proto::Vmm::Qemu,
+            VmmKind::CloudHypervisor => pool::proto::Vmm::CloudHypervisor,
+            VmmKind::Firecracker => pool::proto::Vmm::Firecracker,
+        }
+    }
 }
 
 /// One external VMM as the launcher drives it: each VMM's facts live
