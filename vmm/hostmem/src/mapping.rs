@@ -444,13 +444,19 @@ mod tests {
     use std::os::fd::AsFd;
 
     /// Whether `/proc/self/maps` lists a mapping that starts at `addr`.
+    /// Whether `addr` lies inside any mapping of this process. Inside, not
+    /// at the start of a line: the kernel merges an anonymous mapping with
+    /// a neighbour of the same flags (another test thread's), so its VMA
+    /// may start below `addr`.
     fn listed(addr: usize) -> bool {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         maps.lines().any(|l| {
-            l.split('-')
-                .next()
-                .and_then(|s| usize::from_str_radix(s, 16).ok())
-                == Some(addr)
+            let range = l.split_whitespace().next().unwrap_or("");
+            let mut ends = range
+                .split('-')
+                .map(|s| usize::from_str_radix(s, 16).unwrap_or(0));
+            let (start, end) = (ends.next().unwrap_or(0), ends.next().unwrap_or(0));
+            (start..end).contains(&addr)
         })
     }
 
