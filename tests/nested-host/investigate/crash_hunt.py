@@ -44,7 +44,13 @@ def judge(r):
     demo.judge(r)
     r.failures = [f for f in r.failures if not (r.sc.kernel != "patched" and "skipped no clears" in f)]
 out = ROOT / "target" / "investigate" / tag; out.mkdir(parents=True, exist_ok=True)
+# pgscan (static, for L2's busybox userland): finds the guest's PGDs in its
+# RAM at a crash, see pgscan.c.
+pgscan = out / "pgscan"
+import subprocess
+subprocess.run(["gcc", "-static", "-O2", "-Wall", "-Werror", "-o", str(pgscan), str(HERE / "pgscan.c")], check=True)
 res, fatal = launch.run_scenarios(scs, zs, ovmf, pool_mib=mem, region_mib=mem, smp=2,
+                                  extra_files={"zs/pgscan": (pgscan.read_bytes(), 0o755)},
                                   console_log=out / "console.log", script=HERE / "l2-hunt.sh",
                                   judge_fn=judge)
 for r in res:

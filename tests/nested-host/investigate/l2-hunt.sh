@@ -94,6 +94,20 @@ walk() {
   echo "MON| $n walk pte@$(printf 0x%x $l1)=$v4"
 }
 
+# pgscan_all VA: every PGD of the paused guest found in its RAM (the
+# QEMU's largest open file: the pool's memfd), each walked for VA; the
+# CPU's CR3 is lost at the triple fault, so all candidates.
+pgscan_all() {
+  [ -n "${e511:-}" ] && [ -n "${e508:-}" ] && [ -x /zs/pgscan ] || { echo "MON| $n pgscan: no init_top_pgt entries or no /zs/pgscan"; return; }
+  qp=$(pidof qemu-system-x86_64 | awk '{print $1}')
+  f=$(for x in /proc/$qp/fd/*; do stat -L -c '%s %n' "$x" 2>/dev/null; done | sort -n | tail -1)
+  sz=${f%% *}; f=${f#* }
+  # q35's low RAM: all of it below 2.75 GiB, else 2 GiB (launch's layout::qemu_q35).
+  if [ "$sz" -ge $(( 0xb0000000 )) ]; then le=$(( 0x80000000 )); else le=$sz; fi
+  echo "MON| $n pgscan $f size=$sz low_end=$le init_top_pgt[511]=$e511 [508]=$e508"
+  /zs/pgscan "$f" "$le" "$e511" "$e508" "$1" 2>&1 | sed "s/^/MON| $n /"
+}
+
 # tables: every whole table the walks dumped (2 qwords a line), once.
 tables() {
   tr -d '\r' < "/tmp/$n.monlog" | grep -a -E '^[0-9a-f]{16}: 0x[0-9a-f]+ 0x' | sort -u | sed "s/^/MON| $n table /"
@@ -120,7 +134,10 @@ watch_pause() {
         # Where the #PF's delivery went: the IDT (IDTR holds its read-only
         # alias in the CPU entry area), the handler's text; and
         # init_top_pgt whole (the kernel half of every process's PGD).
+        e511=$v1
         walk 0xfffffe0000000000
+        e508=$v1
+        pgscan_all "$rip"
         for sym in idt_table asm_exc_page_fault; do
           k=$(grep -a "ZSINIT: KSYM .* $sym\$" "/tmp/$n.l3c" | head -1 | awk '{print $3}')
           [ -n "$k" ] && walk "0x$k"
