@@ -189,6 +189,26 @@ def kv(s: str) -> dict:
     return dict(m.groups() for m in re.finditer(r"(\w+)=(\S+)", s))
 
 
+def check_pct_shortfall(guest_args: str, v: dict) -> str | None:
+    """The README's claim for the e2e rows, asserted: with zsinit.check_pct=P
+    the guest read back at least P % of its MemAvailable (as zsinit counts
+    it: whole MiB, P capped at 95). None when it did, or when the row asks
+    for a fixed size instead."""
+    m = re.search(r"(?:^|\s)zsinit\.check_pct=(\d+)", guest_args)
+    if not m:
+        return None
+    avail_kib = int(v.get("mem_available_kib", "0"))
+    if avail_kib <= 0:
+        return "the guest did not report its MemAvailable (mem_available_kib), so check_pct cannot be checked"
+    pct = min(int(m.group(1)), 95)
+    want = avail_kib // 1024 * pct // 100 * MIB
+    got = int(v.get("zero_checked_bytes", "0"))
+    if got < want:
+        return (f"the guest read back {got // MIB} MiB, less than zsinit.check_pct={pct} % of its "
+                f"MemAvailable ({want // MIB} of {avail_kib // 1024} MiB)")
+    return None
+
+
 def parse_verdict(line: str) -> dict:
     m = re.search(r"ZSINIT: (PASS|FAIL) (.*)", line)
     if not m:
@@ -231,6 +251,9 @@ def judge(r: Result) -> None:
             r.failures.append(f"guest saw {v.get('nonzero_bytes')} non-zero bytes")
         if int(v.get("zero_checked_bytes", "0")) == 0:
             r.failures.append("guest checked no memory")
+        short = check_pct_shortfall(sc.guest_args, v)
+        if short:
+            r.failures.append(short)
         if want == "valid" and hint == "valid" and int(v.get("hinted_checked_bytes", "0")) <= 0:
             # A pass that read no hinted frame says nothing about the hint.
             r.failures.append("the hint was valid but the guest checked no hinted memory (hinted_checked_bytes=0)")

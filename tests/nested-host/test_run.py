@@ -67,6 +67,24 @@ class Judge(unittest.TestCase):
         self.assertEqual(e["guest_mem_bytes"], 4 << 30)
         self.assertEqual(e["timeline"][-1], {"name": "exit", "t_ms": 9500.0})
 
+    def test_check_pct_share_of_memavailable_is_asserted(self):
+        # The README's "85 % of each guest's free memory": zsinit reports
+        # MemAvailable, the judge requires check_pct of it read back (320 MiB
+        # checked in PASS_LINE).
+        args = "hugepages=528 zsinit.check_pct=85 zsinit.populate_mib=1056"
+        enough = PASS_LINE.replace("kernel=6.12", "mem_available_kib=385024 kernel=6.12")  # wants 319 MiB
+        res, _ = self.drive(sc(guest_args=args), console_for("s", verdict=enough))
+        self.assertEqual(res[0].failures, [])
+        short = PASS_LINE.replace("kernel=6.12", "mem_available_kib=393216 kernel=6.12")  # wants 326 MiB
+        res, _ = self.drive(sc(guest_args=args), console_for("s", verdict=short))
+        self.assertIn("less than zsinit.check_pct=85 % of its MemAvailable (326 of 384 MiB)", " ".join(res[0].failures))
+        # A guest that does not say how much was available cannot pass a check_pct row ...
+        res, _ = self.drive(sc(guest_args=args), console_for("s"))
+        self.assertTrue(any("mem_available_kib" in f for f in res[0].failures), res[0].failures)
+        # ... and a fixed-size row (zsinit.check_mib) is not held to it.
+        res, _ = self.drive(sc(guest_args="zsinit.check_mib=64"), console_for("s", verdict=short))
+        self.assertEqual(res[0].failures, [])
+
     def test_nonzero_bytes_fail(self):
         bad = PASS_LINE.replace("PASS", "FAIL").replace("nonzero_bytes=0", "nonzero_bytes=1")
         res, _ = self.drive(sc(), console_for("s", verdict=bad))
