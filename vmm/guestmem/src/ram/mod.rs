@@ -328,17 +328,24 @@ mod tests {
     use super::*;
     use crate::{Backing, Error, MemoryConfig, PageSize};
 
-    /// Guest RAM leased from a (4K, in-process) pool: all hinted, all zero,
-    /// and when the VM goes the region comes back dirty, is scrubbed, and
-    /// is not retired (the mappings were gone before the lease ended).
-    #[test]
-    fn pool_ram_is_hinted_zero_and_goes_back_dirty() {
-        let dir = std::env::temp_dir().join(format!("guestmem-pool-{}", std::process::id()));
+    /// A verifying in-process pool on 4K pages (`size` bytes in regions of
+    /// `region`), clean, and a guest config that leases from it.
+    fn test_pool(
+        tag: &str,
+        size: u64,
+        region: u64,
+    ) -> (
+        std::path::PathBuf,
+        std::path::PathBuf,
+        pool::daemon::Daemon,
+        MemoryConfig,
+    ) {
+        let dir = std::env::temp_dir().join(format!("guestmem-{tag}-{}", std::process::id()));
         let socket = dir.join("pool.sock");
         let d = pool::daemon::Daemon::start(pool::daemon::Config {
             socket: socket.clone(),
-            size: 64 * M,
-            region_bytes: 32 * M,
+            size,
+            region_bytes: region,
             page: pool::PageSize::Size4K,
             hugetlbfs: None,
             verify: true,
@@ -354,6 +361,15 @@ mod tests {
                 page: PageSize::Size4K,
             }
         });
+        (dir, socket, d, cfg)
+    }
+
+    /// Guest RAM leased from a (4K, in-process) pool: all hinted, all zero,
+    /// and when the VM goes the region comes back dirty, is scrubbed, and
+    /// is not retired (the mappings were gone before the lease ended).
+    #[test]
+    fn pool_ram_is_hinted_zero_and_goes_back_dirty() {
+        let (dir, socket, d, cfg) = test_pool("pool", 64 * M, 32 * M);
         for round in 0..3 {
             // What the VMM does: lease, hand guestmem the file.
             let lease = pool::client::lease(&socket, 32 * M, pool::PageSize::Size4K).unwrap();
@@ -400,27 +416,7 @@ mod tests {
     #[test]
     fn ram_over_several_pool_regions_is_one_range_per_ram_range() {
         use std::os::unix::fs::FileExt;
-        let dir = std::env::temp_dir().join(format!("guestmem-pieces-{}", std::process::id()));
-        let socket = dir.join("pool.sock");
-        let d = pool::daemon::Daemon::start(pool::daemon::Config {
-            socket: socket.clone(),
-            size: 32 * M,
-            region_bytes: 8 * M,
-            page: pool::PageSize::Size4K,
-            hugetlbfs: None,
-            verify: true,
-            threads: 0,
-            backend: prezero::Choice::Auto,
-            fault: None,
-        })
-        .unwrap();
-        assert!(d.wait_all_clean(std::time::Duration::from_secs(60)));
-        let cfg = cfg(|c| {
-            c.backing = Backing::Pool {
-                socket: socket.clone(),
-                page: PageSize::Size4K,
-            }
-        });
+        let (dir, socket, d, cfg) = test_pool("pieces", 32 * M, 8 * M);
         let lease =
             pool::client::lease_pieces(&socket, 32 * M, pool::PageSize::Size4K, None, 8).unwrap();
         let files: Vec<File> = lease
