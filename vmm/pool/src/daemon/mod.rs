@@ -200,8 +200,6 @@ impl Daemon {
             }
             eprintln!("zerostart pool: WARNING: fault injection {FAULT_ENV} active: {f:?}");
         }
-        let zeroer = prezero::Zeroer::new(config.backend)?.threads(config.threads);
-        let backend_name = zeroer.backend().name().to_string();
         // All of the pool's hugepages up front: a shortage is one error
         // naming the whole need, not a failure half way through the regions.
         if config.page.is_huge() && config.hugetlbfs.is_none() {
@@ -238,6 +236,11 @@ impl Daemon {
                 Some(lock)
             }
         };
+        // The engine is chosen (and `auto` calibrated: two 256 MiB buffers,
+        // a second or more on a loaded host) only after every check above,
+        // so a refused configuration is refused at once.
+        let zeroer = prezero::Zeroer::new(config.backend)?.threads(config.threads);
+        let backend_name = zeroer.backend().name().to_string();
         let listener = bind(&config.socket, ops.socket_group)?;
         let config_size = config.size;
         let n = (config.size / config.region_bytes) as usize;
