@@ -5,13 +5,14 @@ the nested test host (real kvm-amd in L2, see docs/e2e.md):
 
   stock          QEMU 10, guest RAM on hugetlbfs with prealloc=on, OVMF,
                  Debian's stock 6.12 kernel (init_on_alloc=1, its default);
-  stock-direct   the same, the kernel booted directly (-kernel, SeaBIOS), as
-                 most fast-boot QEMU users run it;
+  stock-direct   the same QEMU and memory, the kernel booted directly on
+                 `-machine microvm` (qboot, -kernel, no PCI), as most
+                 fast-boot QEMU users run it;
   launch         the same QEMU through `zerostart launch`: RAM leased from
                  `zerostart pool` (zeroed before the launch), the hint over
                  fw_cfg through the same OVMF (ZeroStartPkg), the patched
                  kernel;
-  launch-direct  QEMU's direct kernel boot through `zerostart launch`: the
+  launch-direct  that microvm direct boot through `zerostart launch`: the
                  pool, the hint on the kernel command line, the patched
                  kernel, no firmware detour;
   zerostart      zerostart's own VMM on the same pool, the patched kernel.
@@ -54,8 +55,8 @@ from zstest.qemu import L3_CONSOLE_ARGS
 OUT = build.REPO / "target" / "demo"
 MIB = 1 << 20
 KINDS = ("stock", "stock-direct", "launch", "launch-direct", "zerostart")
-LABEL = {"stock": "stock QEMU prealloc", "stock-direct": "stock QEMU prealloc, direct boot",
-         "launch": "QEMU + zerostart launch", "launch-direct": "QEMU direct boot + zerostart launch",
+LABEL = {"stock": "stock QEMU prealloc", "stock-direct": "stock QEMU microvm prealloc, direct boot",
+         "launch": "QEMU + zerostart launch", "launch-direct": "QEMU microvm direct boot + zerostart launch",
          "zerostart": "zerostart VMM"}
 # The boot path of each kind (row "boot"): the zerostart VMM boots the kernel directly too.
 BOOT = {"stock": "uefi", "stock-direct": "direct", "launch": "uefi", "launch-direct": "direct",
@@ -67,10 +68,9 @@ class DemoScenario(launch.LaunchScenario):
     kind: str = "launch"  # stock | launch | zerostart
 
     def __post_init__(self) -> None:
-        # Which VMM runs the guest, for the harness's progress lines (and
-        # qemu-direct: L2 gets SeaBIOS for it).
-        self.vmm = {"zerostart": "zerostart", "stock-direct": "qemu-direct",
-                    "launch-direct": "qemu-direct"}.get(self.kind, "qemu")
+        # Which VMM runs the guest, for the harness's progress lines.
+        self.vmm = {"zerostart": "zerostart", "stock-direct": "microvm-direct",
+                    "launch-direct": "microvm-direct"}.get(self.kind, "qemu")
 
     def spec(self) -> dict:
         """This row's start in L2 (zstest.vmmargv): stock QEMU as operators
@@ -84,7 +84,10 @@ class DemoScenario(launch.LaunchScenario):
                 kernel, f"{L3_CONSOLE_ARGS} reboot=k {self.guest_args}",
                 f"size={m}M,hugepages=on,hugepage_size=2M,prezero=pool:{vmmargv.L2_POOL_SOCKET}", "tty", tl,
                 initrd=vmmargv.L2_INITRAMFS)
-        qemu = {**vmmargv.l2_qemu(1), "kernel": kernel, "initrd": vmmargv.L2_INITRAMFS, "cmdline": append,
+        # The direct rows boot microvm (qboot, its default firmware, is in
+        # L2's QEMU data dir); the UEFI rows q35 with OVMF.
+        machine = {"machine": "microvm"} if self.kind.endswith("-direct") else {}
+        qemu = {**vmmargv.l2_qemu(1, **machine), "kernel": kernel, "initrd": vmmargv.L2_INITRAMFS, "cmdline": append,
                 "serial": "stdio"}
         uefi = self.kind in ("stock", "launch")
         if self.kind.startswith("stock"):

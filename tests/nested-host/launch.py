@@ -50,12 +50,17 @@ MIB = 1 << 20
 GRACE_S = 60
 
 
+# The QEMU rows that boot the kernel directly (no OVMF; the hint on -append).
+DIRECT_QEMU = ("qemu-direct", "microvm-direct")
+
+
 @dataclass
 class LaunchScenario:
     name: str
     mem_mib: int
     # qemu (through OVMF) | qemu-direct (-kernel, hint on -append) | cloud-hypervisor (CLOUDHV.fd, UKI)
     # | chv-direct (cloud-hypervisor --kernel, hint on --cmdline) | firecracker (hint in boot_args)
+    # | microvm-direct (QEMU -machine microvm, qboot, -kernel; hint on -append)
     vmm: str = "qemu"
     source: str = "pool"  # pool | prefault | none
     kernel: str = "patched"  # name under /zs/kernels in L2
@@ -101,13 +106,16 @@ class LaunchScenario:
                      "memory": {"backing": "anonymous", "size_mib": self.mem_mib},
                      **direct, "kernel": f"{kernel}.vmlinux", "firecracker": {"config_path": f"/zs/fc/{name}.json"}}
             return vmmargv.launch(inner, memory, tl, extra=extra)
-        # qemu (OVMF) or qemu-direct (SeaBIOS and its linuxboot option ROM,
-        # no OVMF: the hint rides on -append).
+        # qemu (OVMF), qemu-direct (q35: SeaBIOS and its linuxboot option
+        # ROM) or microvm-direct (qboot): no OVMF, the hint rides on -append.
         q = {"log": f"/tmp/{name}.qlog"}
         if self.debugcon:
             q["debugcon"] = f"/tmp/{name}.fw"
+        if self.vmm == "microvm-direct":
+            # qboot.rom, microvm's default firmware, is in L2's QEMU data dir.
+            q["machine"] = "microvm"
         inner = {**vmmargv.l2_qemu(1, **q), **direct, "serial": "stdio"}
-        return vmmargv.launch(inner, memory, tl, firmware=None if self.vmm == "qemu-direct" else vmmargv.L2_OVMF,
+        return vmmargv.launch(inner, memory, tl, firmware=None if self.vmm in DIRECT_QEMU else vmmargv.L2_OVMF,
                               extra=extra)
 
     def ready_spec(self) -> dict | None:
@@ -285,6 +293,7 @@ def direct_scenarios(kernel: str) -> list[LaunchScenario]:
                        note="direct boot: a hint with a bad checksum on the command line is refused with its "
                             "one-line reason"),
         *direct_rows(kernel, "qemu-direct", "direct boot (SeaBIOS, -kernel)", "the kernel command line"),
+        *direct_rows(kernel, "microvm-direct", "microvm direct boot (qboot, -kernel)", "the kernel command line"),
     ]
 
 
@@ -383,7 +392,8 @@ def row(r: LaunchResult) -> dict:
     skipped = int(v.get("kernel_pages_skipped", -1))
     return {
         "name": r.sc.name,
-        "vmm": {"qemu-direct": "qemu", "chv-direct": "cloud-hypervisor"}.get(r.sc.vmm, r.sc.vmm),
+        "vmm": {"qemu-direct": "qemu", "microvm-direct": "qemu", "chv-direct": "cloud-hypervisor"}.get(r.sc.vmm,
+                                                                                                        r.sc.vmm),
         "boot": (r.timeline or {}).get("boot") or ("direct" if r.sc.vmm.endswith("-direct")
                                                     or r.sc.vmm == "firecracker" else "uefi"),
         "hint_transport": (r.timeline or {}).get("hint_transport"),
@@ -459,7 +469,7 @@ def judge(r: LaunchResult) -> None:
     elif sc.expect == "dirty":
         if fails <= 0 and nonzero <= 0:
             f.append("the planted byte inside the hint was not caught (verify_failures 0, nonzero 0)")
-    elif sc.expect == "corrupt" and sc.vmm in ("qemu-direct", "chv-direct", "firecracker"):
+    elif sc.expect == "corrupt" and sc.vmm in (*DIRECT_QEMU, "chv-direct", "firecracker"):
         why = "zerostart: ignoring pre-zeroed hint from command line: BadChecksum"
         if not any(why in ln for _, ln in r.l3):
             f.append(f"the kernel did not log '{why}'")

@@ -187,20 +187,23 @@ class Judge(unittest.TestCase):
         for sc, ln in zip(rows, lines):
             argv = vmmargv.build(sc.spec(), ZS).argv
             self.assertEqual(argv[:4], ["/zs/zerostart", "launch", "--vmm",
-                                        {"qemu-direct": "qemu", "chv-direct": "cloud-hypervisor"}.get(sc.vmm, sc.vmm)])
+                                        {"qemu-direct": "qemu", "microvm-direct": "qemu",
+                                         "chv-direct": "cloud-hypervisor"}.get(sc.vmm, sc.vmm)])
             dash = argv.index("--")
             self.assertEqual(argv[argv.index("--timeline") + 1], f"/tmp/{sc.name}.tl.json")
             # The launcher's own test switches come before the VMM's arguments.
             for x in sc.launcher_args.split():
                 self.assertIn(x, argv[:dash])
             vmm = argv[dash + 1:]
-            if sc.vmm in ("qemu", "qemu-direct"):
+            if sc.vmm in ("qemu", *launch.DIRECT_QEMU):
                 self.assertEqual(("--firmware" in argv[:dash]), sc.vmm == "qemu")
                 self.assertEqual(("-debugcon" in vmm), sc.debugcon)
                 self.assertIn(f"/tmp/{sc.name}.qlog", vmm)
                 self.assertEqual(vmm[-2:], ["-append", sc.cmdline()])
                 for launcher_s in ("-m", "-object", "-bios", "-mem-prealloc"):
                     self.assertNotIn(launcher_s, vmm)
+                # microvm rows name their machine; the launcher would add q35.
+                self.assertEqual("microvm,x-option-roms=off,rtc=on" in vmm, sc.vmm == "microvm-direct")
             if SH:
                 self.assertEqual(busybox_argv(ln, 3), argv, ln)
         fc = [s for s in rows if s.vmm == "firecracker"]

@@ -61,6 +61,13 @@ pub fn qemu_q35(size: u64) -> Vec<RamRange> {
     split(size, low_end)
 }
 
+/// QEMU microvm: low RAM up to 3 GiB, the rest from 4 GiB
+/// (`microvm_memory_init`, hw/i386/microvm.c, QEMU 10.0: `lowmem =
+/// 0xc0000000`), whatever the size.
+pub fn qemu_microvm(size: u64) -> Vec<RamRange> {
+    split(size, 3 * GIB)
+}
+
 /// cloud-hypervisor x86_64: RAM below the 32-bit device hole [3 GiB,
 /// 4 GiB), the rest from 4 GiB (its `arch/src/x86_64/layout.rs`).
 pub fn cloud_hypervisor(size: u64) -> Vec<RamRange> {
@@ -76,16 +83,69 @@ pub const QEMU_DIRECT_TOP_MARGIN: u64 = 64 << 20;
 
 /// What QEMU writes into guest RAM above [`HINT_FLOOR`]'s start before a
 /// direct-boot kernel runs (`x86_load_linux`, hw/i386/x86-common.c, QEMU
-/// 10.0): the bzImage's protected-mode part at 1 MiB (at most the file's
-/// size: `kernel_bytes`), and the initrd at `below_4g_mem_size -
-/// acpi_data_size - initrd_size`, page aligned, with SeaBIOS's tables
+/// 10.0), on q35 (SeaBIOS and its linuxboot option ROM) and microvm
+/// (qboot): the bzImage's protected-mode part at 1 MiB (at most the file's
+/// size: `kernel_bytes`), the initrd where [`qemu_initrd`] puts it
+/// (`initrd`: `(gpa, len)`), and the firmware's tables (SeaBIOS's ACPI,
+/// SMBIOS and e820 tables, qboot's ACPI tables from QEMU's table loader)
 /// below the top of low RAM (`low_end`): the top
-/// [`QEMU_DIRECT_TOP_MARGIN`] plus the initrd rounded up to 2 MiB. The
-/// command line (0x20000), the real-mode setup (0x10000) and SeaBIOS
-/// itself lie below 1 MiB. An ELF kernel's segments are the caller's.
-pub fn qemu_direct_writes(low_end: u64, kernel_bytes: u64, initrd_bytes: u64) -> Vec<(u64, u64)> {
-    let top = (QEMU_DIRECT_TOP_MARGIN + initrd_bytes.next_multiple_of(2 << 20)).min(low_end);
-    vec![(1 << 20, kernel_bytes), (low_end - top, top)]
+/// [`QEMU_DIRECT_TOP_MARGIN`] plus the initrd's size rounded up to 2 MiB.
+/// The command line (0x20000), the real-mode setup (0x10000) and the
+/// firmware itself lie below 1 MiB. An ELF kernel's segments are the
+/// caller's.
+pub fn qemu_direct_writes(low_end: u64, kernel_bytes: u64, initrd: (u64, u64)) -> Vec<(u64, u64)> {
+    let top = (QEMU_DIRECT_TOP_MARGIN + initrd.1.next_multiple_of(2 << 20)).min(low_end);
+    let mut w = vec![(1 << 20, kernel_bytes), (low_end - top, top)];
+    if initrd.1 > 0 {
+        w.push(initrd);
+    }
+    w
+}
+
+/// Bytes QEMU keeps free for the firmware's ACPI data at the top of low
+/// RAM on q35 and pc (`PC_FW_DATA`, hw/i386/pc.c); microvm keeps none.
+pub const QEMU_PC_FW_DATA: u64 = 0x20000 + 0x8000;
+
+/// Where QEMU puts an initrd of `initrd_bytes` on a direct kernel boot,
+/// as `(gpa, len)`: `x86_load_linux` (hw/i386/x86-common.c, QEMU 10.0)
+/// takes the highest address the kernel's setup header allows (`header`:
+/// the file's first bytes; a 64-bit kernel's `XLF_CAN_BE_LOADED_ABOVE_4G`
+/// lifts it to 4 GiB, else `initrd_addr_max`, else 0x37ffffff; an ELF
+/// kernel booted through PVH has no limit), caps it below the top of low
+/// RAM (`low_end`) less `fw_data` ([`QEMU_PC_FW_DATA`] or 0), and puts
+/// the initrd page-aligned right under it. Why not just "the top of low
+/// RAM": a kernel whose header says 2 GiB gets its initrd below 2 GiB,
+/// which is the middle of low RAM on microvm (3 GiB) and q35 guests of
+/// 2-2.75 GiB, where the top-of-RAM margin would not cover it.
+pub fn qemu_initrd(header: &[u8], low_end: u64, fw_data: u64, initrd_bytes: u64) -> (u64, u64) {
+    let u16_at = |o: usize| {
+        header
+            .get(o..o + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
+    let u32_at = |o: usize| {
+        header
+            .get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let elf = header.starts_with(b"\x7fELF");
+    let protocol = match (header.get(0x202..0x206), u16_at(0x206)) {
+        (Some(b"HdrS"), Some(p)) => p,
+        _ => 0,
+    };
+    const XLF_CAN_BE_LOADED_ABOVE_4G: u16 = 1 << 1;
+    let header_max: u64 = if elf {
+        u64::MAX
+    } else if protocol >= 0x20c && u16_at(0x236).unwrap_or(0) & XLF_CAN_BE_LOADED_ABOVE_4G != 0 {
+        u32::MAX.into()
+    } else if protocol >= 0x203 {
+        u32_at(0x22c).unwrap_or(0).into()
+    } else {
+        0x37ff_ffff
+    };
+    let max = header_max.min(low_end.saturating_sub(fw_data).saturating_sub(1));
+    let at = max.saturating_sub(initrd_bytes) & !0xfff;
+    (at, initrd_bytes)
 }
 
 /// What cloud-hypervisor writes above 1 MiB on a direct kernel boot
@@ -263,6 +323,63 @@ mod tests {
                 assert!(!covers(&h, size));
             }
         }
+    }
+
+    /// `x86_load_linux`'s initrd placement, rule by rule.
+    #[test]
+    fn initrd_goes_where_qemu_puts_it() {
+        let hdr = |protocol: u16, xlf: u16, max: u32| {
+            let mut h = vec![0u8; 0x240];
+            h[0x202..0x206].copy_from_slice(b"HdrS");
+            h[0x206..0x208].copy_from_slice(&protocol.to_le_bytes());
+            h[0x22c..0x230].copy_from_slice(&max.to_le_bytes());
+            h[0x236..0x238].copy_from_slice(&xlf.to_le_bytes());
+            h
+        };
+        let low = 3 * GIB;
+        let top = |fw: u64| (low - fw - 1 - 3 * MIB) & !0xfff;
+        // A 64-bit kernel: right under the top of low RAM less the ACPI data.
+        let k64 = hdr(0x20f, 0x3, 0x7fff_ffff);
+        assert_eq!(qemu_initrd(&k64, low, 0, 3 * MIB), (top(0), 3 * MIB));
+        assert_eq!(
+            qemu_initrd(&k64, low, QEMU_PC_FW_DATA, 3 * MIB).0,
+            top(QEMU_PC_FW_DATA)
+        );
+        // The flag needs protocol 2.12: before it, initrd_addr_max rules.
+        let at_2g = (0x7fff_ffff - 3 * MIB) & !0xfff;
+        assert_eq!(
+            qemu_initrd(&hdr(0x20b, 0x3, 0x7fff_ffff), low, 0, 3 * MIB).0,
+            at_2g
+        );
+        assert_eq!(
+            qemu_initrd(&hdr(0x20f, 0x1, 0x7fff_ffff), low, 0, 3 * MIB).0,
+            at_2g
+        );
+        // ... but never above the top of low RAM.
+        assert_eq!(
+            qemu_initrd(&hdr(0x20f, 0x1, 0xffff_ffff), GIB, 0, 3 * MIB).0,
+            (GIB - 1 - 3 * MIB) & !0xfff
+        );
+        // Protocol < 2.03 (or no setup header at all): 0x37ffffff.
+        let old_at = (0x37ff_ffff - 3 * MIB) & !0xfff;
+        assert_eq!(qemu_initrd(&hdr(0x202, 0, 0), low, 0, 3 * MIB).0, old_at);
+        assert_eq!(qemu_initrd(&[0u8; 16], low, 0, 3 * MIB).0, old_at);
+        // An ELF (PVH) kernel: the top.
+        assert_eq!(qemu_initrd(b"\x7fELF\x02\x01", low, 0, 3 * MIB).0, top(0));
+        // The writes leave the initrd out wherever it is.
+        let w = qemu_direct_writes(low, 10 * MIB, (at_2g, 3 * MIB));
+        let h = hint_ranges(&qemu_microvm(low), &w);
+        for a in [
+            at_2g,
+            at_2g + 3 * MIB - 1,
+            MIB,
+            11 * MIB - 1,
+            low - 1,
+            low - 68 * MIB,
+        ] {
+            assert!(!covers(&h, a), "{a:#x} hinted");
+        }
+        assert!(covers(&h, at_2g + 3 * MIB + 4096) && covers(&h, at_2g - 1));
     }
 
     #[test]

@@ -425,16 +425,34 @@ pub(super) fn qemu_opt(a: &str) -> Option<&str> {
     Some(s.split('=').next().unwrap_or(s))
 }
 
+/// The first `n` bytes of a file (fewer if it is shorter).
+fn file_head(path: &str, n: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut v = Vec::new();
+    std::fs::File::open(path)?.take(n).read_to_end(&mut v)?;
+    Ok(v)
+}
+
+/// The QEMU machines whose guest layout the launcher knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QemuMachine {
+    /// q35 (`pc-q35-*`): OVMF, or SeaBIOS for a direct kernel boot.
+    Q35,
+    /// microvm: qboot boots a `-kernel` directly; no PCI, no UEFI.
+    Microvm,
+}
+
 /// QEMU: adds `-machine q35` (when no machine is named), `-machine
 /// memory-backend=`, `-m`, `-object memory-backend-file,...,share=on`,
 /// `-fw_cfg name=opt/org.zerostart/prezeroed,file=` and `-bios`.
 ///
 /// On a direct kernel boot (`-kernel`, no `--firmware`) the hint goes on
 /// `-append` instead (added when the user gave none) and no `-bios` is
-/// added: QEMU's own SeaBIOS starts the kernel.
+/// added: QEMU's own SeaBIOS (q35) or qboot (`-machine microvm`) starts
+/// the kernel.
 pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     let k = VmmKind::Qemu;
-    let mut machine_named = false;
+    let mut machine_named = None;
     let (mut kernel, mut initrd, mut append) = (None, None, None);
     for (i, a) in user.iter().enumerate() {
         let Some(opt) = qemu_opt(a) else { continue };
@@ -495,14 +513,17 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
                     let (key, v) = item.split_once('=').unwrap_or(("type", item));
                     match key {
                         "type" => {
-                            if !(v == "q35" || v.starts_with("pc-q35-")) {
+                            machine_named = Some(if v == "q35" || v.starts_with("pc-q35-") {
+                                QemuMachine::Q35
+                            } else if v == "microvm" {
+                                QemuMachine::Microvm
+                            } else {
                                 return Err(conflict(
                                     k,
                                     &format!("{a} {val}"),
-                                    "the hint layout is derived for q35 only; use -machine q35",
+                                    "the hint layout is derived for q35 and microvm only; use -machine q35 (or microvm with -kernel)",
                                 ));
-                            }
-                            machine_named = true;
+                            });
                         }
                         "memory-backend" => {
                             return Err(conflict(
@@ -525,6 +546,14 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
         )));
     }
     let boot = qemu_boot(user, inp.firmware.is_some() || inp.firmware_in_args);
+    let machine = machine_named.unwrap_or(QemuMachine::Q35);
+    if machine == QemuMachine::Microvm && boot == Boot::Uefi {
+        return Err(conflict(
+            k,
+            "-machine microvm",
+            "the launcher boots microvm only directly (qboot and -kernel, the hint on -append); give -kernel and no --firmware, or use -machine q35 for a firmware boot",
+        ));
+    }
     if boot == Boot::Uefi
         && inp.firmware.is_none()
         && !inp.firmware_in_args
@@ -546,7 +575,7 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
         &inp.hint,
         &mut args,
     )?;
-    if !machine_named {
+    if machine_named.is_none() {
         args.extend([vmm_cmd::qemu::MACHINE.into(), "q35".into()]);
     }
     match &inp.qemu_ram.numa_node {
@@ -587,7 +616,10 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     // either (their option ROMs, disabled for net anyway, are ROM BARs the
     // firmware copies into memory it allocates).
     args.extend(qemu_devices(&inp.devices)?);
-    let ram = layout::qemu_q35(inp.size);
+    let (ram, fw_data) = match machine {
+        QemuMachine::Q35 => (layout::qemu_q35(inp.size), layout::QEMU_PC_FW_DATA),
+        QemuMachine::Microvm => (layout::qemu_microvm(inp.size), 0),
+    };
     // QEMU itself writes no guest RAM on a q35 + OVMF boot: the firmware
     // is a ROM above RAM, ACPI, SMBIOS, e820 and the -kernel/-initrd/
     // -append data are fw_cfg items in QEMU's memory that the firmware
@@ -607,31 +639,30 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
                         err,
                     })
             };
-            let mut w = layout::qemu_direct_writes(
-                ram[0].len,
-                size("-kernel", &kernel)?,
-                size("-initrd", &initrd)?,
-            );
-            // An ELF kernel (PVH) is loaded segment by segment at its
-            // physical addresses instead. Only then is the whole file read:
-            // the usual bzImage needs its size alone, and this runs on the
-            // launch path, more than once.
-            if let Some(p) = &kernel {
-                let err = |err| Error::BootFile {
+            // The kernel's setup header (or ELF header) decides where the
+            // initrd goes and whether segments are loaded one by one.
+            let header = match &kernel {
+                None => Vec::new(),
+                Some(p) => file_head(p, 0x400).map_err(|err| Error::BootFile {
                     opt: "-kernel",
                     path: p.into(),
                     err,
-                };
-                let mut magic = [0u8; 4];
-                let elf = match std::fs::File::open(p)
-                    .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-                {
-                    Ok(()) => &magic == b"\x7fELF",
-                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => false,
-                    Err(e) => return Err(err(e)),
-                };
-                if elf {
-                    let image = std::fs::read(p).map_err(err)?;
+                })?,
+            };
+            let initrd =
+                layout::qemu_initrd(&header, ram[0].len, fw_data, size("-initrd", &initrd)?);
+            let mut w = layout::qemu_direct_writes(ram[0].len, size("-kernel", &kernel)?, initrd);
+            // An ELF kernel (PVH) is loaded segment by segment at its
+            // physical addresses instead. Only then is the whole file read:
+            // the usual bzImage needs its header alone, and this runs on the
+            // launch path, more than once.
+            if let Some(p) = &kernel {
+                if header.starts_with(b"\x7fELF") {
+                    let image = std::fs::read(p).map_err(|err| Error::BootFile {
+                        opt: "-kernel",
+                        path: p.into(),
+                        err,
+                    })?;
                     if let Some(segs) = layout::elf_load_segments(&image) {
                         w.extend(segs.iter().map(|&(s, e)| (s, e - s)));
                     }
@@ -1402,10 +1433,31 @@ mod tests {
         p.display().to_string()
     }
 
+    /// A file of `len` bytes with an x86 boot protocol 2.15 setup header:
+    /// a 64-bit kernel's (`XLF_CAN_BE_LOADED_ABOVE_4G`) when `above_4g`,
+    /// else one that keeps its initrd below `initrd_addr_max`.
+    fn bzimage_like(
+        dir: &Path,
+        name: &str,
+        len: u64,
+        above_4g: bool,
+        initrd_addr_max: u32,
+    ) -> String {
+        let p = sized_file(dir, name, len);
+        let mut h = vec![0u8; 0x240];
+        h[0x202..0x206].copy_from_slice(b"HdrS");
+        h[0x206..0x208].copy_from_slice(&0x020fu16.to_le_bytes());
+        h[0x22c..0x230].copy_from_slice(&initrd_addr_max.to_le_bytes());
+        h[0x236..0x238].copy_from_slice(&(if above_4g { 0x3u16 } else { 0x1 }).to_le_bytes());
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &h, 0).unwrap();
+        p
+    }
+
     #[test]
     fn qemu_direct_boot_carries_the_hint_on_append() {
         let dir = tempfile::tempdir().unwrap();
-        let kernel = sized_file(dir.path(), "bzImage", 10 * MIB);
+        let kernel = bzimage_like(dir.path(), "bzImage", 10 * MIB, true, 0x7fff_ffff);
         let initrd = sized_file(dir.path(), "initrd", 3 * MIB);
         let mut i = inputs(GIB);
         i.firmware = None;
@@ -1455,6 +1507,84 @@ mod tests {
             b.hint_ranges,
             vec![(32 * MIB, 2 * GIB - 64 * MIB - 32 * MIB), (4 * GIB, GIB)]
         );
+    }
+
+    #[test]
+    fn qemu_microvm_boots_directly_with_its_own_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let kernel = bzimage_like(dir.path(), "bzImage", 10 * MIB, true, 0x7fff_ffff);
+        let initrd = sized_file(dir.path(), "initrd", 3 * MIB);
+        let mut i = inputs(GIB);
+        i.firmware = None;
+        i.hint = Carrier::Text("ABC".into());
+        let user = |m: &str, k: &str| {
+            s(&[
+                "-machine",
+                m,
+                "-kernel",
+                k,
+                "-initrd",
+                &initrd,
+                "-append",
+                "console=ttyS0",
+            ])
+        };
+        let b = qemu(&user("microvm,x-option-roms=off,rtc=on", &kernel), &i).unwrap();
+        assert_eq!(b.boot, Boot::Direct);
+        assert!(!b.args.iter().any(|a| a == "q35"), "{:?}", b.args);
+        assert!(b.args.iter().any(|a| a == "console=ttyS0 prezero.hint=ABC"));
+        // 1 GiB: all low RAM; the initrd and qboot's tables off the top.
+        assert_eq!(b.hint_ranges, vec![(32 * MIB, GIB - 68 * MIB - 32 * MIB)]);
+        // 8 GiB: low RAM ends at 3 GiB (q35: 2 GiB), 5 GiB from 4 GiB.
+        let mut i8 = i.clone();
+        i8.size = 8 * GIB;
+        let b = qemu(&user("microvm", &kernel), &i8).unwrap();
+        assert_eq!(
+            b.ram,
+            vec![
+                layout::RamRange {
+                    gpa: 0,
+                    len: 3 * GIB,
+                    file_offset: 0
+                },
+                layout::RamRange {
+                    gpa: 4 * GIB,
+                    len: 5 * GIB,
+                    file_offset: 3 * GIB
+                },
+            ]
+        );
+        assert_eq!(
+            b.hint_ranges,
+            vec![
+                (32 * MIB, 3 * GIB - 68 * MIB - 32 * MIB),
+                (4 * GIB, 5 * GIB)
+            ]
+        );
+        // A kernel whose header keeps the initrd below 2 GiB gets it there,
+        // in the middle of microvm's low RAM: left out where it lands.
+        let low = bzimage_like(dir.path(), "bzImage-2g", 10 * MIB, false, 0x7fff_ffff);
+        let b = qemu(&user("microvm", &low), &i8).unwrap();
+        let at = (0x7fff_ffff - 3 * MIB) & !0xfff;
+        assert_eq!(
+            b.hint_ranges,
+            vec![
+                (32 * MIB, at - 32 * MIB),
+                (at + 3 * MIB, 3 * GIB - 68 * MIB - at - 3 * MIB),
+                (4 * GIB, 5 * GIB)
+            ]
+        );
+        // microvm has no firmware boot here: refused with the way out.
+        for (args, fw) in [
+            (s(&["-machine", "microvm"]), None),
+            (user("microvm", &kernel), Some(PathBuf::from("OVMF.fd"))),
+        ] {
+            let mut j = i.clone();
+            j.firmware = fw;
+            j.hint = Carrier::None;
+            let e = qemu(&args, &j).unwrap_err().to_string();
+            assert!(e.contains("microvm") && e.contains("give -kernel"), "{e}");
+        }
     }
 
     #[test]
