@@ -6,10 +6,12 @@ zstest.suite runs it. The pool's crate tests and its kill, holder and
 tests/pool/with-hugetlbfs.sh).
 
 Per page size: a two-region pool (256M in 128M regions, --verify), three
-probe boots from it, so a region is reused after a VM dirtied it; before
+probe boots from it, so a region is reused after a VM dirtied it, and after
+the first a negative control (a byte planted in the lease, which
+--verify-hint must refuse before the guest runs); before
 each boot the pool must have every region clean (`zerostart pool status
 --wait-clean`), the probe must read every hinted byte zero, and at the end
-every lease must have come back and been scrubbed without being retired.
+every lease (4) must have come back and been scrubbed without being retired.
 
   python3 tests/pool/cases.py [--list] [CASE...]     (default: every case)
 
@@ -69,21 +71,28 @@ def status(page: str):
         except ValueError:
             r.fail(f"pool status --json printed no JSON (exit {p.returncode}): {p.stderr.strip()}")
             return
-        if s.get("leases_total") == 3 and s.get("retired_total") == 0 and s.get("scrub_failures") == 0:
-            r.ok(f"3 probe boots from a {s['page']} pool: every hinted byte zero; 3 leases returned and scrubbed "
+        if s.get("leases_total") == 4 and s.get("retired_total") == 0 and s.get("scrub_failures") == 0:
+            r.ok(f"3 probe boots and a refused control from a {s['page']} pool: every hinted byte zero; "
+                 f"4 leases returned and scrubbed "
                  f"({s['scrubbed_bytes'] >> 20} MiB), none retired")
         else:
-            r.fail(f"want 3 leases, 0 retired, 0 scrub failures: {s}")
+            r.fail(f"want 4 leases, 0 retired, 0 scrub failures: {s}")
     return step
 
 
 def pool_case(name: str, page: str, memory: str, *first):
     steps = [*first, Do(f"serve-{page}", serve(page))]
+    mem = ("--memory", f"size=128M,{memory}prezero=pool:{{work}}/pool-{page}.sock")
     for i in (1, 2, 3):
         steps.append(Do(f"clean-{page}-{i}", clean(page, f"the {page} pool never had every region clean (boot {i})")))
-        steps.append(Boot(f"pool-{page}-boot{i}", 0, VERDICT,
-                          ("--memory", f"size=128M,{memory}prezero=pool:{{work}}/pool-{page}.sock"),
-                          check="j['prezero']['method'] == 'pool_lease'"))
+        steps.append(Boot(f"pool-{page}-boot{i}", 0, VERDICT, mem, check="j['prezero']['method'] == 'pool_lease'"))
+        if i == 1:
+            # The negative control of --verify-hint on pool memory: a byte
+            # planted in the leased region is refused before the guest
+            # runs; the region goes back dirty, and the next boots (which
+            # reuse it) must still read every hinted byte zero.
+            steps.append(Boot(f"pool-{page}-control-verify", 1, "hinted-zero guest memory is not zero",
+                              (*mem, "--test-corrupt-hint=dirty", "--verify-hint")))
     steps.append(Do(f"clean-{page}-end", clean(page, f"the {page} pool did not scrub its 3 returned leases")))
     steps.append(Do(f"status-{page}", status(page)))
     return Case(name, *steps)
@@ -100,4 +109,5 @@ CASES = [
 ]
 
 if __name__ == "__main__":
-    sys.exit(main("test-pool", CASES, sys.argv[1:]))
+    # --test-corrupt-hint (the control) is refused without ZEROSTART_TEST_SWITCHES.
+    sys.exit(main("test-pool", CASES, sys.argv[1:], env={"ZEROSTART_TEST_SWITCHES": "1"}))

@@ -30,6 +30,8 @@ from zstest.suite import Boot, Case, Check, Group, Mount, Reserve, Setup, SkipUn
 DIRTY = str(Path(__file__).resolve().parent / "dirty.py")
 PASS = "^ZSPROBE: PASS hint=valid ranges=[0-9]+ hinted_bytes=([0-9]+) zero_bytes=\\1 nonzero_bytes=0 "
 CMD = "console=ttyS0 reboot=k panic=1 zsprobe.expect=valid"
+# --verify-hint's refusal of a planted byte (its one line on stderr).
+REFUSED = "hinted-zero guest memory is not zero"
 MNT = "{work}/hugetlbfs"
 # The longest command line the probe's cmdline_size (2047) allows.
 LONG = (CMD + " zsprobe.pad=" + "x" * 4096)[:2047]
@@ -54,8 +56,26 @@ CASES = [
         ("--memory", "size=256M", "--test-corrupt-hint=dirty"))),
     # ...and refused by --verify-hint before the guest runs.
     Case("control-verify", Boot(
-        "control-verify", 1, "hinted-zero guest memory is not zero",
+        "control-verify", 1, REFUSED,
         ("--memory", "size=256M", "--test-corrupt-hint=dirty", "--verify-hint"))),
+    # --verify-hint reads the very memory the guest gets, on every backing,
+    # not just anonymous RAM: the same planted byte in 2M hugetlb memfd,
+    # hugetlbfs file and 1G hugetlb RAM is refused before the guest runs
+    # (the pool's control is tests/pool/cases.py's). Each is the negative
+    # control of a hunt below that passes with --verify-hint on that backing.
+    Case("control-verify-backings",
+         Reserve(2048, 128),
+         Boot("control-verify-hugetlb", 1, REFUSED,
+              ("--memory", "size=256M,hugepages=on", "--test-corrupt-hint=dirty", "--verify-hint")),
+         Mount(MNT, "hugetlbfs", "pagesize=2M"),
+         Boot("control-verify-hugetlbfs", 1, REFUSED,
+              ("--memory", f"size=256M,file={MNT}", "--test-corrupt-hint=dirty", "--verify-hint")),
+         Unmount(MNT)),
+    Case("control-verify-1g",
+         SkipUnless("/sys/kernel/mm/hugepages/hugepages-1048576kB", "no 1G hugepage support"),
+         Reserve(1048576, 1, skip="could not reserve a free 1G hugepage (fragmented host)"),
+         Boot("control-verify-hugetlb-1g", 1, REFUSED,
+              ("--memory", "size=1G,hugepages=on,hugepage_size=1G", "--test-corrupt-hint=dirty", "--verify-hint"))),
     # Another process fills 1 GiB with a secret and exits right before the
     # VM maps its RAM, with and without THP and prefault.
     # What this tests: the hint zerostart sends for anonymous RAM rests on
