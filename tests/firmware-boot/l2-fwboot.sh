@@ -27,7 +27,7 @@ while IFS='|' read -r name kernel mode mem tmo extra; do
   fw=/tmp/$name.fw; ser=/tmp/$name.serial; out=/tmp/$name.vmm
   t0=$(ms)
   : > "$fw"
-  timeout -s KILL "$tmo" /zs/zerostart run --firmware /zs/fw/CLOUDHV.fd \
+  sh /zs/l2-timeout.sh "$tmo" /zs/zerostart run --firmware /zs/fw/CLOUDHV.fd \
     --kernel "/zs/kernels/$kernel" --initramfs /zs/l3-initramfs.cpio.gz \
     --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic $quiet zsinit.check_pct=85" \
     --firmware-hint "$mode" --memory "size=${mem}M,hugepages=on" \

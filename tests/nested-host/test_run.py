@@ -399,5 +399,43 @@ class L2Command(unittest.TestCase):
         self.assertIn(" zse2e.script=x.sh zspool.reps=3 ", app)
 
 
+class L2Timeout(unittest.TestCase):
+    """tests/nested-host/l2-timeout.sh, every L2 harness's VMM timeout:
+    `timeout -s KILL` semantics, plus a sample of a guest still running
+    near the limit (HANG| lines), which a command that ends in time never
+    prints (the negative control)."""
+
+    SCRIPT = str(Path(__file__).resolve().parent / "l2-timeout.sh")
+    # L2's shell is busybox's; the host's sh when it has no busybox.
+    SHELL = [SH, "sh"] if SH else ["sh"]
+
+    def run_sh(self, *argv: str) -> tuple[int, str, float]:
+        t0 = time.monotonic()
+        p = subprocess.run([*self.SHELL, self.SCRIPT, *argv], capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stderr, time.monotonic() - t0
+
+    def test_a_command_in_time_keeps_its_status_and_is_not_sampled(self):
+        rc, err, took = self.run_sh("30", "sh", "-c", "exit 3")
+        self.assertEqual(rc, 3)
+        self.assertNotIn("HANG|", err)
+        self.assertLess(took, 5)
+
+    def test_a_command_at_the_limit_is_sampled_then_killed(self):
+        rc, err, took = self.run_sh("4", "sleep", "60")
+        self.assertEqual(rc, 137)
+        self.assertIn("HANG| still running after 1 s of 4 s", err)
+        self.assertGreaterEqual(took, 4)
+        self.assertLess(took, 15)
+
+    def test_a_reader_of_its_output_is_not_held_open(self):
+        # l2-pool.sh pipes the VMM's stdout into a reader: the watchdog's
+        # sleep must not keep that pipe open after the VMM ended.
+        t0 = time.monotonic()
+        p = subprocess.run(["sh", "-c", f"{' '.join(self.SHELL)} {self.SCRIPT} 30 echo hi | cat"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.stdout, "hi\n")
+        self.assertLess(time.monotonic() - t0, 5)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)

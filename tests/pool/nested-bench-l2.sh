@@ -114,11 +114,11 @@ boot() {
     # As tests/nested-host/scenario.sh boots it (oops=panic: a crash ends the
     # guest at once), but loglevel=5 instead of quiet: a WARNING (KERN_WARNING)
     # reaches the console, where the host's bug-line judge sees it.
-    timeout -s KILL "$tmo" "$Z" run --kernel "/zs/kernels/$lkernel" --initramfs /zs/l3-initramfs.cpio.gz \
+    sh /zs/l2-timeout.sh "$tmo" "$Z" run --kernel "/zs/kernels/$lkernel" --initramfs /zs/l3-initramfs.cpio.gz \
       --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic loglevel=5 hugepages=128 zsinit.check_mib=64 zsinit.populate_mib=256" \
       --serial "file=$ser" --timeline "$tl" --memory "size=${2}G,$4" >"$out" 2>&1 </dev/null
   else
-    timeout -s KILL "$tmo" "$Z" run --kernel "$K" --serial "file=$ser" --timeline "$tl" \
+    sh /zs/l2-timeout.sh "$tmo" "$Z" run --kernel "$K" --serial "file=$ser" --timeline "$tl" \
       --memory "size=${2}G,$4" >"$out" 2>&1 </dev/null
   fi
   rc=$?

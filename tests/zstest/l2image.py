@@ -45,6 +45,8 @@ LOCK = HERE / "versions.lock"
 # Files of ours that go into the image; their bytes are part of the hash.
 L2_INIT = HERE / "l2-init.sh"
 SCENARIO_SH = HERE / "scenario.sh"
+# Every L2 harness's VMM timeout (scenario.sh, l2-pool.sh).
+L2_TIMEOUT_SH = HERE / "l2-timeout.sh"
 
 SUITE_SOURCES = """Types: deb
 URIs: http://deb.debian.org/debian
@@ -513,6 +515,7 @@ def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: boo
     c.symlink("bin/sh", "busybox")
     c.file("init", L2_INIT.read_bytes(), 0o755)
     c.file("zs/scenario.sh", SCENARIO_SH.read_bytes(), 0o755)
+    c.file("zs/l2-timeout.sh", L2_TIMEOUT_SH.read_bytes(), 0o755)
     for m in ("virt/lib/irqbypass.ko", "arch/x86/kvm/kvm.ko", "arch/x86/kvm/kvm-amd.ko", *REAL_VM_MODULES):
         c.file(f"lib/modules/{Path(m).name}", module(l2tree, release, m))
     for name, k in sorted(kernels.items()):
