@@ -561,13 +561,18 @@ fn mac_of(vmm: Vmm, i: usize, n: &Net) -> Result<String, SpecError> {
 /// tmpfs); per tap `-netdev tap,id=zs-netN,ifname=,script=no,
 /// downscript=no,vhost=on|off` + `-device virtio-net-pci,netdev=,mac=,
 /// romfile=` (no iPXE option ROM: the kernel is never booted from the
-/// network); `-device vhost-vsock-pci,guest-cid=N`. `Err`: the problem
-/// and its fix, for the caller to wrap.
+/// network); `-device vhost-vsock-pci,guest-cid=N`. With `mmio` (a
+/// microvm, which has no PCI bus) the same devices on virtio-mmio:
+/// `virtio-blk-device`, `virtio-net-device` (no option ROM to turn off),
+/// `vhost-vsock-device`. `Err`: the problem and its fix, for the caller
+/// to wrap.
 pub fn qemu_devices(
     disks: &[(PathBuf, bool)],
     nets: &[(String, String, bool)],
     vsock: Option<(u32, Option<&Path>)>,
+    mmio: bool,
 ) -> Result<Vec<String>, String> {
+    let bus = if mmio { "device" } else { "pci" };
     let mut a = Vec::new();
     for (i, (p, readonly)) in disks.iter().enumerate() {
         let p = path(p);
@@ -583,7 +588,7 @@ pub fn qemu_devices(
                 if *readonly { ",readonly=on" } else { "" }
             ),
             qemu::DEVICE.into(),
-            format!("virtio-blk-pci,drive=zs-disk{i}"),
+            format!("virtio-blk-{bus},drive=zs-disk{i}"),
         ]);
     }
     for (i, (tap, mac, vhost)) in nets.iter().enumerate() {
@@ -594,7 +599,11 @@ pub fn qemu_devices(
                 on_off(*vhost)
             ),
             qemu::DEVICE.into(),
-            format!("virtio-net-pci,netdev=zs-net{i},mac={mac},romfile="),
+            if mmio {
+                format!("virtio-net-device,netdev=zs-net{i},mac={mac}")
+            } else {
+                format!("virtio-net-pci,netdev=zs-net{i},mac={mac},romfile=")
+            },
         ]);
     }
     if let Some((cid, socket)) = vsock {
@@ -603,7 +612,7 @@ pub fn qemu_devices(
         }
         a.extend([
             qemu::DEVICE.into(),
-            format!("vhost-vsock-pci,guest-cid={cid}"),
+            format!("vhost-vsock-{bus},guest-cid={cid}"),
         ]);
     }
     Ok(a)
@@ -990,7 +999,10 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
     }
     let (disks, nets) = devices(s, true)?;
     let vsock = s.vsock.as_ref().map(|v| (v.cid, v.socket.as_deref()));
-    a.extend(qemu_devices(&disks, &nets, vsock).map_err(|e| device_error(s.vmm, e))?);
+    a.extend(
+        qemu_devices(&disks, &nets, vsock, q.machine == Machine::Microvm)
+            .map_err(|e| device_error(s.vmm, e))?,
+    );
     if let Some(c) = &s.cmdline {
         a.extend([qemu::APPEND.into(), c.clone()]);
     }

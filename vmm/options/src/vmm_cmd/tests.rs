@@ -409,3 +409,26 @@ fn shell_line_quotes_what_the_shell_reads() {
         r#"q -append 'a b' 'it'\''s' '' 'x=$y' tap,id=n0,romfile="#
     );
 }
+
+/// microvm has no PCI bus: the same devices on virtio-mmio.
+#[test]
+fn microvm_devices_are_virtio_mmio() {
+    let a = argv(
+        r#"{"vmm":"qemu","binary":"q","cpus":1,
+            "memory":{"backing":"memfd-hugetlb","size_mib":1024,"prealloc":true},
+            "kernel":"k","cmdline":"c","serial":"stdio",
+            "disks":[{"path":"/dev/vdc","readonly":true}],"nets":[{"tap":"t0","mac":"52:54:00:77:00:03","vhost":false}],
+            "vsock":{"cid":5},"qemu":{"machine":"microvm"}}"#,
+    );
+    let dev = a.iter().position(|x| x == "-drive").unwrap();
+    assert_eq!(
+        a[dev..],
+        words(
+            "-drive file=/dev/vdc,format=raw,if=none,id=zs-disk0,cache=none,readonly=on \
+             -device virtio-blk-device,drive=zs-disk0 \
+             -netdev tap,id=zs-net0,ifname=t0,script=no,downscript=no,vhost=off \
+             -device virtio-net-device,netdev=zs-net0,mac=52:54:00:77:00:03 \
+             -device vhost-vsock-device,guest-cid=5 -append c"
+        )[..]
+    );
+}

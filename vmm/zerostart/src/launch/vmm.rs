@@ -280,10 +280,38 @@ fn device_list(
 }
 
 /// QEMU's devices for `d`: `options::vmm_cmd::qemu_devices` (virtio-pci
-/// disk, NIC and vsock; its doc says how each is spelled and why).
-pub fn qemu_devices(d: &DeviceOpts) -> Result<Vec<String>, Error> {
+/// disk, NIC and vsock, or virtio-mmio ones with `mmio`; its doc says how
+/// each is spelled and why).
+pub fn qemu_devices(d: &DeviceOpts, mmio: bool) -> Result<Vec<String>, Error> {
     let (disks, nets, vsock) = device_list(d);
-    options::vmm_cmd::qemu_devices(&disks, &nets, vsock).map_err(Error::BadDevice)
+    options::vmm_cmd::qemu_devices(&disks, &nets, vsock, mmio).map_err(Error::BadDevice)
+}
+
+/// What QEMU's microvm appends to the kernel command line per virtio-mmio
+/// device with a backend (`microvm_fix_kernel_cmdline`: `
+/// virtio_mmio.device=512@0xfeb00e00:12`, 37 characters), rounded up: the
+/// hint text must leave room for it within `COMMAND_LINE_SIZE`, or the
+/// kernel would get a truncated hint (refused, so the hint would be lost).
+pub const MICROVM_CMDLINE_PER_DEVICE: usize = 40;
+
+/// The virtio-mmio devices a microvm command line names (`-device
+/// virtio-*` / `vhost-*` on the mmio bus, `-nic`), each of which QEMU
+/// announces on the kernel command line unless `auto-kernel-cmdline=off`.
+fn microvm_mmio_devices(args: &[String]) -> usize {
+    args.iter()
+        .enumerate()
+        .filter(|&(i, a)| match qemu_opt(a) {
+            Some("device") => {
+                let (v, _) = option_value(args, i);
+                let driver = v.split(',').next().unwrap_or("");
+                (driver.starts_with("virtio-") || driver.starts_with("vhost-"))
+                    && !driver.ends_with("-pci")
+                    && !driver.ends_with("-ccw")
+            }
+            Some("nic") => true,
+            _ => false,
+        })
+        .count()
 }
 
 /// cloud-hypervisor's devices for `d`: `options::vmm_cmd::chv_devices`.
@@ -615,7 +643,14 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     // virtio-pci devices write no guest RAM before the first instruction
     // either (their option ROMs, disabled for net anyway, are ROM BARs the
     // firmware copies into memory it allocates).
-    args.extend(qemu_devices(&inp.devices)?);
+    args.extend(qemu_devices(&inp.devices, machine == QemuMachine::Microvm)?);
+    let text_budget = match machine {
+        QemuMachine::Microvm if !user.iter().any(|a| a.contains("auto-kernel-cmdline=off")) => {
+            text_budget
+                .map(|b| b.saturating_sub(MICROVM_CMDLINE_PER_DEVICE * microvm_mmio_devices(&args)))
+        }
+        _ => text_budget,
+    };
     let (ram, fw_data) = match machine {
         QemuMachine::Q35 => (layout::qemu_q35(inp.size), layout::QEMU_PC_FW_DATA),
         QemuMachine::Microvm => (layout::qemu_microvm(inp.size), 0),
@@ -1574,6 +1609,36 @@ mod tests {
                 (4 * GIB, 5 * GIB)
             ]
         );
+        // Each virtio-mmio device costs room on the line (QEMU announces
+        // it there), the launcher's own devices are virtio-mmio ones, and
+        // auto-kernel-cmdline=off gives the room back.
+        let plain = qemu(&user("microvm", &kernel), &i)
+            .unwrap()
+            .text_budget
+            .unwrap();
+        let mut rng = user("microvm", &kernel);
+        rng.extend(s(&[
+            "-device",
+            "virtio-rng-device",
+            "-device",
+            "virtio-rng-pci",
+        ]));
+        let b = qemu(&rng, &i).unwrap();
+        assert_eq!(b.text_budget, Some(plain - MICROVM_CMDLINE_PER_DEVICE));
+        let mut j = i.clone();
+        j.devices.vsock = Some(options::VsockConfig {
+            cid: 3,
+            socket: None,
+        });
+        let b = qemu(&rng, &j).unwrap();
+        assert!(
+            b.args.iter().any(|a| a == "vhost-vsock-device,guest-cid=3"),
+            "{:?}",
+            b.args
+        );
+        assert_eq!(b.text_budget, Some(plain - 2 * MICROVM_CMDLINE_PER_DEVICE));
+        let off = user("microvm,auto-kernel-cmdline=off", &kernel);
+        assert_eq!(qemu(&off, &j).unwrap().text_budget, Some(plain));
         // microvm has no firmware boot here: refused with the way out.
         for (args, fw) in [
             (s(&["-machine", "microvm"]), None),
