@@ -8,8 +8,9 @@ TEST_TARGETS += test-launch
 # Host part: argument building and hint layout (unit tests against the
 # shared layout facts), kill tests with the host's QEMU and a real pool,
 # cloud-hypervisor's own --help when it is on PATH (SKIP otherwise), and the
-# nested harness's judge on synthetic consoles.
-test-launch-units: deps
+# nested harness's judge on synthetic consoles (with the static zerostart the
+# nested part runs: the row commands are built by it, so it must be current).
+test-launch-units: deps e2e-zerostart
 	python3 tests/nested-host/test_launch.py
 ifeq ($(CRATE_TESTS),1)
 	$(CARGO) test --locked -p zerostart --bin zerostart launch

@@ -84,11 +84,13 @@ class DemoScenario(launch.LaunchScenario):
                 kernel, f"{L3_CONSOLE_ARGS} reboot=k {self.guest_args}",
                 f"size={m}M,hugepages=on,hugepage_size=2M,prezero=pool:{vmmargv.L2_POOL_SOCKET}", "tty", tl,
                 initrd=vmmargv.L2_INITRAMFS)
-        # The direct rows boot microvm (qboot, its default firmware, is in
-        # L2's QEMU data dir); the UEFI rows q35 with OVMF.
-        machine = {"machine": "microvm"} if self.kind.endswith("-direct") else {}
-        qemu = {**vmmargv.l2_qemu(1, **machine), "kernel": kernel, "initrd": vmmargv.L2_INITRAMFS, "cmdline": append,
-                "serial": "stdio"}
+        # The direct rows boot microvm with qboot (in L2's QEMU data dir);
+        # the UEFI rows q35 with OVMF.
+        direct = self.kind.endswith("-direct")
+        qemu = {**vmmargv.l2_qemu(1, **({"machine": "microvm"} if direct else {})), "kernel": kernel,
+                "initrd": vmmargv.L2_INITRAMFS, "cmdline": append, "serial": "stdio"}
+        if direct:
+            qemu["firmware"] = "qboot.rom"
         uefi = self.kind in ("stock", "launch")
         if self.kind.startswith("stock"):
             qemu["memory"] = vmmargv.stock_memory(m)

@@ -5,11 +5,12 @@
 #              with prealloc=on (the host kernel zeroes every page before the
 #              guest starts), OVMF without a hint, Debian's stock kernel
 #              (init_on_alloc=1, its default);
-#   stock-direct  the same with the kernel booted directly (SeaBIOS, no OVMF);
+#   stock-direct  the same memory, the kernel booted directly on QEMU's
+#              microvm (qboot, no PCI, no OVMF);
 #   launch     the same QEMU started by `zerostart launch` on memory leased
 #              from `zerostart pool` (zeroed off the launch path), the hint
 #              over fw_cfg through the same OVMF, the patched kernel;
-#   launch-direct  QEMU's direct kernel boot through `zerostart launch`: the
+#   launch-direct  that microvm direct boot through `zerostart launch`: the
 #              pool, the hint on the kernel command line, the patched kernel;
 #   zerostart  zerostart's own VMM on the same pool, direct kernel boot,
 #              the patched kernel.

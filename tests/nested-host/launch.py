@@ -112,8 +112,10 @@ class LaunchScenario:
         if self.debugcon:
             q["debugcon"] = f"/tmp/{name}.fw"
         if self.vmm == "microvm-direct":
-            # qboot.rom, microvm's default firmware, is in L2's QEMU data dir.
+            # qboot (in L2's QEMU data dir), as run.py's baseline: microvm's
+            # default with ACPI on is SeaBIOS's bios-microvm.bin.
             q["machine"] = "microvm"
+            direct["firmware"] = "qboot.rom"
         inner = {**vmmargv.l2_qemu(1, **q), **direct, "serial": "stdio"}
         return vmmargv.launch(inner, memory, tl, firmware=None if self.vmm in DIRECT_QEMU else vmmargv.L2_OVMF,
                               extra=extra)

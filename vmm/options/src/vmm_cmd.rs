@@ -926,11 +926,13 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
         }
     }
     if let Some(fw) = &s.firmware {
-        if launched {
+        // A microvm boots directly through its own BIOS (qboot), which the
+        // launcher passes on; its `firmware` is the UEFI one.
+        if launched && q.machine != Machine::Microvm {
             return Err(SpecError::NotApplicable {
                 vmm: s.vmm,
                 field: "firmware",
-                why: "under zerostart-launch the launcher's `firmware` is QEMU's (-bios)",
+                why: "under zerostart-launch the launcher's `firmware` is QEMU's (-bios); only a microvm's BIOS (qboot.rom) goes here",
             });
         }
         a.extend([qemu::BIOS.into(), path(fw)]);
