@@ -4,17 +4,19 @@
 # still running 3 s before the limit has its guest sampled first, on
 # stderr (the VMM's own log, which every L2 harness prints):
 #
-#   HANG| vcpu <thread> state=<R|S|D> wchan=<kernel function> (pid/tid)
+#   HANG| thread <pid/task/tid> '<name>' state=<R|S|D> wchan=<kernel function>
+#         syscall=<nr arg0 arg1>   (each thread of a process with a KVM vCPU)
 #   HANG| kvm_exits_in_1s=N
 #   HANG| top <count> reason <exit reason> rip <guest RIP>     (up to 5)
 #
 # Why: a guest that stops printing and never ends (CI, 2026-12-02: a QEMU
 # microvm guest silent from uptime 0.56 s until the 240 s kill) left no
-# trace of where it was. A vCPU thread asleep in kvm_vcpu_block/halt with
-# no exits is a guest halted waiting for an interrupt that never came (the
-# bed's lost interrupt, bed-qemu/README.md); one running with exits at one
-# RIP is a guest spinning there (resolve the RIP against the L3 kernel's
-# symbols, zsinit.iomem=1 prints its KASLR base). The sample uses a
+# trace of where it was. A vCPU thread (in ioctl 16, KVM_RUN 0xae80) asleep
+# in kvm_vcpu_block/halt with no exits is a guest halted waiting for an
+# interrupt that never came (the bed's lost interrupt, bed-qemu/README.md);
+# one running with exits at one RIP is a guest spinning there (resolve the
+# RIP against the L3 kernel's symbols; zsinit.iomem=1 prints its KASLR
+# base). The sample uses a
 # private tracefs instance, so the shutdown tracing of l2-pool.sh
 # (kvmx_start/kvmx_line) is untouched.
 tmo=$1
@@ -26,14 +28,17 @@ exec 3>&2
 pid=$!
 t=/sys/kernel/tracing
 snapshot() {
-  for task in /proc/[0-9]*/task/[0-9]*; do
-    comm=$(cat "$task/comm" 2>/dev/null) || continue
-    case "$comm" in
-    *CPU*KVM* | vcpu* | fc_vcpu*) ;;
-    *) continue ;;
-    esac
-    st=$(cut -d' ' -f3 "$task/stat" 2>/dev/null)
-    echo "HANG| vcpu '$comm' state=$st wchan=$(cat "$task/wchan" 2>/dev/null) (${task#/proc/})"
+  # Every thread of each process holding a KVM vCPU (QEMU names its vCPU
+  # threads only with -name debug-threads=on, so they are found by the
+  # process): a vCPU thread in ioctl(KVM_RUN) (0xae80) shows "running" or
+  # sleeps in the kernel's halt/block path.
+  for p in /proc/[0-9]*; do
+    ls -l "$p/fd" 2>/dev/null | grep -q 'kvm-vcpu' || continue
+    for task in "$p"/task/[0-9]*; do
+      st=$(sed 's/.*) //' "$task/stat" 2>/dev/null | cut -d' ' -f1)
+      echo "HANG| thread ${task#/proc/} '$(cat "$task/comm" 2>/dev/null)' state=$st" \
+        "wchan=$(cat "$task/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1-3 "$task/syscall" 2>/dev/null)"
+    done
   done
   [ -d "$t/events" ] || mount -t tracefs nodev "$t" 2>/dev/null
   i=$t/instances/zs-hang
