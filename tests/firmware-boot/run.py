@@ -37,11 +37,13 @@ import argparse
 import json
 import os
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
 
 from zstest import l2image as build  # the nested host's image: Cpio, cache
+from zstest import vmmargv
 from zstest.qemu import L2_ABORT_RE as L2_ABORT
 from zstest.qemu import L2_ACCEL, L3_KERNEL_BUG_RE
 from zstest.qemu import STALE_INT3, bed_fault
@@ -55,7 +57,7 @@ OUT = REPO / "target" / "fwboot"
 MIB = 1 << 20
 STATIC = REPO / "target" / "x86_64-unknown-linux-gnu" / "static" / "zerostart"
 
-# name|L3 kernel (/zs/kernels)|hint mode|mem_mib|timeout_s|zerostart extras
+# (name, L3 kernel (/zs/kernels), hint mode, mem_mib, timeout_s, zerostart extras)
 RUNS = [
     ("fw-zero-1g", "debian-6.12", "zero", 1024, 120, ""),
     ("fw-scrub-1g", "debian-6.12", "scrub", 1024, 120, ""),
@@ -168,6 +170,33 @@ def judge(name: str, fw: list[str], l3: list[str], vmm: list[str], rc: int | Non
     return fails
 
 
+def spec(run: tuple) -> dict:
+    """RUN's `zerostart run --firmware` in L2 (zstest.vmmargv): CloudHv
+    firmware, the hint mode, the firmware's debug console and the serial
+    console where l2-fwboot.sh reads them (/tmp/NAME.fw, /tmp/NAME.serial).
+    The stock kernel boots `quiet loglevel=5` (its warnings still reach
+    the bug-line judge); the patched one logs its hint at loglevel 7 and
+    verifies every clear it skips."""
+    name, kernel, mode, mem, _tmo, extra = run
+    log = "quiet loglevel=5" if kernel == "debian-6.12" else "loglevel=7 prezero.verify=1"
+    s = vmmargv.zerostart_run(f"/zs/kernels/{kernel}",
+                              f"console=ttyS0 reboot=k panic=-1 oops=panic {log} zsinit.check_pct=85",
+                              f"size={mem}M,hugepages=on", {"file": f"/tmp/{name}.serial"}, f"/tmp/{name}.tl.json",
+                              initrd=vmmargv.L2_INITRAMFS,
+                              extra=["--firmware-hint", mode, "--debugcon", f"/tmp/{name}.fw", *shlex.split(extra)])
+    s["firmware"] = "/zs/fw/CLOUDHV.fd"
+    return s
+
+
+def list_line(run: tuple, zs: Path) -> str:
+    """l2-fwboot.sh's line for RUN: name|kernel|mode|mem_mib|timeout_s|command
+    (the command shell-quoted, built here by ZS's `vmm-argv`: the script
+    spells no zerostart flag)."""
+    name, kernel, mode, mem, tmo, _extra = run
+    return "|".join([vmmargv.list_field(str(x)) for x in (name, kernel, mode, mem, tmo)]
+                    + [vmmargv.build(spec(run), zs).shell()])
+
+
 def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tuple[dict | None, str]:
     """Boots L2 for one run; returns its result (None if it never started)
     and how L2 ended."""
@@ -177,7 +206,7 @@ def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tu
     extra.dir("zs/fw")
     extra.file("zs/fw/CLOUDHV.fd", fw.read_bytes())
     extra.file("zs/scenario.sh", (HERE / "l2-fwboot.sh").read_bytes(), 0o755)
-    extra.file("zs/fwboot.txt", ("|".join(map(str, run)) + "\n").encode())
+    extra.file("zs/fwboot.txt", (list_line(run, zs) + "\n").encode())
     l2_mem, hugepages = l2_memory(man, mem)
     cur = None
     ended = "timeout"

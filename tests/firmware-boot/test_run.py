@@ -7,6 +7,7 @@ line fails a run whose verdict passed. Run: python3 tests/firmware-boot/test_run
 import unittest
 
 import run
+from zstest.test_vmmargv import SH, ZS, busybox_argv
 
 FW = ["QemuFwCfgProbe: Supported 1, DMA 1",
       "ZeroStart: PEI: zero hint, 1 entries, 1000 bytes, claimed 1000 bytes",
@@ -35,6 +36,33 @@ class Judge(unittest.TestCase):
         self.assertEqual(good, [])
         bad = run.judge("fw-zero-1g", FW, ["BUG: Bad page state in process init", verdict("PASS", 0, -1)], [], 0)
         self.assertTrue(any("bug" in f for f in bad), bad)
+
+
+@unittest.skipUnless(ZS, "no zerostart binary (cargo build -p zerostart)")
+class Lines(unittest.TestCase):
+    """l2-fwboot.sh runs the command the host built: every run's line
+    splits back (busybox's read + eval) into that argv, which is
+    `zerostart run --firmware` with the run's hint mode, kernel, consoles
+    and extras, and the patched kernel's verify mode."""
+
+    def test_every_run_builds_and_l2_runs_that_argv(self):
+        for r in run.RUNS:
+            name, kernel, mode, mem, tmo, extra = r
+            argv = run.vmmargv.build(run.spec(r), ZS).argv
+            self.assertEqual(argv[:2], ["/zs/zerostart", "run"])
+            for pair in (["--firmware", "/zs/fw/CLOUDHV.fd"], ["--kernel", f"/zs/kernels/{kernel}"],
+                         ["--firmware-hint", mode], ["--debugcon", f"/tmp/{name}.fw"],
+                         ["--serial", f"file=/tmp/{name}.serial"], ["--memory", f"size={mem}M,hugepages=on"]):
+                i = argv.index(pair[0])
+                self.assertEqual(argv[i:i + 2], pair, name)
+            line = argv[argv.index("--cmdline") + 1]
+            self.assertEqual("prezero.verify=1" in line, kernel == "patched", name)
+            for x in extra.split():
+                self.assertIn(x, argv)
+            ln = run.list_line(r, ZS)
+            self.assertTrue(ln.startswith(f"{name}|{kernel}|{mode}|{mem}|{tmo}|"), ln)
+            if SH:
+                self.assertEqual(busybox_argv(ln, 6), argv, ln)
 
 
 if __name__ == "__main__":
