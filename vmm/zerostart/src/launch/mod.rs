@@ -220,6 +220,10 @@ pub enum Error {
         /// Cause.
         err: std::io::Error,
     },
+    /// A direct-boot kernel whose load addresses the launcher cannot know
+    /// (QEMU loads a multiboot image and its modules elsewhere).
+    #[error("-kernel {0} is neither a bzImage nor an ELF kernel, so the launcher cannot tell which guest memory QEMU writes for it; give a bzImage (or --memory ...,hint=off)")]
+    UnknownKernelFormat(PathBuf),
     /// The firmware is not an ELF.
     #[error("{0} is not an ELF image; cloud-hypervisor takes CLOUDHV.fd (a PVH ELF), not OVMF.fd")]
     ChvFirmwareNotElf(PathBuf),

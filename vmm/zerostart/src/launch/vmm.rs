@@ -684,6 +684,14 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
                     err,
                 })?,
             };
+            // Anything else (a multiboot image) is loaded, with its
+            // modules, where neither rule below says.
+            if let Some(p) = &kernel {
+                let bzimage = header.get(0x202..0x206) == Some(b"HdrS".as_slice());
+                if inp.hint != Carrier::None && !bzimage && !header.starts_with(b"\x7fELF") {
+                    return Err(Error::UnknownKernelFormat(p.into()));
+                }
+            }
             let initrd =
                 layout::qemu_initrd(&header, ram[0].len, fw_data, size("-initrd", &initrd)?);
             let mut w = layout::qemu_direct_writes(ram[0].len, size("-kernel", &kernel)?, initrd);
@@ -1522,7 +1530,7 @@ mod tests {
         // and SeaBIOS's 64 MiB come off the top of low RAM.
         assert_eq!(b.hint_ranges, vec![(32 * MIB, GIB - 68 * MIB - 32 * MIB)]);
         // A kernel larger than the floor is left out where QEMU puts it.
-        let big = sized_file(dir.path(), "big", 40 * MIB);
+        let big = bzimage_like(dir.path(), "big", 40 * MIB, true, 0x7fff_ffff);
         let b = qemu(&s(&["-kernel", &big]), &i).unwrap();
         assert_eq!(b.hint_ranges, vec![(41 * MIB, GIB - 64 * MIB - 41 * MIB)]);
         // An ELF kernel is left out where its segments go ([16, 56) MiB).
@@ -1655,7 +1663,7 @@ mod tests {
     #[test]
     fn qemu_direct_boot_refusals() {
         let dir = tempfile::tempdir().unwrap();
-        let kernel = sized_file(dir.path(), "bzImage", MIB);
+        let kernel = bzimage_like(dir.path(), "bzImage", MIB, true, 0x7fff_ffff);
         let mut i = inputs(GIB);
         i.firmware = None;
         i.hint = Carrier::Text("ABC".into());
@@ -1689,6 +1697,17 @@ mod tests {
             e.contains("-kernel /no/such/bzImage") && e.contains("check the path"),
             "{e}"
         );
+        // A kernel of no format the launcher knows (a multiboot image):
+        // refused with a hint, fine without one.
+        let other = sized_file(dir.path(), "multiboot.elf32", MIB);
+        let e = qemu(&s(&["-kernel", &other]), &i).unwrap_err().to_string();
+        assert!(
+            e.contains("neither a bzImage nor an ELF") && e.contains("hint=off"),
+            "{e}"
+        );
+        let mut off = i.clone();
+        off.hint = Carrier::None;
+        assert!(qemu(&s(&["-kernel", &other]), &off).is_ok());
         // The firmware's transport on a direct boot is a launcher bug.
         i.hint = Carrier::FwCfg("/proc/self/fd/8".into());
         let e = qemu(&s(&["-kernel", &kernel]), &i).unwrap_err().to_string();
