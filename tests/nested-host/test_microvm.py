@@ -169,7 +169,11 @@ class Judge(unittest.TestCase):
         lines = launch.list_lines(scs, ZS, build.Cpio())
         by = {x.kind: vmmargv.build(x.spec(), ZS).argv for x in scs}
         self.assertIn("/zs/fw/OVMF.fd", by["stock"])
-        self.assertNotIn("-bios", by["stock-direct"])
+        # The direct rows boot microvm through qboot, stock and launched alike.
+        for k in ("stock-direct", "launch-direct"):
+            self.assertIn("qboot.rom", by[k])
+            self.assertTrue(any(a.startswith("microvm,") for a in by[k]), by[k])
+            self.assertNotIn("/zs/fw/OVMF.fd", by[k])
         self.assertIn("mem-path=/dev/hugepages", by["stock"][by["stock"].index("-object") + 1])
         self.assertEqual(by["launch"][:2], ["/zs/zerostart", "launch"])
         self.assertIn("--firmware", by["launch"])
