@@ -194,6 +194,8 @@ class InL2Script(unittest.TestCase):
             (d / "zs" / "kernels").mkdir(parents=True)
             (d / "tmp").mkdir()
             (d / "zs" / "probe.bzImage").write_bytes(b"probe")
+            # Every L2 script's VMM timeout, as the L2 image carries it.
+            (d / "zs" / "l2-timeout.sh").write_bytes((HERE.parent / "nested-host" / "l2-timeout.sh").read_bytes())
             (d / "zs" / "kernels" / "patched").write_bytes(b"bzImage")
             (d / "cmdline").write_text("zse2e.script=nested-bench-l2.sh zspool.sizes=1 zspool.reps=1 "
                                        "zspool.timeout=30 zspool.linux=1 zspool.linux_reps=1 "
