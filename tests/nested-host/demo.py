@@ -84,13 +84,9 @@ class DemoScenario(launch.LaunchScenario):
                 kernel, f"{L3_CONSOLE_ARGS} reboot=k {self.guest_args}",
                 f"size={m}M,hugepages=on,hugepage_size=2M,prezero=pool:{vmmargv.L2_POOL_SOCKET}", "tty", tl,
                 initrd=vmmargv.L2_INITRAMFS)
-        # The direct rows boot microvm with qboot (in L2's QEMU data dir);
-        # the UEFI rows q35 with OVMF.
-        direct = self.kind.endswith("-direct")
-        qemu = {**vmmargv.l2_qemu(1, **({"machine": "microvm"} if direct else {})), "kernel": kernel,
-                "initrd": vmmargv.L2_INITRAMFS, "cmdline": append, "serial": "stdio"}
-        if direct:
-            qemu["firmware"] = "qboot.rom"
+        # The direct rows boot microvm with qboot; the UEFI rows q35 with OVMF.
+        base = vmmargv.l2_microvm(1) if self.kind.endswith("-direct") else vmmargv.l2_qemu(1)
+        qemu = {**base, "kernel": kernel, "initrd": vmmargv.L2_INITRAMFS, "cmdline": append, "serial": "stdio"}
         uefi = self.kind in ("stock", "launch")
         if self.kind.startswith("stock"):
             qemu["memory"] = vmmargv.stock_memory(m)

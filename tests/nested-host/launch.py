@@ -111,12 +111,8 @@ class LaunchScenario:
         q = {"log": f"/tmp/{name}.qlog"}
         if self.debugcon:
             q["debugcon"] = f"/tmp/{name}.fw"
-        if self.vmm == "microvm-direct":
-            # qboot (in L2's QEMU data dir), as run.py's baseline: microvm's
-            # default with ACPI on is SeaBIOS's bios-microvm.bin.
-            q["machine"] = "microvm"
-            direct["firmware"] = "qboot.rom"
-        inner = {**vmmargv.l2_qemu(1, **q), **direct, "serial": "stdio"}
+        base = vmmargv.l2_microvm(1, **q) if self.vmm == "microvm-direct" else vmmargv.l2_qemu(1, **q)
+        inner = {**base, **direct, "serial": "stdio"}
         return vmmargv.launch(inner, memory, tl, firmware=None if self.vmm in DIRECT_QEMU else vmmargv.L2_OVMF,
                               extra=extra)
 

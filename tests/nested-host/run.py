@@ -94,9 +94,9 @@ class Scenario:
         if self.vmm == "qemu":
             # microvm with qboot; zsinit.halt=poweroff: microvm restarts the
             # guest on reset despite -no-reboot.
-            spec = vmmargv.l2_qemu(self.cpus, machine="microvm")
+            spec = vmmargv.l2_microvm(self.cpus)
             spec.update(memory={"backing": "memfd-hugetlb", "size_mib": self.mem_mib, "prealloc": True},
-                        firmware="qboot.rom", kernel=kernel, initrd=vmmargv.L2_INITRAMFS,
+                        kernel=kernel, initrd=vmmargv.L2_INITRAMFS,
                         cmdline=f"{self.cmdline()} zsinit.halt=poweroff", serial={"file": ser})
             return spec
         return None

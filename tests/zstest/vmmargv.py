@@ -112,6 +112,14 @@ def l2_qemu(cpus: int | None = 1, **qemu) -> dict:
     return spec
 
 
+def l2_microvm(cpus: int | None = 1, **qemu) -> dict:
+    """l2_qemu on `-machine microvm` booting through qboot, as fast-boot
+    setups run it (qboot.rom is in L2's QEMU data dir; microvm's default
+    firmware with ACPI on, SeaBIOS's bios-microvm.bin, is not). The kernel
+    is the caller's: microvm boots only a direct kernel."""
+    return {**l2_qemu(cpus, machine="microvm", **qemu), "firmware": "qboot.rom"}
+
+
 def stock_memory(mem_mib: int) -> dict:
     """QEMU's RAM as operators run a hugepage VM: a shared file on
     /dev/hugepages, preallocated by two threads before the guest starts."""
