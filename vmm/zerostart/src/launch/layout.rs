@@ -106,6 +106,28 @@ pub fn qemu_direct_writes(low_end: u64, kernel_bytes: u64, initrd: (u64, u64)) -
 /// RAM on q35 and pc (`PC_FW_DATA`, hw/i386/pc.c); microvm keeps none.
 pub const QEMU_PC_FW_DATA: u64 = 0x20000 + 0x8000;
 
+/// What a direct-boot `-kernel` file is, from its first bytes: the two
+/// formats whose load addresses the launcher knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelFormat {
+    /// A bzImage: x86 boot protocol setup header (`HdrS` at 0x202).
+    BzImage,
+    /// An ELF image (QEMU boots it through PVH, segment by segment).
+    Elf,
+}
+
+/// The format of a kernel whose first bytes are `header`; `None` for
+/// anything else (a multiboot image, say).
+pub fn kernel_format(header: &[u8]) -> Option<KernelFormat> {
+    if header.starts_with(b"\x7fELF") {
+        Some(KernelFormat::Elf)
+    } else if header.get(0x202..0x206) == Some(b"HdrS".as_slice()) {
+        Some(KernelFormat::BzImage)
+    } else {
+        None
+    }
+}
+
 /// Where QEMU puts an initrd of `initrd_bytes` on a direct kernel boot,
 /// as `(gpa, len)`: `x86_load_linux` (hw/i386/x86-common.c, QEMU 10.0)
 /// takes the highest address the kernel's setup header allows (`header`:
@@ -128,13 +150,13 @@ pub fn qemu_initrd(header: &[u8], low_end: u64, fw_data: u64, initrd_bytes: u64)
             .get(o..o + 4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     };
-    let elf = header.starts_with(b"\x7fELF");
-    let protocol = match (header.get(0x202..0x206), u16_at(0x206)) {
-        (Some(b"HdrS"), Some(p)) => p,
+    let format = kernel_format(header);
+    let protocol = match format {
+        Some(KernelFormat::BzImage) => u16_at(0x206).unwrap_or(0),
         _ => 0,
     };
     const XLF_CAN_BE_LOADED_ABOVE_4G: u16 = 1 << 1;
-    let header_max: u64 = if elf {
+    let header_max: u64 = if format == Some(KernelFormat::Elf) {
         u64::MAX
     } else if protocol >= 0x20c && u16_at(0x236).unwrap_or(0) & XLF_CAN_BE_LOADED_ABOVE_4G != 0 {
         u32::MAX.into()
@@ -238,6 +260,18 @@ pub fn elf_load_segments(image: &[u8]) -> Option<Vec<(u64, u64)>> {
     Some(v)
 }
 
+/// The first 0x240 bytes of a bzImage for tests: boot protocol
+/// `protocol`, `xloadflags`, `initrd_addr_max`.
+#[cfg(test)]
+pub(crate) fn test_setup_header(protocol: u16, xloadflags: u16, initrd_addr_max: u32) -> Vec<u8> {
+    let mut h = vec![0u8; 0x240];
+    h[0x202..0x206].copy_from_slice(b"HdrS");
+    h[0x206..0x208].copy_from_slice(&protocol.to_le_bytes());
+    h[0x22c..0x230].copy_from_slice(&initrd_addr_max.to_le_bytes());
+    h[0x236..0x238].copy_from_slice(&xloadflags.to_le_bytes());
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,14 +362,7 @@ mod tests {
     /// `x86_load_linux`'s initrd placement, rule by rule.
     #[test]
     fn initrd_goes_where_qemu_puts_it() {
-        let hdr = |protocol: u16, xlf: u16, max: u32| {
-            let mut h = vec![0u8; 0x240];
-            h[0x202..0x206].copy_from_slice(b"HdrS");
-            h[0x206..0x208].copy_from_slice(&protocol.to_le_bytes());
-            h[0x22c..0x230].copy_from_slice(&max.to_le_bytes());
-            h[0x236..0x238].copy_from_slice(&xlf.to_le_bytes());
-            h
-        };
+        let hdr = test_setup_header;
         let low = 3 * GIB;
         let top = |fw: u64| (low - fw - 1 - 3 * MIB) & !0xfff;
         // A 64-bit kernel: right under the top of low RAM less the ACPI data.

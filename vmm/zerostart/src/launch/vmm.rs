@@ -674,21 +674,22 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
                         err,
                     })
             };
+            let kernel_err = |p: &String, err| Error::BootFile {
+                opt: "-kernel",
+                path: p.into(),
+                err,
+            };
             // The kernel's setup header (or ELF header) decides where the
             // initrd goes and whether segments are loaded one by one.
             let header = match &kernel {
                 None => Vec::new(),
-                Some(p) => file_head(p, 0x400).map_err(|err| Error::BootFile {
-                    opt: "-kernel",
-                    path: p.into(),
-                    err,
-                })?,
+                Some(p) => file_head(p, 0x400).map_err(|e| kernel_err(p, e))?,
             };
+            let format = layout::kernel_format(&header);
             // Anything else (a multiboot image) is loaded, with its
             // modules, where neither rule below says.
-            if let Some(p) = &kernel {
-                let bzimage = header.get(0x202..0x206) == Some(b"HdrS".as_slice());
-                if inp.hint != Carrier::None && !bzimage && !header.starts_with(b"\x7fELF") {
+            if let (Some(p), None) = (&kernel, format) {
+                if inp.hint != Carrier::None {
                     return Err(Error::UnknownKernelFormat(p.into()));
                 }
             }
@@ -699,16 +700,10 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
             // physical addresses instead. Only then is the whole file read:
             // the usual bzImage needs its header alone, and this runs on the
             // launch path, more than once.
-            if let Some(p) = &kernel {
-                if header.starts_with(b"\x7fELF") {
-                    let image = std::fs::read(p).map_err(|err| Error::BootFile {
-                        opt: "-kernel",
-                        path: p.into(),
-                        err,
-                    })?;
-                    if let Some(segs) = layout::elf_load_segments(&image) {
-                        w.extend(segs.iter().map(|&(s, e)| (s, e - s)));
-                    }
+            if let (Some(p), Some(layout::KernelFormat::Elf)) = (&kernel, format) {
+                let image = std::fs::read(p).map_err(|e| kernel_err(p, e))?;
+                if let Some(segs) = layout::elf_load_segments(&image) {
+                    w.extend(segs.iter().map(|&(s, e)| (s, e - s)));
                 }
             }
             w
@@ -1487,24 +1482,28 @@ mod tests {
         initrd_addr_max: u32,
     ) -> String {
         let p = sized_file(dir, name, len);
-        let mut h = vec![0u8; 0x240];
-        h[0x202..0x206].copy_from_slice(b"HdrS");
-        h[0x206..0x208].copy_from_slice(&0x020fu16.to_le_bytes());
-        h[0x22c..0x230].copy_from_slice(&initrd_addr_max.to_le_bytes());
-        h[0x236..0x238].copy_from_slice(&(if above_4g { 0x3u16 } else { 0x1 }).to_le_bytes());
+        let h =
+            layout::test_setup_header(0x020f, if above_4g { 0x3 } else { 0x1 }, initrd_addr_max);
         let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
         std::os::unix::fs::FileExt::write_all_at(&f, &h, 0).unwrap();
         p
     }
 
-    #[test]
-    fn qemu_direct_boot_carries_the_hint_on_append() {
-        let dir = tempfile::tempdir().unwrap();
-        let kernel = bzimage_like(dir.path(), "bzImage", 10 * MIB, true, 0x7fff_ffff);
-        let initrd = sized_file(dir.path(), "initrd", 3 * MIB);
+    /// A 10 MiB 64-bit bzImage, a 3 MiB initrd and 1 GiB inputs for a
+    /// direct boot with the hint text `ABC` (no firmware).
+    fn direct_boot(dir: &Path) -> (String, String, Inputs) {
+        let kernel = bzimage_like(dir, "bzImage", 10 * MIB, true, 0x7fff_ffff);
+        let initrd = sized_file(dir, "initrd", 3 * MIB);
         let mut i = inputs(GIB);
         i.firmware = None;
         i.hint = Carrier::Text("ABC".into());
+        (kernel, initrd, i)
+    }
+
+    #[test]
+    fn qemu_direct_boot_carries_the_hint_on_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let (kernel, initrd, i) = direct_boot(dir.path());
         let user = s(&[
             "-kernel",
             &kernel,
@@ -1555,11 +1554,7 @@ mod tests {
     #[test]
     fn qemu_microvm_boots_directly_with_its_own_layout() {
         let dir = tempfile::tempdir().unwrap();
-        let kernel = bzimage_like(dir.path(), "bzImage", 10 * MIB, true, 0x7fff_ffff);
-        let initrd = sized_file(dir.path(), "initrd", 3 * MIB);
-        let mut i = inputs(GIB);
-        i.firmware = None;
-        i.hint = Carrier::Text("ABC".into());
+        let (kernel, initrd, i) = direct_boot(dir.path());
         let user = |m: &str, k: &str| {
             s(&[
                 "-machine",
