@@ -481,6 +481,9 @@ enum QemuMachine {
 pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     let k = VmmKind::Qemu;
     let mut machine_named = None;
+    // microvm's auto-kernel-cmdline (default on): QEMU appends its
+    // virtio-mmio devices to the kernel command line.
+    let mut auto_kernel_cmdline = true;
     let (mut kernel, mut initrd, mut append) = (None, None, None);
     for (i, a) in user.iter().enumerate() {
         let Some(opt) = qemu_opt(a) else { continue };
@@ -560,6 +563,7 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
                                 "the launcher sets the machine's memory backend",
                             ))
                         }
+                        "auto-kernel-cmdline" => auto_kernel_cmdline = v != "off",
                         _ => {}
                     }
                 }
@@ -645,10 +649,8 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     // firmware copies into memory it allocates).
     args.extend(qemu_devices(&inp.devices, machine == QemuMachine::Microvm)?);
     let text_budget = match machine {
-        QemuMachine::Microvm if !user.iter().any(|a| a.contains("auto-kernel-cmdline=off")) => {
-            text_budget
-                .map(|b| b.saturating_sub(MICROVM_CMDLINE_PER_DEVICE * microvm_mmio_devices(&args)))
-        }
+        QemuMachine::Microvm if auto_kernel_cmdline => text_budget
+            .map(|b| b.saturating_sub(MICROVM_CMDLINE_PER_DEVICE * microvm_mmio_devices(&args))),
         _ => text_budget,
     };
     let (ram, fw_data) = match machine {
@@ -1642,6 +1644,13 @@ mod tests {
         assert_eq!(b.text_budget, Some(plain - 2 * MICROVM_CMDLINE_PER_DEVICE));
         let off = user("microvm,auto-kernel-cmdline=off", &kernel);
         assert_eq!(qemu(&off, &j).unwrap().text_budget, Some(plain));
+        // Only the machine's option says so, not the words anywhere else.
+        let mut words = user("microvm", &kernel);
+        words.extend(s(&["-name", "auto-kernel-cmdline=off"]));
+        assert_eq!(
+            qemu(&words, &j).unwrap().text_budget,
+            Some(plain - MICROVM_CMDLINE_PER_DEVICE)
+        );
         // microvm has no firmware boot here: refused with the way out.
         for (args, fw) in [
             (s(&["-machine", "microvm"]), None),
