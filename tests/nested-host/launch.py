@@ -331,6 +331,9 @@ class LaunchResult:
     # L2 KVM's record of this guest's shutdown exits (triple faults) and the
     # exceptions it injected (l2-pool.sh kvmx_line): where a guest died.
     kvmx: list[str] = field(default_factory=list)
+    # The nested host's QEMU's own line at this guest's shutdown (bed-qemu
+    # patches/0004, on L2's stderr): the CPU state the emulator held then.
+    bed: list[str] = field(default_factory=list)
     timeline: dict | None = None
     failures: list[str] = field(default_factory=list)
 
@@ -346,6 +349,8 @@ class LaunchResult:
             event = shutdown_event(self.kvmx[dead[-1]])
             if event:
                 s += f" ({event})"
+        if self.bed:
+            s += f"; nested host's QEMU: {self.bed[-1].split(': ', 1)[-1]}"
         # An exception storm (kvmx_line prints its commonest kinds): a
         # guest that spun re-taking a fault rather than dying.
         storm = [k for k in self.kvmx if k.startswith("shutdown_exits=0 injected_exceptions=")]
@@ -601,6 +606,11 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
         return results, fatal, bed_fault(silent, abort, triple, con.stale_int3)
 
 
+# What the test bed's QEMU prints (stderr, so on L2's console stream) when a
+# nested guest shuts down: bed-qemu/patches/0004.
+BED_SHUTDOWN_LINE = "QEMU-SVM cpu"
+
+
 def list_lines(scenarios: list[LaunchScenario], zerostart: Path, extra: build.Cpio) -> list[str]:
     """The L2 script's scenario lines, each with its command built by
     ZEROSTART's `vmm-argv` (on this host); the files a command reads (a
@@ -653,6 +663,8 @@ def _drive(con, scenarios: list[LaunchScenario], judge_fn=judge) -> tuple[list[L
                 cur.qlog = line[6:].strip()
             elif cur and line.startswith("KVMX| "):
                 cur.kvmx.append(line[6:].strip())
+            elif cur and line.startswith(BED_SHUTDOWN_LINE):
+                cur.bed.append(line.strip())
             elif cur and line.startswith("ZSL-TIMELINE"):
                 try:
                     cur.timeline = json.loads(line.split(" ", 2)[2])

@@ -126,6 +126,19 @@ class Judge(unittest.TestCase):
         self.assertTrue(r.end_story().endswith("error_code 0x00000010 (delivering #PF, error 0x10: instruction "
                                                "fetch, kernel, page not present)"), r.end_story())
 
+    def test_the_bed_qemus_shutdown_line_joins_the_story(self):
+        # bed-qemu patches/0004 prints it on L2's stderr, between L3 lines.
+        sc = launch.LaunchScenario("x", 1024)
+        line = ("QEMU-SVM cpu1 guest shutdown: exception 0xe error 0x10 rip 0xffffffff815be1a6 cpl 0 "
+                "cr3 0x1000 npt 1 nested_cr3 0x2000 vmcb.cr3 0x1000 vmcb.nested_cr3 0x2000")
+        lines = ["ZSL-POOL ready ms=1", f"ZSL-BEGIN name={sc.name} t0_ms=1000", "L3| 4000 booting", line,
+                 f"ZSL-END name={sc.name} rc=0 wall_ms=9000", "ZSE2E-DONE rc=0"]
+        results, fatal = launch._drive(FakeConsole(lines), [sc])
+        self.assertIsNone(fatal)
+        self.assertEqual(results[0].bed, [line])
+        self.assertIn("nested host's QEMU: exception 0xe error 0x10 rip 0xffffffff815be1a6", results[0].end_story())
+        self.assertNotIn("nested host's QEMU", launch.LaunchResult(sc).end_story())
+
     def test_silent_host_snapshot_summary(self):
         # What the failure line says of a nested host that went silent:
         # each CPU's RIP, whether it is halted, its IF, and its APIC's IRR,
