@@ -20,7 +20,7 @@
 # row judges firmware lines) to /tmp/NAME.fw and QEMU's log to
 # /tmp/NAME.qlog, where this script reads them; a Firecracker row's config
 # file is in the image already (/zs/fc/NAME.json).
-# Prints per scenario:
+# Prints per scenario (l2-pool.sh's run(), as every L2 script):
 #   ZSL-BEGIN name=.. t0_ms=..           (L2 uptime just before the launch)
 #   L3| <ms> <line>                      (guest serial, stamped with L2 uptime in ms as it arrives)
 #   FW| <line>                           (ZeroStart lines of the firmware's debugcon log)
@@ -38,23 +38,8 @@ pool_start
 tail -n +2 "$list" | while IFS='|' read -r name tmo cmd; do
   case "$name" in ''|'#'*) continue;; esac
   wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
-  fw=/tmp/$name.fw; err=/tmp/$name.err; tl=/tmp/$name.tl.json; rcf=/tmp/$name.rc; ql=/tmp/$name.qlog
-  rm -f "$fw" "$err" "$tl" "$rcf" "$ql"
-  kvmx_start
-  t0=$(ms)
-  echo "ZSL-BEGIN name=$name t0_ms=$t0"
-  {
-    eval "set -- $cmd"
-    # timeout -s KILL that samples a guest still running near the limit.
-    sh /zs/l2-timeout.sh "$tmo" "$@" 2> "$err" < /dev/null
-    echo $? > "$rcf"
-  } | while IFS= read -r line; do echo "L3| $(ms) $line"; done
-  t1=$(ms)
-  [ -f "$fw" ] && grep -a 'ZeroStart' "$fw" | tr -d '\r' | sed 's/^/FW| /'
-  [ -f "$err" ] && sed 's/^/VMM| /' "$err"
-  qlog_line "$name"
-  kvmx_line
-  [ -s "$tl" ] && echo "ZSL-TIMELINE name=$name $(tr -d '\n' < "$tl")"
-  echo "ZSL-END name=$name rc=$(cat "$rcf" 2>/dev/null || echo 255) wall_ms=$((t1 - t0))"
+  rm -f "/tmp/$name.tl.json"
+  eval "set -- $cmd"
+  run "$name" "$tmo" "$@"
 done
 pool_stop

@@ -103,8 +103,8 @@ kvmx_line() {
 # run NAME TIMEOUT CMD...: the scenario protocol around one VMM run.
 run() {
   name=$1 tmo=$2; shift 2
-  err=/tmp/$name.err; rcf=/tmp/$name.rc
-  rm -f "$err" "$rcf" "/tmp/$name.qlog"
+  err=/tmp/$name.err; rcf=/tmp/$name.rc; fw=/tmp/$name.fw
+  rm -f "$err" "$rcf" "$fw" "/tmp/$name.qlog"
   kvmx_start
   t0=$(ms)
   echo "ZSL-BEGIN name=$name t0_ms=$t0"
@@ -115,6 +115,9 @@ run() {
     echo $? > "$rcf"
   } | while IFS= read -r line; do echo "L3| $(ms) $line"; done
   t1=$(ms)
+  # The firmware's ZeroStart lines, where the command gave QEMU a debug
+  # console file (the launch rows that judge them).
+  [ -f "$fw" ] && grep -a 'ZeroStart' "$fw" | tr -d '\r' | sed 's/^/FW| /'
   [ -f "$err" ] && sed 's/^/VMM| /' "$err"
   qlog_line "$name"
   kvmx_line
