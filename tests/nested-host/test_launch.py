@@ -279,6 +279,11 @@ class Judge(unittest.TestCase):
         sc = launch.LaunchScenario("d", 1024, expect="dirty")
         self.assertTrue(drive(sc, V.format(sk=5, vf=0)).failures)
         self.assertEqual(drive(sc, V.format(sk=5, vf=1)).failures, [])
+        # Caught by the guest's sweep alone is not enough: verify mode is
+        # what this control tests.
+        swept = V.format(sk=5, vf=0).replace("ZSINIT: PASS", "ZSINIT: FAIL").replace("nonzero_bytes=0",
+                                                                                      "nonzero_bytes=1")
+        self.assertIn("prezero.verify=1 did not catch", " ".join(drive(sc, swept).failures))
 
     def test_corrupt_needs_the_reason_and_no_skips(self):
         sc = launch.LaunchScenario("c", 1024, expect="corrupt", debugcon=True)
