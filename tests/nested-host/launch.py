@@ -313,8 +313,8 @@ def test_scenarios(kernel: str, large_mib: int) -> list[LaunchScenario]:
                        note="as 1g, larger (q35: RAM above 4 GiB too); memory_ready must not grow"),
         LaunchScenario("launch-qemu-dirty-1g", 1024, kernel=kernel, expect="dirty",
                        launcher_args="--test-corrupt-hint dirty-spread", guest_args=guest_args(1024, "zsinit.check_pct=85"),
-                       note="negative control: a byte planted every 64 MiB inside the hint must be caught by verify "
-                            "or the guest's sweep"),
+                       note="negative control of verify mode: a byte planted every 64 MiB inside the hint must be "
+                            "caught by prezero.verify=1 (the guest's sweep is reported, not enough alone)"),
     ]
 
 
