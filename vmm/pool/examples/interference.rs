@@ -138,6 +138,7 @@ fn main() {
                     scrub_priority: *prio,
                     fill_progress: false,
                     socket_group: None,
+                    scrubbers: 0,
                 },
             )
             .unwrap_or_else(|e| {

@@ -80,6 +80,12 @@ pub struct ServeArgs {
     /// 19) or normal.
     #[arg(long, default_value = "idle")]
     pub scrub_priority: String,
+    /// Regions filled or replaced at once, one scrubber thread each (the
+    /// kernel zeroes a region's pages on one thread). 0 = one per
+    /// --threads (all CPUs by default), at most one per region, and one
+    /// under --scrub-bandwidth, whose cap N scrubbers would share.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub scrubbers: usize,
 }
 
 /// Resolves `--metrics HOST:PORT` to one address.
@@ -220,17 +226,19 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
         scrub_priority: a.scrub_priority.parse()?,
         fill_progress: true,
         socket_group: a.socket_group.as_deref().map(group_id).transpose()?,
+        scrubbers: a.scrubbers,
     };
     let d = Daemon::start_with(config.clone(), ops)?;
     if let Some(addr) = d.metrics_addr() {
         eprintln!("zerostart pool: metrics at http://{addr}/metrics");
     }
     eprintln!(
-        "zerostart pool: serving {} regions of {} bytes ({} pages) on {}{}",
+        "zerostart pool: serving {} regions of {} bytes ({} pages) on {}, {} scrubber(s){}",
         config.size / config.region_bytes,
         config.region_bytes,
         config.page,
         config.socket.display(),
+        d.scrubbers(),
         if config.verify {
             ", verified scrubs"
         } else {

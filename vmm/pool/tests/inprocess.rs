@@ -100,3 +100,83 @@ fn socket_group_opens_the_socket_to_that_group_only() {
     assert_eq!(md.permissions().mode() & 0o777, 0o600);
     drop(d);
 }
+
+/// Several scrubbers fill several regions at once (the kernel zeroes a
+/// region's new pages on the one thread that allocates them, so this is
+/// how a first fill uses more than one CPU); with one scrubber no two
+/// regions are ever `scrubbing` together, the negative control that shows
+/// the observation tells the two apart.
+#[test]
+fn scrubbers_fill_several_regions_at_once() {
+    const REGION: u64 = 128 << 20;
+    for n in [4usize, 1] {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Config {
+            size: 4 * REGION,
+            region_bytes: REGION,
+            ..config(&dir)
+        };
+        let ops = pool::daemon::Ops {
+            scrubbers: n,
+            // Normal priority: a loaded test machine must not hold idle
+            // workers off the CPU for the whole fill.
+            scrub_priority: pool::pace::Priority::Normal,
+            ..Default::default()
+        };
+        let d = Daemon::start_with(c, ops).unwrap();
+        assert_eq!(d.scrubbers(), n);
+        let mut most = 0;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let s = d.status();
+            most = most.max(s.scrubbing_bytes / REGION);
+            if s.clean_bytes == 4 * REGION {
+                break;
+            }
+            assert!(Instant::now() < deadline, "not filled in 60 s: {s:?}");
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        if n == 1 {
+            assert!(most <= 1, "one scrubber had {most} regions scrubbing");
+        } else {
+            assert!(most >= 2, "{n} scrubbers never had two regions scrubbing");
+        }
+        // Every region the scrubbers filled is zero.
+        let socket = dir.path().join("pool.sock");
+        let l = pool::client::lease_pieces(&socket, 4 * REGION, PageSize::Size4K, None, 4).unwrap();
+        let m = l.map(true).unwrap();
+        assert!(m.as_slice().iter().all(|&b| b == 0));
+    }
+}
+
+/// How many scrubbers a pool runs: one per zeroing thread, at most one per
+/// region; one under a bandwidth cap unless asked (the cap is then
+/// shared); one under fault injection whatever was asked.
+#[test]
+fn scrubbers_follow_threads_regions_cap_and_faults() {
+    use pool::daemon::{auto_scrubbers, Ops};
+    let dir = tempfile::tempdir().unwrap();
+    let c = |threads: usize, regions: u64| Config {
+        threads,
+        size: regions * (8 << 20),
+        ..config(&dir)
+    };
+    let ops = |n: usize, cap: Option<u64>| Ops {
+        scrubbers: n,
+        scrub_bandwidth: cap,
+        ..Default::default()
+    };
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(auto_scrubbers(&c(0, 64), &ops(0, None)), cpus.min(64));
+    assert_eq!(auto_scrubbers(&c(3, 64), &ops(0, None)), 3);
+    assert_eq!(auto_scrubbers(&c(3, 2), &ops(0, None)), 2);
+    assert_eq!(auto_scrubbers(&c(0, 64), &ops(5, None)), 5);
+    assert_eq!(auto_scrubbers(&c(0, 3), &ops(5, None)), 3);
+    assert_eq!(auto_scrubbers(&c(8, 64), &ops(0, Some(1 << 30))), 1);
+    assert_eq!(auto_scrubbers(&c(8, 64), &ops(4, Some(1 << 30))), 4);
+    let faulty = Config {
+        fault: Some(pool::memory::Fault::StallBeforeScrub { after: 9 }),
+        ..c(8, 64)
+    };
+    assert_eq!(auto_scrubbers(&faulty, &ops(4, None)), 1);
+}

@@ -17,8 +17,10 @@
 //!   same node and to another (only where there are two or more nodes);
 //! * pool first fill: the pool crate's [`pool::daemon::Daemon`] in this
 //!   process over most of free memory (bounded by `--fill-fraction`,
-//!   `--fill-max` and `--fill-timeout`), against the kernel's own hugetlb
-//!   populate at the same thread count;
+//!   `--fill-max` and `--fill-timeout`), in one region per CPU (at least
+//!   four) so that every scrubber has one, against the kernel's own
+//!   hugetlb populate at one and at all threads, and against the same
+//!   fill with one scrubber run right after it;
 //! * leases: `--leases` leases + `mmap(MAP_POPULATE)` through
 //!   [`pool::client`] at the largest region size whose replacement the
 //!   pool can keep up with in `--lease-time`, and the pool's replacement
@@ -160,6 +162,8 @@ pub struct Fill {
     pub gib_per_s: f64,
     /// Whether everything was clean in time.
     pub complete: bool,
+    /// Scrubbers that filled it (regions prepared at once).
+    pub scrubbers: usize,
 }
 
 /// The lease loop.
@@ -210,12 +214,18 @@ pub struct HostReport {
     pub numa: Option<Numa>,
     /// The pool's first fill, where measured.
     pub fill: Option<Fill>,
+    /// The same fill again with one scrubber, right after it (the
+    /// baseline for several scrubbers; both run on memory populated once
+    /// before them, see `notes`). Only where the first had more than one.
+    pub fill_one: Option<Fill>,
     /// The lease loop, where measured.
     pub leases: Option<Leases>,
     /// memory_ready per size measured.
     pub ready: Vec<Ready>,
     /// What was skipped, and why.
     pub skipped: Vec<String>,
+    /// How parts were run, where it matters for reading them.
+    pub notes: Vec<String>,
     /// Wall time of the whole run, s.
     pub secs: f64,
 }
@@ -369,6 +379,7 @@ pub fn run(args: &BenchHostArgs) -> Result<HostReport, HostError> {
         pin_auto: None,
     })?;
     let mut skipped = Vec::new();
+    let mut notes = Vec::new();
 
     // 2. NUMA.
     eprintln!("bench host: [2/4] NUMA local vs remote");
@@ -392,6 +403,7 @@ pub fn run(args: &BenchHostArgs) -> Result<HostReport, HostError> {
 
     // 3-5. The pool: one hugepage reservation for all of it.
     let mut fill = None;
+    let mut fill_one = None;
     let mut leases = None;
     let mut ready = Vec::new();
     let want = ((avail as f64 * args.fill_fraction) as u64).min(fill_max) / GIB * GIB;
@@ -418,9 +430,32 @@ pub fn run(args: &BenchHostArgs) -> Result<HostReport, HostError> {
             let one = zero
                 .get("kernel_populate_hugetlb", 1)
                 .map_or(0.0, |x| x.gib_per_s);
-            match pool_fill(args, bytes) {
+            // Both fills below then run on memory the host has backed
+            // (where it backs memory lazily, as this development VM's does,
+            // a first touch of never-used memory runs at the host's pace,
+            // ~1 GiB/s, and whichever fill came first would pay it alone).
+            match warm(bytes) {
+                Ok(secs) => notes.push(format!(
+                    "pool fills: {} of 2 MiB hugepages populated once and freed first ({:.1} s, {:.2} GiB/s), so that both fills find memory the host has backed",
+                    human(bytes),
+                    secs,
+                    bytes as f64 / GIB as f64 / secs.max(1e-9)
+                )),
+                Err(e) => skipped.push(format!("warming the pool's memory: {e} (the fills may pay the host's first touch)")),
+            }
+            match pool_fill(args, bytes, 0) {
                 Ok(f) => {
                     let rate = f.gib_per_s.max(one);
+                    if f.scrubbers > 1 {
+                        match pool_fill(args, bytes, 1) {
+                            Ok(c) => fill_one = Some(c),
+                            Err(e) => skipped.push(format!("pool fill, one scrubber: {e}")),
+                        }
+                    } else {
+                        skipped.push(
+                            "pool fill, one scrubber: the first fill ran one already (one CPU or --threads 1)".into(),
+                        );
+                    }
                     fill = Some(f);
                     match pool_leases(args, bytes, rate) {
                         Ok(l) => leases = Some(l),
@@ -473,9 +508,11 @@ pub fn run(args: &BenchHostArgs) -> Result<HostReport, HostError> {
         zero,
         numa,
         fill,
+        fill_one,
         leases,
         ready,
         skipped,
+        notes,
         secs: start.elapsed().as_secs_f64(),
     };
     let table = render(&report, &threads);
@@ -529,10 +566,26 @@ fn wait_free(bytes: u64) {
     }
 }
 
+/// Populates `bytes` of 2 MiB hugepages once and frees them: seconds.
+fn warm(bytes: u64) -> Result<f64, String> {
+    wait_free(bytes);
+    let t = Instant::now();
+    let m = hostmem::Mapping::anonymous(bytes as usize)
+        .hugetlb(hostmem::PageSize::Size2M)
+        .populate()
+        .map()
+        .map_err(|e| e.to_string())?;
+    let secs = t.elapsed().as_secs_f64();
+    drop(m);
+    Ok(secs)
+}
+
+/// A pool daemon in this process; `scrubbers` 0 = the pool's default.
 fn start_pool(
     tag: &str,
     size: u64,
     region: u64,
+    scrubbers: usize,
 ) -> Result<(pool::daemon::Daemon, PathBuf), String> {
     wait_free(size);
     let socket = socket_path(tag);
@@ -552,28 +605,34 @@ fn start_pool(
     // work fills only when a CPU is idle, which measures the other work.
     let ops = pool::daemon::Ops {
         scrub_priority: pool::pace::Priority::Normal,
+        scrubbers,
         ..Default::default()
     };
     let d = pool::daemon::Daemon::start_with(config, ops).map_err(|e| e.to_string())?;
     Ok((d, socket))
 }
 
-/// The pool's first fill of `bytes` in regions of a quarter (whole GiB
-/// where possible): daemon start to all clean.
-fn pool_fill(args: &BenchHostArgs, bytes: u64) -> Result<Fill, String> {
-    let region = if bytes >= 4 * GIB {
-        bytes / 4 / GIB * GIB
+/// The pool's first fill of `bytes`: daemon start to all clean. In one
+/// region per CPU, at least four (whole GiB each where possible): the
+/// pool fills one region per scrub worker at a time and runs one worker
+/// per CPU, so fewer regions than CPUs would measure fewer threads than
+/// the populate baseline it is compared with.
+fn pool_fill(args: &BenchHostArgs, bytes: u64, scrubbers: usize) -> Result<Fill, String> {
+    let regions = (std::thread::available_parallelism().map_or(1, |n| n.get()) as u64).max(4);
+    let region = if bytes >= regions * GIB {
+        bytes / regions / GIB * GIB
     } else {
-        bytes / 4 / HUGE_2M * HUGE_2M
+        bytes / regions / HUGE_2M * HUGE_2M
     }
     .max(HUGE_2M);
     let size = bytes / region * region;
     wait_free(size);
     let t = Instant::now();
-    let (d, socket) = start_pool("fill", size, region)?;
+    let (d, socket) = start_pool("fill", size, region, scrubbers)?;
     let complete = d.wait_all_clean(Duration::from_secs(args.fill_timeout));
     let secs = t.elapsed().as_secs_f64();
     let st = d.status();
+    let scrubbers = d.scrubbers();
     drop(d);
     let _ = std::fs::remove_file(socket);
     Ok(Fill {
@@ -584,6 +643,7 @@ fn pool_fill(args: &BenchHostArgs, bytes: u64) -> Result<Fill, String> {
         secs,
         gib_per_s: st.clean_bytes as f64 / GIB as f64 / secs.max(1e-9),
         complete,
+        scrubbers,
     })
 }
 
@@ -593,7 +653,7 @@ fn pool_fill(args: &BenchHostArgs, bytes: u64) -> Result<Fill, String> {
 fn pool_leases(args: &BenchHostArgs, bytes: u64, fill_gib_s: f64) -> Result<Leases, String> {
     let region = lease_region(fill_gib_s, args.lease_time, args.leases, bytes / 4);
     let regions = 4;
-    let (d, socket) = start_pool("lease", region * regions as u64, region)?;
+    let (d, socket) = start_pool("lease", region * regions as u64, region, 0)?;
     if !d.wait_all_clean(Duration::from_secs(args.fill_timeout)) {
         return Err("the lease pool did not fill in --fill-timeout".into());
     }
@@ -635,7 +695,7 @@ fn pool_leases(args: &BenchHostArgs, bytes: u64, fill_gib_s: f64) -> Result<Leas
 /// memory_ready at `size`: a pool of one region of `size`, filled, then
 /// the launcher's leasing call timed.
 fn memory_ready(args: &BenchHostArgs, size: u64) -> Result<f64, String> {
-    let (d, socket) = start_pool("ready", size, size)?;
+    let (d, socket) = start_pool("ready", size, size, 0)?;
     if !d.wait_all_clean(Duration::from_secs(args.fill_timeout)) {
         return Err(format!("the pool did not fill in {} s", args.fill_timeout));
     }
@@ -782,25 +842,41 @@ pub fn render(r: &HostReport, threads: &[usize]) -> String {
     let all = threads.iter().copied().max().unwrap_or(1);
     let hugetlb = z.get("kernel_populate_hugetlb", all).map(|x| x.gib_per_s);
     if let Some(f) = &r.fill {
-        // Against the kernel's populate at one thread (the pool fills one
-        // region at a time on one worker) and at all threads (what the
-        // host could do).
+        // Against the kernel's populate at one thread (what one scrubber
+        // does: one region at a time, the kernel zeroing its pages on that
+        // thread), at all threads (the pool runs one scrubber per CPU over
+        // one region per CPU: what the host could do), and against the
+        // same fill with one scrubber.
         let one = z.get("kernel_populate_hugetlb", 1).map(|x| x.gib_per_s);
+        let what = |f: &Fill| {
+            format!(
+                "pool first fill: {} in {} x {}, {} scrubber{}{}",
+                human(f.clean_bytes),
+                f.regions,
+                human(f.region_bytes),
+                f.scrubbers,
+                if f.scrubbers == 1 { "" } else { "s" },
+                if f.complete { "" } else { " (timed out)" }
+            )
+        };
+        let value = |f: &Fill| format!("{:.2} GiB/s ({:.1} s)", f.gib_per_s, f.secs);
         for (n, base) in [(1, one), (all, hugetlb)] {
             if n == 1 && all == 1 && base.is_some() {
                 continue;
             }
             t.add_row(vec![
-                format!(
-                    "pool first fill: {} in {} x {}{}",
-                    human(f.clean_bytes),
-                    f.regions,
-                    human(f.region_bytes),
-                    if f.complete { "" } else { " (timed out)" }
-                ),
-                format!("{:.2} GiB/s ({:.1} s)", f.gib_per_s, f.secs),
+                what(f),
+                value(f),
                 base.map_or("-".into(), |h| format!("hugetlb populate {n}T {h:.2}")),
                 base.map_or("-".into(), |h| ratio(f.gib_per_s, h)),
+            ]);
+        }
+        if let Some(c) = &r.fill_one {
+            t.add_row(vec![
+                what(f),
+                value(f),
+                format!("the same, 1 scrubber, after it {:.2}", c.gib_per_s),
+                ratio(f.gib_per_s, c.gib_per_s),
             ]);
         }
     }
@@ -849,6 +925,9 @@ pub fn render(r: &HostReport, threads: &[usize]) -> String {
         ]);
     }
     out += &t.to_string();
+    for s in &r.notes {
+        out += &format!("\nnote: {s}");
+    }
     for s in &r.skipped {
         out += &format!("\nskipped: {s}");
     }

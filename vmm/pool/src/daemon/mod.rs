@@ -1,10 +1,13 @@
 //! The pool daemon: regions, the background scrubber, and the socket
 //! server that leases regions out.
 //!
-//! Threads: one scrubber (zeroing itself runs on all CPUs through
-//! [`prezero::Zeroer`]), one acceptor, one per connection. All region
-//! state lives in one mutex; the scrubber holds it only to change states,
-//! never while zeroing.
+//! Threads: scrubbers ([`auto_scrubbers`]: by default one per zeroing
+//! thread, at most one per region), each preparing one region at a time
+//! on an idle-priority worker of its own (an in-place scrub's zeroing runs
+//! on all CPUs through [`prezero::Zeroer`]), one acceptor, one per
+//! connection. All region state lives in one mutex; a scrubber holds it
+//! only to take a dirty region (moving it to `scrubbing`, which no other
+//! scrubber takes) and to record the result, never while zeroing.
 //!
 //! The parts: this module starts and stops the daemon and holds the
 //! shared state; `state` is the pool's bookkeeping (which region is
@@ -120,6 +123,38 @@ pub struct Ops {
     /// `libvirt-qemu`, Kata's) lease without root. `None`: 0600, the
     /// daemon's user only.
     pub socket_group: Option<u32>,
+    /// Regions prepared at once (`--scrubbers`; 0 = auto, see
+    /// [`auto_scrubbers`]).
+    /// The kernel zeroes a region's new pages inside one `fallocate` per
+    /// chunk, on the calling thread, and calls on one file serialize on
+    /// its inode, so a region fills at one thread's rate; several scrubbers,
+    /// each on its own region, are what lets a first fill (and a burst of
+    /// returned regions) use the host's cores.
+    pub scrubbers: usize,
+}
+
+/// How many regions are prepared at once. `--scrubbers N` asks for N
+/// (a `--scrub-bandwidth` cap is then shared: each gets 1/N of it);
+/// 0 means one per zeroing thread (`threads`, 0 = every CPU the daemon may
+/// use), except under a bandwidth cap, where one scrubber at the whole cap
+/// keeps a lone returned region as fast as the cap allows. Never more
+/// than one per region. Fault injection counts scrubs in the order one
+/// scrubber does them, so it gets one.
+pub fn auto_scrubbers(config: &Config, ops: &Ops) -> usize {
+    let regions = (config.size / config.region_bytes.max(1)).max(1) as usize;
+    if config.fault.is_some() {
+        return 1;
+    }
+    let requested = match (ops.scrubbers, ops.scrub_bandwidth) {
+        (0, Some(_)) => 1,
+        (n, _) => n,
+    };
+    let n = match (requested, config.threads) {
+        (0, 0) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        (0, t) => t,
+        (n, _) => n,
+    };
+    n.clamp(1, regions)
 }
 
 struct Shared {
@@ -136,6 +171,9 @@ struct Shared {
     fill_bar: Option<indicatif::ProgressBar>,
     /// NUMA nodes with CPUs; regions are dealt round-robin over them.
     nodes: Vec<crate::numa::Node>,
+    /// Scrubbers running ([`auto_scrubbers`]), each preparing one region
+    /// at a time.
+    scrubbers: usize,
 }
 
 impl Shared {
@@ -244,6 +282,7 @@ impl Daemon {
         let listener = bind(&config.socket, ops.socket_group)?;
         let config_size = config.size;
         let n = (config.size / config.region_bytes) as usize;
+        let scrubbers = auto_scrubbers(&config, &ops);
         let shared = Arc::new(Shared {
             config,
             _dir_lock: dir_lock,
@@ -254,6 +293,7 @@ impl Daemon {
             metrics: crate::metrics::Metrics::new(),
             fill_bar: ops.fill_progress.then(|| fill_bar(config_size)),
             nodes,
+            scrubbers,
             ops,
         });
         {
@@ -263,17 +303,33 @@ impl Daemon {
                 st.add_region(mem, crate::numa::node_of_region(&shared.nodes, i).id);
             }
         }
-        let s1 = shared.clone();
-        let scrubber = std::thread::Builder::new()
-            .name("pool-scrub".into())
-            .spawn(move || scrub_loop(&s1, &zeroer))
-            .map_err(|e| Error::io("starting the scrubber thread", e))?;
+        let mut threads = Vec::with_capacity(shared.scrubbers + 2);
+        for _ in 0..shared.scrubbers {
+            let s1 = shared.clone();
+            let zeroer = zeroer.clone();
+            let spawned = std::thread::Builder::new()
+                .name("pool-scrub".into())
+                .spawn(move || scrub_loop(&s1, &zeroer));
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    // Those already running stop with the daemon.
+                    shared.stop.store(true, Ordering::SeqCst);
+                    shared.changed.notify_all();
+                    return Err(Error::io("starting a scrubber thread", e));
+                }
+            }
+        }
         let s2 = shared.clone();
         let acceptor = std::thread::Builder::new()
             .name("pool-accept".into())
             .spawn(move || accept_loop(&s2, listener))
-            .map_err(|e| Error::io("starting the acceptor thread", e))?;
-        let mut threads = vec![scrubber, acceptor];
+            .map_err(|e| {
+                shared.stop.store(true, Ordering::SeqCst);
+                shared.changed.notify_all();
+                Error::io("starting the acceptor thread", e)
+            })?;
+        threads.push(acceptor);
         let mut metrics_addr = None;
         if let Some(server) = metrics_server {
             metrics_addr = Some(server.addr());
@@ -298,6 +354,11 @@ impl Daemon {
             threads,
             metrics_addr,
         })
+    }
+
+    /// How many scrubbers prepare regions at once ([`auto_scrubbers`]).
+    pub fn scrubbers(&self) -> usize {
+        self.shared.scrubbers
     }
 
     /// Where the metrics endpoint listens (the kernel's port for `:0`).

@@ -1,8 +1,10 @@
-//! The scrubber: takes dirty regions one at a time, gives them new (or,
-//! under fault injection, re-zeroed) memory at idle priority, and marks
-//! them clean.
+//! The scrubbers: each takes dirty regions one at a time, gives them new
+//! (or, under fault injection, re-zeroed) memory on an idle-priority
+//! worker, and marks them clean. Several run at once (`Shared::scrubbers`),
+//! on different regions: taking a region moves it to `scrubbing` under the
+//! state lock, and no scrubber takes a region that is not `dirty`.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +15,18 @@ use crate::Error;
 
 pub(super) fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
     let c = &shared.config;
+    let workers = shared.scrubbers.max(1);
+    // The bandwidth cap is the pool's, shared by its scrubbers; so are the
+    // CPUs of a verify pass.
+    let bandwidth = shared
+        .ops
+        .scrub_bandwidth
+        .map(|b| (b / workers as u64).max(1));
+    let threads = match (workers, c.threads) {
+        (1, t) => t,
+        (w, 0) => (std::thread::available_parallelism().map_or(1, |n| n.get()) / w).max(1),
+        (w, t) => (t / w).max(1),
+    };
     loop {
         // Pick a dirty region and move it to scrubbing.
         let (index, old, remedy, done) = {
@@ -46,29 +60,29 @@ pub(super) fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
             .fill_bar
             .as_ref()
             .filter(|b| remedy == Remedy::Fresh && !b.is_finished());
-        let base = bar.map_or(0, |b| b.position());
+        // Other scrubbers move the same bar: add what this one did since
+        // its last report.
+        let shown = AtomicU64::new(0);
         let show = |done: u64| {
             if let Some(b) = bar {
-                b.set_position(base + done);
+                b.inc(done.saturating_sub(shown.swap(done, Ordering::Relaxed)));
             }
         };
-        let mut pacer = crate::pace::Pacer::new(
-            shared.ops.scrub_bandwidth,
-            bar.map(|_| &show as &(dyn Fn(u64) + Sync)),
-        )
-        .stop_on(&shared.stop);
+        let mut pacer =
+            crate::pace::Pacer::new(bandwidth, bar.map(|_| &show as &(dyn Fn(u64) + Sync)))
+                .stop_on(&shared.stop);
         let res = match remedy {
             Remedy::InPlace(fault) => {
                 let mem = old.expect("in-place scrubs keep their memory");
                 // SAFETY: the region is `scrubbing`: not leased, not handed
-                // out, and this is the only scrubber.
-                unsafe { mem.scrub(zeroer, c.verify, c.threads, fault) }.map(|s| (s, None))
+                // out, and no other scrubber takes a region in that state.
+                unsafe { mem.scrub(zeroer, c.verify, threads, fault) }.map(|s| (s, None))
             }
             Remedy::Fresh => {
                 let mem = old.expect("fresh regions have memory");
                 on_idle(shared, index, || {
                     place(shared, index, &mem)?;
-                    mem.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)
+                    mem.prepare_fresh_paced(c.verify, threads, stall_half, &mut pacer)
                 })
                 .map(|s| (s, None))
             }
@@ -82,7 +96,7 @@ pub(super) fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
                 shared.new_memory(index).and_then(|m| {
                     let s = on_idle(shared, index, || {
                         place(shared, index, &m)?;
-                        m.prepare_fresh_paced(c.verify, c.threads, stall_half, &mut pacer)
+                        m.prepare_fresh_paced(c.verify, threads, stall_half, &mut pacer)
                     })?;
                     Ok((s, Some(Arc::new(m))))
                 })
@@ -98,7 +112,7 @@ pub(super) fn scrub_loop(shared: &Shared, zeroer: &prezero::Zeroer) {
             Ok((stats, new)) => {
                 st.finish_scrub(index, remedy, &stats, new);
                 let cpu = crate::metrics::thread_cpu().saturating_sub(cpu0) + stats.helper_cpu;
-                if let Some(b) = bar.filter(|b| b.position() >= c.size) {
+                if let Some(b) = bar.filter(|b| b.position() >= c.size && !b.is_finished()) {
                     b.finish_with_message(format!(
                         "first fill done: the kernel zeroed each page once, {:.1} GiB/s",
                         b.position() as f64 / (1u64 << 30) as f64 / b.elapsed().as_secs_f64()
