@@ -6,7 +6,10 @@
 #              Debian's stock cloud kernel and initrd from the image;
 #   launch     the same QEMU through `zerostart launch` on pool memory, the
 #              hint over fw_cfg through OVMF, the patched kernel;
-#   zerostart  zerostart's own VMM on the same pool, the patched kernel.
+#   zerostart  zerostart's own VMM on the same pool, the patched kernel;
+#   *-dirty    (make test-microvm only) launch and zerostart again with a
+#              byte planted every 64 MiB of the hint, the negative controls
+#              (the only rows run with ZEROSTART_TEST_SWITCHES=1).
 #
 # The harness (tests/nested-host/microvm.py) attaches one copy-on-write
 # view of the rootfs image per scenario to L2 (/dev/vda, /dev/vdb, ...).
@@ -72,6 +75,12 @@ tail -n +2 "$list" | while IFS='|' read -r name kind tmo tap _ready cmd; do
   launch|zerostart)
     tap_up "$tap"
     wait_clean || echo "ZSL-NOTE name=$name pool not clean before the launch"
+    # The negative controls plant bytes with a test switch; the ways
+    # themselves run as operators run them, with the switches locked.
+    case "$name" in
+    *-dirty) export ZEROSTART_TEST_SWITCHES=1 ;;
+    *) unset ZEROSTART_TEST_SWITCHES ;;
+    esac
     eval "set -- $cmd"
     run "$name" "$tmo" "$@" ;;
   esac

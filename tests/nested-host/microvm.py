@@ -14,7 +14,14 @@ CID:
              over fw_cfg via OVMF, QEMU's virtio-pci devices, the patched
              kernel, prezero.verify=1;
   stock      (c) QEMU 10 as operators run it: hugetlbfs prealloc=on, OVMF,
-             Debian's stock cloud kernel and initrd from the image.
+             Debian's stock cloud kernel and initrd from the image;
+
+and, with prezero.verify=1 only, the negative controls of (a) and (b) on
+the whole real-VM chain: the same boots with a byte planted every 64 MiB
+inside the hint (`--test-corrupt-hint dirty-spread`, after the pool lease,
+before the guest runs), which the patched kernel's verify mode must catch
+(verify_failures > 0) while the VM still boots to its app: a (a) or (b)
+that passes with verify_failures 0 could not have seen a false "zero".
 
 (`make demo` runs the same three with verify=False: prezero.verify=0, as in
 production, since verify re-reads every page whose clear was skipped and
@@ -53,6 +60,11 @@ KINDS = ("zerostart", "launch", "stock")
 LABEL = {"zerostart": "(a) zerostart VMM + pool + patched kernel",
          "launch": "(b) QEMU via zerostart launch + patched kernel",
          "stock": "(c) stock QEMU prealloc + Debian stock kernel"}
+# The negative controls of (a) and (b): bytes planted inside the hint.
+CONTROLS = ("zerostart", "launch")
+CONTROL_LABEL = {k: f"{LABEL[k][:3]} control: {LABEL[k][4:]}, a byte planted every 64 MiB of the hint"
+                 for k in CONTROLS}
+PLANT = ["--test-corrupt-hint", "dirty-spread"]
 PHASE_RE = re.compile(r"zsphase: (\w+) uptime_ms=(\d+)")
 APP_RE = re.compile(r"zsapp: (PASS|FAIL) (.*)")
 DISK_RE = re.compile(r"zsapp: disk (ok|FAIL) (.*)")
@@ -72,6 +84,11 @@ class MicroScenario(launch.LaunchScenario):
     # prezero.verify=1 for the patched kernel: every skipped clear is re-read.
     verify: bool = True
 
+    @property
+    def config(self) -> str:
+        """The report's name for this way: its kind, or KIND-dirty for a control."""
+        return f"{self.kind}-dirty" if self.expect == "dirty" else self.kind
+
     def __post_init__(self) -> None:
         # Which VMM runs the guest, for the harness's progress lines.
         self.vmm = "zerostart" if self.kind == "zerostart" else "qemu"
@@ -85,14 +102,17 @@ class MicroScenario(launch.LaunchScenario):
         initrd and the same devices. QEMU logs to /tmp/NAME.qlog."""
         m, tl = self.mem_mib, f"/tmp/{self.name}.tl.json"
         pool = f"pool:{vmmargv.L2_POOL_SOCKET}"
+        plant = PLANT if self.expect == "dirty" else None
         if self.kind == "zerostart":
             return vmmargv.zerostart_run(
                 self.kernel, f"console=ttyS0 reboot=k panic=-1 oops=panic {self.guest_args}",
-                f"size={m}M,hugepages=on,hugepage_size=2M,prezero={pool}", "tty", tl, **self.devices)
+                f"size={m}M,hugepages=on,hugepage_size=2M,prezero={pool}", "tty", tl, extra=plant,
+                **self.devices)
         qemu = {**vmmargv.l2_qemu(1, log=f"/tmp/{self.name}.qlog"), "kernel": self.kernel,
                 "cmdline": f"console=ttyS0 panic=-1 oops=panic {self.guest_args}", "serial": "stdio"}
         if self.kind == "launch":
-            return vmmargv.launch(qemu, f"size={m}M,source={pool}", tl, firmware=vmmargv.L2_OVMF, **self.devices)
+            return vmmargv.launch(qemu, f"size={m}M,source={pool}", tl, firmware=vmmargv.L2_OVMF, extra=plant,
+                                  **self.devices)
         # vhost=on: the kernel's vhost-net, as the launcher picks where /dev/vhost-net exists.
         nets = [{**n, "vhost": True} for n in self.devices["nets"]]
         return {**qemu, "memory": vmmargv.stock_memory(m), "firmware": vmmargv.L2_OVMF,
@@ -108,11 +128,14 @@ class MicroScenario(launch.LaunchScenario):
 
 
 def scenarios(mem_mib: int, timeout_s: int, verify: bool = True) -> list[MicroScenario]:
-    """One per way, in KINDS order; scenario i boots from L2's i-th disk (/dev/vda, vdb, ...).
-    verify: prezero.verify=1 (the test) or =0 (the demo's timing, as in production)."""
+    """One per way, in KINDS order, then (verify only) the controls of CONTROLS; scenario i boots
+    from L2's i-th disk (/dev/vda, vdb, ...) with its own tap and vsock CID.
+    verify: prezero.verify=1 (the test) or =0 (the demo's timing, as in production; no controls,
+    since verify=0 cannot catch a planted byte)."""
     out = []
     extra = os.environ.get("ZSE2E_GUEST_APPEND", "")
-    for i, kind in enumerate(KINDS):
+    ways = [(k, "pass") for k in KINDS] + ([(k, "dirty") for k in CONTROLS] if verify else [])
+    for i, (kind, expect) in enumerate(ways):
         disk, tap, mac, cid = f"/dev/vd{chr(ord('a') + i)}", f"zstap{i}", f"52:54:00:77:00:{i + 1:02x}", FIRST_CID + i
         # quiet: systemd's status lines cost an I/O exit per byte on the serial console of a nested guest;
         # loglevel=5 after it: the kernel's warnings still reach the bug-line judge.
@@ -123,9 +146,11 @@ def scenarios(mem_mib: int, timeout_s: int, verify: bool = True) -> list[MicroSc
         else:
             kernel = f"{ROOTFS_L2}/vmlinuz"
         devices = {"disks": [{"path": disk}], "nets": [{"tap": tap, "mac": mac}], "vsock": {"cid": cid}}
-        out.append(MicroScenario(f"microvm-{kind}", mem_mib, source="prealloc" if kind == "stock" else "pool",
-                                 kernel=kernel, kind=kind, tap=tap, devices=devices, guest_args=gx,
-                                 timeout_s=timeout_s, note=LABEL[kind], verify=verify))
+        dirty = expect == "dirty"
+        out.append(MicroScenario(f"microvm-{kind}{'-dirty' if dirty else ''}", mem_mib,
+                                 source="prealloc" if kind == "stock" else "pool", kernel=kernel, kind=kind,
+                                 expect=expect, tap=tap, devices=devices, guest_args=gx, timeout_s=timeout_s,
+                                 note=CONTROL_LABEL[kind] if dirty else LABEL[kind], verify=verify))
     return out
 
 
@@ -195,7 +220,12 @@ def judge(r: launch.LaunchResult) -> None:
     else:
         if k.get("pages_skipped", -1) <= 0:
             f.append(f"the patched kernel skipped no clears (hint not used): {k}")
-        if k.get("verify_failures", -1) != 0:
+        if sc.expect == "dirty":
+            # The control: verify mode itself must catch the planted bytes
+            # (zsapp's sweep then finds none: verify clears what it catches).
+            if k.get("verify_failures", -1) <= 0:
+                f.append(f"prezero.verify=1 did not catch the bytes planted inside the hint: {k}")
+        elif k.get("verify_failures", -1) != 0:
             f.append(f"prezero.verify found skipped clears non-zero: {k}")
         if sc.verify and k.get("bytes_verified", -1) <= 0:
             f.append(f"prezero.verify=1 but the kernel verified no bytes: {k}")
@@ -223,7 +253,7 @@ def row(r: launch.LaunchResult) -> dict:
     return {
         "name": r.sc.name,
         "vmm": "zerostart" if r.sc.kind == "zerostart" else "qemu",
-        "config": r.sc.kind,
+        "config": r.sc.config,
         "kernel": "stock" if r.sc.kind == "stock" else "patched",
         "memory_bytes": r.sc.mem_mib * MIB,
         "passed": not r.failures,
@@ -261,6 +291,13 @@ def table(rows: list[dict]) -> str:
     lines.append(("disk / net / hint", *(f"{'ok' if by[k]['disk_ok'] else 'FAIL'} / {'ok' if by[k]['net_ok'] else 'FAIL'} / "
                                          f"{'seen' if by[k]['hint_seen'] else '-'}" if k in by else "-" for k in KINDS)))
     lines.append(("verdict", *(("PASS" if by[k]["passed"] else "FAIL") if k in by else "MISSING" for k in KINDS)))
+    if any(f"{k}-dirty" in by for k in KINDS):
+        def control(k: str) -> str:
+            c = by.get(f"{k}-dirty")
+            if c is None:
+                return "-" if k not in CONTROLS else "MISSING"
+            return f"{c['kernel_verify_failures']} caught, {'PASS' if c['passed'] else 'FAIL'}"
+        lines.append(("control: planted bytes", *(control(k) for k in KINDS)))
     return "\n".join(e2e.text_table(lines))
 
 
@@ -280,11 +317,14 @@ def run(a, zs: Path, ovmf: Path, console_log: Path = OUT / "console.log",
     if getattr(a, "only", None):
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
-    # Each scenario its own copy-on-write view of the image: the cached image is never written.
-    drives = [x for _ in KINDS for x in ("-drive", f"file={img / 'rootfs.ext4'},if=virtio,format=raw,snapshot=on")]
+    # Each scenario its own copy-on-write view of the image: the cached image is never written
+    # (one per scenario of the whole list: scenario i boots from the i-th).
+    every = scenarios(mem, 1, verify)
+    drives = [x for _ in every for x in ("-drive", f"file={img / 'rootfs.ext4'},if=virtio,format=raw,snapshot=on")]
     files = {f"zs/rootfs/{n}": ((img / n).read_bytes(), 0o644) for n in ("vmlinuz", "initrd.img")}
     files["zs/l2-pool.sh"] = ((Path(__file__).parent / "l2-pool.sh").read_bytes(), 0o644)
-    print(f"microvm: the Debian rootfs ({img}) to its app, {mem} MiB, three ways in one nested-host boot:", flush=True)
+    print(f"microvm: the Debian rootfs ({img}) to its app, {mem} MiB, three ways in one nested-host boot"
+          f"{' (and the controls of two)' if verify else ''}:", flush=True)
     for s in scs:
         print(f"  {s.note}", flush=True)
     results, fatal = launch.run_scenarios(scs, zs, ovmf, pool_mib=mem, region_mib=mem, echo=a.verbose, smp=a.smp,

@@ -125,16 +125,49 @@ class Judge(unittest.TestCase):
 
     def test_scenarios_disks_and_devices(self):
         s = microvm.scenarios(2048, 600)
-        self.assertEqual([x.kind for x in s], list(microvm.KINDS))
-        self.assertEqual([x.devices["disks"][0]["path"] for x in s], ["/dev/vda", "/dev/vdb", "/dev/vdc"])
-        self.assertEqual([x.devices["vsock"]["cid"] for x in s], [3, 4, 5])
+        self.assertEqual([x.config for x in s], [*microvm.KINDS, "zerostart-dirty", "launch-dirty"])
+        self.assertEqual([x.devices["disks"][0]["path"] for x in s],
+                         ["/dev/vda", "/dev/vdb", "/dev/vdc", "/dev/vdd", "/dev/vde"])
+        self.assertEqual([x.devices["vsock"]["cid"] for x in s], [3, 4, 5, 6, 7])
+        self.assertEqual(len({x.tap for x in s}), 5)
         self.assertNotIn("prezero.verify", s[2].guest_args)
         for x in s:
             self.assertEqual(len(x.line("c", "r").split("|")), 6)
+        # The demo (verify=0) has no controls: verify=0 cannot catch a planted byte.
+        self.assertEqual([x.config for x in microvm.scenarios(2048, 600, verify=False)], list(microvm.KINDS))
+
+    def test_a_control_passes_only_when_verify_caught_the_planted_bytes(self):
+        for kind in microvm.CONTROLS:
+            c = next(x for x in microvm.scenarios(2048, 600) if x.config == f"{kind}-dirty")
+            self.assertEqual(c.expect, "dirty")
+            self.assertIn("prezero.verify=1", c.guest_args)
+            # Caught: the control passes, and its row is its own, not the way's.
+            r = console(c, kc=KC.format(sk=300000, bv=1 << 30, vf=12))
+            self.assertEqual(r.failures, [], kind)
+            self.assertEqual(microvm.row(r)["config"], f"{kind}-dirty")
+            self.assertEqual(microvm.row(r)["kernel_verify_failures"], 12)
+            # Not caught (verify_failures 0, the sweep found none either): the control fails.
+            r = console(c, kc=KC.format(sk=300000, bv=1 << 30, vf=0))
+            self.assertTrue(any("did not catch the bytes planted" in f for f in r.failures), r.failures)
+            # The way itself still fails on a verify failure.
+            r = console(sc(kind), kc=KC.format(sk=300000, bv=1 << 30, vf=12))
+            self.assertTrue(any("verify found" in f for f in r.failures), r.failures)
+
+    def test_table_shows_the_controls(self):
+        rows = []
+        for x in microvm.scenarios(2048, 600):
+            kc = (KC.format(sk=-1, bv=-1, vf=-1).replace("=100", "=-1") if x.kind == "stock" else
+                  KC.format(sk=300000, bv=1 << 30, vf=12 if x.expect == "dirty" else 0))
+            rows.append(microvm.row(console(x, kc=kc)))
+        t = microvm.table(rows)
+        self.assertIn("control: planted bytes", t)
+        self.assertEqual(t.count("12 caught, PASS"), 2, t)
+        # The ways' verdicts are the ways', not overwritten by their controls.
+        self.assertEqual(t.splitlines()[-2].count("PASS"), 3, t)
 
     @unittest.skipUnless(ZS, "no zerostart binary (cargo build -p zerostart)")
     def test_each_way_builds_its_devices_in_its_own_syntax(self):
-        s = {x.kind: x for x in microvm.scenarios(2048, 600)}
+        s = {x.config: x for x in microvm.scenarios(2048, 600)}
         lines = launch.list_lines(list(s.values()), ZS, build.Cpio())
         a = vmmargv.build(s["zerostart"].spec(), ZS).argv
         self.assertEqual(a[:2], ["/zs/zerostart", "run"])
@@ -161,6 +194,13 @@ class Judge(unittest.TestCase):
             if SH:
                 self.assertEqual(busybox_argv(ln, 6), vmmargv.build(x.spec(), ZS).argv)
         self.assertIn("-S -monitor stdio", lines[2].split("|")[4])
+        # Only the controls plant bytes, each on its own disk.
+        for k, v in s.items():
+            a = vmmargv.build(v.spec(), ZS).argv
+            planted = "--test-corrupt-hint" in a and a[a.index("--test-corrupt-hint") + 1] == "dirty-spread"
+            self.assertEqual(planted, k.endswith("-dirty"), k)
+        a = vmmargv.build(s["launch-dirty"].spec(), ZS).argv
+        self.assertIn("path=/dev/vde", a)
 
     @unittest.skipUnless(ZS, "no zerostart binary (cargo build -p zerostart)")
     def test_demo_rows_build_the_five_ways(self):
