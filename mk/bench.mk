@@ -4,7 +4,9 @@
 #                     prefault at 1..N threads on a warm 4 GiB buffer;
 #                     table on stdout, JSON in target/bench/zero.json
 # make bench-check  - the same, then fail unless auto is >= 95% of the best
-#                     backend at every thread count and >= 4x hugetlb populate,
+#                     backend at every thread count (the median of 15
+#                     alternating auto/backend pairs timed after each thread
+#                     count's rounds) and >= 4x hugetlb populate,
 #                     and unless auto's pick at every thread count follows
 #                     its rule (tie band, scaling)
 # make test-bench   - smoke run of the release bench CLI on 128 MiB (no

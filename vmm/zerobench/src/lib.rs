@@ -164,6 +164,39 @@ pub struct Report {
     pub auto_picks: Vec<AutoPick>,
     /// Every measurement, grouped by method.
     pub results: Vec<Measurement>,
+    /// `auto` against the reference backend in alternating pairs, per
+    /// thread count (what `bench-check` judges).
+    pub auto_paired: Vec<AutoPaired>,
+}
+
+/// `auto` timed against the reference backend (the one `auto`'s own rule
+/// picks from the same run's estimates) in alternating pairs, right after
+/// the engine rounds of one thread count.
+///
+/// Why pairs: the engine rows' estimates (mean of the fastest runs of
+/// each) are the top of noisy samples drawn at different moments; on this
+/// 2-vCPU VM one and the same code, `auto` being clzero, came out at 0.950x
+/// of clzero's own row at 2 threads (58.6 vs 61.7 GiB/s, 47 runs each),
+/// where three other runs that day gave 0.99-1.00x. A pair's two runs are
+/// back to back, so a burst of the host's load tends to hit both or to be
+/// one outlier pair, and the median of the pairs' ratios ignores it; it is
+/// still the claim itself (auto's speed over the best backend's, with any
+/// overhead or wrong pick of auto's included).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoPaired {
+    /// Threads.
+    pub threads: usize,
+    /// The reference backend.
+    pub reference: String,
+    /// Pairs timed.
+    pub pairs: usize,
+    /// Median over the pairs of auto's speed / the reference's.
+    pub median: f64,
+    /// Lowest pair ratio.
+    pub min: f64,
+    /// Highest pair ratio.
+    pub max: f64,
 }
 
 /// `auto`'s decision at one thread count (the JSON `auto_picks` entries):
@@ -279,6 +312,10 @@ pub const ENGINE_MIN_REPS: usize = 9;
 pub const ENGINE_SETTLED_REPS: usize = 10;
 /// ... or this many rounds ran.
 pub const ENGINE_MAX_REPS: usize = 80;
+
+/// Alternating pairs of `auto` and the reference backend per thread count
+/// ([`AutoPaired`]); odd, so the median is one pair's.
+pub const AUTO_PAIRS: usize = 15;
 
 /// `auto` must reach this fraction of the reference backend
 /// ([`Report::reference_backend`]) at every thread count (issue 16); the
@@ -404,6 +441,7 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
     };
 
     let mut results = Vec::new();
+    let mut auto_paired = Vec::new();
     {
         let buf = Mapping::new(len, Backing::Thp).map_err(|source| BenchError::Map {
             size: human(size),
@@ -485,8 +523,71 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
                 if t == 1 { "" } else { "s" },
                 rounds.clamp(engine_reps, ENGINE_MAX_REPS)
             ));
-            for ((name, _), d) in zeroers.iter().zip(best) {
-                results.push(measurement(name, t, len, d));
+            for ((name, _), d) in zeroers.iter().zip(&best) {
+                results.push(measurement(name, t, len, *d));
+            }
+            // auto against the reference backend, in pairs.
+            let estimates: Vec<(Backend, f64)> = zeroers
+                .iter()
+                .zip(&best)
+                .filter_map(|((n, _), d)| {
+                    n.parse::<Backend>()
+                        .ok()
+                        .map(|b| (b, len as f64 / d.as_secs_f64().max(1e-9)))
+                })
+                .collect();
+            let auto_z = zeroers
+                .iter()
+                .find(|(n, _)| *n == "auto")
+                .and_then(|z| z.1.as_ref());
+            let reference = prezero::pick(&estimates);
+            let ref_z = reference.and_then(|r| {
+                zeroers
+                    .iter()
+                    .find(|(n, _)| *n == r.name())
+                    .and_then(|z| z.1.as_ref())
+            });
+            if let (Some(reference), Some(az), Some(rz)) = (reference, auto_z, ref_z) {
+                let time = |z: &Zeroer| {
+                    let rt = (!args.no_realtime).then(|| measure::Realtime::enter().0);
+                    measure::memset(&buf, t, 0x5a);
+                    let d = measure::engine(&buf, z);
+                    drop(rt);
+                    d.as_secs_f64().max(1e-9)
+                };
+                bar.set_message(format!("auto vs {reference} x{t}, {AUTO_PAIRS} pairs"));
+                let mut ratios: Vec<f64> = (0..AUTO_PAIRS)
+                    .map(|p| {
+                        // Each first in half of the pairs.
+                        let (a, r) = if p % 2 == 0 {
+                            let a = time(az);
+                            (a, time(rz))
+                        } else {
+                            let r = time(rz);
+                            (time(az), r)
+                        };
+                        r / a
+                    })
+                    .collect();
+                ratios.sort_by(|a, b| a.total_cmp(b));
+                let a = AutoPaired {
+                    threads: t,
+                    reference: reference.name().to_string(),
+                    pairs: AUTO_PAIRS,
+                    median: ratios[AUTO_PAIRS / 2],
+                    min: ratios[0],
+                    max: ratios[AUTO_PAIRS - 1],
+                };
+                notes.push(format!(
+                    "auto vs reference backend {} at {t} thread{}: median {:.3}x over {} alternating pairs (min {:.3}x, max {:.3}x); bench-check judges this",
+                    a.reference,
+                    if t == 1 { "" } else { "s" },
+                    a.median,
+                    a.pairs,
+                    a.min,
+                    a.max
+                ));
+                auto_paired.push(a);
             }
         }
         notes.push(if realtime {
@@ -568,6 +669,7 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
         auto_backend: auto_backend.name().to_string(),
         auto_picks,
         results,
+        auto_paired,
     };
     println!("{}", table::render(&report, &threads, &notes));
     if let Some((path, mut file)) = json_file {
@@ -745,13 +847,23 @@ pub fn check_targets(r: &Report) -> Result<String, String> {
         let best = r
             .reference_backend(n)
             .ok_or(format!("report has no backend result at {n} threads"))?;
-        let vs_best = auto.gib_per_s / best.gib_per_s;
+        let estimates = auto.gib_per_s / best.gib_per_s;
+        // The paired median where the run has one (every run since it
+        // existed), else the estimates' ratio.
+        let paired = r.auto_paired.iter().find(|p| p.threads == n);
+        let vs_best = paired.map_or(estimates, |p| p.median);
         parts.push(format!(
-            "{n} threads: auto {:.1} GiB/s = {:.1}% of reference backend {} ({:.1})",
+            "{n} threads: auto {:.1} GiB/s = {:.1}% of reference backend {} ({:.1}){}",
             auto.gib_per_s,
-            vs_best * 100.0,
+            estimates * 100.0,
             best.method,
-            best.gib_per_s
+            best.gib_per_s,
+            paired.map_or(String::new(), |p| format!(
+                ", paired against {}: median {:.1}% of {} pairs",
+                p.reference,
+                p.median * 100.0,
+                p.pairs
+            ))
         ));
         if vs_best < AUTO_VS_BEST {
             misses.push(format!("auto < 95% of reference backend at {n} threads"));
@@ -799,6 +911,7 @@ mod tests {
             size_bytes: 1 << 30,
             auto_backend: "avx512_nt".into(),
             auto_picks: vec![],
+            auto_paired: vec![],
             results: vec![
                 m("rep_stosb", 2, 50.0),
                 m("avx512_nt", 2, 44.0),
@@ -816,11 +929,43 @@ mod tests {
     }
 
     #[test]
+    fn the_paired_median_decides_where_the_run_has_one() {
+        // The estimates say 0.95x (same code, a noisy top-of-sample), the
+        // pairs say 0.99x: passes on the pairs.
+        let mut r = Report {
+            size_bytes: 4 << 30,
+            auto_backend: "clzero".into(),
+            auto_picks: vec![],
+            results: vec![m("clzero", 2, 61.7), m("auto", 2, 58.6)],
+            auto_paired: vec![AutoPaired {
+                threads: 2,
+                reference: "clzero".into(),
+                pairs: AUTO_PAIRS,
+                median: 0.99,
+                min: 0.9,
+                max: 1.05,
+            }],
+        };
+        let ok = check_targets(&r).unwrap();
+        assert!(
+            ok.contains("paired against clzero: median 99.0% of 15 pairs"),
+            "{ok}"
+        );
+        // Negative control: the pairs below 0.95 fail even where the
+        // estimates agree.
+        r.results[1].gib_per_s = 61.7;
+        r.auto_paired[0].median = 0.94;
+        let e = check_targets(&r).unwrap_err();
+        assert!(e.contains("95% of reference backend at 2 threads"), "{e}");
+    }
+
+    #[test]
     fn targets() {
         let mut r = Report {
             size_bytes: 1 << 30,
             auto_backend: "avx512_nt".into(),
             auto_picks: vec![],
+            auto_paired: vec![],
             results: vec![
                 m("memset", 1, 10.0),
                 m("auto", 1, 1.0),

@@ -152,6 +152,7 @@ mod tests {
             size_bytes: 4 << 30,
             auto_backend: "avx512_nt".into(),
             auto_picks: vec![],
+            auto_paired: vec![],
             results: vec![
                 m("memset", 2, 20.0),
                 m("avx512_nt", 2, 44.0),
@@ -191,6 +192,7 @@ mod tests {
             size_bytes: 2 << 30,
             auto_backend: "avx512_nt".into(),
             auto_picks: vec![],
+            auto_paired: vec![],
             results: vec![
                 m("avx512_nt", 1, 50.0),
                 m("auto", 1, 48.0),

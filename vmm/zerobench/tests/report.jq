@@ -1,7 +1,7 @@
 # jq -e filter: a `bench zero` JSON report has exactly the documented schema,
 # sane numbers, and the always-present methods at threads 1 and 2.
 . as $r
-| (keys == ["auto_backend", "auto_picks", "results", "size_bytes"])
+| (keys == ["auto_backend", "auto_paired", "auto_picks", "results", "size_bytes"])
 and (.size_bytes | type) == "number" and .size_bytes > 0
 and (.auto_backend | type) == "string"
 and ([.results[]
@@ -15,6 +15,8 @@ and ([.results[] | select(.method == "auto") | .threads] == [1, 2])
 # is in its tie set and within 5 % (prezero::TIE_BAND) of the fastest
 # calibrated candidate of its kind (non-temporal or not); pinned picks
 # carry no calibration.
+and ([.auto_paired[] | .threads] == [1, 2])
+and ([.auto_paired[] | select(.pairs > 0 and .min > 0 and .min <= .median and .median <= .max)] | length) == 2
 and ([.auto_picks[] | .threads] == [1, 2])
 and ([.auto_picks[]
       | . as $p

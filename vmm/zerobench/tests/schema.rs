@@ -30,7 +30,13 @@ fn small_run_writes_the_documented_json() {
     keys.sort();
     assert_eq!(
         keys,
-        ["auto_backend", "auto_picks", "results", "size_bytes"]
+        [
+            "auto_backend",
+            "auto_paired",
+            "auto_picks",
+            "results",
+            "size_bytes"
+        ]
     );
     assert_eq!(top["size_bytes"].as_u64(), Some(64 << 20));
     let auto = top["auto_backend"].as_str().unwrap();
