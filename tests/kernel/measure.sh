@@ -131,7 +131,7 @@ crashed=()
 run() {
 	local name="$1" kern="$2" mem="$3" append="$4" logf why img L="${2%%:*}"
 	shift 4
-	if [ "${2##*:}" = on ]; then
+	if [ "${kern##*:}" = on ]; then
 		img="${ON[$L]}"
 		append="$append ${ZS_MEASURE_ON_ARGS:-}"
 	else
