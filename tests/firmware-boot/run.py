@@ -45,7 +45,7 @@ from pathlib import Path
 from zstest import l2image as build  # the nested host's image: Cpio, cache
 from zstest import vmmargv
 from zstest.qemu import L2_ABORT_RE as L2_ABORT
-from zstest.qemu import L2_ACCEL, L3_KERNEL_BUG_RE
+from zstest.qemu import L2_ACCEL, kernel_bug_lines
 from zstest.qemu import STALE_INT3, bed_fault
 from zstest.qemu import boot_l2 as start_l2
 from zstest.qemu import l2_memory
@@ -99,7 +99,7 @@ def judge(name: str, fw: list[str], l3: list[str], vmm: list[str], rc: int | Non
         return ["empty firmware debug log (did the firmware start?)"]
     if "QemuFwCfgProbe: Supported 1, DMA 1" not in text:
         fails.append("the firmware did not find fw_cfg with DMA")
-    bugs = [x for x in l3 if L3_KERNEL_BUG_RE.search(x) and not x.startswith("ZSINIT:")]
+    bugs = [x for x in kernel_bug_lines(l3) if not x.startswith("ZSINIT:")]
     if bugs:
         fails.append(f"the guest kernel reported a bug: {bugs[0][:160]}")
     if name == "fw-dirty-patched-1g":
@@ -292,7 +292,7 @@ def main() -> int:
                 fault = bed_fault(ended if ended.startswith("timeout") else None, ended if aborted else None,
                                   ended if "L2 ended by triple fault" in ended else None,
                                   ended if STALE_INT3 in ended else None)
-                crashed = r and any(L3_KERNEL_BUG_RE.search(x) and not x.startswith("ZSINIT:") for x in r["l3"])
+                crashed = r and any(not x.startswith("ZSINIT:") for x in kernel_bug_lines(r["l3"]))
                 if not fault or crashed:
                     break
                 retries.setdefault(run[0], []).append(f"attempt {attempt}: {ended}; {fails[:2]}")

@@ -448,7 +448,7 @@ def judge(r: LaunchResult) -> None:
     # A kernel bug line fails the row whatever the verdict says (a Bad
     # page state with a PASS verdict is no pass); verify mode's own WARN
     # on a caught page is the dirty rows' point and never matches.
-    bug = next((ln for _, ln in r.l3 if e2e.L3_KERNEL_BUG_RE.search(ln)), None)
+    bug = next(iter(e2e.kernel_bug_lines(ln for _, ln in r.l3)), None)
     if bug:
         f.append(f"kernel bug line on the guest console: {bug.strip()[:160]}")
     if r.timeline is None:
@@ -534,7 +534,7 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
                           log, extra_files, script, judge_fn or judge, l2_args, l2_extra_mib)
 
     return rerun_after_bed_faults(list(scenarios), boot, retries, L2_RETRIES,
-                                  lambda r: any(e2e.L3_KERNEL_BUG_RE.search(ln) for _, ln in r.l3), "launch")
+                                  lambda r: bool(e2e.kernel_bug_lines(ln for _, ln in r.l3)), "launch")
 
 
 def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, zerostart: Path, ovmf: Path,

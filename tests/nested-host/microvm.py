@@ -194,7 +194,7 @@ def judge(r: launch.LaunchResult) -> None:
         f.append("no ZSL-END line (scenario did not finish)")
     elif r.rc != 0:
         f.append(f"the VMM exited {r.rc} (a clean power-off exits 0)")
-    crash = next((ln for _, ln in r.l3 if e2e.L3_KERNEL_BUG_RE.search(ln)), None)
+    crash = next(iter(e2e.kernel_bug_lines(ln for _, ln in r.l3)), None)
     if crash:
         f.append(f"guest kernel crashed: {crash.strip()[:160]}")
     seen, _ = phases(r)

@@ -33,7 +33,7 @@ from zstest import l2image as build
 from zstest import timeline as tlschema
 from zstest import vmmargv
 from zstest.hugepages import HugePages
-from zstest.qemu import (L2_BOOT_TIMEOUT_S, L2_CPU, L3_CONSOLE_ARGS, L3_KERNEL_BUG_RE, Console, bed_fault, boot_l2, l2_memory,
+from zstest.qemu import (L2_BOOT_TIMEOUT_S, L2_CPU, L3_CONSOLE_ARGS, L3_KERNEL_BUG_RE, Console, kernel_bug_lines, bed_fault, boot_l2, l2_memory,
                          rerun_after_bed_faults)
 
 REPO = build.REPO
@@ -269,7 +269,7 @@ def judge(r: Result) -> None:
             r.failures.append(f"the kernel skipped {skipped} page clears without a valid hint")
         if "prezero.verify=1" in sc.guest_args and int(v.get("kernel_bytes_verified", "0")) <= 0:
             r.failures.append("prezero.verify=1 but the kernel verified no bytes")
-    bugs = [ln.strip() for ln in r.l3_lines if L3_KERNEL_BUG_RE.search(ln)]
+    bugs = [ln.strip() for ln in kernel_bug_lines(r.l3_lines)]
     if bugs:
         r.failures.append(f"the L3 kernel reported {len(bugs)} bug line(s): {bugs[0][:160]}")
     if sc.expect_exit and not any(sc.expect_exit in ln for ln in r.vmm_lines):
@@ -352,7 +352,7 @@ def run_nested(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
     return rerun_after_bed_faults(
         list(scenarios), lambda todo: _run_l2(todo, manifest, echo, smp, attempt=len(retries)), retries,
         L2_ABORT_RETRIES if l2_retries is not None else 0,
-        lambda r: any(L3_KERNEL_BUG_RE.search(ln) for ln in r.l3_lines), "e2e")
+        lambda r: bool(kernel_bug_lines(r.l3_lines)), "e2e")
 
 
 def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,

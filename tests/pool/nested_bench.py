@@ -38,7 +38,7 @@ from pathlib import Path
 
 from zstest import l2image as build
 from zstest import timeline as tlschema
-from zstest.qemu import L2_BOOT_TIMEOUT_S, L3_KERNEL_BUG_RE, Console, boot_l2, l2_memory
+from zstest.qemu import L2_BOOT_TIMEOUT_S, Console, boot_l2, kernel_bug_lines, l2_memory
 
 HERE = Path(__file__).resolve().parent
 
@@ -69,8 +69,8 @@ def kernel_bugs(s: dict) -> list[str]:
     """The guest console's kernel bug lines (zstest.qemu.L3_KERNEL_BUG_RE), each
     a failure that names the line: a crash, oops or warning of the kernel under
     test fails its boot whatever its verdict, and is never retried."""
-    return [f"L3 kernel bug line: {ln.strip()[:300]}" for ln in s.get("l3", [])
-            if L3_KERNEL_BUG_RE.search(ln) and not ln.startswith(("ZSINIT:", "ZSPROBE:"))]
+    return [f"L3 kernel bug line: {ln.strip()[:300]}" for ln in kernel_bug_lines(s.get("l3", []))
+            if not ln.startswith(("ZSINIT:", "ZSPROBE:"))]
 
 
 def judge(s: dict, patched: bool) -> list[str]:

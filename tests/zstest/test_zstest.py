@@ -675,6 +675,30 @@ class GuestKernelKit(unittest.TestCase):
             qemu.rerun_after_bed_faults([a, b], lambda todo: next(runs), [], 1, lambda r: True, "e2e")
         self.assertNotIn("RETRY", out.getvalue())
 
+    def test_a_verify_catch_inside_a_kernel_fault_is_no_crash(self):
+        # Captured from CI (2026-12-02, microvm-zerostart-dirty, the
+        # patched 6.12 guest that went on to pass and power off): verify
+        # caught a planted byte in a page allocated by a page fault that
+        # copy_to_user took (read() of a block device), so its WARN report
+        # also printed the interrupted frame, `RIP: 0010:rep_movs_alternative`.
+        cap = (Path(__file__).parent / "captured" / "verify-warn-in-kernel-fault.log").read_text().splitlines()
+        self.assertTrue(any("RIP: 0010:rep_movs_alternative" in ln for ln in cap))
+        self.assertTrue(any(qemu.L3_KERNEL_BUG_RE.search(ln) for ln in cap), "the line-by-line judge flags it")
+        self.assertEqual(qemu.kernel_bug_lines(cap), [])
+        # Negative controls on the same capture. The same report under a
+        # WARNING that is not verify's: every line of it counts.
+        other = [ln.replace("zerostart_verify_pages+", "free_pages_prepare+") for ln in cap]
+        bugs = qemu.kernel_bug_lines(other)
+        self.assertTrue(any("WARNING: CPU: 0 PID: 124" in ln for ln in bugs), bugs)
+        self.assertTrue(any("RIP: 0010:rep_movs_alternative" in ln for ln in bugs), bugs)
+        # The kernel frame's RIP after verify's report ended: a crash line.
+        end = next(i for i, ln in enumerate(cap) if qemu.END_TRACE_RE.search(ln))
+        rip = next(ln for ln in cap if "RIP: 0010:rep_movs_alternative" in ln)
+        self.assertEqual(qemu.kernel_bug_lines(cap[:end + 1] + [rip]), [rip])
+        # Any other report inside verify's still counts.
+        oops = "[   14.6] Oops: general protection fault, probably for non-canonical address"
+        self.assertEqual(qemu.kernel_bug_lines(cap[:end] + [oops] + cap[end:]), [oops])
+
     def test_the_bug_line_judge_sees_every_kind_and_no_program_line(self):
         # Each kind of kernel report the harnesses fail a guest for.
         for bad in ("BUG: Bad page state in process zsinit  pfn:12345", "Oops: int3: 0000 [#1] SMP NOPTI",
