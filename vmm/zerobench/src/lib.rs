@@ -269,15 +269,22 @@ impl Report {
     /// on machines where it declines a slightly faster cache-allocating
     /// backend on purpose (CI's was one).
     pub fn reference_backend(&self, threads: usize) -> Option<&Measurement> {
-        let measured: Vec<(Backend, f64)> = self
-            .results
-            .iter()
-            .filter(|m| m.threads == threads)
-            .filter_map(|m| m.method.parse::<Backend>().ok().map(|b| (b, m.gib_per_s)))
-            .collect();
-        let b = prezero::pick(&measured)?;
-        self.get(b.name(), threads)
+        reference_in(&self.results, threads)
     }
+}
+
+/// [`Report::reference_backend`] over `results` (also used while the
+/// report is being built, for the paired check).
+fn reference_in(results: &[Measurement], threads: usize) -> Option<&Measurement> {
+    let measured: Vec<(Backend, f64)> = results
+        .iter()
+        .filter(|m| m.threads == threads)
+        .filter_map(|m| m.method.parse::<Backend>().ok().map(|b| (b, m.gib_per_s)))
+        .collect();
+    let b = prezero::pick(&measured)?;
+    results
+        .iter()
+        .find(|m| m.method == b.name() && m.threads == threads)
 }
 
 /// Engine rows report the mean of this many fastest runs.
@@ -527,20 +534,12 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
                 results.push(measurement(name, t, len, *d));
             }
             // auto against the reference backend, in pairs.
-            let estimates: Vec<(Backend, f64)> = zeroers
-                .iter()
-                .zip(&best)
-                .filter_map(|((n, _), d)| {
-                    n.parse::<Backend>()
-                        .ok()
-                        .map(|b| (b, len as f64 / d.as_secs_f64().max(1e-9)))
-                })
-                .collect();
             let auto_z = zeroers
                 .iter()
                 .find(|(n, _)| *n == "auto")
                 .and_then(|z| z.1.as_ref());
-            let reference = prezero::pick(&estimates);
+            let reference =
+                reference_in(&results, t).and_then(|m| m.method.parse::<Backend>().ok());
             let ref_z = reference.and_then(|r| {
                 zeroers
                     .iter()
