@@ -351,6 +351,11 @@ class LaunchResult:
                 s += f" ({event})"
         if self.bed:
             s += f"; nested host's QEMU: {self.bed[-1].split(': ', 1)[-1]}"
+        # bed-qemu/patches/0005: the emulator caught itself in a state no
+        # correct CPU reaches; its head here, its ring of world switches in
+        # the console log.
+        for inv in (b for b in self.bed if " invariant: " in b):
+            s += f"; nested host's QEMU: {inv.split('; last switches', 1)[0].removeprefix('QEMU-SVM ')}"
         # An exception storm (kvmx_line prints its commonest kinds): a
         # guest that spun re-taking a fault rather than dying.
         storm = [k for k in self.kvmx if k.startswith("shutdown_exits=0 injected_exceptions=")]

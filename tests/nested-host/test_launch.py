@@ -139,6 +139,19 @@ class Judge(unittest.TestCase):
         self.assertIn("nested host's QEMU: exception 0xe error 0x10 rip 0xffffffff815be1a6", results[0].end_story())
         self.assertNotIn("nested host's QEMU", launch.LaunchResult(sc).end_story())
 
+    def test_the_bed_qemus_invariant_line_joins_the_story_without_its_ring(self):
+        # bed-qemu patches/0005: the head of the line in the failure line,
+        # the ring of world switches only in the console log.
+        sc = launch.LaunchScenario("x", 1024)
+        inv = ("QEMU-SVM cpu0 invariant: guest mode without the VMRUN's nested paging at tlb_fill addr 0x1 "
+               "rip 0x2 hflags 0x200000 hflags2 0x10b npt_at_vmrun 1; last switches (seq kind ...): | 7 G 0x1 0x1")
+        shut = "QEMU-SVM cpu0 guest shutdown: exception 0xe error 0x10 rip 0x2 npt 0"
+        r = launch.LaunchResult(sc, bed=[inv, shut])
+        story = r.end_story()
+        self.assertIn("nested host's QEMU: exception 0xe error 0x10 rip 0x2 npt 0", story)
+        self.assertIn("nested host's QEMU: cpu0 invariant: guest mode without the VMRUN's nested paging at tlb_fill", story)
+        self.assertNotIn("| 7 G", story)
+
     def test_silent_host_snapshot_summary(self):
         # What the failure line says of a nested host that went silent:
         # each CPU's RIP, whether it is halted, its IF, and its APIC's IRR,
