@@ -51,7 +51,7 @@ GRACE_S = 60
 
 
 # The QEMU rows that boot the kernel directly (no OVMF; the hint on -append).
-DIRECT_QEMU = ("qemu-direct", "microvm-direct")
+DIRECT_QEMU = ("qemu-direct", "microvm-direct", "microvm-seabios-direct")
 
 
 @dataclass
@@ -61,6 +61,7 @@ class LaunchScenario:
     # qemu (through OVMF) | qemu-direct (-kernel, hint on -append) | cloud-hypervisor (CLOUDHV.fd, UKI)
     # | chv-direct (cloud-hypervisor --kernel, hint on --cmdline) | firecracker (hint in boot_args)
     # | microvm-direct (QEMU -machine microvm, qboot, -kernel; hint on -append)
+    # | microvm-seabios-direct (the same on SeaBIOS's bios-microvm.bin, microvm's default firmware)
     vmm: str = "qemu"
     source: str = "pool"  # pool | prefault | none
     kernel: str = "patched"  # name under /zs/kernels in L2
@@ -111,7 +112,8 @@ class LaunchScenario:
         q = {"log": f"/tmp/{name}.qlog"}
         if self.debugcon:
             q["debugcon"] = f"/tmp/{name}.fw"
-        base = vmmargv.l2_microvm(1, **q) if self.vmm == "microvm-direct" else vmmargv.l2_qemu(1, **q)
+        base = {"microvm-direct": vmmargv.l2_microvm, "microvm-seabios-direct": vmmargv.l2_microvm_seabios}.get(
+            self.vmm, vmmargv.l2_qemu)(1, **q)
         inner = {**base, **direct, "serial": "stdio"}
         return vmmargv.launch(inner, memory, tl, firmware=None if self.vmm in DIRECT_QEMU else vmmargv.L2_OVMF,
                               extra=extra)
@@ -292,6 +294,8 @@ def direct_scenarios(kernel: str) -> list[LaunchScenario]:
                             "one-line reason"),
         *direct_rows(kernel, "qemu-direct", "direct boot (SeaBIOS, -kernel)", "the kernel command line"),
         *direct_rows(kernel, "microvm-direct", "microvm direct boot (qboot, -kernel)", "the kernel command line"),
+        *direct_rows(kernel, "microvm-seabios-direct", "microvm direct boot (SeaBIOS bios-microvm.bin, -kernel)",
+                     "the kernel command line"),
     ]
 
 
@@ -400,7 +404,8 @@ def row(r: LaunchResult) -> dict:
     skipped = int(v.get("kernel_pages_skipped", -1))
     return {
         "name": r.sc.name,
-        "vmm": {"qemu-direct": "qemu", "microvm-direct": "qemu", "chv-direct": "cloud-hypervisor"}.get(r.sc.vmm,
+        "vmm": {"qemu-direct": "qemu", "microvm-direct": "qemu", "microvm-seabios-direct": "qemu",
+                "chv-direct": "cloud-hypervisor"}.get(r.sc.vmm,
                                                                                                         r.sc.vmm),
         "boot": (r.timeline or {}).get("boot") or ("direct" if r.sc.vmm.endswith("-direct")
                                                     or r.sc.vmm == "firecracker" else "uefi"),
@@ -587,6 +592,12 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
         if not bios.is_file():
             raise build.BuildError(f"no {bios} for the direct-boot scenarios: run `make deps` (seabios)")
         extra.file("qemu/share/bios-256k.bin", bios.read_bytes())
+    # microvm's default BIOS (Debian ships it in seabios, not in QEMU's data).
+    if any(s.vmm == "microvm-seabios-direct" for s in scenarios):
+        bios = seabios / "bios-microvm.bin"
+        if not bios.is_file():
+            raise build.BuildError(f"no {bios} for the microvm SeaBIOS scenarios: run `make deps` (seabios)")
+        extra.file("qemu/share/bios-microvm.bin", bios.read_bytes())
     for path, (blob, mode) in (extra_files or {}).items():
         extra.file(path, blob, mode)
     extra.file("zs/launch.txt", ("\n".join([f"pool|{pool_mib}|{region_mib}"] + list_lines(scenarios, zerostart, extra))

@@ -214,6 +214,7 @@ class Judge(unittest.TestCase):
             argv = vmmargv.build(sc.spec(), ZS).argv
             self.assertEqual(argv[:4], ["/zs/zerostart", "launch", "--vmm",
                                         {"qemu-direct": "qemu", "microvm-direct": "qemu",
+                                         "microvm-seabios-direct": "qemu",
                                          "chv-direct": "cloud-hypervisor"}.get(sc.vmm, sc.vmm)])
             dash = argv.index("--")
             self.assertEqual(argv[argv.index("--timeline") + 1], f"/tmp/{sc.name}.tl.json")
@@ -229,9 +230,13 @@ class Judge(unittest.TestCase):
                 for launcher_s in ("-m", "-object", "-mem-prealloc"):
                     self.assertNotIn(launcher_s, vmm)
                 # The launcher's firmware is its own option; microvm names qboot.
-                self.assertEqual(vmm.count("-bios"), int(sc.vmm == "microvm-direct"))
+                self.assertEqual(vmm.count("-bios"), int(sc.vmm in ("microvm-direct", "microvm-seabios-direct")))
                 # microvm rows name their machine; the launcher would add q35.
                 self.assertEqual("microvm,x-option-roms=off,rtc=on" in vmm, sc.vmm == "microvm-direct")
+                # SeaBIOS needs the linuxboot_dma option ROM: microvm's ROMs stay on.
+                self.assertEqual("microvm,rtc=on" in vmm, sc.vmm == "microvm-seabios-direct")
+                if sc.vmm == "microvm-seabios-direct":
+                    self.assertEqual(vmm[vmm.index("-bios") + 1], "bios-microvm.bin")
             if SH:
                 self.assertEqual(busybox_argv(ln, 3), argv, ln)
         fc = [s for s in rows if s.vmm == "firecracker"]

@@ -120,6 +120,13 @@ def l2_microvm(cpus: int | None = 1, **qemu) -> dict:
     return {**l2_qemu(cpus, machine="microvm", **qemu), "firmware": "qboot.rom"}
 
 
+def l2_microvm_seabios(cpus: int | None = 1, **qemu) -> dict:
+    """l2_microvm on QEMU's default microvm firmware, SeaBIOS's
+    bios-microvm.bin (the harness copies it into L2's QEMU data dir), with
+    the option ROMs on: SeaBIOS starts the kernel through linuxboot_dma."""
+    return {**l2_qemu(cpus, machine="microvm-seabios", **qemu), "firmware": "bios-microvm.bin"}
+
+
 def stock_memory(mem_mib: int) -> dict:
     """QEMU's RAM as operators run a hugepage VM: a shared file on
     /dev/hugepages, preallocated by two threads before the guest starts."""

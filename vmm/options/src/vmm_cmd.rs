@@ -329,6 +329,18 @@ pub enum Machine {
     /// guest's rtc_cmos probe spins ~16 s under nested TCG); boots with
     /// qboot (`firmware: "qboot.rom"`).
     Microvm,
+    /// microvm with its option ROMs and an RTC, for SeaBIOS's
+    /// `bios-microvm.bin` (`firmware`), QEMU's default microvm firmware:
+    /// unlike qboot it starts a `-kernel` through the linuxboot_dma
+    /// option ROM, which `x-option-roms=off` would leave out.
+    MicrovmSeabios,
+}
+
+impl Machine {
+    /// Either microvm: no PCI bus, devices on virtio-mmio, its own BIOS.
+    pub fn is_microvm(self) -> bool {
+        matches!(self, Machine::Microvm | Machine::MicrovmSeabios)
+    }
 }
 
 /// QEMU's accelerator.
@@ -851,6 +863,7 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
         Machine::Q35 => "q35".to_string(),
         Machine::Pc => "pc".to_string(),
         Machine::Microvm => "microvm,x-option-roms=off,rtc=on".to_string(),
+        Machine::MicrovmSeabios => "microvm,rtc=on".to_string(),
     };
     if backend {
         machine.push_str(&format!(",memory-backend={}", qemu::RAM_ID));
@@ -928,7 +941,7 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
     if let Some(fw) = &s.firmware {
         // A microvm boots directly through its own BIOS (qboot), which the
         // launcher passes on; its `firmware` is the UEFI one.
-        if launched && q.machine != Machine::Microvm {
+        if launched && !q.machine.is_microvm() {
             return Err(SpecError::NotApplicable {
                 vmm: s.vmm,
                 field: "firmware",
@@ -1002,7 +1015,7 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
     let (disks, nets) = devices(s, true)?;
     let vsock = s.vsock.as_ref().map(|v| (v.cid, v.socket.as_deref()));
     a.extend(
-        qemu_devices(&disks, &nets, vsock, q.machine == Machine::Microvm)
+        qemu_devices(&disks, &nets, vsock, q.machine.is_microvm())
             .map_err(|e| device_error(s.vmm, e))?,
     );
     if let Some(c) = &s.cmdline {

@@ -46,6 +46,24 @@ fn qemu_microvm_as_scenario_sh() {
     assert_eq!(a, want);
 }
 
+/// microvm on SeaBIOS's bios-microvm.bin keeps its option ROMs (the
+/// linuxboot_dma ROM starts the kernel) and its virtio-mmio devices.
+#[test]
+fn qemu_microvm_seabios_keeps_option_roms() {
+    let a = argv(
+        r#"{"vmm":"qemu","binary":"/qemu/bin/qemu-system-x86_64","cpus":1,
+            "memory":{"backing":"anonymous","size_mib":512},
+            "firmware":"bios-microvm.bin","kernel":"/k","cmdline":"console=ttyS0",
+            "serial":"stdio","vsock":{"cid":5},
+            "qemu":{"machine":"microvm-seabios"}}"#,
+    );
+    let joined = a.join(" ");
+    assert!(joined.contains("-machine microvm,rtc=on "), "{joined}");
+    assert!(!joined.contains("x-option-roms"), "{joined}");
+    assert!(joined.contains("-bios bios-microvm.bin"), "{joined}");
+    assert!(joined.contains("vhost-vsock-device"), "{joined}");
+}
+
 /// tests/nested-host/scenario.sh, vmm zerostart.
 #[test]
 fn zerostart_run_as_scenario_sh() {
