@@ -138,6 +138,8 @@ def judge(r: launch.LaunchResult) -> None:
         return
     if v["status"] != "PASS":
         f.append(f"guest verdict FAIL: {v.get('reason', '?')}")
+    if r.shut_down():
+        f.append(r.shut_down())
     if int(v.get("nonzero_bytes", -1)) != 0:
         f.append(f"the workload read {v.get('nonzero_bytes')} non-zero bytes")
     skipped = int(v.get("kernel_pages_skipped", -1))
@@ -253,6 +255,8 @@ def judge_vmm(r: launch.LaunchResult) -> None:
         return
     if v["status"] != "PASS" or int(v.get("nonzero_bytes", -1)) != 0:
         f.append(f"guest verdict {v['status']}, nonzero_bytes={v.get('nonzero_bytes')}")
+    if r.shut_down():
+        f.append(r.shut_down())
     skipped = int(v.get("kernel_pages_skipped", -1))
     if "hint=off" in r.sc.source:
         if skipped != 0:

@@ -368,6 +368,15 @@ class LaunchResult:
             s += f"; L2 KVM: {storm[-1].split(' ', 1)[1]}, commonest: {counts[0]}"
         return s
 
+    def shut_down(self) -> str | None:
+        """The failure line of a guest that shut down (a triple fault: L2's
+        KVM recorded a shutdown exit, kvmx_line in l2-pool.sh) even though
+        it printed its verdict first: a crash during power-off is a crash,
+        and a PASS printed before it does not hide it. None: no shutdown."""
+        if any("kvm_exit" in k and "reason shutdown" in k for k in self.kvmx):
+            return f"the guest shut down (triple fault) after its verdict ({self.end_story()})"
+        return None
+
     def no_verdict(self) -> str:
         """The failure line of a guest that printed no verdict: where its
         output stopped and how QEMU and L2's KVM saw the end, so that a
@@ -461,6 +470,8 @@ def judge(r: LaunchResult) -> None:
     bug = next(iter(e2e.kernel_bug_lines(ln for _, ln in r.l3)), None)
     if bug:
         f.append(f"kernel bug line on the guest console: {bug.strip()[:160]}")
+    if r.shut_down():
+        f.append(r.shut_down())
     if r.timeline is None:
         f.append("no launcher timeline")
     else:

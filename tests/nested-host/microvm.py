@@ -197,6 +197,8 @@ def judge(r: launch.LaunchResult) -> None:
     crash = next(iter(e2e.kernel_bug_lines(ln for _, ln in r.l3)), None)
     if crash:
         f.append(f"guest kernel crashed: {crash.strip()[:160]}")
+    if r.shut_down():
+        f.append(r.shut_down())
     seen, _ = phases(r)
     missing = [p for p in PHASES if p not in seen]
     if missing:

@@ -126,6 +126,34 @@ class Judge(unittest.TestCase):
         self.assertTrue(r.end_story().endswith("error_code 0x00000010 (delivering #PF, error 0x10: instruction "
                                                "fetch, kernel, page not present)"), r.end_story())
 
+    def test_a_shutdown_after_a_pass_verdict_fails_the_row(self):
+        # The crash hunt of 2026-12-03 (row 2): the guest printed its PASS,
+        # then triple-faulted in its power-off. Every judge must fail it;
+        # the same row without the shutdown record passes (the control).
+        rec = ("qemu-system-x86-722     [000] .....    41.613697: kvm_exit: vcpu 0 reason shutdown rip "
+               "0xffffffffb8c66fee info1 0x0000000000000000 info2 0x0000000000000000 intr_info 0x80000b0e "
+               "error_code 0x00000000")
+        sc = launch.LaunchScenario("x", 1024, guest_args="prezero.verify=1")
+        verdict = ("ZSINIT: PASS hint=absent nonzero_bytes=0 kernel_pages_skipped=10 kernel_verify_failures=0 "
+                   "kernel_bytes_verified=4096")
+        def result(kvmx):
+            return launch.LaunchResult(sc, rc=0, l3=[(1, verdict)], kvmx=kvmx, timeline={},
+                                       qlog="resets=2 ended=reset")
+        import demo
+        import microvm
+        crashed, clean = result([rec]), result(["shutdown_exits=0 injected_exceptions=2"])
+        self.assertIn("the guest shut down (triple fault) after its verdict", crashed.shut_down())
+        self.assertIn("delivering #PF", crashed.shut_down())
+        self.assertIsNone(clean.shut_down())
+        micro = microvm.MicroScenario("m", 1024, kind="zerostart")
+        for judge in (launch.judge, demo.judge_vmm, microvm.judge):
+            a, b = result([rec]), result(["shutdown_exits=0 injected_exceptions=2"])
+            if judge is microvm.judge:
+                a.sc = b.sc = micro
+            judge(a); judge(b)
+            self.assertTrue(any("shut down (triple fault)" in x for x in a.failures), (judge, a.failures))
+            self.assertFalse(any("shut down" in x for x in b.failures), (judge, b.failures))
+
     def test_the_bed_qemus_shutdown_line_joins_the_story(self):
         # bed-qemu patches/0004 prints it on L2's stderr, between L3 lines.
         sc = launch.LaunchScenario("x", 1024)
