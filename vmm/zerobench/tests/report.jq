@@ -16,7 +16,7 @@ and ([.results[] | select(.method == "auto") | .threads] == [1, 2])
 # calibrated candidate of its kind (non-temporal or not); pinned picks
 # carry no calibration.
 and ([.auto_paired[] | .threads] == [1, 2])
-and ([.auto_paired[] | select(.pairs > 0 and .min > 0 and .min <= .median and .median <= .max)] | length) == 2
+and ([.auto_paired[] | select(.pairs >= 15 and .pairs % 2 == 1 and .min > 0 and .min <= .low and .low <= .median and .median <= .high and .high <= .max)] | length) == 2
 and ([.auto_picks[] | .threads] == [1, 2])
 and ([.auto_picks[]
       | . as $p
