@@ -280,6 +280,11 @@ impl Report {
         reference_in(&self.results, threads)
     }
 
+    /// The auto-vs-reference pairs timed at `threads`, if the run has them.
+    pub fn paired(&self, threads: usize) -> Option<&AutoPaired> {
+        self.auto_paired.iter().find(|p| p.threads == threads)
+    }
+
     /// Whether `auto` missed [`AUTO_VS_BEST`] at `threads` (`None` where
     /// auto or a backend did not run there): by the pairs where the run has
     /// them (their median's whole confidence interval below the target),
@@ -288,12 +293,10 @@ impl Report {
     pub fn auto_missed(&self, threads: usize) -> Option<bool> {
         let auto = self.get("auto", threads)?;
         let best = self.reference_backend(threads)?;
-        Some(
-            match self.auto_paired.iter().find(|p| p.threads == threads) {
-                Some(p) => p.high < AUTO_VS_BEST,
-                None => auto.gib_per_s < best.gib_per_s * AUTO_VS_BEST,
-            },
-        )
+        Some(match self.paired(threads) {
+            Some(p) => p.high < AUTO_VS_BEST,
+            None => auto.gib_per_s < best.gib_per_s * AUTO_VS_BEST,
+        })
     }
 }
 
@@ -349,8 +352,9 @@ pub const ENGINE_MAX_REPS: usize = 80;
 pub const AUTO_PAIRS: usize = 15;
 /// At most this many pairs: timing goes on, two pairs at a time, while the
 /// median's confidence interval straddles [`AUTO_VS_BEST`] (a pair is two
-/// engine runs on the buffer, tens of milliseconds; 151 pairs of 1 GiB at
-/// one thread take about 15 s here).
+/// memsets and two engine runs of the buffer, tens of milliseconds at
+/// 1 GiB: 151 pairs are seconds, not minutes, an estimate from the rows'
+/// speeds, not timed on its own).
 ///
 /// Why: on a 2-vCPU VM whose host backs and schedules it noisily, single
 /// pairs range 0.55-2.2x; with 15 pairs, `auto` being the reference
@@ -376,6 +380,20 @@ pub fn median_ci(sorted: &[f64]) -> (f64, f64, f64) {
 pub fn pairs_settled(sorted: &[f64]) -> bool {
     let (low, _, high) = median_ci(sorted);
     low >= AUTO_VS_BEST || high < AUTO_VS_BEST
+}
+
+/// The pair ratios, sorted: `pair(p)` for p = 0, 1, ... ([`AUTO_PAIRS`]
+/// of them, then two more at a time, so the count stays odd and each
+/// order as often, until [`pairs_settled`] or [`AUTO_PAIRS_MAX`]).
+pub fn pairs_until_settled(mut pair: impl FnMut(usize) -> f64) -> Vec<f64> {
+    let mut ratios: Vec<f64> = (0..AUTO_PAIRS).map(&mut pair).collect();
+    ratios.sort_by(|a, b| a.total_cmp(b));
+    while !pairs_settled(&ratios) && ratios.len() < AUTO_PAIRS_MAX {
+        let n = ratios.len();
+        ratios.extend([pair(n), pair(n + 1)]);
+        ratios.sort_by(|a, b| a.total_cmp(b));
+    }
+    ratios
 }
 
 /// `auto` must reach this fraction of the reference backend
@@ -622,14 +640,7 @@ pub fn run(args: &BenchZeroArgs) -> Result<Report, BenchError> {
                     };
                     r / a
                 };
-                let mut ratios: Vec<f64> = (0..AUTO_PAIRS).map(pair).collect();
-                ratios.sort_by(|a, b| a.total_cmp(b));
-                while !pairs_settled(&ratios) && ratios.len() < AUTO_PAIRS_MAX {
-                    // Two at a time: the count stays odd, each order as often.
-                    let n = ratios.len();
-                    ratios.extend([pair(n), pair(n + 1)]);
-                    ratios.sort_by(|a, b| a.total_cmp(b));
-                }
+                let ratios = pairs_until_settled(pair);
                 let n = ratios.len();
                 let (low, median, high) = median_ci(&ratios);
                 let a = AutoPaired {
@@ -919,7 +930,7 @@ pub fn check_targets(r: &Report) -> Result<String, String> {
         // median's whole confidence interval is below the target: a median
         // below it whose interval reaches it is noise the pairs could not
         // resolve (AUTO_PAIRS_MAX), and is said so.
-        let paired = r.auto_paired.iter().find(|p| p.threads == n);
+        let paired = r.paired(n);
         let miss = r.auto_missed(n).unwrap_or(true);
         parts.push(format!(
             "{n} threads: auto {:.1} GiB/s = {:.1}% of reference backend {} ({:.1}){}",
@@ -1082,12 +1093,7 @@ mod tests {
                 seed ^= seed << 17;
                 center * (0.6 + 0.8 * (seed % 10_000) as f64 / 10_000.0)
             };
-            let mut r: Vec<f64> = (0..AUTO_PAIRS).map(|_| next()).collect();
-            r.sort_by(|a, b| a.total_cmp(b));
-            while !pairs_settled(&r) && r.len() < AUTO_PAIRS_MAX {
-                r.extend([next(), next()]);
-                r.sort_by(|a, b| a.total_cmp(b));
-            }
+            let r = pairs_until_settled(|_| next());
             let (_, med, high) = median_ci(&r);
             (r.len(), med, high)
         }

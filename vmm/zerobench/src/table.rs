@@ -96,7 +96,7 @@ pub(crate) fn render(r: &Report, threads: &[usize], notes: &[String]) -> String 
             let best = r.reference_backend(n)?;
             r.auto_missed(n)?.then(|| {
                 let s = if n == 1 { "" } else { "s" };
-                match r.auto_paired.iter().find(|p| p.threads == n) {
+                match r.paired(n) {
                     Some(p) => format!(
                         "{n} thread{s}: paired median {:.2}x {}, 95 % CI up to {:.2}x",
                         p.median, p.reference, p.high
