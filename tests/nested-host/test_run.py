@@ -8,10 +8,12 @@ consoles. Run: python3 tests/nested-host/test_run.py
 """
 
 import contextlib
+import dataclasses
 import io
 import subprocess
 import tempfile
 import time
+import types
 import unittest
 from unittest import mock
 from pathlib import Path
@@ -202,6 +204,76 @@ class Judge(unittest.TestCase):
         # L2's own CPU shut down (a guest's triple fault is KVM's #VMEXIT).
         t = "L2 triple fault: exception 0xe (error code 0x8) at RIP=ffffffffc05f1dcc"
         self.assertEqual(qemu.bed_fault(None, None, t), t)
+
+    def test_a_nested_host_stuck_between_guests_is_the_beds_fault(self):
+        # The real line of `make demo` on 2026-12-03: L2 stuck after
+        # scenario stock-1g ended and before the next began (CPU 1 in its
+        # int3 handler with IPIs pending, CPU 0 waiting for it).
+        cap = (Path(__file__).parent.parent / "zstest" / "captured" / "l2-stuck-between-guests.txt")
+        silent = cap.read_text().strip()
+        idle = qemu.stuck_between_guests(silent, guest_in_flight=False)
+        self.assertIsNotNone(idle)
+        self.assertEqual(qemu.bed_fault(silent, None, None, None, idle), idle)
+        # The same state with a guest in flight: it may be the guest's; not retried.
+        self.assertIsNone(qemu.stuck_between_guests(silent, guest_in_flight=True))
+        self.assertIsNone(qemu.bed_fault(silent, None, None, None,
+                                         qemu.stuck_between_guests(silent, guest_in_flight=True)))
+        # A CPU sampled once, or without its APIC dump, is no proof.
+        once = silent.replace("RIP=ffffffffafe04ffe 2 s later ", "")
+        self.assertIsNone(qemu.stuck_between_guests(once, guest_in_flight=False))
+        no_apic = silent.replace("IRR=236,251 ", "")
+        self.assertIsNone(qemu.stuck_between_guests(no_apic, guest_in_flight=False))
+        self.assertIsNone(qemu.stuck_between_guests(None, guest_in_flight=False))
+        self.assertIsNone(qemu.stuck_between_guests("nested host silent, its QEMU running; empty snapshot",
+                                                    guest_in_flight=False))
+
+    def test_a_stuck_host_between_guests_reruns_only_what_had_not_begun(self):
+        # launch._boot_once's reading of _drive's results: a scenario it was
+        # in has no rc. Ended ones keep their results; the rest boot again.
+        cap = (Path(__file__).parent.parent / "zstest" / "captured" / "l2-stuck-between-guests.txt")
+        silent = cap.read_text().strip()
+
+        @dataclasses.dataclass
+        class R:
+            sc: object
+            rc: int | None
+
+        a, b, c = (types.SimpleNamespace(name=n) for n in "abc")
+        calls = []
+
+        def boot(todo):
+            calls.append([s.name for s in todo])
+            if len(calls) == 1:
+                res = [R(a, 0)]  # a ended; L2 stuck before b began
+                return res, "timeout", qemu.bed_fault(
+                    silent, None, idle=qemu.stuck_between_guests(silent, any(r.rc is None for r in res)))
+            return [R(s, 0) for s in todo], None, None
+
+        retries: list[str] = []
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            res, fatal = qemu.rerun_after_bed_faults([a, b, c], boot, retries, 1, lambda r: False, "launch")
+        self.assertIsNone(fatal)
+        self.assertEqual(calls, [["a", "b", "c"], ["b", "c"]])
+        self.assertEqual([r.sc.name for r in res], ["a", "b", "c"])
+        self.assertEqual(len(retries), 1)
+        self.assertIn("RETRY launch/b: nested host stuck between guests", out.getvalue())
+
+        # The control: stuck with b in flight (no rc) is not retried.
+        calls.clear()
+
+        def boot_in_flight(todo):
+            calls.append([s.name for s in todo])
+            res = [R(a, 0), R(b, None)]
+            return res, "timeout", qemu.bed_fault(
+                silent, None, idle=qemu.stuck_between_guests(silent, any(r.rc is None for r in res)))
+
+        retries = []
+        with contextlib.redirect_stdout(io.StringIO()):
+            res, fatal = qemu.rerun_after_bed_faults([a, b, c], boot_in_flight, retries, 1, lambda r: False,
+                                                     "launch")
+        self.assertEqual(fatal, "timeout")
+        self.assertEqual(calls, [["a", "b", "c"]])
+        self.assertEqual(retries, [])
 
     def test_l2_triple_fault_only_for_a_zero_exit_that_logged_one(self):
         # The log bed-qemu/patches/0002 wrote in the real run (2026-11-27).

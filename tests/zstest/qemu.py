@@ -549,12 +549,32 @@ def snapshot_summary(snap: str, symbolize=None) -> str:
     return out + (f"; UNDELIVERED INTERRUPT {','.join(lost)}" if lost else "")
 
 
+def stuck_between_guests(silent: str | None, guest_in_flight: bool) -> str | None:
+    """The nested host stuck (`silent`, Console.silent_host's line) while
+    no guest ran: the harness had seen every begun scenario end (its VMM
+    exited) and no next one begin, so no L3 existed for a CPU to be in, or
+    None when that is not proven. The proof asks for L2's whole state:
+    every CPU sampled twice (`2 s later`) with its APIC dump (`IRR=`); a
+    snapshot missing either may have caught a CPU in a guest, and is not
+    one. Seen 2026-12-03 (`make demo`, after the first scenario ended): L2's
+    CPU 1 looping in its int3 handler with IF=0 and IPIs 236 and 251
+    pending, while CPU 0 waited for it in text_poke_bp_batch() to enable a
+    KVM trace event; an emulator fault of the bed, as in bed_fault."""
+    if not silent or guest_in_flight:
+        return None
+    cpus = re.split(r"(?:^|; )(?=cpu\d+ )", silent.split("its QEMU running; ", 1)[-1])
+    cpus = [c for c in cpus if re.match(r"cpu\d+ ", c)]
+    if not cpus or not all("2 s later" in c and "IRR=" in c for c in cpus):
+        return None
+    return f"nested host stuck between guests: {silent}"
+
+
 def bed_fault(silent: str | None, abort: str | None, triple: str | None = None,
-              stale: str | None = None) -> str | None:
+              stale: str | None = None, idle: str | None = None) -> str | None:
     """Why a failed L2 boot is provably the test bed's own fault, outside
     every guest, or None when it may not be.
 
-    Four signs qualify, all about the L2 QEMU (TCG) and the nested host's
+    Five signs qualify, all about the L2 QEMU (TCG) and the nested host's
     own CPU, never about what runs in a guest: its own abort line with a
     non-zero exit (`abort`, from Console.abort_line); a nested host stuck
     or silent whose snapshot (Console.silent_host) shows an UNDELIVERED
@@ -572,13 +592,15 @@ def bed_fault(silent: str | None, abort: str | None, triple: str | None = None,
     same trap frame, and the monitor read another byte than cc where it
     trapped (int3_loop_candidates): the CPU ran code that was no longer
     there. A guest that crashed, hung or printed a bad verdict is none of
-    these. Harnesses boot L2 again only for these, count it and report
-    each one; they never retry a guest."""
+    these. Fifth, L2 stuck while no guest ran at all (`idle`, from
+    stuck_between_guests): the scenarios that ended keep their results and
+    only those not begun run again. Harnesses boot L2 again only for
+    these, count it and report each one; they never retry a guest."""
     if abort:
         return abort
     if silent and "UNDELIVERED INTERRUPT" in silent:
         return silent
-    return triple or stale or None
+    return triple or stale or idle or None
 
 
 def rerun_after_bed_faults(todo: list, boot, retries: list[str], bound: int, crashed, who: str) -> tuple[list, str | None]:
