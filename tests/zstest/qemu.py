@@ -447,8 +447,14 @@ def int3_loop_candidates(snap: str, symbolize) -> list[tuple[int, int]]:
     sees the int3 traps on it forever, with interrupts off. Handling an
     int3 means: the CPU's RIP, or a return address above the frame on its
     stack, is in a function named for int3 (asm_exc_int3, exc_int3,
-    poke_int3_handler, kprobe_int3_handler). The caller reads the byte
-    before that RIP (Console.silent_host)."""
+    poke_int3_handler, kprobe_int3_handler). A CPU caught at the int3
+    itself in one dump (RIP = the trap address - 1: the handler had backed
+    RIP up over it, or the trap was not yet taken) and handling a trap
+    from just after it in the other is the same loop (seen in `make demo`,
+    2026-12-03: __schedule+0x1bc, then exc_int3 on a frame of
+    __schedule+0x1bd); a CPU at one address in both dumps without a
+    handler in either is not. The caller reads the byte before that RIP
+    (Console.silent_host)."""
     passes = snapshot_stacks(snap)
     dumps = [out for c, out in _sections(snap) if c == "info registers -a"]
     if len(passes) < 2 or len(dumps) < 2 or not symbolize:
@@ -464,7 +470,9 @@ def int3_loop_candidates(snap: str, symbolize) -> list[tuple[int, int]]:
     for cpu in sorted(set(passes[0]) & set(passes[1])):
         if cpu >= min(len(rips[0]), len(rips[1])):
             continue
-        same = int3_frames(passes[0][cpu], rips[0][cpu]) & int3_frames(passes[1][cpu], rips[1][cpu])
+        h0 = int3_frames(passes[0][cpu], rips[0][cpu])
+        h1 = int3_frames(passes[1][cpu], rips[1][cpu])
+        same = (h0 & h1) or ({rips[0][cpu] + 1} & h1) | ({rips[1][cpu] + 1} & h0)
         if same:
             out.append((cpu, min(same)))
     return out

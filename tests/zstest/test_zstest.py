@@ -602,6 +602,19 @@ class QemuBoot(unittest.TestCase):
             self.assertEqual(qemu.int3_loop_candidates(
                 elsewhere.replace("0xffffffffb8004ffa", "0xffffffffb80186f5"), sym), [])
             self.assertEqual(qemu.int3_loop_candidates(regs + stacks, sym), [])  # one pass proves nothing
+            # Caught at the int3 itself (sched_clock_cpu+0x9) in the first
+            # dump with no frame, in exc_int3 on its trap frame in the second:
+            # the same loop (make demo, 2026-12-03).
+            at_int3 = regs.replace("ffffffffb8004ffe", f"{trap - 1:016x}")
+            caught = at_int3 + stacks.replace(frame, "0x0\n") + regs + stacks
+            self.assertEqual(qemu.int3_loop_candidates(caught, sym), [(0, trap)])
+            # Controls: at some other address in the first dump, or at the
+            # int3's address in both dumps with no handler anywhere.
+            other = regs.replace("ffffffffb8004ffe", f"{trap + 7:016x}")
+            self.assertEqual(qemu.int3_loop_candidates(other + stacks.replace(frame, "0x0\n") + regs + stacks, sym),
+                             [])
+            bare = stacks.replace(frame, "0x0\n").replace("0xffffffffb8004ffa", "0xffffffffb80186f5")
+            self.assertEqual(qemu.int3_loop_candidates(at_int3 + bare + at_int3 + bare, sym), [])
 
     def test_kernel_command(self):
         cmd = qemu.kernel_command("/k/bzImage", "quiet", 2048, ["-initrd", "/i"], thread="single")
