@@ -55,7 +55,7 @@ REPO = build.REPO
 
 OUT = REPO / "target" / "fwboot"
 MIB = 1 << 20
-STATIC = REPO / "target" / "x86_64-unknown-linux-gnu" / "static" / "zerostart"
+STATIC = vmmargv.static_zerostart()
 
 # (name, L3 kernel (/zs/kernels), hint mode, mem_mib, timeout_s, zerostart extras)
 RUNS = [

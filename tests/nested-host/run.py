@@ -556,7 +556,7 @@ def l3_kernel_name(kernels: dict) -> str:
 
 
 def zerostart_path(arg: str | None) -> Path | None:
-    p = Path(arg) if arg else REPO / "target" / "x86_64-unknown-linux-gnu" / "static" / "zerostart"
+    p = Path(arg) if arg else vmmargv.static_zerostart()
     return p if p.exists() else None
 
 
@@ -708,7 +708,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cmd", choices=["e2e", "demo", "launch", "microvm"])
     ap.add_argument("--firmware", help="launch, demo, microvm: OVMF.fd (make passes the one `make firmware` builds)")
-    ap.add_argument("--zerostart", help="static zerostart binary (default target/x86_64-unknown-linux-gnu/static/zerostart)")
+    ap.add_argument("--zerostart", help="static zerostart binary (default $CARGO_TARGET_DIR or target/, then x86_64-unknown-linux-gnu/static/zerostart)")
     ap.add_argument("--chart-bin", help="demo: vmm/slo's demo_chart example (make demo builds it)")
     ap.add_argument("--vmm", choices=["zerostart", "qemu"], help="run every e2e scenario with this VMM")
     ap.add_argument("--only", help="comma-separated scenario names")

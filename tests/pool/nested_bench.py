@@ -38,6 +38,7 @@ from pathlib import Path
 
 from zstest import l2image as build
 from zstest import timeline as tlschema
+from zstest import vmmargv
 from zstest.qemu import L2_BOOT_TIMEOUT_S, Console, boot_l2, kernel_bug_lines, l2_memory
 
 HERE = Path(__file__).resolve().parent
@@ -241,7 +242,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="1,4,8", help="guest sizes in GiB (default 1,4,8)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each method per size (default 3)")
     ap.add_argument("--report", default=str(OUT / "report.json"))
-    ap.add_argument("--zerostart", default=str(REPO / "target" / "x86_64-unknown-linux-gnu" / "static" / "zerostart"))
+    ap.add_argument("--zerostart", default=str(vmmargv.static_zerostart()))
     ap.add_argument("--probe", default=str(REPO / "target" / "probe" / "probe.bzImage"))
     ap.add_argument("--linux", type=int, default=0, help="also boot L3 Linux at this size (GiB; 0: no)")
     ap.add_argument("--linux-reps", type=int, default=2, help="interleaved rounds of the Linux boots (default 2)")

@@ -2,14 +2,14 @@
 # Launch -> first vCPU instruction (zerostart's `first_kvm_run`) and
 # memory_ready for guest RAM from the pool vs prefault vs no prefault,
 # booting the probe guest on /dev/kvm. Needs a zerostart with
-# `prezero=pool` mounted (ZEROSTART_BIN, default target/release/zerostart),
+# `prezero=pool` mounted (ZEROSTART_BIN, default $CARGO_TARGET_DIR or target/, then release/zerostart),
 # root (2M hugepages reserved and restored), `make probe`.
 #
 #   PYTHONPATH=tests tests/pool/vm-bench.sh [SIZES_GIB=1,4,8] [REPS=3]   (zstest.probe boots)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
-Z="${ZEROSTART_BIN:-$root/target/release/zerostart}"
+Z="${ZEROSTART_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/zerostart}"
 K="$root/target/probe/probe.bzImage"
 sizes="${1:-1,4,8}"
 reps="${2:-3}"

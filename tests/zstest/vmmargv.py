@@ -30,6 +30,17 @@ from zstest.l2image import BuildError
 
 REPO = Path(__file__).resolve().parents[2]
 
+# Where cargo builds: $CARGO_TARGET_DIR as cargo reads it (relative to the
+# workspace, where make runs it), else the work tree's target/. .ci/run
+# keeps it in $ZEROSTART_CACHE so a fresh clone finds its dependencies built.
+def cargo_target() -> Path:
+    return REPO / os.environ.get("CARGO_TARGET_DIR", "target")
+
+
+def static_zerostart() -> Path:
+    """The static zerostart (make vmm-static), which L2 runs."""
+    return cargo_target() / "x86_64-unknown-linux-gnu" / "static" / "zerostart"
+
 # Where L2 has them.
 L2_ZEROSTART = "/zs/zerostart"
 L2_QEMU = "/qemu/bin/qemu-system-x86_64"
@@ -77,9 +88,8 @@ def shell_line(argv: list[str]) -> str:
 def zerostart_binary(given: Path | str | None = None) -> Path:
     """The zerostart to ask: GIVEN, else $ZEROSTART_BIN, else the static,
     release or debug build under target/."""
-    cands = [given, os.environ.get("ZEROSTART_BIN"),
-             REPO / "target" / "x86_64-unknown-linux-gnu" / "static" / "zerostart",
-             REPO / "target" / "release" / "zerostart", REPO / "target" / "debug" / "zerostart"]
+    cands = [given, os.environ.get("ZEROSTART_BIN"), static_zerostart(),
+             cargo_target() / "release" / "zerostart", cargo_target() / "debug" / "zerostart"]
     for c in cands:
         if c and Path(c).is_file():
             return Path(c)
