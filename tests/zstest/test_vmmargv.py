@@ -106,7 +106,8 @@ class Pieces(unittest.TestCase):
 
     def test_no_binary_says_how_to_get_one(self):
         from unittest import mock
-        with mock.patch.dict("os.environ", {"ZEROSTART_BIN": ""}), \
+        # CARGO_TARGET_DIR relative, as cargo reads it: under the patched REPO.
+        with mock.patch.dict("os.environ", {"ZEROSTART_BIN": "", "CARGO_TARGET_DIR": "target"}), \
                 mock.patch.object(vmmargv, "REPO", Path("/nonexistent")):
             with self.assertRaises(vmmargv.VmmArgvError) as cm:
                 vmmargv.build({"vmm": "qemu"}, "/no/such/zerostart")
