@@ -4,8 +4,9 @@
 #                       and pool (4K pages) boot TCG domains through the
 #                       drop-in: capabilities, a direct-kernel and a UEFI
 #                       domain on pool memory with the hint and verify on,
-#                       the dirty-hint control, and what passes through
-#                       (two NUMA nodes, a stopped pool) (about 3 min)
+#                       the dirty-hint control, one- and two-node guest
+#                       NUMA domains (a lease per node), and what passes
+#                       through (a stopped pool) (about 3 min)
 #   LIBVIRT_CASES="direct dirty" runs only those (after setup).
 
 TEST_TARGETS += test-libvirt

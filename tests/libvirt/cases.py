@@ -25,9 +25,12 @@ wrapper around `zerostart qemu-dropin`:
            it, the kernel takes it from the EFI table, 0 verify failures;
   numa1    a one-node guest NUMA domain (`-numa node,memdev=`, the shape
            Kata's QEMU driver writes): served like `direct`;
-  numa2    a two-node guest NUMA domain: not served yet (one lease per
-           node is not built); it must still boot, unchanged, with the
-           drop-in's warning in the domain log;
+  numa2    a two-node guest NUMA domain (libvirt's `<cell>`s: one
+           `-numa node,memdev=` and one backend per node): one lease per
+           node, each node's backend on its own region, served like
+           `direct` (the pool shows both leases while it runs);
+  numa2-dirty  numa2's negative control: `dirty` on the two-node domain
+           (the plants land in both nodes' regions);
   stopped  the pool stopped: the domain still boots, unchanged, with the
            warning (a fleet must not lose a VM to an empty pool).
 
@@ -130,7 +133,7 @@ class Bed:
         self.pool = None
 
     def stop(self) -> None:
-        for name in ("zs-direct", "zs-dirty", "zs-uefi", "zs-numa1", "zs-numa2", "zs-stopped"):
+        for name in ("zs-direct", "zs-dirty", "zs-uefi", "zs-numa1", "zs-numa2", "zs-numa2-dirty", "zs-stopped"):
             if self.libvirtd and self.libvirtd.poll() is None:
                 self.virsh("destroy", name, check=False, timeout=30)
         stop_process(self.libvirtd, timeout=15)
@@ -331,8 +334,10 @@ def served(r: Report, name: str, uefi: bool = False, numa: int = 0) -> None:
     if (bug := b.bug()):
         r.fail(f"the patched guest kernel reported a bug (not booted again; console target/libvirt/{name}.console.log): {bug}")
         return
-    if "leased 0.50 GiB" not in b.during:
-        r.fail(f"no lease held while the domain ran: {b.during.strip().splitlines()[1:2]}")
+    # One region (of MEM_MIB) per guest NUMA node, or one for the guest.
+    held = f"leased {max(numa, 1) * MEM_MIB / 1024:.2f} GiB"
+    if held not in b.during:
+        r.fail(f"not {held} while the domain ran: {b.during.strip().splitlines()[1:2]}")
     if "zerostart-qemu: warning" in b.log:
         r.fail(f"the drop-in passed the domain through: {[l for l in b.log.splitlines() if 'warning' in l][:1]}")
     got = kernel_hint(b.console)
@@ -343,7 +348,7 @@ def served(r: Report, name: str, uefi: bool = False, numa: int = 0) -> None:
     elif v["status"] != "PASS" or v["nonzero"] != 0 or v["failures"] != 0 or v["skipped"] <= 0:
         r.fail(f"guest verdict {v}: want PASS, 0 non-zero bytes, 0 verify failures, skipped clears")
     else:
-        r.ok(f"{name}: pool lease, hint from the {want}, {v['skipped']} clears skipped and verified, "
+        r.ok(f"{name}: pool lease ({held}), hint from the {want}, {v['skipped']} clears skipped and verified, "
              f"0 failures, 0 non-zero bytes")
     if (why := leased_after_destroy(bed)):
         r.fail(why)
@@ -351,22 +356,23 @@ def served(r: Report, name: str, uefi: bool = False, numa: int = 0) -> None:
         r.ok(f"{name}: virsh destroy returned the lease (pool clean)")
 
 
-def dirty(r: Report) -> None:
+def dirty(r: Report, name: str = "zs-dirty", numa: int = 0) -> None:
     bed = need_bed(r)
     em = wrapper(bed, "zerostart-qemu-dirty", "--test-corrupt-hint dirty-spread ", "env ZEROSTART_TEST_SWITCHES=1 ")
-    b = Boot(bed, "zs-dirty", em)
+    b = Boot(bed, name, em, numa=numa)
     v = b.verdict()
     if (bug := b.bug(verify_warn_expected=True)):
-        r.fail(f"the patched guest kernel reported a bug (console target/libvirt/zs-dirty.console.log): {bug}")
+        r.fail(f"the patched guest kernel reported a bug (console target/libvirt/{name}.console.log): {bug}")
         return
     if kernel_hint(b.console) != "command line":
         r.fail("the kernel took no command-line hint: the control did not run its path")
     elif not v:
-        r.fail("no ZSINIT verdict (console target/libvirt/zs-dirty.console.log)")
+        r.fail(f"no ZSINIT verdict (console target/libvirt/{name}.console.log)")
     elif v["failures"] <= 0 and v["nonzero"] <= 0:
         r.fail(f"the planted bytes were not caught ({v}): the served case's check cannot fail")
     else:
-        r.ok(f"negative control: planted bytes caught ({v['failures']} verify failures, {v['nonzero']} non-zero bytes)")
+        r.ok(f"{name}: negative control: planted bytes caught ({v['failures']} verify failures, "
+             f"{v['nonzero']} non-zero bytes)")
     if (why := leased_after_destroy(bed)):
         r.fail(why)
 
@@ -405,7 +411,9 @@ CASES = [
     Case("dirty", Do("dirty", dirty)),
     Case("uefi", Do("uefi", lambda r: served(r, "zs-uefi", uefi=True))),
     Case("numa1", Do("numa1", lambda r: served(r, "zs-numa1", numa=1))),
-    Case("numa2", Do("numa2", lambda r: passed_through(r, "zs-numa2", "memory backends", numa=2))),
+    Case("numa2", Do("numa2", lambda r: served(r, "zs-numa2", numa=2))),
+    # numa2's control: the plants go through both nodes' regions.
+    Case("numa2-dirty", Do("numa2-dirty", lambda r: dirty(r, "zs-numa2-dirty", numa=2))),
     Case("stopped", Do("stopped", stopped)),
 ]
 

@@ -291,78 +291,132 @@ pub fn decide(args: &[String]) -> Decision {
         }
         i += 1;
     }
-    let (at, b) = match backends.len() {
-        0 => {
-            let Some(size) = m_size else {
-                return pass("no -m: QEMU's default RAM size is not served".into());
-            };
-            (None, Backend { id: String::new(), size: Some(size), props: vec![] })
-        }
-        1 => {
-            let (at, b) = backends.pop().expect("one backend");
-            (Some(at), b)
-        }
-        n => {
-            return pass(format!(
-                "{n} memory backends (guest NUMA nodes or memory devices): one lease per backend is not built yet"
-            ))
-        }
+    // Guest NUMA nodes (`-numa node,...`); `-numa dist|cpu|hmat-*` stay.
+    let nodes: Vec<(usize, String)> = numa
+        .into_iter()
+        .filter(|(_, v)| v.split(',').next() == Some("node"))
+        .collect();
+    let item = |v: &str, key: &str| {
+        v.split(',')
+            .find_map(|it| it.strip_prefix(key)?.strip_prefix('=').map(str::to_string))
     };
-    // One guest NUMA node whose memdev is the backend (Kata's line) is
-    // served: the node is kept, pointed at the pool's backend.
-    let mut numa_node = None;
-    match numa.as_slice() {
-        [] => {}
-        [(n, v)] if at.is_some() && v.split(',').next() == Some("node") => {
-            let items: Vec<&str> = v.split(',').collect();
-            if !items.contains(&format!("memdev={}", b.id).as_str()) {
-                return pass(format!("-numa {v}: a node without the RAM backend's memdev"));
-            }
-            let shaped: Vec<String> = items
-                .iter()
+    // Each served backend: where its -object is, the backend, and the
+    // -numa value of its node with NUMA_MEMDEV in place of its id.
+    let mut served: Vec<(usize, Backend, Option<String>)> = Vec::new();
+    if backends.is_empty() {
+        let Some(size) = m_size else {
+            return pass("no -m: QEMU's default RAM size is not served".into());
+        };
+        if !nodes.is_empty() {
+            return pass("-numa node without memory backends (legacy mem=): not served".into());
+        }
+        served.push((
+            usize::MAX,
+            Backend {
+                id: String::new(),
+                size: Some(size),
+                props: vec![],
+            },
+            None,
+        ));
+    } else if nodes.is_empty() {
+        if backends.len() > 1 {
+            return pass(format!(
+                "{} memory backends and no guest NUMA node (memory devices?): not served",
+                backends.len()
+            ));
+        }
+        let (at, b) = backends.pop().expect("one backend");
+        if machine_backend.as_deref() != Some(b.id.as_str()) {
+            return pass(format!(
+                "memory backend '{}' is neither the machine's memory-backend nor a NUMA node's memdev (a memory device?)",
+                b.id
+            ));
+        }
+        served.push((at, b, None));
+    } else {
+        if machine_backend.is_some() {
+            return pass(
+                "-machine memory-backend= beside guest NUMA nodes (QEMU refuses it)".into(),
+            );
+        }
+        // Guest order: QEMU lays the nodes' RAM out by node id.
+        let mut ordered = Vec::new();
+        for (k, (n, v)) in nodes.iter().enumerate() {
+            let id = match item(v, "nodeid") {
+                Some(x) => match x.parse::<usize>() {
+                    Ok(x) => x,
+                    Err(_) => return pass(format!("-numa {v}: a nodeid the drop-in cannot read")),
+                },
+                None => k,
+            };
+            ordered.push((id, *n, v.clone()));
+        }
+        ordered.sort_by_key(|(id, _, _)| *id);
+        for (_, n, v) in ordered {
+            let Some(mem) = item(&v, "memdev") else {
+                return pass(format!(
+                    "-numa {v}: a node without a memory backend (memdev=)"
+                ));
+            };
+            let Some(k) = backends.iter().position(|(_, b)| b.id == mem) else {
+                return pass(format!(
+                    "-numa {v}: memdev={mem} is no memory backend on the line"
+                ));
+            };
+            let (at, b) = backends.remove(k);
+            let shaped: Vec<String> = v
+                .split(',')
                 .map(|it| match it.split_once('=') {
                     Some(("memdev", _)) => format!("memdev={}", super::vmm::NUMA_MEMDEV),
                     _ => it.to_string(),
                 })
                 .collect();
-            numa_node = Some(shaped.join(","));
-            drop[*n] = true;
+            drop[n] = true;
             drop[n + 1] = true;
+            served.push((at, b, Some(shaped.join(","))));
         }
-        _ => {
-            return pass(
-                "-numa: several guest NUMA nodes need one lease each, which the drop-in does not build yet".into(),
-            )
+        if let Some((_, b)) = backends.first() {
+            return pass(format!(
+                "memory backend '{}' is no guest NUMA node's memdev (a memory device?): not served",
+                b.id
+            ));
         }
     }
-    let by_machine = machine_backend.as_deref() == Some(b.id.as_str());
-    if at.is_some() && !by_machine && numa_node.is_none() {
-        return pass(format!(
-            "memory backend '{}' is neither the machine's memory-backend nor a NUMA node's memdev (a memory device?)",
-            b.id
-        ));
-    }
-    if let Some(p) = b
-        .props
-        .iter()
-        .find(|p| !BACKEND_PROPS.contains(&p.as_str()))
-    {
-        return pass(format!(
-            "memory backend '{}' sets {p}, which pool memory cannot honour",
-            b.id
-        ));
-    }
-    let size = match (b.size, m_size) {
-        (Some(s), Some(m)) if s != m => {
-            return pass(format!("-m {m} and the backend's size {s} differ"));
+    let mut numa_nodes = Vec::new();
+    let mut total = 0u64;
+    for (at, b, node) in &served {
+        if let Some(p) = b
+            .props
+            .iter()
+            .find(|p| !BACKEND_PROPS.contains(&p.as_str()))
+        {
+            return pass(format!(
+                "memory backend '{}' sets {p}, which pool memory cannot honour",
+                b.id
+            ));
         }
-        (Some(s), _) | (None, Some(s)) => s,
-        (None, None) => return pass(format!("memory backend '{}' has no size", b.id)),
+        let Some(size) = b.size.or(if served.len() == 1 { m_size } else { None }) else {
+            return pass(format!("memory backend '{}' has no size", b.id));
+        };
+        total += size;
+        if let Some(arg) = node {
+            numa_nodes.push(super::vmm::NumaNode {
+                arg: arg.clone(),
+                size,
+            });
+        }
+        if *at != usize::MAX {
+            drop[*at] = true;
+            drop[at + 1] = true;
+        }
+    }
+    let size = match m_size {
+        Some(m) if m != total => {
+            return pass(format!("-m {m} and the backends' sizes {total} differ"));
+        }
+        _ => total,
     };
-    if let Some(at) = at {
-        drop[at] = true;
-        drop[at + 1] = true;
-    }
     let mut out = Vec::with_capacity(args.len());
     for (j, a) in args.iter().enumerate() {
         if drop[j] {
@@ -383,7 +437,10 @@ pub fn decide(args: &[String]) -> Decision {
         args: out,
         size,
         firmware,
-        ram: super::vmm::QemuRam { numa_node, m_extra },
+        ram: super::vmm::QemuRam {
+            numa_nodes,
+            m_extra,
+        },
     }
 }
 
@@ -480,7 +537,7 @@ fn exec_plain(qemu: &Path, args: &[String]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::launch::vmm::QemuRam;
+    use crate::launch::vmm::{NumaNode, QemuRam};
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
@@ -697,13 +754,110 @@ mod tests {
                     size: 2048 << 20,
                     firmware: false,
                     ram: QemuRam {
-                        numa_node: Some("node,memdev={memdev}".into()),
+                        numa_nodes: vec![NumaNode {
+                            arg: "node,memdev={memdev}".into(),
+                            size: 2048 << 20,
+                        }],
                         m_extra: ",slots=10,maxmem=386044M".into(),
                     },
                 },
                 "{obj}"
             );
         }
+    }
+
+    /// libvirt's two-cell domain (`<numa><cell id='0' memory='1'
+    /// unit='GiB'/>...`; qemu_command.c qemuBuildNumaCommandLine, as
+    /// tests/libvirt/cases.py's numa2 domain makes it write): each node's
+    /// backend becomes a region of its own, in node-id order, and the
+    /// distances stay.
+    #[test]
+    fn several_guest_numa_nodes_get_one_region_each() {
+        let d = decide(&s(&[
+            "-machine",
+            "q35,usb=off",
+            "-m",
+            "size=3145728k",
+            "-object",
+            r#"{"qom-type":"memory-backend-ram","id":"ram-node1","size":2147483648}"#,
+            "-numa",
+            "node,nodeid=1,cpus=1,memdev=ram-node1",
+            "-object",
+            r#"{"qom-type":"memory-backend-ram","id":"ram-node0","size":1073741824}"#,
+            "-numa",
+            "node,nodeid=0,cpus=0,memdev=ram-node0",
+            "-numa",
+            "dist,src=0,dst=1,val=20",
+            "-smp",
+            "2",
+        ]));
+        assert_eq!(
+            d,
+            Decision::Serve {
+                args: s(&[
+                    "-machine",
+                    "q35,usb=off",
+                    "-numa",
+                    "dist,src=0,dst=1,val=20",
+                    "-smp",
+                    "2"
+                ]),
+                size: 3 << 30,
+                firmware: false,
+                ram: QemuRam {
+                    numa_nodes: vec![
+                        NumaNode {
+                            arg: "node,nodeid=0,cpus=0,memdev={memdev}".into(),
+                            size: 1 << 30,
+                        },
+                        NumaNode {
+                            arg: "node,nodeid=1,cpus=1,memdev={memdev}".into(),
+                            size: 2 << 30,
+                        },
+                    ],
+                    m_extra: String::new(),
+                },
+            }
+        );
+        // The launcher's QEMU line for it: one backend per node, each on
+        // its own region, the nodes pointed at them.
+        let Decision::Serve {
+            args, size, ram, ..
+        } = d
+        else {
+            unreachable!()
+        };
+        let inp = crate::launch::vmm::Inputs {
+            size,
+            mem_paths: vec!["/proc/self/fd/7".into(), "/proc/self/fd/9".into()],
+            mem_offset: 0,
+            hugepage_bytes: Some(2 << 20),
+            hint: crate::launch::vmm::Carrier::None,
+            firmware: None,
+            firmware_in_args: false,
+            qemu_ram: ram,
+            devices: Default::default(),
+            vmm_config: None,
+        };
+        let built = crate::launch::vmm::qemu(&args, &inp).unwrap();
+        let line = built.args.join(" ");
+        for want in [
+            "-numa node,nodeid=0,cpus=0,memdev=zerostart-ram0",
+            "-numa node,nodeid=1,cpus=1,memdev=zerostart-ram1",
+            "-m 3072M",
+            "memory-backend-file,id=zerostart-ram0,size=1073741824,mem-path=/proc/self/fd/7,share=on",
+            "memory-backend-file,id=zerostart-ram1,size=2147483648,mem-path=/proc/self/fd/9,share=on",
+        ] {
+            assert!(line.contains(want), "{want} not in {line}");
+        }
+        assert!(!line.contains("memory-backend=zerostart"), "{line}");
+        // One file short of the nodes: refused, not a guest on half its RAM.
+        let mut short = inp.clone();
+        short.mem_paths.pop();
+        let e = crate::launch::vmm::qemu(&args, &short)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one region per node"), "{e}");
     }
 
     #[test]
@@ -716,27 +870,45 @@ mod tests {
                     "-numa",
                     "node,memdev=a",
                     "-numa",
-                    "node,memdev=b",
+                    "node,memdev=c",
                     "-object",
                     "memory-backend-ram,id=a,size=512M",
                     "-object",
                     "memory-backend-ram,id=b,size=512M",
                 ],
-                "2 memory backends",
+                "memdev=c is no memory backend",
             ),
             (
                 &[
                     "-m",
                     "1G",
                     "-object",
-                    "memory-backend-ram,id=a,size=1G",
+                    "memory-backend-ram,id=a,size=512M",
+                    "-object",
+                    "memory-backend-ram,id=b,size=512M",
+                    "-numa",
+                    "node,memdev=a",
+                    "-device",
+                    "pc-dimm,memdev=b",
+                ],
+                "no guest NUMA node's memdev",
+            ),
+            (
+                &[
+                    "-m",
+                    "2G",
+                    "-object",
+                    "memory-backend-ram,id=a,size=512M",
+                    "-object",
+                    "memory-backend-ram,id=b,size=512M",
                     "-numa",
                     "node,memdev=a",
                     "-numa",
-                    "dist,src=0,dst=0,val=10",
+                    "node,memdev=b",
                 ],
-                "several guest NUMA nodes",
+                "-m 2147483648 and the backends' sizes 1073741824 differ",
             ),
+            (&["-m", "1G", "-numa", "node,mem=1G"], "legacy mem="),
             (&["-m", "1G", "-incoming", "defer"], "migration"),
             (&["-kernel", "k"], "default RAM"),
             (

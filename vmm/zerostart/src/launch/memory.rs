@@ -203,6 +203,94 @@ impl Region {
     }
 }
 
+/// Guest RAM as the VMM maps it: one region, or one per guest NUMA node
+/// (a management tool's several `-numa node,memdev=` backends, each its
+/// own lease: a lease's fd reaches its own memory only), in guest order.
+/// Guest RAM is their bytes one after another, so the layout's file
+/// offsets ([`super::layout::RamRange::file_offset`]) index this
+/// concatenation.
+#[derive(Debug)]
+pub struct GuestRam {
+    parts: Vec<Region>,
+    /// Guest bytes of each part (a region may hold more).
+    sizes: Vec<u64>,
+}
+
+impl GuestRam {
+    /// Leases or creates one region of each of `sizes`, all or none: a
+    /// part that cannot be had returns what was taken before it.
+    pub fn acquire(
+        source: &Source,
+        sizes: &[u64],
+        page: PageSize,
+        threads: usize,
+    ) -> Result<GuestRam, Error> {
+        let parts = sizes
+            .iter()
+            .map(|&n| Region::acquire(source, n, page, threads))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(GuestRam {
+            parts,
+            sizes: sizes.to_vec(),
+        })
+    }
+
+    /// The regions in guest order.
+    pub fn parts(&self) -> &[Region] {
+        &self.parts
+    }
+
+    /// The first part's pool lease, whose connection carries the launch
+    /// report (pool only).
+    pub fn lease(&self) -> Option<&pool::client::Lease> {
+        self.parts.first().and_then(Region::lease)
+    }
+
+    /// Lease ids for reports (`3` or `3+4`), pool only.
+    pub fn lease_ids(&self) -> Option<String> {
+        let ids: Vec<String> = self
+            .parts
+            .iter()
+            .filter_map(Region::lease_id)
+            .map(|i| i.to_string())
+            .collect();
+        (!ids.is_empty()).then(|| ids.join("+"))
+    }
+
+    /// Sets `len` bytes from guest RAM offset `at` to `byte`, across
+    /// parts. Used only before the VMM starts: test plants and poisoning.
+    pub fn fill(&self, mut at: u64, len: u64, byte: u8) -> Result<(), Error> {
+        let end = at + len;
+        let mut base = 0;
+        for (r, &n) in self.parts.iter().zip(&self.sizes) {
+            let (lo, hi) = (base, base + n);
+            if at < hi && at < end {
+                let stop = end.min(hi);
+                r.with_map(|m| m[(at - lo) as usize..(stop - lo) as usize].fill(byte))?;
+                at = stop;
+            }
+            base = hi;
+        }
+        if at < end {
+            return Err(Error::Memory(format!(
+                "guest RAM offset {at:#x} is past its {base:#x} bytes"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on each part's mapping with its guest RAM offset (tests).
+    #[cfg(test)]
+    pub fn each_map(&self, mut f: impl FnMut(u64, &mut [u8])) -> Result<(), Error> {
+        let mut base = 0;
+        for (r, &n) in self.parts.iter().zip(&self.sizes) {
+            r.with_map(|m| f(base, &mut m[..n as usize]))?;
+            base += n;
+        }
+        Ok(())
+    }
+}
+
 fn memfd(page: PageSize, size: u64) -> Result<File, Error> {
     hostmem::memfd(c"zerostart-launch", size, page, hostmem::Sealing::Never).map_err(|e| {
         Error::Memory(format!(

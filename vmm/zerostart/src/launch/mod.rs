@@ -42,7 +42,7 @@ use zerohint::Hint;
 
 use crate::hint::CorruptHint;
 use crate::hint::{self, HintSource};
-use memory::{Region, Source};
+use memory::{GuestRam, Source};
 use options::OptionList;
 use vmm::VmmKind;
 
@@ -416,7 +416,7 @@ struct External<'a> {
     text_budget: Option<usize>,
     recompute: &'a dyn Fn() -> Result<Vec<(u64, u64)>, Error>,
     ram: &'a [layout::RamRange],
-    region: Option<&'a Region>,
+    region: Option<&'a GuestRam>,
     file: Option<File>,
 }
 
@@ -451,7 +451,7 @@ impl HintSource for External<'_> {
             )));
         };
         region
-            .with_map(|m| m[off as usize] = byte)
+            .fill(off, 1, byte)
             .map_err(|e| hint::Error::External(e.to_string()))
     }
 }
@@ -494,32 +494,43 @@ struct Plan<'a> {
     channel: vmm::FirmwareChannel,
 }
 
-/// Where the VMM finds guest RAM: the region's fd once it is taken.
+/// Where the VMM finds guest RAM: each region's fd once it is taken.
 struct Binding {
-    path: String,
+    paths: Vec<String>,
     offset: u64,
     hugepage_bytes: Option<u64>,
 }
 
 impl Binding {
     /// What a dry run shows and the layout is computed with: the layout
-    /// does not depend on where guest RAM comes from.
-    fn placeholder(opts: &MemoryOpts) -> Binding {
+    /// does not depend on where guest RAM comes from. `parts`: regions
+    /// (one per guest NUMA node the drop-in serves).
+    fn placeholder(opts: &MemoryOpts, parts: usize) -> Binding {
         Binding {
-            path: "/proc/self/fd/REGION_FD".into(),
+            paths: match parts {
+                1 => vec!["/proc/self/fd/REGION_FD".into()],
+                n => (0..n)
+                    .map(|i| format!("/proc/self/fd/REGION_FD{i}"))
+                    .collect(),
+            },
             offset: 0,
             hugepage_bytes: opts.page.is_huge().then(|| opts.page.bytes()),
         }
     }
 
-    /// The region the VMM inherits (none: Firecracker).
-    fn of(region: Option<&Region>) -> Binding {
+    /// The regions the VMM inherits (none: Firecracker).
+    fn of(ram: Option<&GuestRam>) -> Binding {
+        let parts = ram.map(GuestRam::parts).unwrap_or_default();
         Binding {
-            path: region
-                .map(|r| format!("/proc/self/fd/{}", r.fd().as_raw_fd()))
-                .unwrap_or_default(),
-            offset: region.map_or(0, |r| r.offset()),
-            hugepage_bytes: region.and_then(|r| r.hugepage_bytes()),
+            paths: match parts {
+                [] => vec![String::new()],
+                _ => parts
+                    .iter()
+                    .map(|r| format!("/proc/self/fd/{}", r.fd().as_raw_fd()))
+                    .collect(),
+            },
+            offset: parts.first().map_or(0, |r| r.offset()),
+            hugepage_bytes: parts.first().and_then(|r| r.hugepage_bytes()),
         }
     }
 }
@@ -584,6 +595,11 @@ impl<'a> Plan<'a> {
         })
     }
 
+    /// [`Binding::placeholder`] for this guest's regions.
+    fn placeholder_binding(&self) -> Binding {
+        Binding::placeholder(&self.opts, self.a.qemu_ram.part_sizes(self.opts.size).len())
+    }
+
     /// The carrier of a hint that is not known yet: the placeholder a dry
     /// run and the layout name.
     fn placeholder(&self) -> vmm::Carrier {
@@ -607,7 +623,7 @@ impl<'a> Plan<'a> {
     ) -> Result<vmm::Built, Error> {
         let inp = vmm::Inputs {
             size: self.opts.size,
-            mem_path: mem.path.clone(),
+            mem_paths: mem.paths.clone(),
             mem_offset: mem.offset,
             hugepage_bytes: mem.hugepage_bytes,
             hint,
@@ -656,7 +672,7 @@ fn dry_run(plan: &Plan<'_>, layout: vmm::Built) -> Result<i32, Error> {
         None => plan.placeholder(),
     };
     let built = match text {
-        Some(_) => plan.args(&Binding::placeholder(&plan.opts), carrier.clone(), None)?,
+        Some(_) => plan.args(&plan.placeholder_binding(), carrier.clone(), None)?,
         None => layout,
     };
     let line: Vec<String> = std::iter::once(plan.binary.display().to_string())
@@ -800,14 +816,16 @@ fn listen_for_phases(plan: &Plan<'_>, start: Instant) -> Option<crate::phases::P
 /// then `--pool-fallback` decides: a memfd of the launcher's (zero as the
 /// kernel hands it out, so the hint stays honest; one warning line names
 /// why) or no VM. Returns the region and the source it came from.
-fn take_memory(plan: &Plan<'_>) -> Result<(Option<Region>, Source), Error> {
+fn take_memory(plan: &Plan<'_>) -> Result<(Option<GuestRam>, Source), Error> {
     let o = &plan.opts;
     if !plan.driver.takes_memory() {
         return Ok((None, o.source.clone()));
     }
+    // One region, or one per guest NUMA node (all or none).
+    let sizes = plan.a.qemu_ram.part_sizes(o.size);
     let deadline = Instant::now() + plan.a.pool_wait;
     loop {
-        match Region::acquire(&o.source, o.size, o.page, o.threads) {
+        match GuestRam::acquire(&o.source, &sizes, o.page, o.threads) {
             Ok(r) => return Ok((Some(r), o.source.clone())),
             Err(e) if e.pool_unavailable() && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(50));
@@ -821,7 +839,7 @@ fn take_memory(plan: &Plan<'_>) -> Result<(Option<Region>, Source), Error> {
                     plan.a.pool_wait,
                     to.name()
                 );
-                let r = Region::acquire(&to, o.size, o.page, o.threads)?;
+                let r = GuestRam::acquire(&to, &sizes, o.page, o.threads)?;
                 return Ok((Some(r), to));
             }
             Err(e) => return Err(e),
@@ -908,7 +926,7 @@ fn report_note(e: &pool::Error) {
 fn report_started(
     plan: &Plan<'_>,
     used: &Source,
-    region: Option<&Region>,
+    region: Option<&GuestRam>,
     ready_s: f64,
     retry: bool,
 ) -> Option<Reporter> {
@@ -958,14 +976,14 @@ impl Sent {
 fn publish_hint(
     plan: &Plan<'_>,
     layout: &vmm::Built,
-    region: Option<&Region>,
+    region: Option<&GuestRam>,
 ) -> Result<Sent, Error> {
     let a = plan.a;
     if let (true, Some(r)) = (a.test_poison_unhinted, region) {
         poison_unhinted(r, &layout.ram, &layout.hint_ranges)?;
     }
     let recompute = || {
-        plan.args(&Binding::placeholder(&plan.opts), plan.placeholder(), None)
+        plan.args(&plan.placeholder_binding(), plan.placeholder(), None)
             .map(|b| b.hint_ranges)
     };
     let mut src = External {
@@ -1071,7 +1089,7 @@ fn sigset(sigs: &[libc::c_int]) -> libc::sigset_t {
 pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     let plan = Plan::new(a)?;
     // Argument checks and layout before any memory is taken.
-    let layout = plan.args(&Binding::placeholder(&plan.opts), plan.placeholder(), None)?;
+    let layout = plan.args(&plan.placeholder_binding(), plan.placeholder(), None)?;
     if a.dry_run {
         return dry_run(&plan, layout);
     }
@@ -1104,17 +1122,18 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         sent.config_path(),
     )?;
     let hint_ready = Instant::now();
-    let inherit: Vec<RawFd> = [
-        region.as_ref().map(|r| r.fd().as_raw_fd()),
-        sent.file.as_ref().map(|f| f.as_raw_fd()),
-        sent.vmm_config.as_ref().map(|f| f.as_raw_fd()),
-        region
-            .as_ref()
-            .and_then(|r| r.connection().map(|c| c.as_raw_fd())),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let parts = region.as_ref().map(GuestRam::parts).unwrap_or_default();
+    let inherit: Vec<RawFd> = parts
+        .iter()
+        .map(|r| r.fd().as_raw_fd())
+        .chain(sent.file.as_ref().map(|f| f.as_raw_fd()))
+        .chain(sent.vmm_config.as_ref().map(|f| f.as_raw_fd()))
+        .chain(
+            parts
+                .iter()
+                .filter_map(|r| r.connection().map(|c| c.as_raw_fd())),
+        )
+        .collect();
     if a.exec {
         report_started(&plan, &source, region.as_ref(), ready_s, false);
         return Err(exec_vmm(&plan, &built, &inherit));
@@ -1132,7 +1151,10 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     let guest_phases = listener.map(|l| l.finish()).unwrap_or_default();
     CHILD.store(0, Ordering::SeqCst);
     // The VMM is gone: the region goes back (lease closed; memfd freed).
-    let lease_id = region.as_ref().and_then(|r| r.lease_id());
+    let lease_ids = region.as_ref().and_then(GuestRam::lease_ids);
+    let lease_id = region
+        .as_ref()
+        .and_then(|r| r.parts().first().and_then(|p| p.lease_id()));
     let Sent {
         published,
         carrier,
@@ -1157,7 +1179,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         },
         opts.size >> 20,
         source.name(),
-        lease_id.map(|i| format!(" lease={i}")).unwrap_or_default(),
+        lease_ids.map(|i| format!(" lease={i}")).unwrap_or_default(),
         zero.map(|h| format!("{} ranges/{} MiB", h.entries.len(), h.total_bytes() >> 20))
             .unwrap_or_else(|| "off".into()),
         carrier.transport(),
@@ -1297,11 +1319,11 @@ fn exec_vmm(plan: &Plan<'_>, built: &vmm::Built, inherit: &[RawFd]) -> Error {
 
 /// Test only: fills all guest RAM outside the hint with a pattern.
 fn poison_unhinted(
-    region: &Region,
+    region: &GuestRam,
     ram: &[layout::RamRange],
     hinted: &[(u64, u64)],
 ) -> Result<(), Error> {
-    region.with_map(|m| {
+    {
         for r in ram {
             let mut at = r.gpa;
             let end = r.gpa + r.len;
@@ -1316,15 +1338,13 @@ fn poison_unhinted(
                     Some((s, e)) if s < end => (s, e),
                     _ => (end, end),
                 };
-                let (o0, o1) = (
-                    (r.file_offset + (at - r.gpa)) as usize,
-                    (r.file_offset + (stop - r.gpa)) as usize,
-                );
-                m[o0..o1].fill(0x5a);
+                let (o0, o1) = (r.file_offset + (at - r.gpa), r.file_offset + (stop - r.gpa));
+                region.fill(o0, o1 - o0, 0x5a)?;
                 at = resume;
             }
         }
-    })
+    }
+    Ok(())
 }
 
 enum Status {
@@ -1426,19 +1446,26 @@ mod tests {
     #[test]
     fn poison_skips_exactly_the_hint() {
         let size = 64u64 << 20;
-        let region = Region::acquire(&Source::None, size, PageSize::Size4K, 1).unwrap();
         let ram = layout::qemu_q35(size);
         let hinted = layout::hint_ranges(&ram, &[(40 << 20, 4096)]);
-        poison_unhinted(&region, &ram, &hinted).unwrap();
-        region
-            .with_map(|m| {
-                let pat = |o: usize| m[o] == 0x5a;
-                assert!(pat(0) && pat((32 << 20) - 1));
-                assert!(!pat(32 << 20) && !pat((40 << 20) - 1));
-                assert!(pat(40 << 20) && pat((40 << 20) + 4095));
-                assert!(!pat((40 << 20) + 4096) && !pat(size as usize - 1));
-            })
-            .unwrap();
+        // One region, and the same guest RAM as two guest NUMA nodes whose
+        // boundary (36 MiB) falls inside the hint's gap: the same bytes.
+        for sizes in [vec![size], vec![36 << 20, size - (36 << 20)]] {
+            let region = GuestRam::acquire(&Source::None, &sizes, PageSize::Size4K, 1).unwrap();
+            poison_unhinted(&region, &ram, &hinted).unwrap();
+            let mut seen = vec![0u8; size as usize];
+            region
+                .each_map(|base, m| seen[base as usize..base as usize + m.len()].copy_from_slice(m))
+                .unwrap();
+            let pat = |o: usize| seen[o] == 0x5a;
+            assert!(pat(0) && pat((32 << 20) - 1), "{sizes:?}");
+            assert!(!pat(32 << 20) && !pat((40 << 20) - 1), "{sizes:?}");
+            assert!(pat(40 << 20) && pat((40 << 20) + 4095), "{sizes:?}");
+            assert!(
+                !pat((40 << 20) + 4096) && !pat(size as usize - 1),
+                "{sizes:?}"
+            );
+        }
     }
 
     #[test]

@@ -220,8 +220,10 @@ pub fn qemu_boot(user: &[String], firmware: bool) -> Boot {
 pub struct Inputs {
     /// Guest RAM bytes.
     pub size: u64,
-    /// Path the VMM opens for guest RAM (`/proc/self/fd/N` of the region).
-    pub mem_path: String,
+    /// Paths the VMM opens for guest RAM (`/proc/self/fd/N` of each
+    /// region), in guest order: one, or one per guest NUMA node of
+    /// [`QemuRam::numa_nodes`].
+    pub mem_paths: Vec<String>,
     /// Offset of guest RAM in that file.
     pub mem_offset: u64,
     /// Whether the file is on hugetlbfs (and its page size).
@@ -325,16 +327,38 @@ pub fn chv_devices(d: &DeviceOpts) -> Result<Vec<String>, Error> {
 /// `memory-backend=`, plain `-m`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QemuRam {
-    /// One guest NUMA node holds all RAM (Kata's `-numa node,memdev=`):
-    /// that `-numa` value with [`NUMA_MEMDEV`] where its memdev was.
-    /// QEMU refuses the machine's `memory-backend=` beside it.
-    pub numa_node: Option<String>,
+    /// Guest NUMA nodes that hold RAM (Kata's one `-numa node,memdev=`,
+    /// libvirt's one per `<cell>`), in guest order: each `-numa` value
+    /// with [`NUMA_MEMDEV`] where its memdev was, and its bytes. Each gets
+    /// a region of its own. Empty: the machine's `memory-backend=` (QEMU
+    /// refuses it beside NUMA nodes).
+    pub numa_nodes: Vec<NumaNode>,
     /// What followed the size on `-m` (`,slots=N,maxmem=M`: memory
     /// hotplug; hotplugged memory is QEMU's own, outside the hint).
     pub m_extra: String,
 }
 
-/// Placeholder of the backend id in [`QemuRam::numa_node`].
+/// One guest NUMA node's RAM ([`QemuRam::numa_nodes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumaNode {
+    /// Its `-numa` value, [`NUMA_MEMDEV`] where the memdev goes.
+    pub arg: String,
+    /// Its RAM in bytes.
+    pub size: u64,
+}
+
+impl QemuRam {
+    /// Guest RAM bytes of each region, in guest order, for a guest of
+    /// `size` bytes.
+    pub fn part_sizes(&self, size: u64) -> Vec<u64> {
+        match self.numa_nodes.as_slice() {
+            [] => vec![size],
+            nodes => nodes.iter().map(|n| n.size).collect(),
+        }
+    }
+}
+
+/// Placeholder of the backend id in [`NumaNode::arg`].
 pub const NUMA_MEMDEV: &str = "{memdev}";
 
 /// The VMM arguments with the launcher's additions, and the guest layout.
@@ -496,11 +520,13 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
             "mem-path" | "mem-prealloc" => {
                 return Err(conflict(k, a, "guest RAM comes from the launcher's region"))
             }
-            "numa" => {
+            // Nodes come with their RAM ([`QemuRam::numa_nodes`], the
+            // drop-in's); `-numa dist|cpu|hmat-*` describe them and stay.
+            "numa" if val.split(',').next() == Some("node") => {
                 return Err(conflict(
                     k,
                     a,
-                    "NUMA nodes would need their own memory backends; the launcher provides one",
+                    "NUMA nodes need their own memory backends, which the launcher provides only through the drop-in (zerostart qemu-dropin)",
                 ))
             }
             "object" if val.starts_with("memory-backend") => {
@@ -610,31 +636,55 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     if machine_named.is_none() {
         args.extend([vmm_cmd::qemu::MACHINE.into(), "q35".into()]);
     }
-    match &inp.qemu_ram.numa_node {
-        None => args.extend([
+    let nodes = &inp.qemu_ram.numa_nodes;
+    let sizes = inp.qemu_ram.part_sizes(inp.size);
+    if sizes.iter().sum::<u64>() != inp.size || inp.mem_paths.len() != sizes.len() {
+        return Err(Error::BadMemory(format!(
+            "{} memory files for guest NUMA nodes of {sizes:?} bytes and size={}; give one region per node, the nodes adding up to the size",
+            inp.mem_paths.len(),
+            inp.size
+        )));
+    }
+    if sizes.len() > 1 && inp.mem_offset != 0 {
+        return Err(Error::BadMemory(
+            "guest NUMA nodes on regions at an offset of their file; use a pool with one file per region".into(),
+        ));
+    }
+    // One backend keeps its old id; several are numbered in guest order.
+    let id = |i: usize| match sizes.len() {
+        1 => MEMORY_ID.to_string(),
+        _ => format!("{MEMORY_ID}{i}"),
+    };
+    if nodes.is_empty() {
+        args.extend([
             vmm_cmd::qemu::MACHINE.into(),
             format!("memory-backend={MEMORY_ID}"),
-        ]),
-        Some(n) => args.extend([
+        ]);
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        args.extend([
             vmm_cmd::qemu::NUMA.into(),
-            n.replace(NUMA_MEMDEV, MEMORY_ID),
-        ]),
+            n.arg.replace(NUMA_MEMDEV, &id(i)),
+        ]);
     }
     args.extend([
         vmm_cmd::qemu::MEMORY.into(),
         format!("{}M{}", inp.size >> 20, inp.qemu_ram.m_extra),
-        vmm_cmd::qemu::OBJECT.into(),
-        format!(
-            "memory-backend-file,id={MEMORY_ID},size={},mem-path={},share=on,prealloc=off{}",
-            inp.size,
-            inp.mem_path,
-            if inp.mem_offset != 0 {
-                format!(",offset={}", inp.mem_offset)
-            } else {
-                String::new()
-            }
-        ),
     ]);
+    for (i, (size, path)) in sizes.iter().zip(&inp.mem_paths).enumerate() {
+        args.extend([
+            vmm_cmd::qemu::OBJECT.into(),
+            format!(
+                "memory-backend-file,id={},size={size},mem-path={path},share=on,prealloc=off{}",
+                id(i),
+                if inp.mem_offset != 0 {
+                    format!(",offset={}", inp.mem_offset)
+                } else {
+                    String::new()
+                }
+            ),
+        ]);
+    }
     if let Carrier::FwCfg(h) = &inp.hint {
         args.extend([
             vmm_cmd::qemu::FW_CFG.into(),
@@ -844,10 +894,12 @@ pub fn cloud_hypervisor(
             _ => {}
         }
     }
-    let mut zone = format!(
-        "id={MEMORY_ID},size={},file={},shared=on",
-        inp.size, inp.mem_path
-    );
+    let [mem_path] = inp.mem_paths.as_slice() else {
+        return Err(Error::BadMemory(
+            "cloud-hypervisor gets its guest RAM in one region; guest NUMA nodes are QEMU's (the drop-in)".into(),
+        ));
+    };
+    let mut zone = format!("id={MEMORY_ID},size={},file={mem_path},shared=on", inp.size);
     if inp.mem_offset != 0 {
         return Err(Error::BadMemory(format!(
             "the region starts at offset {} of its file, but cloud-hypervisor's --memory-zone file= maps from offset 0; use a pool with one file per region",
@@ -1091,7 +1143,7 @@ mod tests {
     fn inputs(size: u64) -> Inputs {
         Inputs {
             size,
-            mem_path: "/proc/self/fd/7".into(),
+            mem_paths: vec!["/proc/self/fd/7".into()],
             mem_offset: 0,
             hugepage_bytes: Some(2 * MIB),
             hint: Carrier::FwCfg("/proc/self/fd/8".into()),
