@@ -29,6 +29,9 @@ wrapper around `zerostart qemu-dropin`:
            `-numa node,memdev=` and one backend per node): one lease per
            node, each node's backend on its own region, served like
            `direct` (the pool shows both leases while it runs);
+  numa2-bound  numa2 with each cell bound to host node 0 (`<numatune>`:
+           host-nodes and policy=bind on each backend): each lease taken
+           on that host node;
   numa2-dirty  numa2's negative control: `dirty` on the two-node domain
            (the plants land in both nodes' regions);
   stopped  the pool stopped: the domain still boots, unchanged, with the
@@ -133,7 +136,7 @@ class Bed:
         self.pool = None
 
     def stop(self) -> None:
-        for name in ("zs-direct", "zs-dirty", "zs-uefi", "zs-numa1", "zs-numa2", "zs-numa2-dirty", "zs-stopped"):
+        for name in ("zs-direct", "zs-dirty", "zs-uefi", "zs-numa1", "zs-numa2", "zs-numa2-bound", "zs-numa2-dirty", "zs-stopped"):
             if self.libvirtd and self.libvirtd.poll() is None:
                 self.virsh("destroy", name, check=False, timeout=30)
         stop_process(self.libvirtd, timeout=15)
@@ -203,9 +206,16 @@ def setup(r: Report) -> None:
          "socket group nogroup")
 
 
-def domain_xml(bed: Bed, name: str, emulator: Path, uefi: bool = False, numa: int = 0) -> str:
+def domain_xml(bed: Bed, name: str, emulator: Path, uefi: bool = False, numa: int = 0, bound: bool = False) -> str:
+    """BOUND: each guest NUMA cell's memory bound to host node 0
+    (`<numatune><memnode mode='strict'>`: libvirt puts host-nodes and
+    policy=bind on the cell's backend)."""
     loader = f"<loader type='rom'>{bed.dir / 'OVMF.fd'}</loader>" if uefi else ""
     cpu = ""
+    tune = ""
+    if bound:
+        tune = "<numatune>" + "".join(f"<memnode cellid='{i}' mode='strict' nodeset='0'/>"
+                                      for i in range(numa)) + "</numatune>"
     vcpus = max(numa, 1)
     if numa:
         each = MEM_MIB // numa
@@ -216,6 +226,7 @@ def domain_xml(bed: Bed, name: str, emulator: Path, uefi: bool = False, numa: in
   <memory unit='MiB'>{MEM_MIB}</memory>
   <vcpu>{vcpus}</vcpu>
   {cpu}
+  {tune}
   <os>
     <type arch='x86_64' machine='q35'>hvm</type>
     {loader}
@@ -327,9 +338,12 @@ def caps(r: Report) -> None:
         r.ok(f"domcapabilities through the drop-in equal plain QEMU's ({len(plain)} bytes, emulator path aside)")
 
 
-def served(r: Report, name: str, uefi: bool = False, numa: int = 0) -> None:
+def served(r: Report, name: str, uefi: bool = False, numa: int = 0, bound: bool = False) -> None:
     bed = need_bed(r)
-    b = Boot(bed, name, wrapper(bed, "zerostart-qemu"), uefi=uefi, numa=numa)
+    b = Boot(bed, name, wrapper(bed, "zerostart-qemu"), uefi=uefi, numa=numa, bound=bound)
+    if bound and '"host-nodes":[0],"policy":"bind"' not in b.log:
+        r.fail(f"libvirt wrote no host-nodes/policy=bind backend: the case did not test placement "
+               f"(domain log target/libvirt/{name}.domain.log)")
     v, want = b.verdict(), ("EFI table" if uefi else "command line")
     if (bug := b.bug()):
         r.fail(f"the patched guest kernel reported a bug (not booted again; console target/libvirt/{name}.console.log): {bug}")
@@ -412,6 +426,8 @@ CASES = [
     Case("uefi", Do("uefi", lambda r: served(r, "zs-uefi", uefi=True))),
     Case("numa1", Do("numa1", lambda r: served(r, "zs-numa1", numa=1))),
     Case("numa2", Do("numa2", lambda r: served(r, "zs-numa2", numa=2))),
+    # Each cell bound to host node 0 (<numatune>): each lease on that node.
+    Case("numa2-bound", Do("numa2-bound", lambda r: served(r, "zs-numa2-bound", numa=2, bound=True))),
     # numa2's control: the plants go through both nodes' regions.
     Case("numa2-dirty", Do("numa2-dirty", lambda r: dirty(r, "zs-numa2-dirty", numa=2))),
     Case("stopped", Do("stopped", stopped)),

@@ -101,9 +101,10 @@ pub enum Decision {
 
 /// Backend properties the pool's memory stands in for (libvirt writes
 /// these for `<memoryBacking>` hugepages, `<allocation mode='immediate'>`,
-/// `<access mode='shared'>` and dump settings). Anything else (NUMA
-/// `host-nodes`/`policy` above all) is a choice the drop-in would silently
-/// drop, so it passes the VM through instead.
+/// `<access mode='shared'>` and dump settings). `host-nodes`/`policy` are
+/// read apart ([`Backend::host_node`]: one bound node is leased there).
+/// Anything else is a choice the drop-in would silently drop, so it
+/// passes the VM through instead.
 const BACKEND_PROPS: &[&str] = &[
     "qom-type",
     "id",
@@ -136,6 +137,34 @@ struct Backend {
     id: String,
     size: Option<u64>,
     props: Vec<String>,
+    /// `host-nodes` as written (JSON: its one element, or the array), if set.
+    host_nodes: Option<String>,
+    /// `policy`, if set.
+    policy: Option<String>,
+}
+
+impl Backend {
+    /// The host NUMA node the backend's RAM is bound to (libvirt's
+    /// `<numatune>`: `host-nodes` with policy `bind` or `preferred`),
+    /// which a lease on that node honours; `Err` for a placement one
+    /// region cannot honour (several nodes, `interleave`).
+    fn host_node(&self) -> Result<Option<usize>, String> {
+        let policy = self.policy.as_deref().unwrap_or("default");
+        match (self.host_nodes.as_deref(), policy) {
+            (None, "default") => Ok(None),
+            (Some(n), "bind" | "preferred") => n.trim().parse::<usize>().map(Some).map_err(|_| {
+                format!(
+                    "memory backend '{}' binds to host nodes {n}: one region lives on one node",
+                    self.id
+                )
+            }),
+            (n, p) => Err(format!(
+                "memory backend '{}' sets host-nodes {} with policy {p}, which pool memory cannot honour",
+                self.id,
+                n.unwrap_or("(none)")
+            )),
+        }
+    }
 }
 
 /// An `-object` value, if it is a memory backend (`None` otherwise;
@@ -161,6 +190,11 @@ fn backend(v: &str) -> Result<Option<Backend>, String> {
                 _ => None,
             }),
             props: obj.keys().cloned().collect(),
+            host_nodes: j.get("host-nodes").map(|v| match v {
+                serde_json::Value::Array(a) if a.len() == 1 => a[0].to_string(),
+                other => other.to_string(),
+            }),
+            policy: j.get("policy").and_then(|t| t.as_str()).map(str::to_string),
         }));
     }
     let mut items = v.split(',');
@@ -173,6 +207,8 @@ fn backend(v: &str) -> Result<Option<Backend>, String> {
         id: String::new(),
         size: None,
         props: vec!["qom-type".into()],
+        host_nodes: None,
+        policy: None,
     };
     for it in items {
         let (k, val) = it.split_once('=').unwrap_or((it, ""));
@@ -180,6 +216,10 @@ fn backend(v: &str) -> Result<Option<Backend>, String> {
             "id" => b.id = val.to_string(),
             // Object sizes are bytes unless suffixed.
             "size" => b.size = hostmem::parse_size(val).ok(),
+            // A second host-nodes= adds a node: not one region's.
+            "host-nodes" if b.host_nodes.is_some() => b.host_nodes = Some("several".into()),
+            "host-nodes" => b.host_nodes = Some(val.to_string()),
+            "policy" => b.policy = Some(val.to_string()),
             _ => {}
         }
         b.props.push(k.to_string());
@@ -316,6 +356,8 @@ pub fn decide(args: &[String]) -> Decision {
                 id: String::new(),
                 size: Some(size),
                 props: vec![],
+                host_nodes: None,
+                policy: None,
             },
             None,
         ));
@@ -384,12 +426,17 @@ pub fn decide(args: &[String]) -> Decision {
         }
     }
     let mut numa_nodes = Vec::new();
+    let mut host_node = None;
     let mut total = 0u64;
     for (at, b, node) in &served {
+        let bound = match b.host_node() {
+            Ok(n) => n,
+            Err(why) => return pass(why),
+        };
         if let Some(p) = b
             .props
             .iter()
-            .find(|p| !BACKEND_PROPS.contains(&p.as_str()))
+            .find(|p| !BACKEND_PROPS.contains(&p.as_str()) && *p != "host-nodes" && *p != "policy")
         {
             return pass(format!(
                 "memory backend '{}' sets {p}, which pool memory cannot honour",
@@ -400,11 +447,13 @@ pub fn decide(args: &[String]) -> Decision {
             return pass(format!("memory backend '{}' has no size", b.id));
         };
         total += size;
-        if let Some(arg) = node {
-            numa_nodes.push(super::vmm::NumaNode {
+        match node {
+            Some(arg) => numa_nodes.push(super::vmm::NumaNode {
                 arg: arg.clone(),
                 size,
-            });
+                host_node: bound,
+            }),
+            None => host_node = bound,
         }
         if *at != usize::MAX {
             drop[*at] = true;
@@ -439,6 +488,7 @@ pub fn decide(args: &[String]) -> Decision {
         firmware,
         ram: super::vmm::QemuRam {
             numa_nodes,
+            host_node,
             m_extra,
         },
     }
@@ -757,7 +807,9 @@ mod tests {
                         numa_nodes: vec![NumaNode {
                             arg: "node,memdev={memdev}".into(),
                             size: 2048 << 20,
+                            host_node: None,
                         }],
+                        host_node: None,
                         m_extra: ",slots=10,maxmem=386044M".into(),
                     },
                 },
@@ -809,12 +861,15 @@ mod tests {
                         NumaNode {
                             arg: "node,nodeid=0,cpus=0,memdev={memdev}".into(),
                             size: 1 << 30,
+                            host_node: None,
                         },
                         NumaNode {
                             arg: "node,nodeid=1,cpus=1,memdev={memdev}".into(),
                             size: 2 << 30,
+                            host_node: None,
                         },
                     ],
+                    host_node: None,
                     m_extra: String::new(),
                 },
             }
@@ -858,6 +913,53 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("one region per node"), "{e}");
+    }
+
+    /// libvirt's `<numatune>`: each `<memnode>` (or the whole guest's
+    /// `<memory>`) puts `host-nodes` and `policy=bind` on the backend; the
+    /// region is leased on that host node.
+    #[test]
+    fn a_backend_bound_to_a_host_node_is_leased_there() {
+        let d = decide(&s(&[
+            "-m",
+            "2G",
+            "-object",
+            r#"{"qom-type":"memory-backend-ram","id":"ram-node0","size":1073741824,"host-nodes":[1],"policy":"bind"}"#,
+            "-numa",
+            "node,nodeid=0,cpus=0,memdev=ram-node0",
+            "-object",
+            "memory-backend-ram,id=ram-node1,size=1G,host-nodes=0,policy=preferred",
+            "-numa",
+            "node,nodeid=1,cpus=1,memdev=ram-node1",
+        ]));
+        let Decision::Serve { ram, .. } = d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(ram.host_nodes(), vec![Some(1), Some(0)]);
+        let d = decide(&s(&[
+            "-machine",
+            "q35,memory-backend=pc.ram",
+            "-m",
+            "1G",
+            "-object",
+            r#"{"qom-type":"memory-backend-ram","id":"pc.ram","size":1073741824,"host-nodes":[0],"policy":"bind"}"#,
+        ]));
+        let Decision::Serve { ram, .. } = d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(ram.host_nodes(), vec![Some(0)]);
+        assert_eq!(ram.part_sizes(1 << 30), vec![1 << 30]);
+        // Memory of the launcher's own cannot be placed: refused, one line.
+        let e = crate::launch::memory::Region::acquire(
+            &crate::launch::memory::Source::None,
+            2 << 20,
+            hostmem::PageSize::Size4K,
+            1,
+            Some(0),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("needs pool memory"), "{e}");
     }
 
     #[test]
@@ -916,9 +1018,18 @@ mod tests {
                     "-machine",
                     "q35,memory-backend=a",
                     "-object",
-                    r#"{"qom-type":"memory-backend-ram","id":"a","size":1073741824,"host-nodes":[0],"policy":"bind"}"#,
+                    r#"{"qom-type":"memory-backend-ram","id":"a","size":1073741824,"host-nodes":[0,1],"policy":"bind"}"#,
                 ],
-                "host-nodes",
+                "binds to host nodes [0,1]",
+            ),
+            (
+                &[
+                    "-machine",
+                    "q35,memory-backend=a",
+                    "-object",
+                    "memory-backend-ram,id=a,size=1G,host-nodes=0,policy=interleave",
+                ],
+                "with policy interleave",
             ),
             (
                 &[

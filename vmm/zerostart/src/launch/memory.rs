@@ -52,18 +52,28 @@ pub enum Region {
 }
 
 impl Region {
-    /// Leases or creates `size` bytes of zero memory.
+    /// Leases or creates `size` bytes of zero memory; on host NUMA
+    /// `node` if given (pool only: a pool with no clean region there
+    /// refuses, it does not hand out far memory).
     pub fn acquire(
         source: &Source,
         size: u64,
         page: PageSize,
         threads: usize,
+        node: Option<usize>,
     ) -> Result<Region, Error> {
+        if let (Some(n), Source::Prefault | Source::None) = (node, source) {
+            return Err(Error::BadMemory(format!(
+                "guest RAM bound to host node {n} needs pool memory (source=pool), which is leased on that node"
+            )));
+        }
         match source {
             Source::Pool(socket) => {
-                let lease = pool::client::lease(socket, size, page).map_err(|e| Error::Pool {
-                    socket: socket.clone(),
-                    err: e.to_string(),
+                let lease = pool::client::lease_on_node(socket, size, page, node).map_err(|e| {
+                    Error::Pool {
+                        socket: socket.clone(),
+                        err: e.to_string(),
+                    }
                 })?;
                 if lease.len() < size {
                     return Err(Error::RegionTooSmall {
@@ -217,17 +227,23 @@ pub struct GuestRam {
 }
 
 impl GuestRam {
-    /// Leases or creates one region of each of `sizes`, all or none: a
-    /// part that cannot be had returns what was taken before it.
+    /// Leases or creates one region of each of `sizes` (on the host node
+    /// of `nodes` at the same index, if any), all or none: a part that
+    /// cannot be had returns what was taken before it.
     pub fn acquire(
         source: &Source,
         sizes: &[u64],
+        nodes: &[Option<usize>],
         page: PageSize,
         threads: usize,
     ) -> Result<GuestRam, Error> {
         let parts = sizes
             .iter()
-            .map(|&n| Region::acquire(source, n, page, threads))
+            .enumerate()
+            .map(|(i, &n)| {
+                let node = nodes.get(i).copied().flatten();
+                Region::acquire(source, n, page, threads, node)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(GuestRam {
             parts,

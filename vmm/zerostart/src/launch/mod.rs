@@ -823,9 +823,10 @@ fn take_memory(plan: &Plan<'_>) -> Result<(Option<GuestRam>, Source), Error> {
     }
     // One region, or one per guest NUMA node (all or none).
     let sizes = plan.a.qemu_ram.part_sizes(o.size);
+    let nodes = plan.a.qemu_ram.host_nodes();
     let deadline = Instant::now() + plan.a.pool_wait;
     loop {
-        match GuestRam::acquire(&o.source, &sizes, o.page, o.threads) {
+        match GuestRam::acquire(&o.source, &sizes, &nodes, o.page, o.threads) {
             Ok(r) => return Ok((Some(r), o.source.clone())),
             Err(e) if e.pool_unavailable() && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(50));
@@ -839,7 +840,7 @@ fn take_memory(plan: &Plan<'_>) -> Result<(Option<GuestRam>, Source), Error> {
                     plan.a.pool_wait,
                     to.name()
                 );
-                let r = GuestRam::acquire(&to, &sizes, o.page, o.threads)?;
+                let r = GuestRam::acquire(&to, &sizes, &nodes, o.page, o.threads)?;
                 return Ok((Some(r), to));
             }
             Err(e) => return Err(e),
@@ -1451,7 +1452,8 @@ mod tests {
         // One region, and the same guest RAM as two guest NUMA nodes whose
         // boundary (36 MiB) falls inside the hint's gap: the same bytes.
         for sizes in [vec![size], vec![36 << 20, size - (36 << 20)]] {
-            let region = GuestRam::acquire(&Source::None, &sizes, PageSize::Size4K, 1).unwrap();
+            let region =
+                GuestRam::acquire(&Source::None, &sizes, &[], PageSize::Size4K, 1).unwrap();
             poison_unhinted(&region, &ram, &hinted).unwrap();
             let mut seen = vec![0u8; size as usize];
             region

@@ -333,6 +333,9 @@ pub struct QemuRam {
     /// a region of its own. Empty: the machine's `memory-backend=` (QEMU
     /// refuses it beside NUMA nodes).
     pub numa_nodes: Vec<NumaNode>,
+    /// Without guest NUMA nodes: the host NUMA node guest RAM is bound
+    /// to (libvirt's `<numatune><memory>`), leased there.
+    pub host_node: Option<usize>,
     /// What followed the size on `-m` (`,slots=N,maxmem=M`: memory
     /// hotplug; hotplugged memory is QEMU's own, outside the hint).
     pub m_extra: String,
@@ -345,6 +348,9 @@ pub struct NumaNode {
     pub arg: String,
     /// Its RAM in bytes.
     pub size: u64,
+    /// The host NUMA node its RAM is bound to (libvirt's `<numatune>
+    /// <memnode>`): its region is leased there.
+    pub host_node: Option<usize>,
 }
 
 impl QemuRam {
@@ -354,6 +360,15 @@ impl QemuRam {
         match self.numa_nodes.as_slice() {
             [] => vec![size],
             nodes => nodes.iter().map(|n| n.size).collect(),
+        }
+    }
+
+    /// The host NUMA node of each region of [`QemuRam::part_sizes`]
+    /// (`None`: any).
+    pub fn host_nodes(&self) -> Vec<Option<usize>> {
+        match self.numa_nodes.as_slice() {
+            [] => vec![self.host_node],
+            nodes => nodes.iter().map(|n| n.host_node).collect(),
         }
     }
 }
