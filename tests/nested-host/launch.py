@@ -175,6 +175,42 @@ def shutdown_event(kvm_exit: str) -> str | None:
     return out
 
 
+def elf_interpreter(p: Path) -> str | None:
+    """The program interpreter (PT_INTERP) a 64-bit ELF executable names:
+    a dynamically linked one; None for a static one or a non-ELF file."""
+    import struct
+    try:
+        with open(p, "rb") as f:
+            h = f.read(64)
+            if len(h) < 64 or h[:4] != b"\x7fELF" or h[4] != 2 or h[5] != 1:
+                return None
+            phoff, = struct.unpack_from("<Q", h, 32)
+            phentsize, phnum = struct.unpack_from("<HH", h, 54)
+            for i in range(phnum):
+                f.seek(phoff + i * phentsize)
+                ph = f.read(56)
+                if len(ph) == 56 and struct.unpack_from("<I", ph, 0)[0] == 3:  # PT_INTERP
+                    off, = struct.unpack_from("<Q", ph, 8)
+                    size, = struct.unpack_from("<Q", ph, 32)
+                    f.seek(off)
+                    return f.read(size).rstrip(b"\0").decode(errors="replace")
+    except OSError:
+        return None
+    return None
+
+
+def nested_runnable(p: Path, name: str) -> str | None:
+    """Why `p` cannot run in the nested host (None: it can). L2 runs the
+    VMM without the host's shared libraries (no libgcc_s), so a dynamically
+    linked build exits 127 there; the release binaries are static."""
+    interp = elf_interpreter(p)
+    if interp:
+        return (f"{p} is dynamically linked ({interp}), and the nested host has none of this host's shared "
+                f"libraries: give a static {name} (its release binary, or a build with "
+                f"RUSTFLAGS='-C target-feature=+crt-static')")
+    return None
+
+
 def cloud_hypervisor() -> tuple[Path | None, str]:
     """The cloud-hypervisor to test, or None and why there is none; with a
     binary, which channel the launcher will hand CLOUDHV.fd the hint on:
@@ -185,6 +221,8 @@ def cloud_hypervisor() -> tuple[Path | None, str]:
     if not found:
         return None, "cloud-hypervisor is not on PATH (it is in no package registry; docs/launch.md)"
     p = Path(found)
+    if (why := nested_runnable(p, "cloud-hypervisor")):
+        return None, why
     try:
         help_text = subprocess.run([str(p), "--help"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as ex:
@@ -216,6 +254,8 @@ def firecracker() -> tuple[Path | None, str]:
     found = os.environ.get("ZEROSTART_FIRECRACKER") or shutil.which("firecracker")
     if not found:
         return None, "firecracker is not on PATH (it is in no package registry; docs/launch.md)"
+    if (why := nested_runnable(Path(found), "firecracker")):
+        return None, why
     return Path(found), ""
 
 

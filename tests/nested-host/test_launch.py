@@ -8,6 +8,8 @@ Run: python3 tests/nested-host/test_launch.py
 """
 
 import os
+import shutil
+import tempfile
 import unittest
 from unittest import mock
 from pathlib import Path
@@ -295,6 +297,35 @@ class Judge(unittest.TestCase):
                     del os.environ["ZEROSTART_CLOUD_HYPERVISOR"]
                 else:
                     os.environ["ZEROSTART_CLOUD_HYPERVISOR"] = old
+
+    def test_a_dynamically_linked_vmm_is_refused_with_the_fix(self):
+        # This host's own dynamically linked programs stand in for a
+        # cloud-hypervisor built without crt-static (which exited 127 in L2,
+        # libgcc_s missing, 2026-12-03); a static one is accepted.
+        dyn = Path(shutil.which("python3")).resolve()
+        self.assertTrue(launch.elf_interpreter(dyn))
+        why = launch.nested_runnable(dyn, "cloud-hypervisor")
+        self.assertIn("dynamically linked", why)
+        self.assertIn("crt-static", why)
+        old = os.environ.get("ZEROSTART_FIRECRACKER")
+        os.environ["ZEROSTART_FIRECRACKER"] = str(dyn)
+        try:
+            p, fc_why = launch.firecracker()
+            self.assertIsNone(p)
+            self.assertIn("dynamically linked", fc_why)
+        finally:
+            if old is None:
+                del os.environ["ZEROSTART_FIRECRACKER"]
+            else:
+                os.environ["ZEROSTART_FIRECRACKER"] = old
+        static = [Path(x) for x in ("/bin/busybox", "/usr/bin/busybox", "/sbin/ldconfig") if Path(x).is_file()]
+        static = [x for x in static if launch.elf_interpreter(x) is None and x.read_bytes()[:4] == b"\x7fELF"]
+        if static:
+            self.assertIsNone(launch.nested_runnable(static[0], "cloud-hypervisor"))
+        with tempfile.TemporaryDirectory() as d:
+            script = Path(d, "vmm")
+            script.write_text("#!/bin/sh\n")
+            self.assertIsNone(launch.elf_interpreter(script))  # not ELF: not judged here
 
     def test_launcher_timeline_schema_is_checked(self):
         sc = launch.LaunchScenario("a", 1024)
