@@ -101,12 +101,15 @@ pub enum Decision {
 
 /// Backend properties the pool's memory stands in for (libvirt writes
 /// these for `<memoryBacking>` hugepages, `<allocation mode='immediate'>`,
-/// `<access mode='shared'>` and dump settings). `host-nodes`/`policy` are
-/// read apart ([`Backend::host_node`]: one bound node is leased there).
+/// `<access mode='shared'>` and dump settings), and the placement
+/// `<numatune>` writes (`host-nodes`/`policy`), which
+/// [`Backend::host_node`] judges first: one bound node is leased there.
 /// Anything else is a choice the drop-in would silently drop, so it
 /// passes the VM through instead.
 const BACKEND_PROPS: &[&str] = &[
     "qom-type",
+    "host-nodes",
+    "policy",
     "id",
     "size",
     "prealloc",
@@ -133,6 +136,7 @@ fn parse_m(v: &str) -> Option<u64> {
 }
 
 /// A memory backend object: its id, size and properties.
+#[derive(Default)]
 struct Backend {
     id: String,
     size: Option<u64>,
@@ -207,8 +211,7 @@ fn backend(v: &str) -> Result<Option<Backend>, String> {
         id: String::new(),
         size: None,
         props: vec!["qom-type".into()],
-        host_nodes: None,
-        policy: None,
+        ..Backend::default()
     };
     for it in items {
         let (k, val) = it.split_once('=').unwrap_or((it, ""));
@@ -340,9 +343,10 @@ pub fn decide(args: &[String]) -> Decision {
         v.split(',')
             .find_map(|it| it.strip_prefix(key)?.strip_prefix('=').map(str::to_string))
     };
-    // Each served backend: where its -object is, the backend, and the
-    // -numa value of its node with NUMA_MEMDEV in place of its id.
-    let mut served: Vec<(usize, Backend, Option<String>)> = Vec::new();
+    // Each served backend: where its -object is (none for plain -m), the
+    // backend, and the -numa value of its node with NUMA_MEMDEV in place
+    // of its id.
+    let mut served: Vec<(Option<usize>, Backend, Option<String>)> = Vec::new();
     if backends.is_empty() {
         let Some(size) = m_size else {
             return pass("no -m: QEMU's default RAM size is not served".into());
@@ -351,13 +355,10 @@ pub fn decide(args: &[String]) -> Decision {
             return pass("-numa node without memory backends (legacy mem=): not served".into());
         }
         served.push((
-            usize::MAX,
+            None,
             Backend {
-                id: String::new(),
                 size: Some(size),
-                props: vec![],
-                host_nodes: None,
-                policy: None,
+                ..Backend::default()
             },
             None,
         ));
@@ -375,7 +376,7 @@ pub fn decide(args: &[String]) -> Decision {
                 b.id
             ));
         }
-        served.push((at, b, None));
+        served.push((Some(at), b, None));
     } else {
         if machine_backend.is_some() {
             return pass(
@@ -416,7 +417,7 @@ pub fn decide(args: &[String]) -> Decision {
                 .collect();
             drop[n] = true;
             drop[n + 1] = true;
-            served.push((at, b, Some(shaped.join(","))));
+            served.push((Some(at), b, Some(shaped.join(","))));
         }
         if let Some((_, b)) = backends.first() {
             return pass(format!(
@@ -436,7 +437,7 @@ pub fn decide(args: &[String]) -> Decision {
         if let Some(p) = b
             .props
             .iter()
-            .find(|p| !BACKEND_PROPS.contains(&p.as_str()) && *p != "host-nodes" && *p != "policy")
+            .find(|p| !BACKEND_PROPS.contains(&p.as_str()))
         {
             return pass(format!(
                 "memory backend '{}' sets {p}, which pool memory cannot honour",
@@ -455,8 +456,8 @@ pub fn decide(args: &[String]) -> Decision {
             }),
             None => host_node = bound,
         }
-        if *at != usize::MAX {
-            drop[*at] = true;
+        if let Some(at) = *at {
+            drop[at] = true;
             drop[at + 1] = true;
         }
     }

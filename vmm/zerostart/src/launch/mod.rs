@@ -1153,9 +1153,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     CHILD.store(0, Ordering::SeqCst);
     // The VMM is gone: the region goes back (lease closed; memfd freed).
     let lease_ids = region.as_ref().and_then(GuestRam::lease_ids);
-    let lease_id = region
-        .as_ref()
-        .and_then(|r| r.parts().first().and_then(|p| p.lease_id()));
+    let lease_id = region.as_ref().and_then(GuestRam::lease).map(|l| l.id());
     let Sent {
         published,
         carrier,
@@ -1324,25 +1322,23 @@ fn poison_unhinted(
     ram: &[layout::RamRange],
     hinted: &[(u64, u64)],
 ) -> Result<(), Error> {
-    {
-        for r in ram {
-            let mut at = r.gpa;
-            let end = r.gpa + r.len;
-            while at < end {
-                // Next hinted range starting at or after `at`.
-                let next = hinted
-                    .iter()
-                    .filter(|(s, l)| s + l > at)
-                    .map(|&(s, l)| (s.max(at), s + l))
-                    .min();
-                let (stop, resume) = match next {
-                    Some((s, e)) if s < end => (s, e),
-                    _ => (end, end),
-                };
-                let (o0, o1) = (r.file_offset + (at - r.gpa), r.file_offset + (stop - r.gpa));
-                region.fill(o0, o1 - o0, 0x5a)?;
-                at = resume;
-            }
+    for r in ram {
+        let mut at = r.gpa;
+        let end = r.gpa + r.len;
+        while at < end {
+            // Next hinted range starting at or after `at`.
+            let next = hinted
+                .iter()
+                .filter(|(s, l)| s + l > at)
+                .map(|&(s, l)| (s.max(at), s + l))
+                .min();
+            let (stop, resume) = match next {
+                Some((s, e)) if s < end => (s, e),
+                _ => (end, end),
+            };
+            let (o0, o1) = (r.file_offset + (at - r.gpa), r.file_offset + (stop - r.gpa));
+            region.fill(o0, o1 - o0, 0x5a)?;
+            at = resume;
         }
     }
     Ok(())
