@@ -42,7 +42,7 @@ import run as e2e
 from zstest import l2image as build
 from zstest import timeline as tlschema
 from zstest import vmmargv
-from zstest.qemu import L3_CONSOLE_ARGS, bed_fault, boot_l2, l2_memory, rerun_after_bed_faults, stuck_between_guests
+from zstest.qemu import L3_CONSOLE_ARGS, bed_fault, boot_l2, l2_memory, rerun_after_bed_faults
 
 REPO = build.REPO
 OUT = REPO / "target" / "launch"
@@ -675,8 +675,8 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
             if silent:
                 fatal += f" ({silent})"
         # _drive adds a scenario it was in to `results` with no rc.
-        idle = stuck_between_guests(silent, any(r.rc is None for r in results))
-        return results, fatal, bed_fault(silent, abort, triple, con.stale_int3, idle)
+        return results, fatal, bed_fault(silent, abort, triple, con.stale_int3,
+                                         guest_in_flight=any(r.rc is None for r in results))
 
 
 # What the test bed's QEMU prints (stderr, so on L2's console stream) when a

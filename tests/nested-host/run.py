@@ -33,7 +33,7 @@ from zstest import l2image as build
 from zstest import timeline as tlschema
 from zstest import vmmargv
 from zstest.hugepages import HugePages
-from zstest.qemu import (L2_BOOT_TIMEOUT_S, L2_CPU, L3_CONSOLE_ARGS, L3_KERNEL_BUG_RE, Console, kernel_bug_lines, bed_fault, stuck_between_guests, boot_l2, l2_memory,
+from zstest.qemu import (L2_BOOT_TIMEOUT_S, L2_CPU, L3_CONSOLE_ARGS, L3_KERNEL_BUG_RE, Console, kernel_bug_lines, bed_fault, boot_l2, l2_memory,
                          rerun_after_bed_faults)
 
 REPO = build.REPO
@@ -381,8 +381,8 @@ def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
             fatal += f" ({con.exit_story()})"  # its status, and how L2 ended: reset, triple fault, power-off
         triple = con.l2_triple_fault() if fatal.startswith("L2 exited") else None
         # _drive adds a scenario it was in to `results` with no rc.
-        idle = stuck_between_guests(silent, any(r.rc is None for r in results))
-        return results, fatal, bed_fault(silent, con.abort_line(con.exit_code()), triple, con.stale_int3, idle)
+        return results, fatal, bed_fault(silent, con.abort_line(con.exit_code()), triple, con.stale_int3,
+                                         guest_in_flight=any(r.rc is None for r in results))
 
 
 def _drive(con: Console, scenarios: list[Scenario]) -> tuple[list[Result], str | None]:

@@ -281,9 +281,7 @@ class Judge(unittest.TestCase):
             fake = Path(d, "cloud-hypervisor")
             fake.write_text("#!/bin/sh\necho 'Usage: cloud-hypervisor [--kernel <kernel>]'\n")
             fake.chmod(0o755)
-            old = os.environ.get("ZEROSTART_CLOUD_HYPERVISOR")
-            os.environ["ZEROSTART_CLOUD_HYPERVISOR"] = str(fake)
-            try:
+            with mock.patch.dict(os.environ, {"ZEROSTART_CLOUD_HYPERVISOR": str(fake)}):
                 # A release binary: no fw_cfg, so the hint goes in SMBIOS.
                 self.assertEqual(launch.cloud_hypervisor(), (fake, "smbios"))
                 fake.write_text("#!/bin/sh\necho '  --fw-cfg-config <fw_cfg_config>'\n")
@@ -292,11 +290,6 @@ class Judge(unittest.TestCase):
                 p, why = launch.cloud_hypervisor()
                 self.assertIsNone(p)
                 self.assertIn("--help failed", why)
-            finally:
-                if old is None:
-                    del os.environ["ZEROSTART_CLOUD_HYPERVISOR"]
-                else:
-                    os.environ["ZEROSTART_CLOUD_HYPERVISOR"] = old
 
     def test_a_dynamically_linked_vmm_is_refused_with_the_fix(self):
         # This host's own dynamically linked programs stand in for a
@@ -307,17 +300,10 @@ class Judge(unittest.TestCase):
         why = launch.nested_runnable(dyn, "cloud-hypervisor")
         self.assertIn("dynamically linked", why)
         self.assertIn("crt-static", why)
-        old = os.environ.get("ZEROSTART_FIRECRACKER")
-        os.environ["ZEROSTART_FIRECRACKER"] = str(dyn)
-        try:
+        with mock.patch.dict(os.environ, {"ZEROSTART_FIRECRACKER": str(dyn)}):
             p, fc_why = launch.firecracker()
-            self.assertIsNone(p)
-            self.assertIn("dynamically linked", fc_why)
-        finally:
-            if old is None:
-                del os.environ["ZEROSTART_FIRECRACKER"]
-            else:
-                os.environ["ZEROSTART_FIRECRACKER"] = old
+        self.assertIsNone(p)
+        self.assertIn("dynamically linked", fc_why)
         static = [Path(x) for x in ("/bin/busybox", "/usr/bin/busybox", "/sbin/ldconfig") if Path(x).is_file()]
         static = [x for x in static if launch.elf_interpreter(x) is None and x.read_bytes()[:4] == b"\x7fELF"]
         if static:

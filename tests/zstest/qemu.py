@@ -578,7 +578,7 @@ def stuck_between_guests(silent: str | None, guest_in_flight: bool) -> str | Non
 
 
 def bed_fault(silent: str | None, abort: str | None, triple: str | None = None,
-              stale: str | None = None, idle: str | None = None) -> str | None:
+              stale: str | None = None, guest_in_flight: bool = True) -> str | None:
     """Why a failed L2 boot is provably the test bed's own fault, outside
     every guest, or None when it may not be.
 
@@ -600,15 +600,16 @@ def bed_fault(silent: str | None, abort: str | None, triple: str | None = None,
     same trap frame, and the monitor read another byte than cc where it
     trapped (int3_loop_candidates): the CPU ran code that was no longer
     there. A guest that crashed, hung or printed a bad verdict is none of
-    these. Fifth, L2 stuck while no guest ran at all (`idle`, from
-    stuck_between_guests): the scenarios that ended keep their results and
-    only those not begun run again. Harnesses boot L2 again only for
+    these. Fifth, L2 stuck (`silent`) while no guest ran at all
+    (stuck_between_guests; `guest_in_flight`: a scenario had begun and not
+    ended, the default for a harness that cannot tell): the scenarios that
+    ended keep their results and only those not begun run again. Harnesses boot L2 again only for
     these, count it and report each one; they never retry a guest."""
     if abort:
         return abort
     if silent and "UNDELIVERED INTERRUPT" in silent:
         return silent
-    return triple or stale or idle or None
+    return triple or stale or stuck_between_guests(silent, guest_in_flight) or None
 
 
 def rerun_after_bed_faults(todo: list, boot, retries: list[str], bound: int, crashed, who: str) -> tuple[list, str | None]:

@@ -30,10 +30,11 @@ from zstest.l2image import BuildError
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Where cargo builds: $CARGO_TARGET_DIR as cargo reads it (relative to the
-# workspace, where make runs it), else the work tree's target/. .ci/run
-# keeps it in $ZEROSTART_CACHE so a fresh clone finds its dependencies built.
 def cargo_target() -> Path:
+    """Where cargo builds: $CARGO_TARGET_DIR as cargo reads it (relative to
+    the workspace, where make runs it), else the work tree's target/.
+    .ci/run keeps it in $ZEROSTART_CACHE so a fresh clone finds its
+    dependencies built."""
     return REPO / os.environ.get("CARGO_TARGET_DIR", "target")
 
 
