@@ -877,3 +877,133 @@ fn a_pool_back_while_the_vm_runs_still_counts_its_fallback() {
         );
     }
 }
+
+/// cloud-hypervisor on a guest larger than the pool's regions (issue 29
+/// item 4): one lease of whole regions, one `--memory-zone` per region in
+/// guest order, each zone's file the region's own (distinct files, the
+/// last holding the rest), all of them held while the VMM runs and back
+/// when it exits; `--dry-run` shows the zones and the lease it would take.
+/// The VMM is a stand-in script that records what each zone's
+/// `/proc/self/fd/N` is (it inherits the launcher's fds as
+/// cloud-hypervisor would); no cloud-hypervisor needed. Negative control:
+/// QEMU maps one file, so the same guest on the same pool falls back.
+#[test]
+fn cloud_hypervisor_zones_take_several_regions() {
+    use std::os::unix::fs::PermissionsExt;
+    let pool = Pool::start();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("zones.txt");
+    let until = dir.path().join("until");
+    let vmm = dir.path().join("fake-chv");
+    std::fs::write(
+        &vmm,
+        format!(
+            "#!/bin/sh\n: > {out}\nwhile [ $# -gt 0 ]; do\n  if [ \"$1\" = --memory-zone ]; then\n    f=$(echo \"$2\" | sed 's/.*file=\\([^,]*\\).*/\\1/')\n    echo \"$2 $(stat -L -c '%s %i' \"$f\")\" >> {out}\n  fi\n  shift\ndone\n: > {until}.started\nn=0\nwhile [ ! -e {until} ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n",
+            out = out.display(),
+            until = until.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&vmm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A PVH-style ELF kernel: one PT_LOAD of 16 bytes at 1 MiB.
+    let mut elf = vec![0u8; 120];
+    elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+    elf[32] = 64;
+    elf[54] = 56;
+    elf[56] = 1;
+    elf[64] = 1;
+    elf[64 + 26] = 0x10;
+    elf[64 + 40] = 0x10;
+    let kernel = dir.path().join("vmlinux");
+    std::fs::write(&kernel, &elf).unwrap();
+    let size = REGION + REGION / 2;
+    let memory = format!(
+        "size={}M,source=pool:{},hugepages=off",
+        size >> 20,
+        pool.socket.display()
+    );
+    let cmd = |vmm_kind: &str, first: &[&str]| {
+        let mut c = Command::new(BIN);
+        c.arg("launch")
+            .args(first)
+            .args(["--vmm", vmm_kind, "--vmm-binary"])
+            .arg(&vmm)
+            .args(["--pool-wait", "0", "--memory"]);
+        match vmm_kind {
+            "qemu" => c.arg(format!("{memory},hint=off")),
+            _ => c.arg(&memory),
+        };
+        c
+    };
+    let dry = cmd("cloud-hypervisor", &["--dry-run"])
+        .arg("--")
+        .arg("--kernel")
+        .arg(&kernel)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.status.success(), "{text}{dry:?}");
+    assert!(
+        text.contains(&format!(
+            "--memory-zone id=zerostart-ram0,size={REGION},file=/proc/self/fd/REGION_FD0"
+        )) && text.contains(&format!(
+            "--memory-zone id=zerostart-ram1,size={},file=/proc/self/fd/REGION_FD1",
+            REGION / 2
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("a lease of 2 regions would be granted now"),
+        "{text}"
+    );
+    let child = cmd("cloud-hypervisor", &[])
+        .arg("--")
+        .arg("--kernel")
+        .arg(&kernel)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = until.with_extension("started");
+    let t = Instant::now();
+    while !started.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the VMM never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = pool.status().unwrap();
+    assert_eq!(st.leased_bytes, 2 * REGION, "both regions held: {st:?}");
+    let zones = std::fs::read_to_string(&out).unwrap();
+    let rows: Vec<Vec<&str>> = zones
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{zones}");
+    assert!(rows[0][0].starts_with(&format!("id=zerostart-ram0,size={REGION},")));
+    assert!(rows[1][0].starts_with(&format!("id=zerostart-ram1,size={},", REGION / 2)));
+    // Each zone's file is a whole region of its own.
+    assert_eq!(
+        (rows[0][1], rows[1][1]),
+        ("67108864", "67108864"),
+        "{zones}"
+    );
+    assert_ne!(rows[0][2], rows[1][2], "two zones on one file: {zones}");
+    std::fs::write(&until, b"").unwrap();
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{err}");
+    assert!(err.contains("source=pool lease="), "{err}");
+    assert!(err.contains("regions=2"), "{err}");
+    pool.wait_until("both regions back and clean", |s| {
+        s.leased_bytes == 0 && s.clean_bytes == 2 * REGION
+    });
+    // Negative control: QEMU takes one file, so the same guest cannot
+    // lease and falls back (one warning line), holding nothing.
+    let q = cmd("qemu", &[])
+        .args(["--", "-accel", "tcg"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&q.stderr);
+    assert!(err.contains("falling back to source=prefault"), "{err}");
+}

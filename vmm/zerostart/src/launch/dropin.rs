@@ -885,8 +885,13 @@ mod tests {
         };
         let inp = crate::launch::vmm::Inputs {
             size,
-            mem_paths: vec!["/proc/self/fd/7".into(), "/proc/self/fd/9".into()],
-            mem_offset: 0,
+            mem: [("/proc/self/fd/7", 1 << 30), ("/proc/self/fd/9", 2 << 30)]
+                .map(|(path, size)| crate::launch::vmm::MemFile {
+                    path: path.into(),
+                    offset: 0,
+                    size,
+                })
+                .to_vec(),
             hugepage_bytes: Some(2 << 20),
             hint: crate::launch::vmm::Carrier::None,
             firmware: None,
@@ -909,7 +914,7 @@ mod tests {
         assert!(!line.contains("memory-backend=zerostart"), "{line}");
         // One file short of the nodes: refused, not a guest on half its RAM.
         let mut short = inp.clone();
-        short.mem_paths.pop();
+        short.mem.pop();
         let e = crate::launch::vmm::qemu(&args, &short)
             .unwrap_err()
             .to_string();
@@ -957,6 +962,7 @@ mod tests {
             hostmem::PageSize::Size4K,
             1,
             Some(0),
+            1,
         )
         .unwrap_err()
         .to_string();

@@ -54,13 +54,16 @@ pub enum Region {
 impl Region {
     /// Leases or creates `size` bytes of zero memory; on host NUMA
     /// `node` if given (pool only: a pool with no clean region there
-    /// refuses, it does not hand out far memory).
+    /// refuses, it does not hand out far memory). `max_pieces` above 1:
+    /// the VMM maps several files one after another, so a pool lease may
+    /// take that many whole regions (docs/pool.md "Leases of any size").
     pub fn acquire(
         source: &Source,
         size: u64,
         page: PageSize,
         threads: usize,
         node: Option<usize>,
+        max_pieces: usize,
     ) -> Result<Region, Error> {
         if let (Some(n), Source::Prefault | Source::None) = (node, source) {
             return Err(Error::BadMemory(format!(
@@ -69,11 +72,15 @@ impl Region {
         }
         match source {
             Source::Pool(socket) => {
-                let lease = pool::client::lease_on_node(socket, size, page, node).map_err(|e| {
-                    Error::Pool {
-                        socket: socket.clone(),
-                        err: e.to_string(),
-                    }
+                // One piece asks as before (no `pieces` field), so an
+                // older daemon serves it unchanged.
+                let lease = match max_pieces {
+                    0 | 1 => pool::client::lease_on_node(socket, size, page, node),
+                    n => pool::client::lease_pieces(socket, size, page, node, n),
+                }
+                .map_err(|e| Error::Pool {
+                    socket: socket.clone(),
+                    err: e.to_string(),
                 })?;
                 if lease.len() < size {
                     return Err(Error::RegionTooSmall {
@@ -99,6 +106,21 @@ impl Region {
                 }
                 Ok(r)
             }
+        }
+    }
+
+    /// The files of this region in guest order, each with the offset and
+    /// the bytes of guest RAM it may hold: one, or one per piece of a
+    /// pool lease of several regions (each mapped from offset 0).
+    pub fn files(&self) -> Vec<(BorrowedFd<'_>, u64, u64)> {
+        match self {
+            Region::Lease(l) if l.info().pieces.is_empty() => vec![(l.fd(), l.offset(), l.len())],
+            Region::Lease(l) => l
+                .pieces()
+                .into_iter()
+                .map(|(fd, p)| (fd, 0, p.len))
+                .collect(),
+            Region::Memfd { file, len, .. } => vec![(file.as_fd(), 0, *len)],
         }
     }
 
@@ -159,21 +181,9 @@ impl Region {
         }
     }
 
-    /// Maps the region shared, runs `f` on it, unmaps. Used only before
-    /// the VMM starts: test plants and poisoning.
-    pub fn with_map<T>(&self, f: impl FnOnce(&mut [u8]) -> T) -> Result<T, Error> {
-        let mut m = self.map()?;
-        // SAFETY: the VMM has not started: nothing else writes the memory.
-        Ok(f(unsafe { m.as_mut_slice() }))
-    }
-
-    /// A shared mapping of the whole region.
+    /// A shared mapping of the whole region (one file: a memfd).
     fn map(&self) -> Result<hostmem::Mapping, Error> {
-        hostmem::Mapping::file(self.fd(), self.offset(), self.len() as usize)
-            .map()
-            .map_err(|e| {
-                Error::Memory(format!("mapping the guest memory region: {}", e.os_error()))
-            })
+        map_file(self.fd(), self.offset(), self.len())
     }
 
     /// `MADV_POPULATE_WRITE` over the memfd in `threads` parallel chunks
@@ -213,12 +223,24 @@ impl Region {
     }
 }
 
-/// Guest RAM as the VMM maps it: one region, or one per guest NUMA node
-/// (a management tool's several `-numa node,memdev=` backends, each its
-/// own lease: a lease's fd reaches its own memory only), in guest order.
-/// Guest RAM is their bytes one after another, so the layout's file
-/// offsets ([`super::layout::RamRange::file_offset`]) index this
-/// concatenation.
+/// One file of guest RAM as the VMM maps it.
+#[derive(Debug, Clone, Copy)]
+pub struct RamFile<'a> {
+    /// The file (the VMM opens `/proc/self/fd/N` of it).
+    pub fd: BorrowedFd<'a>,
+    /// Where guest RAM starts in it.
+    pub offset: u64,
+    /// Bytes of guest RAM in it.
+    pub len: u64,
+}
+
+/// Guest RAM as the VMM maps it: one region, one per guest NUMA node (a
+/// management tool's several `-numa node,memdev=` backends, each its own
+/// lease: a lease's fd reaches its own memory only), or a pool lease of
+/// several whole regions for a VMM that maps several files one after
+/// another (cloud-hypervisor's memory zones). Guest RAM is the bytes of
+/// [`GuestRam::files`] one after another, so the layout's file offsets
+/// ([`super::layout::RamRange::file_offset`]) index this concatenation.
 #[derive(Debug)]
 pub struct GuestRam {
     parts: Vec<Region>,
@@ -228,21 +250,23 @@ pub struct GuestRam {
 
 impl GuestRam {
     /// Leases or creates one region of each of `sizes` (on the host node
-    /// of `nodes` at the same index, if any), all or none: a part that
-    /// cannot be had returns what was taken before it.
+    /// of `nodes` at the same index, if any; of up to `max_pieces` pool
+    /// regions each), all or none: a part that cannot be had returns what
+    /// was taken before it.
     pub fn acquire(
         source: &Source,
         sizes: &[u64],
         nodes: &[Option<usize>],
         page: PageSize,
         threads: usize,
+        max_pieces: usize,
     ) -> Result<GuestRam, Error> {
         let parts = sizes
             .iter()
             .enumerate()
             .map(|(i, &n)| {
                 let node = nodes.get(i).copied().flatten();
-                Region::acquire(source, n, page, threads, node)
+                Region::acquire(source, n, page, threads, node, max_pieces)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(GuestRam {
@@ -251,9 +275,27 @@ impl GuestRam {
         })
     }
 
-    /// The regions in guest order.
+    /// The regions in guest order (what holds the memory: leases, memfds).
     pub fn parts(&self) -> &[Region] {
         &self.parts
+    }
+
+    /// The files the VMM maps, in guest order, each with the guest bytes
+    /// it holds (a part's last piece may hold less than its region).
+    pub fn files(&self) -> Vec<RamFile<'_>> {
+        let mut out = Vec::new();
+        for (r, &size) in self.parts.iter().zip(&self.sizes) {
+            let mut left = size;
+            for (fd, offset, len) in r.files() {
+                if left == 0 {
+                    break;
+                }
+                let len = len.min(left);
+                out.push(RamFile { fd, offset, len });
+                left -= len;
+            }
+        }
+        out
     }
 
     /// The first part's pool lease, whose connection carries the launch
@@ -274,15 +316,18 @@ impl GuestRam {
     }
 
     /// Sets `len` bytes from guest RAM offset `at` to `byte`, across
-    /// parts. Used only before the VMM starts: test plants and poisoning.
+    /// files. Used only before the VMM starts: test plants and poisoning.
     pub fn fill(&self, mut at: u64, len: u64, byte: u8) -> Result<(), Error> {
         let end = at + len;
         let mut base = 0;
-        for (r, &n) in self.parts.iter().zip(&self.sizes) {
-            let (lo, hi) = (base, base + n);
+        for f in self.files() {
+            let (lo, hi) = (base, base + f.len);
             if at < hi && at < end {
                 let stop = end.min(hi);
-                r.with_map(|m| m[(at - lo) as usize..(stop - lo) as usize].fill(byte))?;
+                let mut m = map_file(f.fd, f.offset, f.len)?;
+                // SAFETY: the VMM has not started: nothing else writes the memory.
+                let bytes = unsafe { m.as_mut_slice() };
+                bytes[(at - lo) as usize..(stop - lo) as usize].fill(byte);
                 at = stop;
             }
             base = hi;
@@ -295,16 +340,25 @@ impl GuestRam {
         Ok(())
     }
 
-    /// Runs `f` on each part's mapping with its guest RAM offset (tests).
+    /// Runs `f` on each file's mapping with its guest RAM offset (tests).
     #[cfg(test)]
     pub fn each_map(&self, mut f: impl FnMut(u64, &mut [u8])) -> Result<(), Error> {
         let mut base = 0;
-        for (r, &n) in self.parts.iter().zip(&self.sizes) {
-            r.with_map(|m| f(base, &mut m[..n as usize]))?;
-            base += n;
+        for file in self.files() {
+            let mut m = map_file(file.fd, file.offset, file.len)?;
+            // SAFETY: test only, before any VMM maps it.
+            f(base, unsafe { m.as_mut_slice() });
+            base += file.len;
         }
         Ok(())
     }
+}
+
+/// A shared mapping of `len` bytes of `fd` from `offset`.
+fn map_file(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Result<hostmem::Mapping, Error> {
+    hostmem::Mapping::file(fd, offset, len as usize)
+        .map()
+        .map_err(|e| Error::Memory(format!("mapping the guest memory region: {}", e.os_error())))
 }
 
 fn memfd(page: PageSize, size: u64) -> Result<File, Error> {
@@ -345,4 +399,100 @@ pub fn inherit(fd: RawFd) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{FileExt, MetadataExt};
+
+    const M: u64 = 1 << 20;
+
+    /// An in-process pool of `size` bytes in `region`-byte regions of 4K
+    /// shmem, all clean.
+    fn test_pool(
+        dir: &std::path::Path,
+        size: u64,
+        region: u64,
+    ) -> (std::path::PathBuf, pool::daemon::Daemon) {
+        let socket = dir.join("pool.sock");
+        let d = pool::daemon::Daemon::start(pool::daemon::Config {
+            socket: socket.clone(),
+            size,
+            region_bytes: region,
+            page: PageSize::Size4K,
+            hugetlbfs: None,
+            verify: true,
+            threads: 0,
+            backend: prezero::Choice::Auto,
+            fault: None,
+        })
+        .unwrap();
+        assert!(d.wait_all_clean(std::time::Duration::from_secs(60)));
+        (socket, d)
+    }
+
+    fn file_of(f: &RamFile<'_>) -> File {
+        File::from(f.fd.try_clone_to_owned().unwrap())
+    }
+
+    /// cloud-hypervisor's memory zones: a guest larger than a region leases
+    /// as many whole regions as it needs (one lease, all or none), each its
+    /// own file in guest order, the last holding the rest; fill writes
+    /// across their boundaries into the right file; the pool counts every
+    /// region held and gets them all back when the guest's RAM goes.
+    #[test]
+    fn a_guest_larger_than_a_region_leases_several_whole_regions() {
+        let dir = tempfile::tempdir().unwrap();
+        let (socket, d) = test_pool(dir.path(), 32 * M, 8 * M);
+        let src = Source::Pool(socket.clone());
+        let ram = GuestRam::acquire(&src, &[28 * M], &[], PageSize::Size4K, 1, 64).unwrap();
+        let files = ram.files();
+        assert_eq!(
+            files.iter().map(|f| (f.offset, f.len)).collect::<Vec<_>>(),
+            vec![(0, 8 * M), (0, 8 * M), (0, 8 * M), (0, 4 * M)]
+        );
+        let inodes: std::collections::BTreeSet<u64> = files
+            .iter()
+            .map(|f| file_of(f).metadata().unwrap().ino())
+            .collect();
+        assert_eq!(inodes.len(), 4, "every piece its own file");
+        assert_eq!(ram.lease_ids().unwrap().split('+').count(), 1, "one lease");
+        let st = pool::client::status(&socket).unwrap();
+        assert_eq!(st.leased_bytes, 32 * M, "four whole regions held");
+        // Two bytes either side of the first boundary and of the last.
+        ram.fill(8 * M - 2, 4, 0xa5).unwrap();
+        ram.fill(24 * M - 1, 2, 0x5a).unwrap();
+        let byte = |k: usize, at: u64| {
+            let mut b = [0u8; 1];
+            file_of(&files[k]).read_exact_at(&mut b, at).unwrap();
+            b[0]
+        };
+        assert_eq!(
+            [byte(0, 8 * M - 3), byte(0, 8 * M - 2), byte(0, 8 * M - 1)],
+            [0, 0xa5, 0xa5]
+        );
+        assert_eq!([byte(1, 0), byte(1, 1), byte(1, 2)], [0xa5, 0xa5, 0]);
+        assert_eq!(
+            [byte(2, 8 * M - 1), byte(3, 0), byte(3, 1)],
+            [0x5a, 0x5a, 0]
+        );
+        let e = ram.fill(28 * M - 1, 2, 1).unwrap_err().to_string();
+        assert!(e.contains("past its"), "{e}");
+        drop(files);
+        drop(ram);
+        assert!(
+            d.wait_all_clean(std::time::Duration::from_secs(60)),
+            "every region back and scrubbed: {:?}",
+            d.status()
+        );
+        // Negative control: a VMM that maps one file cannot take it (the
+        // pool refuses a lease larger than a region without pieces).
+        let e = GuestRam::acquire(&src, &[28 * M], &[], PageSize::Size4K, 1, 1).unwrap_err();
+        assert!(e.pool_unavailable(), "{e}");
+        // More regions than the VMM maps: refused, nothing taken.
+        let e = GuestRam::acquire(&src, &[28 * M], &[], PageSize::Size4K, 1, 3).unwrap_err();
+        assert!(e.pool_unavailable(), "{e}");
+        assert_eq!(pool::client::status(&socket).unwrap().leased_bytes, 0);
+    }
 }

@@ -494,43 +494,57 @@ struct Plan<'a> {
     channel: vmm::FirmwareChannel,
 }
 
-/// Where the VMM finds guest RAM: each region's fd once it is taken.
+/// Where the VMM finds guest RAM: each file once the memory is taken.
 struct Binding {
-    paths: Vec<String>,
-    offset: u64,
+    files: Vec<vmm::MemFile>,
     hugepage_bytes: Option<u64>,
 }
 
 impl Binding {
     /// What a dry run shows and the layout is computed with: the layout
-    /// does not depend on where guest RAM comes from. `parts`: regions
-    /// (one per guest NUMA node the drop-in serves).
-    fn placeholder(opts: &MemoryOpts, parts: usize) -> Binding {
+    /// does not depend on where guest RAM comes from. `sizes`: the guest
+    /// bytes of each file (one per guest NUMA node the drop-in serves, or
+    /// per pool region of a lease of several).
+    fn placeholder(opts: &MemoryOpts, sizes: &[u64]) -> Binding {
         Binding {
-            paths: match parts {
-                1 => vec!["/proc/self/fd/REGION_FD".into()],
-                n => (0..n)
-                    .map(|i| format!("/proc/self/fd/REGION_FD{i}"))
-                    .collect(),
-            },
-            offset: 0,
+            files: sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &size)| vmm::MemFile {
+                    path: match sizes.len() {
+                        1 => "/proc/self/fd/REGION_FD".into(),
+                        _ => format!("/proc/self/fd/REGION_FD{i}"),
+                    },
+                    offset: 0,
+                    size,
+                })
+                .collect(),
             hugepage_bytes: opts.page.is_huge().then(|| opts.page.bytes()),
         }
     }
 
-    /// The regions the VMM inherits (none: Firecracker).
-    fn of(ram: Option<&GuestRam>) -> Binding {
-        let parts = ram.map(GuestRam::parts).unwrap_or_default();
+    /// The files the VMM inherits (none: Firecracker).
+    fn of(ram: Option<&GuestRam>, size: u64) -> Binding {
+        let files = ram.map(GuestRam::files).unwrap_or_default();
         Binding {
-            paths: match parts {
-                [] => vec![String::new()],
-                _ => parts
+            files: match files.as_slice() {
+                [] => vec![vmm::MemFile {
+                    path: String::new(),
+                    offset: 0,
+                    size,
+                }],
+                _ => files
                     .iter()
-                    .map(|r| format!("/proc/self/fd/{}", r.fd().as_raw_fd()))
+                    .map(|f| vmm::MemFile {
+                        path: format!("/proc/self/fd/{}", f.fd.as_raw_fd()),
+                        offset: f.offset,
+                        size: f.len,
+                    })
                     .collect(),
             },
-            offset: parts.first().map_or(0, |r| r.offset()),
-            hugepage_bytes: parts.first().and_then(|r| r.hugepage_bytes()),
+            hugepage_bytes: ram
+                .and_then(|r| r.parts().first())
+                .and_then(|r| r.hugepage_bytes()),
         }
     }
 }
@@ -597,7 +611,7 @@ impl<'a> Plan<'a> {
 
     /// [`Binding::placeholder`] for this guest's regions.
     fn placeholder_binding(&self) -> Binding {
-        Binding::placeholder(&self.opts, self.a.qemu_ram.part_sizes(self.opts.size).len())
+        Binding::placeholder(&self.opts, &self.a.qemu_ram.part_sizes(self.opts.size))
     }
 
     /// The carrier of a hint that is not known yet: the placeholder a dry
@@ -623,8 +637,7 @@ impl<'a> Plan<'a> {
     ) -> Result<vmm::Built, Error> {
         let inp = vmm::Inputs {
             size: self.opts.size,
-            mem_paths: mem.paths.clone(),
-            mem_offset: mem.offset,
+            mem: mem.files.clone(),
             hugepage_bytes: mem.hugepage_bytes,
             hint,
             firmware: self.a.firmware.clone(),
@@ -671,9 +684,24 @@ fn dry_run(plan: &Plan<'_>, layout: vmm::Built) -> Result<i32, Error> {
         Some(None) => vmm::Carrier::None,
         None => plan.placeholder(),
     };
-    let built = match text {
-        Some(_) => plan.args(&plan.placeholder_binding(), carrier.clone(), None)?,
-        None => layout,
+    // The files a lease would bring: several pool regions for a VMM that
+    // maps several (the pool's region size asked now), else as planned.
+    let pool = match &plan.opts.source {
+        Source::Pool(sock) => Some(pool::client::status(sock)),
+        _ => None,
+    };
+    let pieces = match &pool {
+        Some(Ok(st)) => piece_sizes(plan.opts.size, st.region_bytes, plan.driver.max_pieces()),
+        _ => None,
+    };
+    let built = match (&text, &pieces) {
+        (_, Some(sizes)) => plan.args(
+            &Binding::placeholder(&plan.opts, sizes),
+            carrier.clone(),
+            None,
+        )?,
+        (Some(_), None) => plan.args(&plan.placeholder_binding(), carrier.clone(), None)?,
+        (None, None) => layout,
     };
     let line: Vec<String> = std::iter::once(plan.binary.display().to_string())
         .chain(built.args.iter().cloned())
@@ -701,8 +729,11 @@ fn dry_run(plan: &Plan<'_>, layout: vmm::Built) -> Result<i32, Error> {
         }
     );
     println!("# {}", vmm_binary_check(&plan.binary)?);
-    if let Source::Pool(sock) = &opts.source {
-        println!("# {}", pool_check(sock, opts.size, plan.a));
+    if let Some(st) = pool {
+        println!(
+            "# {}",
+            pool_check(st, opts.size, plan.driver.max_pieces(), plan.a)
+        );
     }
     if !opts.hint {
         println!("# hint: off");
@@ -756,40 +787,72 @@ fn vmm_binary_check(binary: &std::path::Path) -> Result<String, Error> {
     Ok(format!("vmm binary: {}", path.display()))
 }
 
-/// A dry run's word on the pool: what it has now and what the launch
-/// would do with it (it leases nothing).
-fn pool_check(sock: &std::path::Path, size: u64, a: &LaunchArgs) -> String {
+/// The guest bytes of each pool region a lease of `size` takes from
+/// regions of `region` bytes for a VMM that maps up to `max_pieces` files
+/// (None: one region, or it does not fit in `max_pieces`).
+fn piece_sizes(size: u64, region: u64, max_pieces: usize) -> Option<Vec<u64>> {
+    let n = size.div_ceil(region.max(1));
+    if n <= 1 || n > max_pieces as u64 {
+        return None;
+    }
+    Some((0..n).map(|i| region.min(size - i * region)).collect())
+}
+
+/// A dry run's word on the pool (its `status`, asked once): what it has
+/// now and what the launch would do with it (it leases nothing).
+fn pool_check(
+    st: Result<pool::proto::Status, pool::Error>,
+    size: u64,
+    max_pieces: usize,
+    a: &LaunchArgs,
+) -> String {
     let fallback = match a.pool_fallback.source() {
         None => "fail".to_string(),
         Some(to) => format!("fall back to source={}", to.name()),
     };
-    match pool::client::status(sock) {
-        Err(e) => format!(
-            "pool: {e}; the launch would wait {:?} (--pool-wait), then {fallback}",
-            a.pool_wait
-        ),
-        Ok(st) if st.region_bytes < size => format!(
-            "pool: regions of {} bytes, smaller than size={size}; the launch would {fallback}",
-            st.region_bytes
-        ),
-        Ok(st) => {
-            let clean = st.clean_bytes / st.region_bytes.max(1);
-            format!(
-                "pool: {clean} of {} regions of {} bytes clean, {} pages; {}",
-                st.regions,
-                st.region_bytes,
-                st.page,
-                if clean > 0 {
-                    "a lease would be granted now".to_string()
-                } else {
-                    format!(
-                        "none clean: the launch would wait up to {:?}, then {fallback}",
-                        a.pool_wait
-                    )
-                }
+    let st = match st {
+        Err(e) => {
+            return format!(
+                "pool: {e}; the launch would wait {:?} (--pool-wait), then {fallback}",
+                a.pool_wait
             )
         }
+        Ok(st) => st,
+    };
+    let region = st.region_bytes.max(1);
+    let need = size.div_ceil(region);
+    if need > max_pieces as u64 {
+        return match max_pieces {
+            1 => format!(
+                "pool: regions of {} bytes, smaller than size={size}; the launch would {fallback}",
+                st.region_bytes
+            ),
+            n => format!(
+                "pool: regions of {} bytes, more than {n} of them for size={size}; the launch would {fallback}",
+                st.region_bytes
+            ),
+        };
     }
+    let clean = st.clean_bytes / region;
+    let lease = match need {
+        1 => "a lease".to_string(),
+        n => format!("a lease of {n} regions"),
+    };
+    format!(
+        "pool: {clean} of {} regions of {} bytes clean, {} pages; {}",
+        st.regions,
+        st.region_bytes,
+        st.page,
+        if clean >= need {
+            format!("{lease} would be granted now")
+        } else {
+            format!(
+                "{} clean: the launch would wait up to {:?}, then {fallback}",
+                if clean == 0 { "none" } else { "too few" },
+                a.pool_wait
+            )
+        }
+    )
 }
 
 /// Step 3: the guest's phases. QEMU's vhost-vsock-pci is the kernel's
@@ -824,9 +887,10 @@ fn take_memory(plan: &Plan<'_>) -> Result<(Option<GuestRam>, Source), Error> {
     // One region, or one per guest NUMA node (all or none).
     let sizes = plan.a.qemu_ram.part_sizes(o.size);
     let nodes = plan.a.qemu_ram.host_nodes();
+    let pieces = plan.driver.max_pieces();
     let deadline = Instant::now() + plan.a.pool_wait;
     loop {
-        match GuestRam::acquire(&o.source, &sizes, &nodes, o.page, o.threads) {
+        match GuestRam::acquire(&o.source, &sizes, &nodes, o.page, o.threads, pieces) {
             Ok(r) => return Ok((Some(r), o.source.clone())),
             Err(e) if e.pool_unavailable() && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(50));
@@ -840,7 +904,7 @@ fn take_memory(plan: &Plan<'_>) -> Result<(Option<GuestRam>, Source), Error> {
                     plan.a.pool_wait,
                     to.name()
                 );
-                let r = GuestRam::acquire(&to, &sizes, &nodes, o.page, o.threads)?;
+                let r = GuestRam::acquire(&to, &sizes, &nodes, o.page, o.threads, pieces)?;
                 return Ok((Some(r), to));
             }
             Err(e) => return Err(e),
@@ -1118,15 +1182,16 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     let ready_s = timeline::ms_since(start, memory_ready) / 1000.0;
     let sent = publish_hint(&plan, &layout, region.as_ref())?;
     let built = plan.args(
-        &Binding::of(region.as_ref()),
+        &Binding::of(region.as_ref(), plan.opts.size),
         sent.carrier.clone(),
         sent.config_path(),
     )?;
     let hint_ready = Instant::now();
     let parts = region.as_ref().map(GuestRam::parts).unwrap_or_default();
-    let inherit: Vec<RawFd> = parts
+    let files = region.as_ref().map(GuestRam::files).unwrap_or_default();
+    let inherit: Vec<RawFd> = files
         .iter()
-        .map(|r| r.fd().as_raw_fd())
+        .map(|f| f.fd.as_raw_fd())
         .chain(sent.file.as_ref().map(|f| f.as_raw_fd()))
         .chain(sent.vmm_config.as_ref().map(|f| f.as_raw_fd()))
         .chain(
@@ -1153,6 +1218,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     CHILD.store(0, Ordering::SeqCst);
     // The VMM is gone: the region goes back (lease closed; memfd freed).
     let lease_ids = region.as_ref().and_then(GuestRam::lease_ids);
+    let regions = region.as_ref().map_or(0, |r| r.files().len());
     let lease_id = region.as_ref().and_then(GuestRam::lease).map(|l| l.id());
     let Sent {
         published,
@@ -1178,7 +1244,12 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         },
         opts.size >> 20,
         source.name(),
-        lease_ids.map(|i| format!(" lease={i}")).unwrap_or_default(),
+        lease_ids
+            .map(|i| match regions {
+                1 => format!(" lease={i}"),
+                n => format!(" lease={i} regions={n}"),
+            })
+            .unwrap_or_default(),
         zero.map(|h| format!("{} ranges/{} MiB", h.entries.len(), h.total_bytes() >> 20))
             .unwrap_or_else(|| "off".into()),
         carrier.transport(),
@@ -1449,7 +1520,7 @@ mod tests {
         // boundary (36 MiB) falls inside the hint's gap: the same bytes.
         for sizes in [vec![size], vec![36 << 20, size - (36 << 20)]] {
             let region =
-                GuestRam::acquire(&Source::None, &sizes, &[], PageSize::Size4K, 1).unwrap();
+                GuestRam::acquire(&Source::None, &sizes, &[], PageSize::Size4K, 1, 1).unwrap();
             poison_unhinted(&region, &ram, &hinted).unwrap();
             let mut seen = vec![0u8; size as usize];
             region

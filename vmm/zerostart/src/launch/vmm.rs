@@ -75,6 +75,14 @@ pub trait Driver: Sync {
     fn takes_memory(&self) -> bool {
         true
     }
+    /// How many files the VMM maps one after another as one guest's RAM,
+    /// so how many whole pool regions one lease may take: QEMU's one
+    /// `memory-backend=` is one file (several backends are NUMA nodes or
+    /// DIMMs, a different guest), cloud-hypervisor lays out its memory
+    /// zones one after another.
+    fn max_pieces(&self) -> usize {
+        1
+    }
 }
 
 struct QemuDriver;
@@ -105,6 +113,9 @@ impl Driver for ChvDriver {
             true => chv_firmware_channel(binary),
             false => Ok(FirmwareChannel::FwCfg),
         }
+    }
+    fn max_pieces(&self) -> usize {
+        pool::proto::MAX_PIECES
     }
 }
 
@@ -215,17 +226,28 @@ pub fn qemu_boot(user: &[String], firmware: bool) -> Boot {
     }
 }
 
+/// One file of guest RAM as the VMM opens it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemFile {
+    /// The path the VMM opens (`/proc/self/fd/N` of a region the VMM
+    /// inherits).
+    pub path: String,
+    /// Offset of guest RAM in the file.
+    pub offset: u64,
+    /// Bytes of guest RAM in the file.
+    pub size: u64,
+}
+
 /// What the launcher hands the VMM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inputs {
     /// Guest RAM bytes.
     pub size: u64,
-    /// Paths the VMM opens for guest RAM (`/proc/self/fd/N` of each
-    /// region), in guest order: one, or one per guest NUMA node of
-    /// [`QemuRam::numa_nodes`].
-    pub mem_paths: Vec<String>,
-    /// Offset of guest RAM in that file.
-    pub mem_offset: u64,
+    /// The files the VMM maps for guest RAM, in guest order: one, one per
+    /// guest NUMA node of [`QemuRam::numa_nodes`] (QEMU), or one per
+    /// piece of a pool lease of several regions (cloud-hypervisor's
+    /// memory zones, up to [`Driver::max_pieces`]).
+    pub mem: Vec<MemFile>,
     /// Whether the file is on hugetlbfs (and its page size).
     pub hugepage_bytes: Option<u64>,
     /// The hint, in the form the boot path carries.
@@ -653,14 +675,14 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
     }
     let nodes = &inp.qemu_ram.numa_nodes;
     let sizes = inp.qemu_ram.part_sizes(inp.size);
-    if sizes.iter().sum::<u64>() != inp.size || inp.mem_paths.len() != sizes.len() {
+    let file_sizes: Vec<u64> = inp.mem.iter().map(|f| f.size).collect();
+    if sizes.iter().sum::<u64>() != inp.size || file_sizes != sizes {
         return Err(Error::BadMemory(format!(
-            "{} memory files for guest NUMA nodes of {sizes:?} bytes and size={}; give one region per node, the nodes adding up to the size",
-            inp.mem_paths.len(),
+            "memory files of {file_sizes:?} bytes for guest NUMA nodes of {sizes:?} bytes and size={}; give one region per node, the nodes adding up to the size",
             inp.size
         )));
     }
-    if sizes.len() > 1 && inp.mem_offset != 0 {
+    if sizes.len() > 1 && inp.mem.iter().any(|f| f.offset != 0) {
         return Err(Error::BadMemory(
             "guest NUMA nodes on regions at an offset of their file; use a pool with one file per region".into(),
         ));
@@ -686,14 +708,16 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
         vmm_cmd::qemu::MEMORY.into(),
         format!("{}M{}", inp.size >> 20, inp.qemu_ram.m_extra),
     ]);
-    for (i, (size, path)) in sizes.iter().zip(&inp.mem_paths).enumerate() {
+    for (i, f) in inp.mem.iter().enumerate() {
         args.extend([
             vmm_cmd::qemu::OBJECT.into(),
             format!(
-                "memory-backend-file,id={},size={size},mem-path={path},share=on,prealloc=off{}",
+                "memory-backend-file,id={},size={},mem-path={},share=on,prealloc=off{}",
                 id(i),
-                if inp.mem_offset != 0 {
-                    format!(",offset={}", inp.mem_offset)
+                f.size,
+                f.path,
+                if f.offset != 0 {
+                    format!(",offset={}", f.offset)
                 } else {
                     String::new()
                 }
@@ -909,22 +933,42 @@ pub fn cloud_hypervisor(
             _ => {}
         }
     }
-    let [mem_path] = inp.mem_paths.as_slice() else {
-        return Err(Error::BadMemory(
-            "cloud-hypervisor gets its guest RAM in one region; guest NUMA nodes are QEMU's (the drop-in)".into(),
-        ));
-    };
-    let mut zone = format!("id={MEMORY_ID},size={},file={mem_path},shared=on", inp.size);
-    if inp.mem_offset != 0 {
+    // One zone per file, laid out one after another from guest address
+    // 0 around the 32-bit hole as one zone of their total size would be
+    // (v53.0 `MemoryManager::create_memory_regions_from_zones`: each zone
+    // fills the RAM ranges where the one before it stopped, its file
+    // offset continuing across the hole), so the layout, the hint and the
+    // file offsets do not depend on how many pieces the lease has.
+    if inp.mem.is_empty() || inp.mem.iter().map(|f| f.size).sum::<u64>() != inp.size {
         return Err(Error::BadMemory(format!(
-            "the region starts at offset {} of its file, but cloud-hypervisor's --memory-zone file= maps from offset 0; use a pool with one file per region",
-            inp.mem_offset
+            "memory files of {:?} bytes for size={}; the launcher's regions must add up to the guest's RAM",
+            inp.mem.iter().map(|f| f.size).collect::<Vec<_>>(),
+            inp.size
         )));
     }
-    match inp.hugepage_bytes {
-        Some(p) => zone.push_str(&format!(",hugepages=on,hugepage_size={}M", p >> 20)),
-        None => zone.push_str(",hugepages=off"),
+    if let Some(f) = inp.mem.iter().find(|f| f.offset != 0) {
+        return Err(Error::BadMemory(format!(
+            "the region starts at offset {} of its file, but cloud-hypervisor's --memory-zone file= maps from offset 0; use a pool with one file per region",
+            f.offset
+        )));
     }
+    let page = match inp.hugepage_bytes {
+        Some(p) => format!(",hugepages=on,hugepage_size={}M", p >> 20),
+        None => ",hugepages=off".into(),
+    };
+    // One zone keeps its old id; several are numbered in guest order.
+    let zones: Vec<String> = inp
+        .mem
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let id = match inp.mem.len() {
+                1 => MEMORY_ID.to_string(),
+                _ => format!("{MEMORY_ID}{i}"),
+            };
+            format!("id={id},size={},file={},shared=on{page}", f.size, f.path)
+        })
+        .collect();
     let mut args: Vec<String> = user.to_vec();
     let text_budget = match inp.hint {
         // An OEM string has no line to share: only the text's own limit.
@@ -938,12 +982,10 @@ pub fn cloud_hypervisor(
             &mut args,
         )?,
     };
-    args.extend([
-        vmm_cmd::chv::MEMORY.into(),
-        "size=0".into(),
-        vmm_cmd::chv::MEMORY_ZONE.into(),
-        zone,
-    ]);
+    args.extend([vmm_cmd::chv::MEMORY.into(), "size=0".into()]);
+    for z in zones {
+        args.extend([vmm_cmd::chv::MEMORY_ZONE.into(), z]);
+    }
     let ram = layout::cloud_hypervisor(inp.size);
     let exclude: Vec<(u64, u64)> = match (boot, &inp.firmware) {
         (Boot::Uefi, Some(fw)) => {
@@ -1158,8 +1200,11 @@ mod tests {
     fn inputs(size: u64) -> Inputs {
         Inputs {
             size,
-            mem_paths: vec!["/proc/self/fd/7".into()],
-            mem_offset: 0,
+            mem: vec![MemFile {
+                path: "/proc/self/fd/7".into(),
+                offset: 0,
+                size,
+            }],
             hugepage_bytes: Some(2 * MIB),
             hint: Carrier::FwCfg("/proc/self/fd/8".into()),
             firmware: Some("/fw/CLOUDHV.fd".into()),
@@ -1328,7 +1373,7 @@ mod tests {
             .to_string();
         assert!(e.contains("not an ELF"), "{e}");
         let mut i = inputs(GIB);
-        i.mem_offset = 4096;
+        i.mem[0].offset = 4096;
         assert!(cloud_hypervisor(&[], &i, &fw).is_err());
     }
 
@@ -1444,6 +1489,7 @@ mod tests {
             .contains("firmware"));
         i.firmware = None;
         i.size = 2 * GIB;
+        i.mem[0].size = i.size;
         assert!(firecracker(&user, &i)
             .unwrap_err()
             .to_string()
@@ -1496,6 +1542,92 @@ mod tests {
             b.hint_ranges,
             vec![(32 * MIB, 3 * GIB - 32 * MIB), (4 * GIB, 2 * GIB)]
         );
+    }
+
+    /// A pool lease of several regions: one `--memory-zone` per file in
+    /// guest order, numbered ids, the same layout and hint as one zone of
+    /// the total (cloud-hypervisor lays zones out one after another; a
+    /// zone may straddle the 32-bit hole, its file offset continuing).
+    #[test]
+    fn chv_several_regions_are_one_zone_each() {
+        let region = 640 * MIB;
+        let size = 5 * region;
+        let mut i = inputs(size);
+        i.mem = (0..5)
+            .map(|k| MemFile {
+                path: format!("/proc/self/fd/{}", 10 + k),
+                offset: 0,
+                size: region,
+            })
+            .collect();
+        let b = cloud_hypervisor(&[], &i, &cloudhv_like()).unwrap();
+        let zones: Vec<&String> = b
+            .args
+            .iter()
+            .zip(b.args.iter().skip(1))
+            .filter(|(o, _)| *o == "--memory-zone")
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(zones.len(), 5, "{:?}", b.args);
+        for (k, z) in zones.iter().enumerate() {
+            assert_eq!(
+                **z,
+                format!(
+                    "id=zerostart-ram{k},size={region},file=/proc/self/fd/{},shared=on,hugepages=on,hugepage_size=2M",
+                    10 + k
+                )
+            );
+        }
+        assert_eq!(
+            b.args.iter().filter(|a| *a == "--memory").count(),
+            1,
+            "{:?}",
+            b.args
+        );
+        // The layout and hint of one zone of the same size: zone 4
+        // ([2560, 3200) MiB of guest RAM) straddles the hole at 3 GiB.
+        let one = cloud_hypervisor(&[], &inputs(size), &cloudhv_like()).unwrap();
+        assert_eq!(b.hint_ranges, one.hint_ranges);
+        assert_eq!(b.ram, one.ram);
+        assert_eq!(
+            b.hint_ranges,
+            vec![(32 * MIB, 3 * GIB - 32 * MIB), (4 * GIB, size - 3 * GIB)]
+        );
+        // A last piece holding the rest.
+        let mut short = i.clone();
+        short.size = size - region / 2;
+        short.mem[4].size = region / 2;
+        let b = cloud_hypervisor(&[], &short, &cloudhv_like()).unwrap();
+        assert!(b
+            .args
+            .contains(&format!("id=zerostart-ram4,size={},file=/proc/self/fd/14,shared=on,hugepages=on,hugepage_size=2M", region / 2)));
+        // Files that do not add up to the guest, or start inside their
+        // file, are refused (a guest on part of its RAM, or a zone on the
+        // wrong bytes).
+        let mut bad = i.clone();
+        bad.mem.pop();
+        let e = cloud_hypervisor(&[], &bad, &cloudhv_like())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must add up to the guest's RAM"), "{e}");
+        let mut bad = i.clone();
+        bad.mem[2].offset = 2 * MIB;
+        let e = cloud_hypervisor(&[], &bad, &cloudhv_like())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("maps from offset 0"), "{e}");
+    }
+
+    /// How many files each VMM maps as one guest: a pool lease of several
+    /// regions only for cloud-hypervisor.
+    #[test]
+    fn only_cloud_hypervisor_maps_several_files() {
+        assert_eq!(VmmKind::Qemu.driver().max_pieces(), 1);
+        assert_eq!(
+            VmmKind::CloudHypervisor.driver().max_pieces(),
+            pool::proto::MAX_PIECES
+        );
+        assert_eq!(VmmKind::Firecracker.driver().max_pieces(), 1);
     }
 
     #[test]
@@ -1613,6 +1745,7 @@ mod tests {
         // 3 GiB: low RAM ends at 2 GiB; the high GiB is all hinted.
         let mut i3 = i.clone();
         i3.size = 3 * GIB;
+        i3.mem[0].size = i3.size;
         let b = qemu(&s(&["-kernel", &kernel]), &i3).unwrap();
         assert_eq!(
             b.hint_ranges,
@@ -1645,6 +1778,7 @@ mod tests {
         // 8 GiB: low RAM ends at 3 GiB (q35: 2 GiB), 5 GiB from 4 GiB.
         let mut i8 = i.clone();
         i8.size = 8 * GIB;
+        i8.mem[0].size = i8.size;
         let b = qemu(&user("microvm", &kernel), &i8).unwrap();
         assert_eq!(
             b.ram,
