@@ -237,7 +237,7 @@ class Judge(unittest.TestCase):
     def test_every_row_builds_and_l2_runs_that_argv(self):
         rows = (launch.test_scenarios("patched", 3072) + launch.direct_scenarios("patched")
                 + launch.chv_scenarios("patched") + launch.chv_direct_scenarios("patched")
-                + launch.fc_scenarios("patched"))
+                + launch.chv_zones_scenarios("patched") + launch.fc_scenarios("patched"))
         extra = build.Cpio()
         lines = launch.list_lines(rows, ZS, extra)
         for sc, ln in zip(rows, lines):
@@ -312,6 +312,24 @@ class Judge(unittest.TestCase):
             script = Path(d, "vmm")
             script.write_text("#!/bin/sh\n")
             self.assertIsNone(launch.elf_interpreter(script))  # not ELF: not judged here
+
+    def test_zones_rows_judge_how_many_zones_the_launcher_gave(self):
+        # A guest larger than the pool's regions: one --memory-zone per
+        # region of the lease. Fewer (a fallback to one memfd, or QEMU's
+        # one backend) fails the row whatever the guest says.
+        big, dirty = launch.chv_zones_scenarios("patched")
+        self.assertEqual((big.zones, dirty.zones), (5, 2))
+        self.assertGreater(big.mem_mib, 3072, "one zone must straddle the hole at 3 GiB")
+        self.assertEqual(launch.ZONES_POOL_MIB % launch.ZONES_REGION_MIB, 0)
+        def tl(n):
+            return TL.replace('"argv":["qemu-system-x86_64","-m","1024M"]',
+                              '"argv":["cloud-hypervisor"' + ',"--memory-zone","z"' * n + ']')
+        ok = drive(big, V.format(sk=46766, vf=0), tl=tl(5))
+        self.assertEqual(ok.failures, [])
+        short = drive(big, V.format(sk=46766, vf=0), tl=tl(1))
+        self.assertTrue(any("1 memory zones, not 5" in f for f in short.failures), short.failures)
+        plain = drive(launch.LaunchScenario("a", 1024), V.format(sk=46766, vf=0), tl=tl(1))
+        self.assertEqual(plain.failures, [], "zones are judged only on the zones rows")
 
     def test_launcher_timeline_schema_is_checked(self):
         sc = launch.LaunchScenario("a", 1024)
