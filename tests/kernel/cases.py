@@ -778,6 +778,56 @@ def memblock(k: Kernel, r: Report) -> None:
         r.ok(PRINTK_TS.sub("", d[0]))
     else:
         r.fail("memblock.reserved was not doubled: the case did not exercise the path")
+    limit_restored(r, lines)
+
+
+def limit_restored(r: Report, lines: list[str]) -> None:
+    """The fill lowers memblock's allocation limit into hinted memory; once
+    memblock_free_all() is done the test must leave it as it found it (the
+    review's Low: it was left lowered)."""
+    filled = grep(lines, r"zerostart: test: memblock\.reserved filled to .* allocation limit (0x[0-9a-f]+) "
+                         r"\(was (0x[0-9a-f]+)\)")
+    back = grep(lines, r"zerostart: test: memblock allocation limit restored to (0x[0-9a-f]+)")
+    m = re.search(r"allocation limit (0x[0-9a-f]+) \(was (0x[0-9a-f]+)\)", filled[0]) if filled else None
+    b = re.search(r"restored to (0x[0-9a-f]+)", back[0]) if back else None
+    if not m or not b:
+        r.fail(f"the allocation limit lines are missing (lowered: {bool(m)}, restored: {bool(b)})")
+    elif int(m.group(1), 16) >= int(m.group(2), 16) and int(m.group(2), 16) != 0:
+        r.fail(f"the fill did not lower the allocation limit ({m.group(1)}, was {m.group(2)})")
+    elif int(b.group(1), 16) != int(m.group(2), 16):
+        r.fail(f"allocation limit left at {b.group(1)}, not restored to {m.group(2)}")
+    else:
+        r.ok(f"allocation limit lowered to {m.group(1)} for the fill and restored to {b.group(1)}")
+
+
+def initfree(k: Kernel, r: Report) -> None:
+    """init_on_free=1 with init_on_alloc=0 (the review's Low): the page
+    allocator then clears nothing it hands out, even for __GFP_ZERO, so
+    a hugetlb or THP caller may not take its folio as cleared by the
+    allocator (zerostart_gfp_zeroed() is exactly post_alloc_hook()'s
+    condition). The boot-time hugetlb pool must therefore carry no
+    allocator-zeroed mark: its first faults clear as upstream does, so no
+    hugetlb clear is elided (pages_elided 0), while the same pool with
+    init_on_alloc=1 (every other case here, e.g. good) elides them. Before
+    the fix the pool was marked zeroed and the first faults skipped their
+    clear. Verify mode stays on (prezero.verify=1: the 7.3 line keeps no
+    pristine mark through init_on_free's clear at release, so the
+    verify=2 scans would have nothing to read): nothing handed out may be
+    dirty."""
+    img, blob = k.good()
+    lines = boot_case(k, r, "any", "init_on_free=1 init_on_alloc=0 prezero.verify=1", img, gk.loader_args(blob))
+    expect_line(r, lines, r"mem auto-init: .*heap alloc:off, heap free:on")
+    elided = kv(lines, "ZSDEBUGFS", "pages_elided")
+    failed = kv(lines, "ZSDEBUGFS", "verify_failures")
+    if elided == "0":
+        r.ok("no hugetlb clear elided: the allocator cleared nothing under init_on_free")
+    else:
+        r.fail(f"pages_elided={elided or 'missing'}: a hugetlb folio was taken as cleared by the allocator, "
+               "which clears nothing with init_on_free=1 init_on_alloc=0")
+    if failed == "0":
+        r.ok("verify mode: 0 failures")
+    else:
+        r.fail(f"verify_failures={failed or 'missing'}")
 
 
 HIB_ARGS = "hugepages=0 prezero.verify=1 init_on_alloc=1 nokaslr zsprobe=0,1200"
@@ -1085,6 +1135,7 @@ def table(k: Kernel) -> list[Case]:
         c("rebootctl", reboot_case(True)),
         c("rebootcmdline", reboot_case(False, "cmdline")),
         c("memblock", memblock),
+        c("initfree", initfree),
         c("hibernate", hibernate_case("", "clean")),
         c("hibernatectl", hibernate_case("prezero.test_hibernate_keep=1", "caught")),
         c("hugedirty", hugedirty),
