@@ -116,7 +116,7 @@ def build(spec: dict, zerostart: Path | str | None = None) -> Built:
 def l2_qemu(cpus: int | None = 1, **qemu) -> dict:
     """The pinned QEMU in L2 on kvm-amd: -L its data, -cpu host, -no-reboot
     (QEMU options in QEMU)."""
-    opts = {"data_dir": L2_QEMU_DATA, "cpu": "host", "no_reboot": True, **qemu}
+    opts = {"data_dirs": [L2_QEMU_DATA], "cpu": "host", "no_reboot": True, **qemu}
     spec = {"vmm": "qemu", "binary": L2_QEMU, "qemu": opts}
     if cpus is not None:
         spec["cpus"] = cpus
@@ -148,8 +148,8 @@ def stock_memory(mem_mib: int) -> dict:
 def memory_ready_probe(mem_mib: int) -> dict:
     """l2-pool.sh's stock_memory_ready: the same QEMU and memory with no
     guest, stopped (-S) with its monitor on stdio (told `quit` once up)."""
-    return {"vmm": "qemu", "binary": L2_QEMU, "qemu": {"data_dir": L2_QEMU_DATA},
-            "memory": stock_memory(mem_mib), "extra_args": ["-S", "-monitor", "stdio"]}
+    return {"vmm": "qemu", "binary": L2_QEMU, "qemu": {"data_dirs": [L2_QEMU_DATA], "monitor": "stdio"},
+            "memory": stock_memory(mem_mib), "extra_args": ["-S"]}
 
 
 def zerostart_memory(value: str) -> dict:
