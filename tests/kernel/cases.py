@@ -127,13 +127,16 @@ class Kernel:
         return self.hinted("good", gk.honest_hint_ranges(self.mem_mib))
 
     def boot(self, logname: str, append: str, image: Path, extra: list[str] = (), mem: int | None = None,
-             timeout: float | None = None, initrd: bool = True, reboots: int = 0):
+             timeout: float | None = None, initrd: bool = True, reboots: int = 0, spec: dict | None = None):
         """One boot; the log is WORK/LOGNAME.log. Returns (qemu.Boot, its
         console lines with interleaved kernel messages untangled). REBOOTS:
-        resets in place the guest may announce (zstest.qemu.boot)."""
+        resets in place the guest may announce (zstest.qemu.boot). SPEC: more
+        of the QEMU spec (zstest.qemu.kernel_command: firmware, disks, QEMU
+        options), EXTRA: QEMU arguments as given."""
         logf = self.work / f"{logname}.log"
-        qargs = (["-initrd", str(self.initrd)] if initrd else []) + list(extra)
-        b = gk.boot(logf, timeout or self.timeout, mem or self.mem_mib, image, append, qargs, reboots=reboots)
+        spec = {**({"initrd": str(self.initrd)} if initrd else {}), **(spec or {})}
+        b = gk.boot(logf, timeout or self.timeout, mem or self.mem_mib, image, append, list(extra), reboots=reboots,
+                    spec=spec)
         return b, gk.untangle(b.lines)
 
     def series_patches(self) -> list[Path]:
@@ -224,14 +227,14 @@ def ended_by(b, lines: list[str]) -> str:
 
 
 def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, qemu_args: list[str] = (),
-              mem: int | None = None, common: str = COMMON) -> list[str]:
+              mem: int | None = None, common: str = COMMON, spec: dict | None = None) -> list[str]:
     """Boots case R.name with COMMON + EXTRA and judges the common part.
     EXPECT: skip (a good hint in effect: clears skipped, all verified),
     noskip (no clear skipped), any (verify mode off: skips cannot be checked
     here). Returns the log's lines (also of a failed boot: the case's own
     checks then fail on them, as they did in run.sh)."""
     name, cmdline = r.name, f"{common} {extra}"
-    b, lines = k.boot(f"boot-{name}", cmdline, image, qemu_args, mem)
+    b, lines = k.boot(f"boot-{name}", cmdline, image, qemu_args, mem, spec=spec)
     return judge_boot(r, b, lines, expect, cmdline)
 
 
@@ -538,14 +541,14 @@ def reboot_case(control: bool, transport: str = "setup_data"):
         # A blank disk tells init which boot it is (init.sh, zsreboot=).
         flag = k.work / f"{r.name}.flag"
         flag.write_bytes(bytes(4096))
-        qargs = [*gk.loader_args(blob), "-drive", f"file={flag},if=virtio,format=raw"]
+        qargs = gk.loader_args(blob)
         stale = STALE.format(transport="setup_data")
         if transport == "cmdline":
             img = k.image
             cmdline += f" prezero.hint={text_hint(k, gk.honest_hint_ranges(k.mem_mib))}"
-            qargs = qargs[2:]
+            qargs = []
             stale = STALE.format(transport="command line")
-        b, lines = k.boot(f"boot-{r.name}", cmdline, img, qargs, reboots=1)
+        b, lines = k.boot(f"boot-{r.name}", cmdline, img, qargs, reboots=1, spec={"disks": [gk.test_disk(flag)]})
         cut = next((i for i, ln in enumerate(lines) if ln.startswith(REBOOT_ANNOUNCED)), None)
         if b.problem() or cut is None:
             r.fail(f"boot 1 did not reboot as asked: {b.problem() or f'no {REBOOT_ANNOUNCED} line'}")
@@ -606,14 +609,14 @@ def text_hint(k: Kernel, ranges: str, corrupt: bool = False) -> str:
     return zshint.text(zshint.encode_ranges(pairs, corrupt=corrupt))
 
 
-def text_transport_args(transport: str, text: str) -> tuple[str, list[str]]:
-    """(kernel command line part, QEMU arguments) that carry TEXT. An SMBIOS
+def text_transport_args(transport: str, text: str) -> tuple[str, dict]:
+    """(kernel command line part, QEMU spec part) that carry TEXT. An SMBIOS
     hint boots with nokaslr: the decompressor does not read SMBIOS, so KASLR
     may put the kernel on one of its marker pages, and the kernel refuses
     such a hint (case hiddenmarker) in a few percent of boots."""
     if transport == "cmdline":
-        return f"{zshint.TEXT_PARAM}={text}", []
-    return "nokaslr", ["-smbios", f"type=11,value={zshint.TEXT_PARAM}={text}"]
+        return f"{zshint.TEXT_PARAM}={text}", {}
+    return "nokaslr", {"qemu": {"oem_strings": [f"{zshint.TEXT_PARAM}={text}"]}}
 
 
 TEXT_SRC = {"cmdline": "command line", "smbios": "SMBIOS"}
@@ -625,20 +628,21 @@ def text_case(transport: str, kind: str):
     corrupt (BadChecksum: refused, nothing skipped)."""
     def case(k: Kernel, r: Report) -> None:
         ranges = gk.honest_hint_ranges(k.mem_mib)
-        part, qargs = text_transport_args(transport, text_hint(k, ranges, corrupt=kind == "corrupt"))
+        part, spec = text_transport_args(transport, text_hint(k, ranges, corrupt=kind == "corrupt"))
         src = TEXT_SRC[transport]
         if kind == "good":
-            lines = boot_case(k, r, "skip", part, k.image, qargs)
+            lines = boot_case(k, r, "skip", part, k.image, spec=spec)
             expect_line(r, lines, rf"zerostart: hint from {src}: 2 ranges")
         elif kind == "corrupt":
-            lines = boot_case(k, r, "noskip", part, k.image, qargs)
+            lines = boot_case(k, r, "noskip", part, k.image, spec=spec)
             expect_line(r, lines, f"zerostart: ignoring pre-zeroed hint from {src}: BadChecksum")
         else:
             plant = k.work / "text-plant.bin"
             plant.write_bytes(b"\xa5" * (TEXT_PLANT_KIB * 1024))
+            qargs = []
             for at in TEXT_PLANT_ADDRS:
                 qargs += ["-device", f"loader,file={plant},addr={at},force-raw=on"]
-            b, lines = k.boot(f"boot-{r.name}", f"{COMMON} {part}", k.image, qargs)
+            b, lines = k.boot(f"boot-{r.name}", f"{COMMON} {part}", k.image, qargs, spec=spec)
             if b.problem() or not grep(lines, "^ZSDONE"):
                 r.fail(f"the guest did not finish: it {ended_by(b, lines)}")
                 return
@@ -725,8 +729,8 @@ def hidden_marker(k: Kernel, r: Report) -> None:
     second range's marker page is free, so without the rule the hint would
     be consumed through it and taken, and the case fails."""
     ranges = f"{16 * MIB}:{8 * MIB},{HIDDEN_FROM}:{HIDDEN_LEN}"
-    part, qargs = text_transport_args("smbios", text_hint(k, ranges))
-    lines = boot_case(k, r, "noskip", part, k.image, qargs)
+    part, spec = text_transport_args("smbios", text_hint(k, ranges))
+    lines = boot_case(k, r, "noskip", part, k.image, spec=spec)
     expect_line(r, lines, rf"zerostart: hint's marker page {24 * MIB - 4096:#x} is under the kernel \(1 of 2\)")
     expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint from SMBIOS: a marker page is under the kernel")
 
@@ -804,9 +808,10 @@ def hibernate_case(extra: str, expect: str):
         with open(swap, "wb") as f:
             f.truncate(1 << 30)
         img, blob = k.good()
-        qargs = [*gk.loader_args(blob), "-drive", f"file={swap},if=virtio,format=raw"]
+        qargs = gk.loader_args(blob)
+        disk = {"disks": [gk.test_disk(swap)]}
         args = f"{HIB_ARGS} {extra}".strip()
-        b1, l1 = k.boot(f"boot-{name}", f"{args} zshib=1", img, qargs)
+        b1, l1 = k.boot(f"boot-{name}", f"{args} zshib=1", img, qargs, spec=disk)
         if b1.problem():
             r.fail("the hibernating boot timed out")
             return
@@ -814,7 +819,7 @@ def hibernate_case(extra: str, expect: str):
         if not any(HIB_SAVED.search(ln) for ln in l1):
             r.fail(f"no hibernation image was written: {';'.join(grep(l1, 'ZSHIB FAIL|PM: ')[-3:])};")
             return
-        b2, l2 = k.boot(f"boot-{name}-resume", f"{args} zshib=2 resume=/dev/vda", img, qargs)
+        b2, l2 = k.boot(f"boot-{name}-resume", f"{args} zshib=2 resume=/dev/vda", img, qargs, spec=disk)
         if b2.problem():
             r.fail("the resuming boot timed out")
             return
@@ -1049,9 +1054,10 @@ def efi(k: Kernel, r: Report) -> None:
     # A raw transport counts only on a direct boot: the same hint on the
     # command line is refused by rule and the EFI table is judged alone.
     raw = text_hint(k, f"{MIB}:{k.mem_mib * MIB - MIB}")
-    lines = boot_case(k, r, "skip", f"prezero.hint={raw}", k.image, [
-        "-machine", "q35", "-bios", str(k.firmware), "-fw_cfg", f"name=opt/org.zerostart/prezeroed,file={hint}",
-        "-debugcon", f"file:{k.work / 'boot-efi.fw.log'}", "-global", "isa-debugcon.iobase=0x402"])
+    lines = boot_case(k, r, "skip", f"prezero.hint={raw}", k.image, spec={
+        "firmware": str(k.firmware),
+        "qemu": {"machine": "q35", "fw_cfg": [{"name": "opt/org.zerostart/prezeroed", "file": str(hint)}],
+                 "debugcon": str(k.work / "boot-efi.fw.log")}})
     expect_line(r, lines, "zerostart: hint from EFI table: 1 ranges")
     expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint from command line: EFI boot \(only the firmware's EFI "
                 r"table can vouch for memory\)")
