@@ -226,7 +226,7 @@ def ended_by(b, lines: list[str]) -> str:
     return f"ended by {b.ended}{': ' + words if words else ''} ({b.log})"
 
 
-def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, qemu_args: list[str] = (),
+def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, *,
               mem: int | None = None, common: str = COMMON, spec: dict | None = None) -> list[str]:
     """Boots case R.name with COMMON + EXTRA and judges the common part.
     EXPECT: skip (a good hint in effect: clears skipped, all verified),
@@ -234,7 +234,7 @@ def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, qemu_a
     here). Returns the log's lines (also of a failed boot: the case's own
     checks then fail on them, as they did in run.sh)."""
     name, cmdline = r.name, f"{common} {extra}"
-    b, lines = k.boot(f"boot-{name}", cmdline, image, qemu_args, mem, spec=spec)
+    b, lines = k.boot(f"boot-{name}", cmdline, image, mem=mem, spec=spec)
     return judge_boot(r, b, lines, expect, cmdline)
 
 
@@ -453,7 +453,7 @@ def kunit(k: Kernel, r: Report) -> None:
 
 def good(k: Kernel, r: Report) -> None:
     img, blob = k.good()
-    lines = boot_case(k, r, "skip", "", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "skip", "", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, r"zerostart: tracking [0-9]+ pristine pages")
     # A series whose free blocks carry the zeroed state (7.3) frees the
     # boot bitmap once deferred init is done; the rest of this boot (the
@@ -482,7 +482,7 @@ def cover(k: Kernel, r: Report) -> None:
     if k.initrd.stat().st_size >= 3 * MIB:
         r.fail("the initrd is over 3 MiB, so it may not lie in the hint's top 4 MiB")
     img, blob = k.hinted("cover", cover_ranges(k.mem_mib))
-    lines = boot_case(k, r, "skip", "", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "skip", "", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, r"zerostart: hint from setup_data: 2 ranges")
 
 
@@ -541,14 +541,14 @@ def reboot_case(control: bool, transport: str = "setup_data"):
         # A blank disk tells init which boot it is (init.sh, zsreboot=).
         flag = k.work / f"{r.name}.flag"
         flag.write_bytes(bytes(4096))
-        qargs = gk.loader_args(blob)
+        spec = {**gk.hint_spec(blob), "disks": [gk.test_disk(flag)]}
         stale = STALE.format(transport="setup_data")
         if transport == "cmdline":
             img = k.image
             cmdline += f" prezero.hint={text_hint(k, gk.honest_hint_ranges(k.mem_mib))}"
-            qargs = []
+            spec = {"disks": [gk.test_disk(flag)]}
             stale = STALE.format(transport="command line")
-        b, lines = k.boot(f"boot-{r.name}", cmdline, img, qargs, reboots=1, spec={"disks": [gk.test_disk(flag)]})
+        b, lines = k.boot(f"boot-{r.name}", cmdline, img, reboots=1, spec=spec)
         cut = next((i for i, ln in enumerate(lines) if ln.startswith(REBOOT_ANNOUNCED)), None)
         if b.problem() or cut is None:
             r.fail(f"boot 1 did not reboot as asked: {b.problem() or f'no {REBOOT_ANNOUNCED} line'}")
@@ -583,7 +583,7 @@ def reboot_case(control: bool, transport: str = "setup_data"):
 def bad_hint(flag: str, error: str):
     def case(k: Kernel, r: Report) -> None:
         img, blob = k.hinted(r.name, gk.honest_hint_ranges(k.mem_mib), flag)
-        lines = boot_case(k, r, "noskip", "", img, gk.loader_args(blob))
+        lines = boot_case(k, r, "noskip", "", img, spec=gk.hint_spec(blob))
         expect_line(r, lines, f"zerostart: ignoring pre-zeroed hint from setup_data: {error}")
     return case
 
@@ -639,10 +639,9 @@ def text_case(transport: str, kind: str):
         else:
             plant = k.work / "text-plant.bin"
             plant.write_bytes(b"\xa5" * (TEXT_PLANT_KIB * 1024))
-            qargs = []
-            for at in TEXT_PLANT_ADDRS:
-                qargs += ["-device", f"loader,file={plant},addr={at},force-raw=on"]
-            b, lines = k.boot(f"boot-{r.name}", f"{COMMON} {part}", k.image, qargs, spec=spec)
+            spec = {**spec, "qemu": {**spec.get("qemu", {}),
+                                     "loaders": [gk.loader(plant, at) for at in TEXT_PLANT_ADDRS]}}
+            b, lines = k.boot(f"boot-{r.name}", f"{COMMON} {part}", k.image, spec=spec)
             if b.problem() or not grep(lines, "^ZSDONE"):
                 r.fail(f"the guest did not finish: it {ended_by(b, lines)}")
                 return
@@ -749,13 +748,13 @@ def text_rules(k: Kernel, r: Report) -> None:
     expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint from command line: Duplicate \(2 of them\)")
     img, blob = k.good()
     other = text_hint(k, f"{16 * MIB}:{64 * MIB}")
-    lines = boot_case(k, r, "noskip", f"prezero.hint={other}", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "noskip", f"prezero.hint={other}", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint: transports disagree \(setup_data, command line\)")
 
 
 def off(k: Kernel, r: Report) -> None:
     img, blob = k.good()
-    lines = boot_case(k, r, "noskip", "prezero=off", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "noskip", "prezero=off", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, "zerostart: prezero=off: ignoring the pre-zeroed hint")
 
 
@@ -775,7 +774,7 @@ def memblock(k: Kernel, r: Report) -> None:
     memblock_free_all(), KEEP on every early free) the first scan reported
     the array's pages."""
     img, blob = k.good()
-    lines = boot_case(k, r, "skip", "prezero.test_fill_reserved=1 memblock=debug", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "skip", "prezero.test_fill_reserved=1 memblock=debug", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, r"zerostart: test: memblock.reserved filled to [0-9]+ of [0-9]+ entries")
     d = grep(lines, r"memblock: reserved is doubled to [0-9]+ at")
     if d:
@@ -808,10 +807,9 @@ def hibernate_case(extra: str, expect: str):
         with open(swap, "wb") as f:
             f.truncate(1 << 30)
         img, blob = k.good()
-        qargs = gk.loader_args(blob)
-        disk = {"disks": [gk.test_disk(swap)]}
+        disk = {**gk.hint_spec(blob), "disks": [gk.test_disk(swap)]}
         args = f"{HIB_ARGS} {extra}".strip()
-        b1, l1 = k.boot(f"boot-{name}", f"{args} zshib=1", img, qargs, spec=disk)
+        b1, l1 = k.boot(f"boot-{name}", f"{args} zshib=1", img, spec=disk)
         if b1.problem():
             r.fail("the hibernating boot timed out")
             return
@@ -819,7 +817,7 @@ def hibernate_case(extra: str, expect: str):
         if not any(HIB_SAVED.search(ln) for ln in l1):
             r.fail(f"no hibernation image was written: {';'.join(grep(l1, 'ZSHIB FAIL|PM: ')[-3:])};")
             return
-        b2, l2 = k.boot(f"boot-{name}-resume", f"{args} zshib=2 resume=/dev/vda", img, qargs, spec=disk)
+        b2, l2 = k.boot(f"boot-{name}-resume", f"{args} zshib=2 resume=/dev/vda", img, spec=disk)
         if b2.problem():
             r.fail("the resuming boot timed out")
             return
@@ -855,7 +853,7 @@ def hugedirty(k: Kernel, r: Report) -> None:
     HPG_zeroed) and read back zero. Verify mode off (scan only), so only the
     kernel's own logic stands between the pattern and user space."""
     img, blob = k.good()
-    lines = boot_case(k, r, "any", "prezero.verify=scan zsprobe=256,0,dirty", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "any", "prezero.verify=scan zsprobe=256,0,dirty", img, spec=gk.hint_spec(blob))
     e = kv(lines, "ZSDEBUGFS", "pages_elided")
     if e == "65536":
         r.ok("only the first populate of the pool was elided (65536 pages); the dirtied folios were cleared on "
@@ -871,7 +869,7 @@ def scanctl(k: Kernel, r: Report) -> None:
     (prezero.test_dirty_pristine); verify mode and the scans must report all
     16 (verify_failures=16, each with its pfn), the scans at least one."""
     img, blob = k.good()
-    b, lines = k.boot("boot-scanctl", f"{COMMON} prezero.test_dirty_pristine=16", img, gk.loader_args(blob))
+    b, lines = k.boot("boot-scanctl", f"{COMMON} prezero.test_dirty_pristine=16", img, spec=gk.hint_spec(blob))
     if b.problem():
         r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
         return
@@ -904,7 +902,7 @@ def batch(k: Kernel, r: Report) -> None:
     RSS it costs."""
     img, blob = k.good()
     lines = boot_case(k, r, "skip", "transparent_hugepage=never zsprobe=0,256,thp,sparse,refuse", img,
-                      gk.loader_args(blob))
+                      spec=gk.hint_spec(blob))
     batch_counters(r, lines)
     # VMAs that forbid large folios must not be batched: 64 MiB touched with
     # MADV_NOHUGEPAGE, and after prctl(PR_SET_THP_DISABLE), against 64 MiB
@@ -942,7 +940,7 @@ def leak(k: Kernel, r: Report) -> None:
     between the secret and user space."""
     img, blob = k.good()
     lines = boot_case(k, r, "any", "transparent_hugepage=never prezero.verify=scan zsprobe=0,256,thp,leak", img,
-                      gk.loader_args(blob))
+                      spec=gk.hint_spec(blob))
     batch_counters(r, lines)
     # The freed pages must really have come back through the batch path.
     m = kv(lines, "ZSDEBUGFS", "fault_batch_misses")
@@ -960,7 +958,7 @@ def compact(k: Kernel, r: Report) -> None:
     come back either way."""
     img, blob = k.good()
     lines = boot_case(k, r, "any", "transparent_hugepage=never prezero.verify=scan zsprobe=0,256,thp,leak,compact",
-                      img, gk.loader_args(blob))
+                      img, spec=gk.hint_spec(blob))
     c = kv(lines, "ZSPROBE", "compact_isolated")
     if int_or(c, 0) > 0:
         r.ok(f"compaction isolated {c} pages ({kv(lines, 'ZSPROBE', 'compact_migrated') or ''} migrated) between "
@@ -985,7 +983,7 @@ def pool(k: Kernel, r: Report) -> None:
     the head of the free lists, as they should): allow 4 such blocks (2048
     pages)."""
     img, blob = k.hinted("pool", gk.honest_hint_ranges(4096))
-    lines = boot_case(k, r, "skip", "", img, gk.loader_args(blob), mem=4096,
+    lines = boot_case(k, r, "skip", "", img, spec=gk.hint_spec(blob), mem=4096,
                       common=f"hugepages=1024 prezero.verify=2 init_on_alloc=0 {PROBE}")
     s = kv(lines, "ZSBOOT", "pages_skipped")
     least = 1024 * 512 - 4 * 512
@@ -1128,10 +1126,10 @@ MEMMAP_MIB = 4096
 MEMMAP_APPEND = "nokaslr prezero.verify=2 init_on_alloc=1 hugepages=256 zsprobe=256,64"
 
 
-def memmap_boot(k: Kernel, r: Report, image: Path, extra: str, qargs: list[str] = ()) -> list[str] | None:
+def memmap_boot(k: Kernel, r: Report, image: Path, extra: str, spec: dict | None = None) -> list[str] | None:
     """Boots, checks the common part; None when the boot did not finish."""
-    b, lines = k.boot(f"memmap-{r.name}", f"{MEMMAP_APPEND} {extra}", image, qargs, mem=MEMMAP_MIB,
-                      timeout=k.memmap_timeout)
+    b, lines = k.boot(f"memmap-{r.name}", f"{MEMMAP_APPEND} {extra}", image, mem=MEMMAP_MIB,
+                      timeout=k.memmap_timeout, spec=spec)
     if b.problem():
         r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
         return None
@@ -1175,7 +1173,7 @@ def honest(k: Kernel, r: Report) -> None:
         return  # ran already (planted needs it first)
     k.memmap_range = []
     img, blob = memmap_hinted(k)
-    lines = memmap_boot(k, r, img, "", gk.loader_args(blob))
+    lines = memmap_boot(k, r, img, "", spec=gk.hint_spec(blob))
     if lines is None:
         return
     no_warning(r, lines)
@@ -1209,8 +1207,7 @@ def planted(k: Kernel, r: Report) -> None:
     pattern = k.work / "pattern.bin"
     pattern.write_bytes(b"\xa5" * (256 << 10))
     img, blob = memmap_hinted(k)
-    loaders = [a for at in ats for a in ("-device", f"loader,file={pattern},addr={at},force-raw=on")]
-    lines = memmap_boot(k, r, img, "", [*gk.loader_args(blob), *loaders])
+    lines = memmap_boot(k, r, img, "", spec=gk.hint_spec(blob, *(gk.loader(pattern, at) for at in ats)))
     if lines is None:
         return
     z = first_int(lines, r"[0-9]+ not zero")
@@ -1226,7 +1223,7 @@ def planted(k: Kernel, r: Report) -> None:
 
 def memmap_off(k: Kernel, r: Report) -> None:
     img, blob = memmap_hinted(k)
-    lines = memmap_boot(k, r, img, "prezero.memmap=off", gk.loader_args(blob))
+    lines = memmap_boot(k, r, img, "prezero.memmap=off", spec=gk.hint_spec(blob))
     if lines is None:
         return
     no_warning(r, lines)

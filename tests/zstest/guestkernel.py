@@ -112,7 +112,22 @@ def test_disk(path: Path | str) -> dict:
     return {"path": str(path), "cache": "writeback"}
 
 
+def loader(file: Path | str, addr: int) -> dict:
+    """FILE planted in guest RAM at ADDR by QEMU (a spec's qemu.loaders
+    entry, options::vmm_cmd::Loader)."""
+    return {"file": str(file), "addr": addr}
+
+
+def hint_spec(blob: Path | str, *more: dict) -> dict:
+    """The spec part that plants the hint BLOB at HINT_ADDR (and the MORE
+    loaders after it), for kernel_command."""
+    return {"qemu": {"loaders": [loader(blob, HINT_ADDR), *more]}}
+
+
 def loader_args(blob: Path | str) -> list[str]:
+    """hint_spec's plant as QEMU arguments, for the shell measurement
+    scripts (tests/kernel/lib.sh's hint_loader_args), which spell their own
+    QEMU command lines."""
     return ["-device", f"loader,file={blob},addr={HINT_ADDR},force-raw=on"]
 
 

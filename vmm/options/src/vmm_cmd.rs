@@ -482,6 +482,18 @@ pub enum Monitor {
     Unix(PathBuf),
 }
 
+/// A file QEMU copies into guest RAM at an address before the guest runs
+/// (its generic `loader` device, raw: no ELF or image parsing), as the
+/// guest kernel tests plant a hint or a byte pattern.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Loader {
+    /// The file.
+    pub file: PathBuf,
+    /// The guest-physical address of its first byte.
+    pub addr: u64,
+}
+
 /// A fw_cfg file the guest's firmware or kernel reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -538,6 +550,9 @@ pub struct QemuOptions {
     /// SMBIOS OEM strings (type 11), one entry each, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub oem_strings: Vec<String>,
+    /// Files planted in guest RAM, in order, after the other devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaders: Vec<Loader>,
 }
 
 /// What only Firecracker has.
@@ -1036,8 +1051,8 @@ fn build_into(s: &Spec, launched: bool, b: &mut Built) -> Result<(), SpecError> 
 /// `-L`..., `-machine`, `-accel`, `-cpu`, `-smp`, memory, `-bios`,
 /// `-nodefaults -no-user-config`, `-display none` or `-nographic`,
 /// `-no-reboot`, `-serial`, `-monitor`, debug console, log or end log,
-/// `-fw_cfg`..., `-smbios`..., `-kernel`, `-initrd`, devices, `-append`,
-/// extra.
+/// `-fw_cfg`..., `-smbios`..., `-kernel`, `-initrd`, devices, loaders,
+/// `-append`, extra.
 fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecError> {
     let q = s.qemu.clone().unwrap_or_default();
     refuse(
@@ -1292,6 +1307,21 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
         qemu_disk_devices(&s.disks, &nets, vsock, q.machine.is_microvm())
             .map_err(|e| device_error(s.vmm, e))?,
     );
+    for l in &q.loaders {
+        let file = path(&l.file);
+        if file.contains(',') {
+            return Err(SpecError::Invalid {
+                vmm: s.vmm,
+                field: "qemu.loaders",
+                problem: format!("file={file} holds a comma, which ends a QEMU option value"),
+                fix: "rename it".into(),
+            });
+        }
+        a.extend([
+            qemu::DEVICE.into(),
+            format!("loader,file={file},addr={},force-raw=on", l.addr),
+        ]);
+    }
     if let Some(c) = &s.cmdline {
         a.extend([qemu::APPEND.into(), c.clone()]);
     }

@@ -329,7 +329,8 @@ fn serde_round_trip() {
         "launch":{"vmm":"qemu","binary":"q","cpus":1,"kernel":"k","serial":{"file":"s"},
           "qemu":{"data_dirs":["/qemu/share","/d2"],"machine":"pc","accel":"tcg","tcg_thread":"single",
             "display":"nographic","monitor":{"unix":"/m.sock"},"cpu":"max","no_reboot":true,
-            "debugcon":"fw","log":"l","fw_cfg":[{"name":"opt/x","file":"/x"}],"oem_strings":["a=b"]}}}"#;
+            "debugcon":"fw","log":"l","fw_cfg":[{"name":"opt/x","file":"/x"}],"oem_strings":["a=b"],
+            "loaders":[{"file":"/b","addr":4096}]}}}"#;
     let s = parse(text).unwrap();
     let again = parse(&serde_json::to_string(&s).unwrap()).unwrap();
     assert_eq!(s, again);
@@ -494,9 +495,11 @@ fn qemu_l2_as_l2_command() {
 }
 
 /// tests/zstest/qemu.py kernel_command: the guest kernel tests' one-shot
-/// TCG boot, -nographic as they always ran, -no-reboot left out for a
-/// guest that reboots on purpose. (Was no -machine, QEMU's default pc, and
-/// `-m N` in MiB.)
+/// TCG boot, -nographic as they always ran, a scratch disk and the
+/// loader plants (the hint blob, a byte pattern) after it. (Was no
+/// -machine, QEMU's default pc, `-m N` in MiB, the disk as `-drive
+/// if=virtio`, which QEMU created after the loaders: another order of
+/// devices that are not on one bus.)
 #[test]
 fn qemu_kernel_test_boot() {
     let a = argv(
@@ -504,17 +507,23 @@ fn qemu_kernel_test_boot() {
             "memory":{"backing":"anonymous","size_mib":2048},"kernel":"/k/bzImage","initrd":"/i",
             "cmdline":"console=ttyS0 panic=-1 quiet","serial":"stdio",
             "qemu":{"machine":"pc","accel":"tcg","tcg_thread":"single","cpu":"max","display":"nographic",
-              "no_reboot":true,"end_log":"/w/boot.log.qemu.log"},
-            "extra_args":["-device","loader,file=/b,addr=0x1000,force-raw=on"]}"#,
+              "no_reboot":true,"end_log":"/w/boot.log.qemu.log",
+              "loaders":[{"file":"/b","addr":134217728},{"file":"/p","addr":1073741824}]},
+            "disks":[{"path":"/w/flag","cache":"writeback"}],
+            "extra_args":["-netdev","user,id=n0"]}"#,
     );
     let mut want = words(
         "qemu-system-x86_64 -machine pc -accel tcg,thread=single -cpu max -smp 2 -m 2048M \
          -nodefaults -no-user-config -nographic -no-reboot -serial stdio \
          -d cpu_reset -trace qemu_system_shutdown_request -D /w/boot.log.qemu.log \
-         -kernel /k/bzImage -initrd /i -append",
+         -kernel /k/bzImage -initrd /i \
+         -drive file=/w/flag,format=raw,if=none,id=zs-disk0,cache=writeback \
+         -device virtio-blk-pci,drive=zs-disk0 \
+         -device loader,file=/b,addr=134217728,force-raw=on \
+         -device loader,file=/p,addr=1073741824,force-raw=on -append",
     );
     want.push("console=ttyS0 panic=-1 quiet".into());
-    want.extend(words("-device loader,file=/b,addr=0x1000,force-raw=on"));
+    want.extend(words("-netdev user,id=n0"));
     assert_eq!(a, want);
 }
 
@@ -593,6 +602,14 @@ fn new_qemu_options_refused_where_meaningless() {
         (
             r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"fw_cfg":[{"name":"opt/a,b","file":"f"}]}}"#,
             "vmm qemu: `qemu.fw_cfg` name=opt/a,b,file=f holds a comma",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"loaders":[{"file":"a,b","addr":0}]}}"#,
+            "vmm qemu: `qemu.loaders` file=a,b holds a comma",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"loaders":[{"file":"a","addr":-1}]}}"#,
+            "invalid value: integer `-1`",
         ),
         (
             r#"{"vmm":"qemu","binary":"q","memory":{"backing":"file","size_mib":1,"path":"a,b"}}"#,
