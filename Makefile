@@ -39,7 +39,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 CRATE_TESTS ?= 1
 crate_tests = $(if $(filter 1,$(CRATE_TESTS)),$(CARGO) test --locked $(1),@echo "crate tests $(1): run once, by test-fast")
 
-.PHONY: help deps rust-deps test test-fast bench demo zerostart-release slo-release
+.PHONY: help deps rust-deps test test-fast bench demo zerostart-release slo-release vmm-argv
 help:
 	@echo "make demo   - the same VM at 1, 4, 8 GiB: stock QEMU, QEMU through zerostart launch, zerostart's VMM"
 	@echo "make test   - everything: $(TEST_TARGETS)"
@@ -52,6 +52,15 @@ deps:
 
 zerostart-release: deps
 	$(CARGO) build --release --locked -p zerostart
+
+# The zerostart whose `vmm-argv` builds the QEMU command lines of the
+# harnesses that need no zerostart otherwise (zstest.vmmargv: the kernel,
+# firmware and rootfs boots, issue 30), named to them as ZEROSTART_BIN so
+# that a stale static or release build under the target dir never answers
+# for this tree.
+VMM_ARGV_BIN := $(abspath $(TARGET_DIR))/debug/zerostart
+vmm-argv: deps
+	$(CARGO) build --locked -p zerostart
 
 slo-release: deps
 	$(CARGO) build --release --locked -p slo

@@ -25,14 +25,14 @@ test-firmware-unit:
 	$(FW_UNIT_BIN)
 
 # The linux case boots Debian's cloud kernel (apt-get download, cached).
-test-firmware-qemu: firmware
+test-firmware-qemu: firmware vmm-argv
 	bash tests/firmware/qemu/prepare_linux.sh >/dev/null
-	python3 tests/firmware/qemu/run_tests.py --fw-dir "$(FW_DIR)" --linux-dir "$(ZEROSTART_CACHE)/firmware/linux"
+	ZEROSTART_BIN=$(VMM_ARGV_BIN) python3 tests/firmware/qemu/run_tests.py --fw-dir "$(FW_DIR)" --linux-dir "$(ZEROSTART_CACHE)/firmware/linux"
 
 test-firmware: test-firmware-unit test-firmware-qemu
 
-firmware-timing: firmware
-	python3 tests/firmware/qemu/run_tests.py --fw-dir "$(FW_DIR)" --timing --prealloc
-	python3 tests/firmware/qemu/run_tests.py --fw-dir "$(FW_DIR)" --timing
+firmware-timing: firmware vmm-argv
+	ZEROSTART_BIN=$(VMM_ARGV_BIN) python3 tests/firmware/qemu/run_tests.py --fw-dir "$(FW_DIR)" --timing --prealloc
+	ZEROSTART_BIN=$(VMM_ARGV_BIN) python3 tests/firmware/qemu/run_tests.py --fw-dir "$(FW_DIR)" --timing
 
 TEST_TARGETS += test-firmware

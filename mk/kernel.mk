@@ -35,14 +35,14 @@ kernel-7.3:
 # The build targets of the lines to test (6.12's is `kernel`).
 KERNEL_LINE_TARGETS = $(foreach l,$(ZEROSTART_KERNEL_LINES),$(if $(filter 6.12,$(l)),kernel,kernel-$(l)))
 
-test-kernel: $(if $(ZEROSTART_KERNEL_IMAGE),,$(KERNEL_LINE_TARGETS)) firmware
+test-kernel: $(if $(ZEROSTART_KERNEL_IMAGE),,$(KERNEL_LINE_TARGETS)) firmware vmm-argv
 ifdef ZEROSTART_KERNEL_IMAGE
-	@python3 tests/kernel/run.py --series-dir "$(ZEROSTART_KERNEL_SERIES_DIR)" --firmware "$(FW_DIR)/OVMF.fd" \
+	@ZEROSTART_BIN=$(VMM_ARGV_BIN) python3 tests/kernel/run.py --series-dir "$(ZEROSTART_KERNEL_SERIES_DIR)" --firmware "$(FW_DIR)/OVMF.fd" \
 	  --kernel "$(ZEROSTART_KERNEL_IMAGE)"
 else
 	@mkdir -p target; rc=0; for l in $(ZEROSTART_KERNEL_LINES); do \
 	  rm -f target/test-kernel-$$l.rc; \
-	  ( env -u ZEROSTART_KERNEL_SERIES_DIR python3 tests/kernel/run.py --line "$$l" --firmware "$(FW_DIR)/OVMF.fd" \
+	  ( env -u ZEROSTART_KERNEL_SERIES_DIR ZEROSTART_BIN=$(VMM_ARGV_BIN) python3 tests/kernel/run.py --line "$$l" --firmware "$(FW_DIR)/OVMF.fd" \
 	      > target/test-kernel-$$l.log 2>&1; echo $$? > target/test-kernel-$$l.rc ) & \
 	done; echo "test-kernel: lines $(ZEROSTART_KERNEL_LINES) side by side; their output follows when both end"; \
 	wait; for l in $(ZEROSTART_KERNEL_LINES); do \

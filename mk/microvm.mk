@@ -13,8 +13,8 @@ TEST_TARGETS += test-microvm
 # The harness's judge on synthetic consoles: a missing phase, a failed disk
 # or memory check, a verify failure, an unused hint, phases not over vsock,
 # no power-off, a guest crash must each fail a scenario.
-test-microvm-units: deps
-	python3 tests/nested-host/test_microvm.py
+test-microvm-units: deps e2e-zerostart
+	ZEROSTART_BIN=$(abspath $(ZEROSTART_STATIC)) python3 tests/nested-host/test_microvm.py
 
 # Then the SLO runner judges the report (tests/slo/microvm.toml: the real
 # VM's phases as SLOs), so a boot that got slower by several times fails.

@@ -39,7 +39,7 @@ bed-qemu: deps
 
 # Host-side units: the L3 guest's hint validator against the golden vectors,
 # a dry run of the guest's zero check, and the harness's judging/timeouts.
-test-nested-host-units: deps
+test-nested-host-units: deps e2e-zerostart
 	@mkdir -p target/e2e
 	gcc -std=c11 -O2 -Wall -Wextra -Werror -I tests/vectors -o target/e2e/test_zshint \
 	  tests/guest-init/test_zshint.c tests/guest-init/zshint.c
@@ -48,7 +48,7 @@ test-nested-host-units: deps
 	  tests/guest-init/zsinit.c tests/guest-init/zshint.c
 	@# Not pid 1, so a dry run: no mounts, port writes or reboot; checks 64 MiB.
 	set -o pipefail; target/e2e/zsinit-dry | tail -1 | grep -q '^ZSINIT: PASS'
-	python3 tests/nested-host/test_run.py
+	ZEROSTART_BIN=$(abspath $(ZEROSTART_STATIC)) python3 tests/nested-host/test_run.py
 	python3 -m unittest zstest.test_l2image
 
 # Builds (or finds cached) the L2 image only.

@@ -60,7 +60,7 @@ test-pool: deps e2e-zerostart bed-qemu e2e-kernel zerostart-release probe
 	  $(CARGO) test --locked -p pool --test kill --test holders --test hugetlbfs -- --test-threads 4 --nocapture 2>&1 | \
 	  grep -E '^(test |SKIP|FAIL|test result|thread .* panicked|  left|  right)'
 	ZEROSTART_BIN=$(ZEROSTART_RELEASE) PROBE_BZIMAGE=$(abspath $(PROBE_BZIMAGE)) python3 tests/pool/cases.py
-	python3 tests/pool/test_nested_bench.py
+	ZEROSTART_BIN=$(abspath $(ZEROSTART_STATIC)) python3 tests/pool/test_nested_bench.py
 	python3 tests/pool/nested_bench.py --zerostart $(ZEROSTART_STATIC) --sizes 1 --reps 2 --methods pool --reserve-gib 2 \
 	  --linux 1 --linux-reps 1 --leak-check 1 --report target/pool-nested/check.json
 

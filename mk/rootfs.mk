@@ -13,7 +13,7 @@ rootfs:
 # to its app: every boot phase, zsapp's memory check and its negative
 # control, a clean power-off (tests/rootfs/run.py; ~65 s here).
 .PHONY: test-rootfs
-test-rootfs: rootfs
-	@python3 tests/rootfs/run.py "$$(bash guest-rootfs/build.sh --print)"
+test-rootfs: rootfs vmm-argv
+	@ZEROSTART_BIN=$(VMM_ARGV_BIN) python3 tests/rootfs/run.py "$$(bash guest-rootfs/build.sh --print)"
 
 TEST_TARGETS += test-rootfs

@@ -211,7 +211,7 @@ def boot_l2(man: dict, zs: Path, fw: Path, run: tuple, verbose: bool, log) -> tu
     cur = None
     ended = "timeout"
     with start_l2(man, extra, l2_mem, hugepages, log=log, smp=1, echo=verbose,
-                  accel=os.environ.get("ZSFW_L2_ACCEL", L2_ACCEL), prealloc=["-mem-prealloc"]) as con:
+                  accel=os.environ.get("ZSFW_L2_ACCEL", L2_ACCEL), prealloc=True, zerostart=zs) as con:
         # From L2's start: whatever start_l2 did first (finding or building
         # the nested host's QEMU) is not the run's time.
         deadline = time.monotonic() + 120 + tmo + 60

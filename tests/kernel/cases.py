@@ -127,13 +127,16 @@ class Kernel:
         return self.hinted("good", gk.honest_hint_ranges(self.mem_mib))
 
     def boot(self, logname: str, append: str, image: Path, extra: list[str] = (), mem: int | None = None,
-             timeout: float | None = None, initrd: bool = True, reboots: int = 0):
+             timeout: float | None = None, initrd: bool = True, reboots: int = 0, spec: dict | None = None):
         """One boot; the log is WORK/LOGNAME.log. Returns (qemu.Boot, its
         console lines with interleaved kernel messages untangled). REBOOTS:
-        resets in place the guest may announce (zstest.qemu.boot)."""
+        resets in place the guest may announce (zstest.qemu.boot). SPEC: more
+        of the QEMU spec (zstest.qemu.kernel_command: firmware, disks, QEMU
+        options), EXTRA: QEMU arguments as given."""
         logf = self.work / f"{logname}.log"
-        qargs = (["-initrd", str(self.initrd)] if initrd else []) + list(extra)
-        b = gk.boot(logf, timeout or self.timeout, mem or self.mem_mib, image, append, qargs, reboots=reboots)
+        spec = {**({"initrd": str(self.initrd)} if initrd else {}), **(spec or {})}
+        b = gk.boot(logf, timeout or self.timeout, mem or self.mem_mib, image, append, list(extra), reboots=reboots,
+                    spec=spec)
         return b, gk.untangle(b.lines)
 
     def series_patches(self) -> list[Path]:
@@ -223,15 +226,15 @@ def ended_by(b, lines: list[str]) -> str:
     return f"ended by {b.ended}{': ' + words if words else ''} ({b.log})"
 
 
-def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, qemu_args: list[str] = (),
-              mem: int | None = None, common: str = COMMON) -> list[str]:
+def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, *,
+              mem: int | None = None, common: str = COMMON, spec: dict | None = None) -> list[str]:
     """Boots case R.name with COMMON + EXTRA and judges the common part.
     EXPECT: skip (a good hint in effect: clears skipped, all verified),
     noskip (no clear skipped), any (verify mode off: skips cannot be checked
     here). Returns the log's lines (also of a failed boot: the case's own
     checks then fail on them, as they did in run.sh)."""
     name, cmdline = r.name, f"{common} {extra}"
-    b, lines = k.boot(f"boot-{name}", cmdline, image, qemu_args, mem)
+    b, lines = k.boot(f"boot-{name}", cmdline, image, mem=mem, spec=spec)
     return judge_boot(r, b, lines, expect, cmdline)
 
 
@@ -450,7 +453,7 @@ def kunit(k: Kernel, r: Report) -> None:
 
 def good(k: Kernel, r: Report) -> None:
     img, blob = k.good()
-    lines = boot_case(k, r, "skip", "", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "skip", "", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, r"zerostart: tracking [0-9]+ pristine pages")
     # A series whose free blocks carry the zeroed state (7.3) frees the
     # boot bitmap once deferred init is done; the rest of this boot (the
@@ -479,7 +482,7 @@ def cover(k: Kernel, r: Report) -> None:
     if k.initrd.stat().st_size >= 3 * MIB:
         r.fail("the initrd is over 3 MiB, so it may not lie in the hint's top 4 MiB")
     img, blob = k.hinted("cover", cover_ranges(k.mem_mib))
-    lines = boot_case(k, r, "skip", "", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "skip", "", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, r"zerostart: hint from setup_data: 2 ranges")
 
 
@@ -538,14 +541,14 @@ def reboot_case(control: bool, transport: str = "setup_data"):
         # A blank disk tells init which boot it is (init.sh, zsreboot=).
         flag = k.work / f"{r.name}.flag"
         flag.write_bytes(bytes(4096))
-        qargs = [*gk.loader_args(blob), "-drive", f"file={flag},if=virtio,format=raw"]
+        spec = {**gk.hint_spec(blob), "disks": [gk.test_disk(flag)]}
         stale = STALE.format(transport="setup_data")
         if transport == "cmdline":
             img = k.image
             cmdline += f" prezero.hint={text_hint(k, gk.honest_hint_ranges(k.mem_mib))}"
-            qargs = qargs[2:]
+            spec = {"disks": [gk.test_disk(flag)]}
             stale = STALE.format(transport="command line")
-        b, lines = k.boot(f"boot-{r.name}", cmdline, img, qargs, reboots=1)
+        b, lines = k.boot(f"boot-{r.name}", cmdline, img, reboots=1, spec=spec)
         cut = next((i for i, ln in enumerate(lines) if ln.startswith(REBOOT_ANNOUNCED)), None)
         if b.problem() or cut is None:
             r.fail(f"boot 1 did not reboot as asked: {b.problem() or f'no {REBOOT_ANNOUNCED} line'}")
@@ -580,7 +583,7 @@ def reboot_case(control: bool, transport: str = "setup_data"):
 def bad_hint(flag: str, error: str):
     def case(k: Kernel, r: Report) -> None:
         img, blob = k.hinted(r.name, gk.honest_hint_ranges(k.mem_mib), flag)
-        lines = boot_case(k, r, "noskip", "", img, gk.loader_args(blob))
+        lines = boot_case(k, r, "noskip", "", img, spec=gk.hint_spec(blob))
         expect_line(r, lines, f"zerostart: ignoring pre-zeroed hint from setup_data: {error}")
     return case
 
@@ -606,14 +609,14 @@ def text_hint(k: Kernel, ranges: str, corrupt: bool = False) -> str:
     return zshint.text(zshint.encode_ranges(pairs, corrupt=corrupt))
 
 
-def text_transport_args(transport: str, text: str) -> tuple[str, list[str]]:
-    """(kernel command line part, QEMU arguments) that carry TEXT. An SMBIOS
+def text_transport_args(transport: str, text: str) -> tuple[str, dict]:
+    """(kernel command line part, QEMU spec part) that carry TEXT. An SMBIOS
     hint boots with nokaslr: the decompressor does not read SMBIOS, so KASLR
     may put the kernel on one of its marker pages, and the kernel refuses
     such a hint (case hiddenmarker) in a few percent of boots."""
     if transport == "cmdline":
-        return f"{zshint.TEXT_PARAM}={text}", []
-    return "nokaslr", ["-smbios", f"type=11,value={zshint.TEXT_PARAM}={text}"]
+        return f"{zshint.TEXT_PARAM}={text}", {}
+    return "nokaslr", {"qemu": {"oem_strings": [f"{zshint.TEXT_PARAM}={text}"]}}
 
 
 TEXT_SRC = {"cmdline": "command line", "smbios": "SMBIOS"}
@@ -625,20 +628,20 @@ def text_case(transport: str, kind: str):
     corrupt (BadChecksum: refused, nothing skipped)."""
     def case(k: Kernel, r: Report) -> None:
         ranges = gk.honest_hint_ranges(k.mem_mib)
-        part, qargs = text_transport_args(transport, text_hint(k, ranges, corrupt=kind == "corrupt"))
+        part, spec = text_transport_args(transport, text_hint(k, ranges, corrupt=kind == "corrupt"))
         src = TEXT_SRC[transport]
         if kind == "good":
-            lines = boot_case(k, r, "skip", part, k.image, qargs)
+            lines = boot_case(k, r, "skip", part, k.image, spec=spec)
             expect_line(r, lines, rf"zerostart: hint from {src}: 2 ranges")
         elif kind == "corrupt":
-            lines = boot_case(k, r, "noskip", part, k.image, qargs)
+            lines = boot_case(k, r, "noskip", part, k.image, spec=spec)
             expect_line(r, lines, f"zerostart: ignoring pre-zeroed hint from {src}: BadChecksum")
         else:
             plant = k.work / "text-plant.bin"
             plant.write_bytes(b"\xa5" * (TEXT_PLANT_KIB * 1024))
-            for at in TEXT_PLANT_ADDRS:
-                qargs += ["-device", f"loader,file={plant},addr={at},force-raw=on"]
-            b, lines = k.boot(f"boot-{r.name}", f"{COMMON} {part}", k.image, qargs)
+            spec = {**spec, "qemu": {**spec.get("qemu", {}),
+                                     "loaders": [gk.loader(plant, at) for at in TEXT_PLANT_ADDRS]}}
+            b, lines = k.boot(f"boot-{r.name}", f"{COMMON} {part}", k.image, spec=spec)
             if b.problem() or not grep(lines, "^ZSDONE"):
                 r.fail(f"the guest did not finish: it {ended_by(b, lines)}")
                 return
@@ -725,8 +728,8 @@ def hidden_marker(k: Kernel, r: Report) -> None:
     second range's marker page is free, so without the rule the hint would
     be consumed through it and taken, and the case fails."""
     ranges = f"{16 * MIB}:{8 * MIB},{HIDDEN_FROM}:{HIDDEN_LEN}"
-    part, qargs = text_transport_args("smbios", text_hint(k, ranges))
-    lines = boot_case(k, r, "noskip", part, k.image, qargs)
+    part, spec = text_transport_args("smbios", text_hint(k, ranges))
+    lines = boot_case(k, r, "noskip", part, k.image, spec=spec)
     expect_line(r, lines, rf"zerostart: hint's marker page {24 * MIB - 4096:#x} is under the kernel \(1 of 2\)")
     expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint from SMBIOS: a marker page is under the kernel")
 
@@ -745,13 +748,13 @@ def text_rules(k: Kernel, r: Report) -> None:
     expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint from command line: Duplicate \(2 of them\)")
     img, blob = k.good()
     other = text_hint(k, f"{16 * MIB}:{64 * MIB}")
-    lines = boot_case(k, r, "noskip", f"prezero.hint={other}", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "noskip", f"prezero.hint={other}", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint: transports disagree \(setup_data, command line\)")
 
 
 def off(k: Kernel, r: Report) -> None:
     img, blob = k.good()
-    lines = boot_case(k, r, "noskip", "prezero=off", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "noskip", "prezero=off", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, "zerostart: prezero=off: ignoring the pre-zeroed hint")
 
 
@@ -771,7 +774,7 @@ def memblock(k: Kernel, r: Report) -> None:
     memblock_free_all(), KEEP on every early free) the first scan reported
     the array's pages."""
     img, blob = k.good()
-    lines = boot_case(k, r, "skip", "prezero.test_fill_reserved=1 memblock=debug", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "skip", "prezero.test_fill_reserved=1 memblock=debug", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, r"zerostart: test: memblock.reserved filled to [0-9]+ of [0-9]+ entries")
     d = grep(lines, r"memblock: reserved is doubled to [0-9]+ at")
     if d:
@@ -854,9 +857,9 @@ def hibernate_case(extra: str, expect: str):
         with open(swap, "wb") as f:
             f.truncate(1 << 30)
         img, blob = k.good()
-        qargs = [*gk.loader_args(blob), "-drive", f"file={swap},if=virtio,format=raw"]
+        disk = {**gk.hint_spec(blob), "disks": [gk.test_disk(swap)]}
         args = f"{HIB_ARGS} {extra}".strip()
-        b1, l1 = k.boot(f"boot-{name}", f"{args} zshib=1", img, qargs)
+        b1, l1 = k.boot(f"boot-{name}", f"{args} zshib=1", img, spec=disk)
         if b1.problem():
             r.fail("the hibernating boot timed out")
             return
@@ -864,7 +867,7 @@ def hibernate_case(extra: str, expect: str):
         if not any(HIB_SAVED.search(ln) for ln in l1):
             r.fail(f"no hibernation image was written: {';'.join(grep(l1, 'ZSHIB FAIL|PM: ')[-3:])};")
             return
-        b2, l2 = k.boot(f"boot-{name}-resume", f"{args} zshib=2 resume=/dev/vda", img, qargs)
+        b2, l2 = k.boot(f"boot-{name}-resume", f"{args} zshib=2 resume=/dev/vda", img, spec=disk)
         if b2.problem():
             r.fail("the resuming boot timed out")
             return
@@ -900,7 +903,7 @@ def hugedirty(k: Kernel, r: Report) -> None:
     HPG_zeroed) and read back zero. Verify mode off (scan only), so only the
     kernel's own logic stands between the pattern and user space."""
     img, blob = k.good()
-    lines = boot_case(k, r, "any", "prezero.verify=scan zsprobe=256,0,dirty", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "any", "prezero.verify=scan zsprobe=256,0,dirty", img, spec=gk.hint_spec(blob))
     e = kv(lines, "ZSDEBUGFS", "pages_elided")
     if e == "65536":
         r.ok("only the first populate of the pool was elided (65536 pages); the dirtied folios were cleared on "
@@ -916,7 +919,7 @@ def scanctl(k: Kernel, r: Report) -> None:
     (prezero.test_dirty_pristine); verify mode and the scans must report all
     16 (verify_failures=16, each with its pfn), the scans at least one."""
     img, blob = k.good()
-    b, lines = k.boot("boot-scanctl", f"{COMMON} prezero.test_dirty_pristine=16", img, gk.loader_args(blob))
+    b, lines = k.boot("boot-scanctl", f"{COMMON} prezero.test_dirty_pristine=16", img, spec=gk.hint_spec(blob))
     if b.problem():
         r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
         return
@@ -949,7 +952,7 @@ def batch(k: Kernel, r: Report) -> None:
     RSS it costs."""
     img, blob = k.good()
     lines = boot_case(k, r, "skip", "transparent_hugepage=never zsprobe=0,256,thp,sparse,refuse", img,
-                      gk.loader_args(blob))
+                      spec=gk.hint_spec(blob))
     batch_counters(r, lines)
     # VMAs that forbid large folios must not be batched: 64 MiB touched with
     # MADV_NOHUGEPAGE, and after prctl(PR_SET_THP_DISABLE), against 64 MiB
@@ -987,7 +990,7 @@ def leak(k: Kernel, r: Report) -> None:
     between the secret and user space."""
     img, blob = k.good()
     lines = boot_case(k, r, "any", "transparent_hugepage=never prezero.verify=scan zsprobe=0,256,thp,leak", img,
-                      gk.loader_args(blob))
+                      spec=gk.hint_spec(blob))
     batch_counters(r, lines)
     # The freed pages must really have come back through the batch path.
     m = kv(lines, "ZSDEBUGFS", "fault_batch_misses")
@@ -1005,7 +1008,7 @@ def compact(k: Kernel, r: Report) -> None:
     come back either way."""
     img, blob = k.good()
     lines = boot_case(k, r, "any", "transparent_hugepage=never prezero.verify=scan zsprobe=0,256,thp,leak,compact",
-                      img, gk.loader_args(blob))
+                      img, spec=gk.hint_spec(blob))
     c = kv(lines, "ZSPROBE", "compact_isolated")
     if int_or(c, 0) > 0:
         r.ok(f"compaction isolated {c} pages ({kv(lines, 'ZSPROBE', 'compact_migrated') or ''} migrated) between "
@@ -1030,7 +1033,7 @@ def pool(k: Kernel, r: Report) -> None:
     the head of the free lists, as they should): allow 4 such blocks (2048
     pages)."""
     img, blob = k.hinted("pool", gk.honest_hint_ranges(4096))
-    lines = boot_case(k, r, "skip", "", img, gk.loader_args(blob), mem=4096,
+    lines = boot_case(k, r, "skip", "", img, spec=gk.hint_spec(blob), mem=4096,
                       common=f"hugepages=1024 prezero.verify=2 init_on_alloc=0 {PROBE}")
     s = kv(lines, "ZSBOOT", "pages_skipped")
     least = 1024 * 512 - 4 * 512
@@ -1099,9 +1102,10 @@ def efi(k: Kernel, r: Report) -> None:
     # A raw transport counts only on a direct boot: the same hint on the
     # command line is refused by rule and the EFI table is judged alone.
     raw = text_hint(k, f"{MIB}:{k.mem_mib * MIB - MIB}")
-    lines = boot_case(k, r, "skip", f"prezero.hint={raw}", k.image, [
-        "-machine", "q35", "-bios", str(k.firmware), "-fw_cfg", f"name=opt/org.zerostart/prezeroed,file={hint}",
-        "-debugcon", f"file:{k.work / 'boot-efi.fw.log'}", "-global", "isa-debugcon.iobase=0x402"])
+    lines = boot_case(k, r, "skip", f"prezero.hint={raw}", k.image, spec={
+        "firmware": str(k.firmware),
+        "qemu": {"machine": "q35", "fw_cfg": [{"name": "opt/org.zerostart/prezeroed", "file": str(hint)}],
+                 "debugcon": str(k.work / "boot-efi.fw.log")}})
     expect_line(r, lines, "zerostart: hint from EFI table: 1 ranges")
     expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint from command line: EFI boot \(only the firmware's EFI "
                 r"table can vouch for memory\)")
@@ -1173,10 +1177,10 @@ MEMMAP_MIB = 4096
 MEMMAP_APPEND = "nokaslr prezero.verify=2 init_on_alloc=1 hugepages=256 zsprobe=256,64"
 
 
-def memmap_boot(k: Kernel, r: Report, image: Path, extra: str, qargs: list[str] = ()) -> list[str] | None:
+def memmap_boot(k: Kernel, r: Report, image: Path, extra: str, spec: dict | None = None) -> list[str] | None:
     """Boots, checks the common part; None when the boot did not finish."""
-    b, lines = k.boot(f"memmap-{r.name}", f"{MEMMAP_APPEND} {extra}", image, qargs, mem=MEMMAP_MIB,
-                      timeout=k.memmap_timeout)
+    b, lines = k.boot(f"memmap-{r.name}", f"{MEMMAP_APPEND} {extra}", image, mem=MEMMAP_MIB,
+                      timeout=k.memmap_timeout, spec=spec)
     if b.problem():
         r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
         return None
@@ -1220,7 +1224,7 @@ def honest(k: Kernel, r: Report) -> None:
         return  # ran already (planted needs it first)
     k.memmap_range = []
     img, blob = memmap_hinted(k)
-    lines = memmap_boot(k, r, img, "", gk.loader_args(blob))
+    lines = memmap_boot(k, r, img, "", spec=gk.hint_spec(blob))
     if lines is None:
         return
     no_warning(r, lines)
@@ -1254,8 +1258,7 @@ def planted(k: Kernel, r: Report) -> None:
     pattern = k.work / "pattern.bin"
     pattern.write_bytes(b"\xa5" * (256 << 10))
     img, blob = memmap_hinted(k)
-    loaders = [a for at in ats for a in ("-device", f"loader,file={pattern},addr={at},force-raw=on")]
-    lines = memmap_boot(k, r, img, "", [*gk.loader_args(blob), *loaders])
+    lines = memmap_boot(k, r, img, "", spec=gk.hint_spec(blob, *(gk.loader(pattern, at) for at in ats)))
     if lines is None:
         return
     z = first_int(lines, r"[0-9]+ not zero")
@@ -1271,7 +1274,7 @@ def planted(k: Kernel, r: Report) -> None:
 
 def memmap_off(k: Kernel, r: Report) -> None:
     img, blob = memmap_hinted(k)
-    lines = memmap_boot(k, r, img, "prezero.memmap=off", gk.loader_args(blob))
+    lines = memmap_boot(k, r, img, "prezero.memmap=off", spec=gk.hint_spec(blob))
     if lines is None:
         return
     no_warning(r, lines)

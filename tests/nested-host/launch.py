@@ -607,14 +607,14 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
                   echo: bool = False, smp: int = 2, console_log: Path = OUT / "console.log",
                   extra_files: dict[str, tuple[bytes, int]] | None = None,
                   script: Path = Path(__file__).parent / "l2-launch.sh",
-                  judge_fn=None, l2_args: list[str] | None = None,
+                  judge_fn=None, l2_disks: list[dict] | None = None,
                   l2_extra_mib: int = 0,
                   l2_retries: list[str] | None = None) -> tuple[list[LaunchResult], str | None]:
     """Boots L2 with a pool of `pool_mib` in regions of `region_mib`, runs `scenarios`, returns results.
 
     `script` is the L2 script (l2-launch.sh; the demo's l2-demo.sh speaks the
     same protocol), `judge_fn` judges each result (default: `judge`),
-    `l2_args` adds devices to L2's QEMU (the real-VM disks) and
+    `l2_disks` adds virtio disks to L2's QEMU (spec dicts, options::vmm_cmd::Disk: the real-VM disks) and
     `l2_extra_mib` memory to L2 beyond the guests' (their page cache).
 
     One L2 boot runs them all. When that boot fails by a fault of the test
@@ -632,7 +632,7 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
         log = console_log if not retries else console_log.with_name(
             f"{console_log.stem}.l2-retry{len(retries)}{console_log.suffix}")
         return _boot_once(todo, manifest, kernels, zerostart, ovmf, pool_mib, region_mib, echo, smp,
-                          log, extra_files, script, judge_fn or judge, l2_args, l2_extra_mib)
+                          log, extra_files, script, judge_fn or judge, l2_disks, l2_extra_mib)
 
     return rerun_after_bed_faults(list(scenarios), boot, retries, L2_RETRIES,
                                   lambda r: bool(e2e.kernel_bug_lines(ln for _, ln in r.l3)), "launch")
@@ -641,7 +641,7 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
 def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, zerostart: Path, ovmf: Path,
                pool_mib: int, region_mib: int, echo: bool, smp: int, console_log: Path,
                extra_files: dict[str, tuple[bytes, int]] | None, script: Path, judge_fn,
-               l2_args: list[str] | None, l2_extra_mib: int) -> tuple[list[LaunchResult], str | None, str | None]:
+               l2_disks: list[dict] | None, l2_extra_mib: int) -> tuple[list[LaunchResult], str | None, str | None]:
     """One L2 boot for `scenarios`: results, the fatal error and, when the
     boot failed by a fault of the test bed (zstest.qemu.bed_fault), why."""
     extra = build.Cpio()
@@ -698,7 +698,7 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
     print(f"launch: booting L2 ({l2_mem} MiB, pool {pool_mib} MiB in {region_mib} MiB regions) "
           f"for {len(scenarios)} scenario(s)", flush=True)
     with boot_l2(manifest, extra, l2_mem, hugepages, log=console_log, smp=smp, echo=echo,
-                 append="zse2e.script=launch.sh", extra_args=l2_args) as con:
+                 append="zse2e.script=launch.sh", disks=l2_disks, zerostart=zerostart) as con:
         results, fatal = _drive(con, scenarios, judge_fn)
         abort = silent = triple = None
         if fatal and fatal.startswith("L2 exited"):

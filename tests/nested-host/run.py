@@ -368,7 +368,7 @@ def _run_l2(scenarios: list[Scenario], manifest: dict, echo: bool, smp: int,
     print(f"e2e: booting L2 (TCG, -cpu {L2_CPU}, {l2_mem} MiB, {hugepages} x 2M hugepages) "
           f"for {len(scenarios)} scenario(s)", flush=True)
     log = CONSOLE_LOG if attempt == 0 else CONSOLE_LOG.with_suffix(f".l2-retry{attempt}.log")
-    with boot_l2(manifest, lst, l2_mem, hugepages, log=log, smp=smp, echo=echo) as con:
+    with boot_l2(manifest, lst, l2_mem, hugepages, log=log, smp=smp, echo=echo, zerostart=ZEROSTART) as con:
         results, fatal = _drive(con, scenarios)
         if not fatal:
             return results, None, None

@@ -209,7 +209,9 @@ class Judge(unittest.TestCase):
             self.assertEqual(bool(f[4]), x.kind == "stock")
             if SH:
                 self.assertEqual(busybox_argv(ln, 6), vmmargv.build(x.spec(), ZS).argv)
-        self.assertIn("-S -monitor stdio", lines[2].split("|")[4])
+        probe = lines[2].split("|")[4]
+        self.assertIn(" -monitor stdio ", probe)
+        self.assertTrue(probe.endswith(" -S"), probe)
         # Only the controls plant bytes, each on its own disk.
         for k, v in s.items():
             a = vmmargv.build(v.spec(), ZS).argv

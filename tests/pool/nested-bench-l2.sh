@@ -4,6 +4,9 @@
 # guest RAM from the pool vs prefault (populate, nt) vs no prefault.
 # tests/pool/nested_bench.py delivers this file as /zs/nested-bench-l2.sh
 # (with /zs/probe.bzImage) and boots L2 with zse2e.script=nested-bench-l2.sh.
+# Every zerostart run is a whole command from /zs/nested-bench.cmds, which
+# nested_bench.py built with options::vmm_cmd (`guest|size_gib|memory|cmd`,
+# memory one of pool populate nt off); this script spells no run flag.
 #
 # L2 command line: zspool.sizes=1,4,8 zspool.reps=3 zspool.timeout=SECONDS
 #   zspool.linux=GIB zspool.linux_reps=N zspool.kernel=NAME: after the probe
@@ -39,6 +42,7 @@
 Z=/zs/zerostart
 K=/zs/probe.bzImage
 S=/tmp/pool.sock
+CMDS=/zs/nested-bench.cmds
 sizes=1,4,8
 reps=3
 tmo=300
@@ -69,6 +73,18 @@ fatal() {
 }
 [ -x "$Z" ] || fatal "no zerostart in the L2 image"
 [ -f "$K" ] || fatal "no probe guest /zs/probe.bzImage"
+[ -f "$CMDS" ] || fatal "no command list $CMDS"
+
+# The command line of guest $1 (probe, linux) at $2 GiB with memory $3.
+cmd_of() {
+  while IFS='|' read -r c_guest c_size c_mem c_cmd; do
+    if [ "$c_guest" = "$1" ] && [ "$c_size" = "$2" ] && [ "$c_mem" = "$3" ]; then
+      printf '%s\n' "$c_cmd"
+      return 0
+    fi
+  done <"$CMDS"
+  return 1
+}
 
 status_json() { "$Z" pool status --socket "$S" --json 2>/dev/null | tr -d ' \n'; }
 field() { echo "$1" | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"; }
@@ -97,8 +113,9 @@ pool_stop() {
   pool_pid=
 }
 
-# method size_gib rep memory-opts [guest]; guest: probe (default), warmup
-# (a probe boot that is reported but not counted) or linux (L3 Linux + zsinit).
+# method size_gib rep memory [guest]; memory: pool, populate, nt or off (the
+# command list's); guest: probe (default), warmup (a probe boot that is
+# reported but not counted) or linux (L3 Linux + zsinit).
 # One boot, never repeated: a guest that crashed (the patched kernel under
 # test, oops=panic) is the run failing, and booting it again would hide the
 # crash behind the next attempt's verdict. Every boot's whole L3 console is
@@ -106,21 +123,16 @@ pool_stop() {
 # judges it (nested_bench.py: any kernel bug line fails the boot) and keeps it
 # in its console log.
 boot() {
-  guest=${5:-probe}
+  b_method=$1 b_size=$2 b_rep=$3 guest=${5:-probe}
+  # The command's own paths (nested_bench.py's L2_SERIAL, L2_TIMELINE).
   ser=/tmp/guest.serial; out=/tmp/vmm.out; tl=/tmp/timeline.json
   rm -f "$ser" "$out" "$tl"
+  kind=probe
+  [ "$guest" = linux ] && kind=linux
+  cmd=$(cmd_of "$kind" "$b_size" "$4") || fatal "no command for $kind at $b_size GiB, memory $4 in $CMDS"
+  eval "set -- $cmd"
   t0=$(ms)
-  if [ "$guest" = linux ]; then
-    # As tests/nested-host/scenario.sh boots it (oops=panic: a crash ends the
-    # guest at once), but loglevel=5 instead of quiet: a WARNING (KERN_WARNING)
-    # reaches the console, where the host's bug-line judge sees it.
-    sh /zs/l2-timeout.sh "$tmo" "$Z" run --kernel "/zs/kernels/$lkernel" --initramfs /zs/l3-initramfs.cpio.gz \
-      --cmdline "console=ttyS0 reboot=k panic=-1 oops=panic loglevel=5 hugepages=128 zsinit.check_mib=64 zsinit.populate_mib=256" \
-      --serial "file=$ser" --timeline "$tl" --memory "size=${2}G,$4" >"$out" 2>&1 </dev/null
-  else
-    sh /zs/l2-timeout.sh "$tmo" "$Z" run --kernel "$K" --serial "file=$ser" --timeline "$tl" \
-      --memory "size=${2}G,$4" >"$out" 2>&1 </dev/null
-  fi
+  sh /zs/l2-timeout.sh "$tmo" "$@" >"$out" 2>&1 </dev/null
   rc=$?
   t1=$(ms)
   verdict=$(grep -a -m1 -E '^(ZSPROBE|ZSINIT): (PASS|FAIL)' "$ser" 2>/dev/null | tr -d '\r')
@@ -130,7 +142,7 @@ boot() {
   fi
   [ -f "$ser" ] && tr -d '\r' <"$ser" | awk '{print "L3| " $0}'
   boots=$((boots + 1))
-  echo "ZSPOOL-SAMPLE size_gib=$2 method=$1 rep=$3 guest=$guest rc=$rc wall_ms=$((t1 - t0)) verdict=$verdict"
+  echo "ZSPOOL-SAMPLE size_gib=$b_size method=$b_method rep=$b_rep guest=$guest rc=$rc wall_ms=$((t1 - t0)) verdict=$verdict"
 }
 
 # Each method once, in the order given (the pool idle before every boot).
@@ -140,11 +152,11 @@ round() { # size_gib rep keep guest
       pool)
         [ "$3" = 1 ] || pool_start "$1"
         wait_clean
-        boot pool "$1" "$2" "hugepages=on,prezero=pool:$S" "$4"
+        boot pool "$1" "$2" pool "$4"
         if [ "$3" = 1 ]; then wait_clean; else pool_stop "$1"; fi;;
-      populate) boot populate "$1" "$2" "hugepages=on,hugepage_size=2M,prefault=on,prefault_method=populate" "$4";;
-      nt) boot nt "$1" "$2" "hugepages=on,hugepage_size=2M,prefault=on,prefault_method=nt" "$4";;
-      off) boot off "$1" "$2" "hugepages=on,hugepage_size=2M,prefault=off" "$4";;
+      populate) boot populate "$1" "$2" populate "$4";;
+      nt) boot nt "$1" "$2" nt "$4";;
+      off) boot off "$1" "$2" off "$4";;
       *) fatal "zspool.methods: unknown method $m (pool, populate, nt, off)";;
     esac
   done
@@ -155,7 +167,7 @@ echo "ZSPOOL-BEGIN sizes=$sizes reps=$reps linux=$linux linux_reps=$linux_reps k
 # The first zerostart/KVM run of this L2 boot pays one-time costs (measured
 # here: ~200-350 ms more in memory_ready/first_kvm_run): warm up first.
 boots=0
-boot warmup 1 0 "hugepages=on,hugepage_size=2M,prefault=off" warmup
+boot warmup 1 0 off warmup
 for g in $(echo "$sizes" | tr ',' ' '); do
   need=$((g * 512))
   [ "$need" -le "$total_pages" ] || fatal "$g GiB needs $need free 2M hugepages in L2, $total_pages reserved"
@@ -172,7 +184,7 @@ for g in $(echo "$sizes" | tr ',' ' '); do
     # the next lease of it must read zero in every hinted byte.
     if [ "$keep" = 1 ]; then
       wait_clean
-      boot pool_after_linux "$g" 1 "hugepages=on,prezero=pool:$S"
+      boot pool_after_linux "$g" 1 pool
     fi
   fi
   [ "$keep" = 1 ] && pool_stop "$g"
@@ -183,9 +195,9 @@ if [ "$leak" -gt 0 ]; then
   pool_env="ZEROSTART_TEST_SWITCHES=1 ZEROSTART_POOL_FAULT=skip-zero:1"
   pool_start "$leak"
   pool_env=
-  boot leak_linux "$leak" 1 "hugepages=on,prezero=pool:$S" linux
+  boot leak_linux "$leak" 1 pool linux
   wait_clean
-  boot leak_probe "$leak" 1 "hugepages=on,prezero=pool:$S"
+  boot leak_probe "$leak" 1 pool
   pool_stop "$leak"
 fi
 echo "ZSPOOL-END boots=$boots"

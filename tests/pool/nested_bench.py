@@ -58,6 +58,59 @@ LINUX_PHASES = ["memory_ready", "first_kvm_run", "init_started", "test_done", "e
 MIB = 1 << 20
 
 
+# The zerostart run of each boot of nested-bench-l2.sh, built here by the one
+# builder (options::vmm_cmd through zstest.vmmargv) and delivered as
+# /zs/nested-bench.cmds: `guest|size_gib|memory|command`, the command
+# shell-quoted; the script looks its line up and runs it with
+# `eval "set -- $cmd"`, spelling no zerostart flag itself.
+L2_CMDS = "zs/nested-bench.cmds"
+# The script's paths (its ser=, tl=): the guest console and the timeline it reads back.
+L2_SERIAL = "/tmp/guest.serial"
+L2_TIMELINE = "/tmp/timeline.json"
+L2_PROBE = "/zs/probe.bzImage"
+# zerostart run's --memory beyond size= per way to get RAM ready (the
+# script's methods; pool_after_linux and the leak check lease from the pool).
+MEMORY = {
+    "pool": f"hugepages=on,prezero=pool:{vmmargv.L2_POOL_SOCKET}",
+    "populate": "hugepages=on,hugepage_size=2M,prefault=on,prefault_method=populate",
+    "nt": "hugepages=on,hugepage_size=2M,prefault=on,prefault_method=nt",
+    "off": "hugepages=on,hugepage_size=2M,prefault=off",
+}
+# As tests/nested-host/scenario.sh boots it (oops=panic: a crash ends the
+# guest at once), but loglevel=5 instead of quiet: a WARNING (KERN_WARNING)
+# reaches the console, where the host's bug-line judge sees it.
+LINUX_CMDLINE = ("console=ttyS0 reboot=k panic=-1 oops=panic loglevel=5 hugepages=128 zsinit.check_mib=64 "
+                 "zsinit.populate_mib=256")
+
+
+def boot_spec(guest: str, size_gib: int, memory: str, kernel: str) -> dict:
+    """The zerostart run spec of one boot: GUEST probe (the probe bzImage) or
+    linux (/zs/kernels/KERNEL with zsinit), SIZE_GIB of RAM got ready the
+    way MEMORY (a MEMORY key) says."""
+    spec = {"vmm": "zerostart-run", "binary": vmmargv.L2_ZEROSTART, "kernel": L2_PROBE,
+            "memory": vmmargv.zerostart_memory(f"size={size_gib}G,{MEMORY[memory]}"),
+            "serial": {"file": L2_SERIAL}, "timeline": L2_TIMELINE}
+    if guest == "linux":
+        spec.update(kernel=f"/zs/kernels/{kernel}", initrd=vmmargv.L2_INITRAMFS, cmdline=LINUX_CMDLINE)
+    return spec
+
+
+def command_lines(sizes: list[int], linux: int, leak: int, kernel: str,
+                  zerostart: Path | str | None = None) -> list[str]:
+    """The lines of L2_CMDS: every (guest, size, memory) the script may boot:
+    the probe at each size and at 1 GiB (the warm-up), Linux at the --linux
+    and --leak-check sizes."""
+    probe_sizes = sorted({1, *sizes, *([leak] if leak else [])})
+    linux_sizes = sorted({g for g in (linux, leak) if g})
+    out = []
+    for guest, gs in (("probe", probe_sizes), ("linux", linux_sizes)):
+        for g in gs:
+            for m in MEMORY:
+                cmd = vmmargv.build(boot_spec(guest, g, m, kernel), zerostart).shell()
+                out.append("|".join([guest, str(g), m, cmd]))
+    return out
+
+
 def parse_sample(line: str) -> dict:
     head, _, verdict = line.partition(" verdict=")
     d = dict(m.groups() for m in re.finditer(r"(\w+)=(\S+)", head))
@@ -296,6 +349,12 @@ def main() -> int:
     extra = build.Cpio()
     extra.file("zs/nested-bench-l2.sh", (HERE / "nested-bench-l2.sh").read_bytes(), 0o755)
     extra.file("zs/probe.bzImage", probe.read_bytes())
+    try:
+        cmds = command_lines(sizes, a.linux, a.leak_check, kernel, zs)
+    except vmmargv.VmmArgvError as e:
+        print(f"pool-nested: error: {e}", file=sys.stderr)
+        return 1
+    extra.file(L2_CMDS, ("\n".join(cmds) + "\n").encode())
     append = (f"zse2e.script=nested-bench-l2.sh zspool.sizes={','.join(map(str, sizes))} "
                   f"zspool.reps={a.reps} zspool.timeout={a.boot_timeout} "
                   f"zspool.linux={a.linux} zspool.linux_reps={a.linux_reps} zspool.kernel={kernel} "
@@ -303,7 +362,7 @@ def main() -> int:
     print(f"pool-nested: booting L2 (TCG, {l2_mem} MiB, {hugepages} x 2M hugepages, {a.smp} vCPUs) "
           f"for up to {most} boots", flush=True)
     with boot_l2(manifest, extra, l2_mem, hugepages, log=console_log, smp=a.smp, echo=a.verbose,
-                 append=append) as con:
+                 append=append, zerostart=zs) as con:
         # Bounded: L2 boot plus a generous per-boot budget (each boot also has its in-L2 limit).
         deadline = time.monotonic() + L2_BOOT_TIMEOUT_S + most * 90 + len(sizes) * a.reps * 60
         samples, pools, fatal = drive(con, deadline, kernel == "patched")

@@ -23,6 +23,8 @@ sys.path.insert(0, str(HERE))
 import nested_bench as nb  # noqa: E402
 nb.print = lambda *a, **k: None  # progress lines are noise here
 from zstest.fakes import FakeConsole  # noqa: E402
+from zstest import vmmargv  # noqa: E402
+from zstest.test_vmmargv import SH, ZS, busybox_argv  # noqa: E402
 
 GIB = 1 << 30
 PROBE_PASS = ("ZSPROBE: PASS hint=valid ranges=1 hinted_bytes=1072283648 zero_bytes=1072283648 "
@@ -182,6 +184,57 @@ class Drive(unittest.TestCase):
         self.assertIn("30.0 / 10.0 / 20.0 (**20.0**)", row)
 
 
+@unittest.skipUnless(ZS, "no zerostart binary (cargo build -p zerostart)")
+class Commands(unittest.TestCase):
+    """nested_bench.py's command list: each zerostart run the script boots,
+    built by options::vmm_cmd, as the script's `read` and `eval` get it back."""
+
+    def test_every_boot_the_script_may_ask_for_is_listed(self):
+        lines = nb.command_lines([1, 4], 4, 2, "patched", ZS)
+        keys = {tuple(ln.split("|")[:3]) for ln in lines}
+        want = {("probe", str(g), m) for g in (1, 2, 4) for m in nb.MEMORY}
+        want |= {("linux", str(g), m) for g in (2, 4) for m in nb.MEMORY}
+        self.assertEqual(keys, want)
+        self.assertEqual(len(lines), len(keys))
+        # The warm-up's 1 GiB is listed even when no size asks for it.
+        self.assertIn(("probe", "1", "off"), {tuple(ln.split("|")[:3]) for ln in nb.command_lines([8], 0, 0, "p", ZS)})
+
+    def test_the_commands_are_the_runs_the_script_spelled(self):
+        by = {tuple(ln.split("|")[:3]): ln for ln in nb.command_lines([4], 4, 0, "patched", ZS)}
+        a = vmmargv.build(nb.boot_spec("probe", 4, "pool", "patched"), ZS).argv
+        # Was: $Z run --kernel $K --serial file=$ser --timeline $tl --memory size=${2}G,hugepages=on,prezero=pool:$S
+        self.assertEqual(a[:2], ["/zs/zerostart", "run"])
+        self.assertEqual(a[a.index("--kernel") + 1], "/zs/probe.bzImage")
+        self.assertEqual(a[a.index("--serial") + 1], "file=/tmp/guest.serial")
+        self.assertEqual(a[a.index("--timeline") + 1], "/tmp/timeline.json")
+        self.assertEqual(a[a.index("--memory") + 1], "size=4G,hugepages=on,prezero=pool:/tmp/pool.sock")
+        self.assertEqual(len(a), 10, a)  # nothing else: no --cpus, --cmdline, --initramfs
+        a = vmmargv.build(nb.boot_spec("linux", 4, "populate", "patched"), ZS).argv
+        self.assertEqual(a[a.index("--kernel") + 1], "/zs/kernels/patched")
+        self.assertEqual(a[a.index("--initramfs") + 1], "/zs/l3-initramfs.cpio.gz")
+        self.assertEqual(a[a.index("--cmdline") + 1],
+                         "console=ttyS0 reboot=k panic=-1 oops=panic loglevel=5 hugepages=128 zsinit.check_mib=64 "
+                         "zsinit.populate_mib=256")
+        self.assertEqual(a[a.index("--memory") + 1],
+                         "size=4G,hugepages=on,hugepage_size=2M,prefault=on,prefault_method=populate")
+        for m, v in (("nt", "prefault=on,prefault_method=nt"), ("off", "prefault=off")):
+            a = vmmargv.build(nb.boot_spec("probe", 4, m, "patched"), ZS).argv
+            self.assertEqual(a[a.index("--memory") + 1], f"size=4G,hugepages=on,hugepage_size=2M,{v}")
+        if SH:
+            for key, ln in by.items():
+                want = vmmargv.build(nb.boot_spec(key[0], int(key[1]), key[2], "patched"), ZS).argv
+                self.assertEqual(busybox_argv(ln, 4), want, key)
+
+    def test_the_script_paths_are_the_commands(self):
+        script = (HERE / "nested-bench-l2.sh").read_text()
+        self.assertIn(f"\nS={vmmargv.L2_POOL_SOCKET}\n", script)
+        self.assertIn(f"ser={nb.L2_SERIAL}; out=/tmp/vmm.out; tl={nb.L2_TIMELINE}\n", script)
+        self.assertIn(f"\nK={nb.L2_PROBE}\n", script)
+        self.assertIn(f"\nCMDS=/{nb.L2_CMDS}\n", script)
+        self.assertNotIn('"$Z" run', script)
+
+
+@unittest.skipUnless(ZS, "no zerostart binary (cargo build -p zerostart)")
 class InL2Script(unittest.TestCase):
     """nested-bench-l2.sh itself, run here with a fake zerostart: the boot
     of a patched guest that crashes is not booted again, its whole console
@@ -223,13 +276,16 @@ cp {d}/$g.tl "$tl"
 """)
             fake.chmod(0o755)
             script = (HERE / "nested-bench-l2.sh").read_text()
+            cmds = "\n".join(nb.command_lines([1], 1, 0, "patched", ZS)) + "\n"
             # L2's paths moved under d (through a placeholder: d itself may be under /tmp).
             for real, here in (("/proc/cmdline", "@@/cmdline"),
                                ("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "@@/free"),
                                ("/zs/", "@@/zs/"), ("/tmp/", "@@/tmp/")):
                 self.assertIn(real, script)
                 script = script.replace(real, here)
+                cmds = cmds.replace(real, here)
             script = script.replace("@@", str(d))
+            (d / nb.L2_CMDS).write_text(cmds.replace("@@", str(d)))
             r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
                                env=dict(os.environ, PATH=os.environ.get("PATH", "/usr/bin:/bin")))
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)

@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from zstest.qemu import boot, kernel_command
+from zstest.qemu import boot, end_log_path, kernel_command
 
 ROOT = Path(__file__).resolve().parents[2]
 PHASES = ["userspace_started", "network_up", "multi_user_reached", "app_ready"]
@@ -30,13 +30,8 @@ DISK_RE = re.compile(r"zsapp: disk (ok|FAIL) (.*)")
 BOOT_TIMEOUT_S = int(os.environ.get("ZS_ROOTFS_TIMEOUT_S", "420"))
 
 
-def main() -> int:
-    image_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else None
-    if image_dir is None or not (image_dir / "rootfs.ext4").is_file():
-        print(f"test-rootfs: no image in {image_dir}; run `make rootfs` (guest-rootfs/build.sh) first", file=sys.stderr)
-        return 2
-    out = ROOT / "target" / "rootfs"
-    out.mkdir(parents=True, exist_ok=True)
+def command(image_dir: Path, log: Path) -> list[str]:
+    """The QEMU command of the boot whose console goes to LOG."""
     # The one direct-kernel QEMU command of the harness (zstest.qemu:
     # ZS_KERNEL_QEMU picks the binary, as for the kernel and firmware boots;
     # it adds panic=-1, so a guest panic ends QEMU at once instead of
@@ -46,14 +41,27 @@ def main() -> int:
     # in CI, 7.8 s into this boot) of "Oops: int3" in sched_clock_cpu, at
     # the static-key site the other vCPU was patching: multi-threaded TCG's
     # cross-modifying-code race, not the image's fault (docs/e2e.md).
-    cmd = kernel_command(
-        image_dir / "vmlinuz", "root=LABEL=zsroot quiet zsapp.poweroff=1", 2048, [
-            "-initrd", str(image_dir / "initrd.img"),
-            # snapshot=on: the cached image is never written; the guest's writes
-            # (journal, the app's files) go to a temporary overlay.
-            "-drive", f"file={image_dir / 'rootfs.ext4'},if=virtio,format=raw,snapshot=on",
-            "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0",
-        ], thread=os.environ.get("ZS_TCG_THREAD", "single"), smp=2, cpu="max")
+    # The disk and the rest through the one builder (options::vmm_cmd); the
+    # user-mode NIC, which only this boot has, as given.
+    return kernel_command(
+        image_dir / "vmlinuz", "root=LABEL=zsroot quiet zsapp.poweroff=1", 2048,
+        ["-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0"],
+        thread=os.environ.get("ZS_TCG_THREAD", "single"), smp=2, cpu="max", end_log=end_log_path(log),
+        spec={"initrd": str(image_dir / "initrd.img"),
+              # snapshot: the cached image is never written; the guest's writes
+              # (journal, the app's files) go to a temporary overlay.
+              # writeback: QEMU's default cache, as `-drive if=virtio` had it.
+              "disks": [{"path": str(image_dir / "rootfs.ext4"), "snapshot": True, "cache": "writeback"}]})
+
+
+def main() -> int:
+    image_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+    if image_dir is None or not (image_dir / "rootfs.ext4").is_file():
+        print(f"test-rootfs: no image in {image_dir}; run `make rootfs` (guest-rootfs/build.sh) first", file=sys.stderr)
+        return 2
+    out = ROOT / "target" / "rootfs"
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = command(image_dir, out / "serial.log")
     b = boot(cmd, log=out / "serial.log", timeout=BOOT_TIMEOUT_S)
     if b.timed_out:
         print(f"FAIL: rootfs: no power-off within {BOOT_TIMEOUT_S} s (log {out / 'serial.log'})")

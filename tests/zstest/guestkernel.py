@@ -104,7 +104,30 @@ def make_hinted_image(work: Path, name: str, image: Path | str, ranges: str, *fl
     return img, blob
 
 
+def test_disk(path: Path | str) -> dict:
+    """A scratch image as a virtio disk (a spec's disk, options::vmm_cmd),
+    through the host's page cache: QEMU's default, which the tests' `-drive
+    if=virtio` had, not the launcher's O_DIRECT (cache=none), which tmpfs
+    would refuse."""
+    return {"path": str(path), "cache": "writeback"}
+
+
+def loader(file: Path | str, addr: int) -> dict:
+    """FILE planted in guest RAM at ADDR by QEMU (a spec's qemu.loaders
+    entry, options::vmm_cmd::Loader)."""
+    return {"file": str(file), "addr": addr}
+
+
+def hint_spec(blob: Path | str, *more: dict) -> dict:
+    """The spec part that plants the hint BLOB at HINT_ADDR (and the MORE
+    loaders after it), for kernel_command."""
+    return {"qemu": {"loaders": [loader(blob, HINT_ADDR), *more]}}
+
+
 def loader_args(blob: Path | str) -> list[str]:
+    """hint_spec's plant as QEMU arguments, for the shell measurement
+    scripts (tests/kernel/lib.sh's hint_loader_args), which spell their own
+    QEMU command lines."""
     return ["-device", f"loader,file={blob},addr={HINT_ADDR},force-raw=on"]
 
 
@@ -191,12 +214,14 @@ def last_words(lines: list[str], most: int = 3) -> str:
 
 
 def boot(logf: Path, timeout: float, mem_mib: int, image: Path | str, append: str, extra: list[str] = (),
-         who: str = "test-kernel", reboots: int = 0) -> qemu.Boot:
-    """One TCG boot of IMAGE (zstest.qemu.kernel_command; ZS_TCG_THREAD picks
-    the thread mode); a QEMU that timed out or failed is named on stderr.
-    REBOOTS: resets in place the guest may announce (zstest.qemu.boot)."""
-    b = qemu.boot(qemu.kernel_command(image, append, mem_mib, list(extra), reboot=reboots > 0), log=Path(logf),
-                  timeout=timeout, reboots=reboots)
+         who: str = "test-kernel", reboots: int = 0, spec: dict | None = None) -> qemu.Boot:
+    """One TCG boot of IMAGE (zstest.qemu.kernel_command, with SPEC and EXTRA;
+    ZS_TCG_THREAD picks the thread mode); a QEMU that timed out or failed is
+    named on stderr. REBOOTS: resets in place the guest may announce
+    (zstest.qemu.boot)."""
+    cmd = qemu.kernel_command(image, append, mem_mib, list(extra), reboot=reboots > 0,
+                              end_log=qemu.end_log_path(Path(logf)), spec=spec)
+    b = qemu.boot(cmd, log=Path(logf), timeout=timeout, reboots=reboots)
     if b.problem():
         log(who, b.problem())
     elif b.ended != "power-off":  # a panic (panic=-1), reset or triple fault: said, judged by the caller

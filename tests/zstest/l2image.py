@@ -442,7 +442,7 @@ echo ZSKSYM-END
 """
 
 
-def l2_kallsyms(vmlinuz: Path, vm_hash: str, busybox: Path) -> Path | None:
+def l2_kallsyms(vmlinuz: Path, vm_hash: str, busybox: Path, zerostart: Path | None = None) -> Path | None:
     """The text symbols of L2's kernel as 'offset-from-_text type name'
     lines, so a snapshot of a stuck nested host names the function each CPU
     is in (zstest.qemu.symbolize) instead of a bare RIP. Debian ships the
@@ -451,7 +451,7 @@ def l2_kallsyms(vmlinuz: Path, vm_hash: str, busybox: Path) -> Path | None:
     TCG with a busybox init that prints /proc/kallsyms (12-25 s), cached
     by the kernel's hash (`vm_hash`, the one build_l2 computed). Diagnostics
     only: None, with the reason logged, when that boot fails; nothing waits
-    on it otherwise."""
+    on it otherwise. ZEROSTART builds the QEMU command (zstest.vmmargv)."""
     out = cache_root() / f"kallsyms-{vm_hash[:20]}.txt"
     if out.exists():
         return out
@@ -468,11 +468,21 @@ def l2_kallsyms(vmlinuz: Path, vm_hash: str, busybox: Path) -> Path | None:
     with tempfile.TemporaryDirectory(dir=cache_root()) as td:
         initrd, serial = Path(td) / "init.cpio", Path(td) / "serial.txt"
         write_cpio(c, initrd, compress=False)
+        # From the one builder (options::vmm_cmd); imported here, as vmmargv
+        # imports this module. Before it: no -machine or -accel (QEMU's
+        # defaults, pc and TCG; one vCPU either way), -m in MiB.
+        from zstest import vmmargv
         try:
-            subprocess.run([qemu, "-m", "512", "-display", "none", "-no-reboot", "-nodefaults",
-                            "-serial", f"file:{serial}", "-kernel", str(vmlinuz), "-initrd", str(initrd),
-                            "-append", "console=ttyS0 quiet panic=-1"],
-                           stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+            cmd = vmmargv.build({"vmm": "qemu", "binary": qemu,
+                                 "memory": {"backing": "anonymous", "size_mib": 512},
+                                 "kernel": str(vmlinuz), "initrd": str(initrd),
+                                 "cmdline": "console=ttyS0 quiet panic=-1", "serial": {"file": str(serial)},
+                                 "qemu": {"machine": "pc", "accel": "tcg", "no_reboot": True}}, zerostart).argv
+        except vmmargv.VmmArgvError as e:
+            log(f"no QEMU command for the kallsyms boot ({e}): snapshots will show bare addresses")
+            return None
+        try:
+            subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
         except subprocess.TimeoutExpired:
             log("the kallsyms boot of L2's kernel took over 300 s: snapshots will show bare addresses")
             return None
@@ -545,7 +555,7 @@ def build_l2(l3_kernels: dict[str, Path], zerostart: Path | None, with_qemu: boo
         "packages": {e.role: f"{e.package}={e.version}" for e in read_lock()},
         "hash": digest,
     }
-    ksyms = l2_kallsyms(vmlinuz, vm_hash, bb)
+    ksyms = l2_kallsyms(vmlinuz, vm_hash, bb, zerostart)
     if ksyms:
         manifest["l2_kallsyms"] = str(ksyms)
     if (outdir / "manifest.json").exists():

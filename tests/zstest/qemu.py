@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from zstest import l2image
+from zstest import l2image, vmmargv
 
 # The L2 CPU: AMD with SVM so kvm-amd loads. ZSE2E_L2_CPU overrides (experiments).
 L2_CPU = os.environ.get("ZSE2E_L2_CPU", "EPYC,+svm")
@@ -45,7 +45,7 @@ L2_ACCEL = os.environ.get("ZSE2E_L2_ACCEL", "tcg,thread=multi")
 # ~2.5 s/GiB. Without prealloc the first scenario that fills 4 GiB in L2 paid
 # that inside zerostart's memory_ready (21.8 s vs 3.7 s on reuse), which is the
 # outer host's cost, not zerostart's. QEMU touches L2's RAM up front instead.
-PREALLOC = [] if os.environ.get("ZSE2E_L2_PREALLOC", "on") == "off" else ["-mem-prealloc"]
+L2_PREALLOC = os.environ.get("ZSE2E_L2_PREALLOC", "on") != "off"
 # What QEMU prints when TCG or QEMU itself gives up (cpu_abort, g_assert, assert()).
 L2_ABORT_RE = re.compile(r"^(qemu: fatal:|qemu-system-x86_64: .*(ssertion|fatal|tcg)|\*\*\s*ERROR:.*|.*: Assertion .* failed\.)")
 # A guest kernel's own report of a bug: a guest that printed one failed,
@@ -648,16 +648,19 @@ def rerun_after_bed_faults(todo: list, boot, retries: list[str], bound: int, cra
 # "Triple fault" (and a register dump at QEMU's own start-up resets), and
 # the trace event qemu_system_shutdown_request fires for a power-off only:
 # under -no-reboot a reset becomes a shutdown without it. Both the machine's
-# QEMU 7.2 and the bed's 10.0 have the event.
-def end_log_args(path: Path) -> list[str]:
-    """QEMU options that make `how_it_ended(path)` possible."""
-    return ["-d", "cpu_reset", "-trace", "qemu_system_shutdown_request", "-D", str(path)]
+# QEMU 7.2 and the bed's 10.0 have the event. The builder spells the options
+# (a spec's qemu.end_log, options::vmm_cmd's END_LOG_WHAT).
+def end_log_path(log: Path) -> Path:
+    """Where `boot` expects the QEMU log of a boot whose console goes to LOG:
+    the command's qemu.end_log (kernel_command's end_log)."""
+    log = Path(log)
+    return log.with_name(log.name + ".qemu.log")
 
 
 def how_it_ended(path: Path, rebooted: bool = False) -> str:
     """'power-off', 'triple fault', 'reset' (the guest asked for a reset:
     a kernel panic under panic=-1, or a reboot; no triple fault) or
-    'unknown (...)' from the log `end_log_args(path)` made. Meaningful
+    'unknown (...)' from the log a spec's qemu.end_log made. Meaningful
     only for a QEMU that exited 0. REBOOTED: the guest rebooted in place on
     purpose (boot's REBOOTS), where QEMU ran without -no-reboot, so every
     reset and triple fault rebooted and only a power-off could end it; a
@@ -742,25 +745,37 @@ def qemu_binary() -> tuple[str, list[str]]:
 
 
 def l2_command(manifest: dict, initrd: Path, l2_mem: int, hugepages: int, smp: int, append: str = "",
-               accel: str = L2_ACCEL, prealloc: list[str] | None = None,
-               extra_args: list[str] | None = None, monitor: Path | None = None) -> list[str]:
-    """The QEMU command line that boots L2 (`extra_args`: more devices, e.g.
-    disks; `monitor`: a unix socket for its human monitor, see Console.snapshot)."""
+               accel: str = L2_ACCEL, prealloc: bool | None = None, disks: list[dict] | None = None,
+               monitor: Path | None = None, end_log: Path | None = None,
+               zerostart: Path | str | None = None) -> list[str]:
+    """The QEMU command line that boots L2, from the one builder (zstest.vmmargv,
+    asking ZEROSTART or the one vmmargv.zerostart_binary finds): `disks`: more
+    virtio disks (spec dicts, options::vmm_cmd::Disk), e.g. the microvm
+    rootfs; `monitor`: a unix socket for its human monitor (see
+    Console.snapshot), else none; `end_log`: QEMU's log of how L2 ended
+    (Console.how_ended); `prealloc`: touch L2's RAM up front (default
+    L2_PREALLOC); `accel` as ZSE2E_L2_ACCEL spells it."""
     qemu, data = qemu_binary()
-    datadirs = [x for d in data for x in ("-L", d)]
     # init_on_alloc=0 in L2 (the test bed, not the system under test): Debian's
     # default init_on_alloc=1 made reserving 4 GiB of hugepages at boot take 11 s under TCG.
     # loglevel=5 after quiet: L2's kernel warnings reach the console too (~9
     # lines at boot), so that an oops of the nested host's own kernel shows
     # its "Oops:" header and registers (KERN_DEFAULT, hidden by quiet alone).
-    return [qemu, *datadirs, "-accel", accel, "-cpu", L2_CPU, "-m", f"{l2_mem}M",
-            "-smp", str(smp), "-nodefaults", "-no-user-config", "-display", "none",
-            "-serial", "stdio", "-monitor", f"unix:{monitor},server=on,wait=off" if monitor else "none",
-            "-no-reboot", *(PREALLOC if prealloc is None else prealloc),
-            *(extra_args or []), "-kernel", manifest["vmlinuz"], "-initrd", str(initrd),
-            "-append", f"console=ttyS0 panic=-1 quiet loglevel=5 init_on_alloc=0 hugepages={hugepages} "
-            + (append + " " if append else "")
-            + os.environ.get("ZSE2E_L2_APPEND", "")]
+    cmdline = (f"console=ttyS0 panic=-1 quiet loglevel=5 init_on_alloc=0 hugepages={hugepages} "
+               + (append + " " if append else "") + os.environ.get("ZSE2E_L2_APPEND", ""))
+    # No -machine before: QEMU's default, pc.
+    opts = {"data_dirs": data, "machine": "pc", **vmmargv.accel_options(accel), "cpu": L2_CPU, "no_reboot": True,
+            "monitor": {"unix": str(monitor)} if monitor else "none"}
+    if end_log:
+        opts["end_log"] = str(end_log)
+    spec = {"vmm": "qemu", "binary": qemu, "cpus": smp,
+            "memory": {"backing": "anonymous", "size_mib": l2_mem,
+                       "prealloc": L2_PREALLOC if prealloc is None else prealloc},
+            "kernel": manifest["vmlinuz"], "initrd": str(initrd), "cmdline": cmdline, "serial": "stdio",
+            "qemu": opts}
+    if disks:
+        spec["disks"] = disks
+    return vmmargv.build(spec, zerostart).argv
 
 
 def l2_memory(manifest: dict, guest_mib: int) -> tuple[int, int]:
@@ -773,9 +788,11 @@ def l2_memory(manifest: dict, guest_mib: int) -> tuple[int, int]:
 @contextlib.contextmanager
 def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *, log: Path | TextIO,
             smp: int = 2, append: str = "", echo: bool = False, accel: str = L2_ACCEL,
-            prealloc: list[str] | None = None, extra_args: list[str] | None = None) -> Iterator[Console]:
+            prealloc: bool | None = None, disks: list[dict] | None = None,
+            zerostart: Path | str | None = None) -> Iterator[Console]:
     """Boots L2 with `extra` appended to its initramfs and yields its Console;
-    QEMU is killed and the temporary initrd removed on the way out."""
+    QEMU is killed and the temporary initrd removed on the way out. `disks`,
+    `prealloc`, `accel`, `zerostart`: l2_command's."""
     tmp = Path(tempfile.mkdtemp(prefix="zstest-l2-"))
     try:
         initrd = tmp / "initrd.cpio"
@@ -784,8 +801,8 @@ def boot_l2(manifest: dict, extra: l2image.Cpio, l2_mem: int, hugepages: int, *,
             extra.write(f)
         mon = tmp / "monitor.sock"
         end_log = tmp / "l2-qemu.log"  # how L2 ends when its QEMU exits 0 (Console.how_ended)
-        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc,
-                         [*(extra_args or []), *end_log_args(end_log)], mon)
+        cmd = l2_command(manifest, initrd, l2_mem, hugepages, smp, append, accel, prealloc, disks, mon, end_log,
+                         zerostart)
         if isinstance(log, Path):
             log.parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -860,9 +877,9 @@ REBOOT_ANNOUNCED = "ZSREBOOT"
 def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False, reboots: int = 0) -> Boot:
     """Runs CMD (a QEMU whose guest powers off) with stdout and stderr read
     line by line into LOG, until it exits or TIMEOUT seconds pass; the QEMU
-    process group is killed on the way out however this returns. QEMU also
-    logs how it ended (end_log_args) to LOG with the suffix .qemu.log:
-    Boot.ended.
+    process group is killed on the way out however this returns. CMD has
+    QEMU log how it ended to end_log_path(LOG) (its spec's qemu.end_log, as
+    kernel_command's end_log): Boot.ended.
 
     REBOOTS > 0 is for a CMD without -no-reboot whose guest reboots in place
     on purpose, up to REBOOTS times, each announced by a REBOOT_ANNOUNCED
@@ -871,9 +888,8 @@ def boot(cmd: list[str], *, log: Path, timeout: float, echo: bool = False, reboo
     there, so that a crashed kernel is never booted again."""
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
-    end_log = log.with_name(log.name + ".qemu.log")
+    end_log = end_log_path(log)
     end_log.unlink(missing_ok=True)
-    cmd = [*cmd, *end_log_args(end_log)]
     t0 = time.monotonic()
     deadline = t0 + timeout
     try:
@@ -922,12 +938,27 @@ def tcg_thread() -> str:
 
 
 def kernel_command(image: Path | str, append: str, mem_mib: int, extra: list[str] = (), *,
-                   thread: str | None = None, smp: int = 2, cpu: str = "max", reboot: bool = False) -> list[str]:
-    """The QEMU TCG direct-kernel boot of the guest kernel tests: serial on
-    stdout, no devices but those in EXTRA, `panic=-1` and -no-reboot so a
-    panic ends QEMU instead of rebooting it. REBOOT leaves -no-reboot out,
-    for a guest that reboots in place on purpose: run it with boot's
-    REBOOTS, which stops QEMU at any reset the guest did not announce."""
-    return [KERNEL_QEMU, "-accel", f"tcg,thread={thread or tcg_thread()}", "-cpu", cpu, "-m", str(mem_mib),
-            "-smp", str(smp), "-nographic", *([] if reboot else ["-no-reboot"]), "-nodefaults", "-serial", "stdio",
-            "-kernel", str(image), "-append", f"console=ttyS0 panic=-1 {append}", *extra]
+                   thread: str | None = None, smp: int = 2, cpu: str = "max", reboot: bool = False,
+                   end_log: Path | None = None, spec: dict | None = None) -> list[str]:
+    """The QEMU TCG direct-kernel boot of the guest kernel tests, from the
+    one builder (zstest.vmmargv): serial on stdout, no devices but those of
+    SPEC and EXTRA, `panic=-1` and -no-reboot so a panic ends QEMU instead
+    of rebooting it. REBOOT leaves -no-reboot out, for a guest that reboots
+    in place on purpose: run it with boot's REBOOTS, which stops QEMU at any
+    reset the guest did not announce. END_LOG: QEMU's log of how the guest
+    ended (boot reads end_log_path(its log)). SPEC: more of the spec
+    (initrd, firmware, disks; its "qemu" dict merged into the QEMU options,
+    e.g. machine, fw_cfg, debugcon); EXTRA: arguments appended as given."""
+    # Before the builder: no -machine (QEMU's default, pc), -m in MiB.
+    opts = {"machine": "pc", "accel": "tcg", "tcg_thread": thread or tcg_thread(), "cpu": cpu,
+            "display": "nographic", "no_reboot": not reboot}
+    if end_log:
+        opts["end_log"] = str(end_log)
+    more = dict(spec or {})
+    opts.update(more.pop("qemu", {}))
+    full = {"vmm": "qemu", "binary": KERNEL_QEMU, "cpus": smp, "memory": {"backing": "anonymous", "size_mib": mem_mib},
+            "kernel": str(image), "cmdline": f"console=ttyS0 panic=-1 {append}", "serial": "stdio", **more,
+            "qemu": opts}
+    if extra:
+        full["extra_args"] = list(extra)
+    return vmmargv.build(full).argv

@@ -9,8 +9,13 @@ and writes it, shell-quoted, into L2's list file; the L2 scripts run it
 with `eval "set -- $cmd"` and spell no VMM flag. A flag changes in
 vmm/options/src/vmm_cmd.rs only.
 
+The harness's own QEMU boots come from here too (zstest.qemu's l2_command
+and kernel_command, the firmware tests, the L2 image's kallsyms boot), so
+no QEMU flag is spelled in Python.
+
 The binary asked is the static zerostart the harness ships into L2 (it
-runs on the host too), else ZEROSTART_BIN or a cargo build under target/:
+runs on the host too), else ZEROSTART_BIN (make names it: `make vmm-argv`
+for the kernel, firmware and rootfs tests) or a cargo build under target/:
 nothing here runs inside L2.
 
 The L2 paths every spec names are here once (the L2 image puts them there:
@@ -116,7 +121,7 @@ def build(spec: dict, zerostart: Path | str | None = None) -> Built:
 def l2_qemu(cpus: int | None = 1, **qemu) -> dict:
     """The pinned QEMU in L2 on kvm-amd: -L its data, -cpu host, -no-reboot
     (QEMU options in QEMU)."""
-    opts = {"data_dir": L2_QEMU_DATA, "cpu": "host", "no_reboot": True, **qemu}
+    opts = {"data_dirs": [L2_QEMU_DATA], "cpu": "host", "no_reboot": True, **qemu}
     spec = {"vmm": "qemu", "binary": L2_QEMU, "qemu": opts}
     if cpus is not None:
         spec["cpus"] = cpus
@@ -138,6 +143,19 @@ def l2_microvm_seabios(cpus: int | None = 1, **qemu) -> dict:
     return {**l2_qemu(cpus, machine="microvm-seabios", **qemu), "firmware": "bios-microvm.bin"}
 
 
+def accel_options(accel: str) -> dict:
+    """The QEMU options (accel, tcg_thread) of an -accel value as the
+    harness's knobs spell it (ZSE2E_L2_ACCEL, ZSFW_L2_ACCEL, ZS_TCG_THREAD's
+    modes): kvm, tcg, tcg,thread=multi or tcg,thread=single."""
+    m = re.fullmatch(r"(kvm|tcg)(?:,thread=(single|multi))?", accel)
+    if not m or (m.group(1) == "kvm" and m.group(2)):
+        raise VmmArgvError(f"-accel {accel!r}: the builder takes kvm, tcg, tcg,thread=multi or tcg,thread=single")
+    opts = {"accel": m.group(1)}
+    if m.group(2):
+        opts["tcg_thread"] = m.group(2)
+    return opts
+
+
 def stock_memory(mem_mib: int) -> dict:
     """QEMU's RAM as operators run a hugepage VM: a shared file on
     /dev/hugepages, preallocated by two threads before the guest starts."""
@@ -148,8 +166,8 @@ def stock_memory(mem_mib: int) -> dict:
 def memory_ready_probe(mem_mib: int) -> dict:
     """l2-pool.sh's stock_memory_ready: the same QEMU and memory with no
     guest, stopped (-S) with its monitor on stdio (told `quit` once up)."""
-    return {"vmm": "qemu", "binary": L2_QEMU, "qemu": {"data_dir": L2_QEMU_DATA},
-            "memory": stock_memory(mem_mib), "extra_args": ["-S", "-monitor", "stdio"]}
+    return {"vmm": "qemu", "binary": L2_QEMU, "qemu": {"data_dirs": [L2_QEMU_DATA], "monitor": "stdio"},
+            "memory": stock_memory(mem_mib), "extra_args": ["-S"]}
 
 
 def zerostart_memory(value: str) -> dict:

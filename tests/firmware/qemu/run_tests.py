@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from zstest import hint as zshint
-from zstest import qemu
+from zstest import qemu, vmmargv
 from zstest.hugepages import HugePages
 from zstest.suite import Case, Do, Runner, run_suite
 
@@ -112,46 +112,38 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, 
     shutil.copy(os.path.join(args.fw_dir, "ZeroStartDump.efi"), os.path.join(d, "esp", "EFI", "BOOT", "BOOTX64.EFI"))
     serial = os.path.join(d, "serial.log")
     debug = os.path.join(d, "debug.log")
-    cmd = [
-        args.qemu or qemu.KERNEL_QEMU,
-        "-machine", "q35",
-        "-accel", "tcg,thread=multi",
-        "-cpu", "max",
-        "-m", str(mem // MiB) + "M",
-        "-smp", str(smp),
-        "-nodefaults", "-display", "none",
-        "-bios", os.path.join(args.fw_dir, "OVMF.fd"),
-        "-serial", "file:" + serial,
-        "-debugcon", "file:" + debug, "-global", "isa-debugcon.iobase=0x402",
-    ]
+    # The command from the one builder (options::vmm_cmd through zstest.vmmargv).
+    opts = {"machine": "q35", "accel": "tcg", "tcg_thread": "multi", "cpu": "max", "debugcon": debug,
+            "fw_cfg": []}
+    spec = {"vmm": "qemu", "binary": args.qemu or qemu.KERNEL_QEMU, "cpus": smp,
+            # prealloc: host memory faulted in before the guest starts, as a VMM
+            # with pre-faulted hugepages would: the scrub then measures the
+            # guest's stores, not the host's page faults.
+            "memory": {"backing": "anonymous", "size_mib": mem // MiB, "prealloc": prealloc},
+            "firmware": os.path.join(args.fw_dir, "OVMF.fd"), "serial": {"file": serial}, "qemu": opts}
     if linux:
         # OVMF loads a fw_cfg kernel through its EFI stub before any boot option.
         kernel, initrd, append = linux
-        cmd += ["-kernel", kernel, "-initrd", initrd, "-append", append]
+        spec.update(kernel=kernel, initrd=initrd, cmdline=append)
     else:
-        cmd += ["-drive", "if=none,id=esp,format=raw,readonly=on,file=fat:" + os.path.join(d, "esp"),
-                "-device", "virtio-blk-pci,drive=esp"]
-    if prealloc:
-        # Host memory faulted in before the guest starts, as a VMM with
-        # pre-faulted hugepages would: the scrub then measures the guest's
-        # stores, not the host's page faults.
-        cmd += ["-mem-prealloc"]
+        # ZeroStartDump.efi on a FAT disk made of the directory (QEMU's vvfat),
+        # through the host's page cache (QEMU's default; vvfat has no O_DIRECT).
+        spec["disks"] = [{"path": os.path.join(d, "esp"), "readonly": True, "fat_dir": True, "cache": "writeback"}]
     if reboot_test:
         # ZeroStartDump dirties the published pages and warm-resets once.
         flag = os.path.join(d, "reboot.flag")
         with open(flag, "w") as f:
             f.write("1")
-        cmd += ["-fw_cfg", "name=opt/org.zerostart/test/reboot,file=" + flag]
+        opts["fw_cfg"].append({"name": "opt/org.zerostart/test/reboot", "file": flag})
     else:
-        cmd += ["-no-reboot"]
+        opts["no_reboot"] = True
     if hint is not None:
         path = os.path.join(d, "hint.bin")
         with open(path, "wb") as f:
             f.write(hint)
-        cmd += ["-fw_cfg", "name=opt/org.zerostart/prezeroed,file=" + path]
-    for s in smbios or []:
-        # One type 11 option per OEM string; base64url has no ',' to escape.
-        cmd += ["-smbios", "type=11,value=" + s]
+        opts["fw_cfg"].append({"name": "opt/org.zerostart/prezeroed", "file": path})
+    # One SMBIOS type 11 entry per OEM string.
+    opts["oem_strings"] = list(smbios or [])
     if pattern:
         # Guest RAM starts as a private copy of a file full of the pattern:
         # the scrub must turn what it publishes into zeros.
@@ -160,11 +152,13 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, 
         with open(ramfile, "wb") as f:
             for _ in range(mem // len(chunk)):
                 f.write(chunk)
-        cmd += ["-object", f"memory-backend-file,id=ram0,size={mem // MiB}M,mem-path={ramfile},share=off",
-                "-machine", "memory-backend=ram0"]
+        spec["memory"] = {"backing": "file", "size_mib": mem // MiB, "path": ramfile, "prealloc": prealloc}
+    log = Path(d) / "qemu.log"
+    opts["end_log"] = str(qemu.end_log_path(log))
+    cmd = vmmargv.build(spec).argv
     # zstest.qemu: the harness's one QEMU driver (deadline, process-group kill);
     # the serial console and debugcon go to files, QEMU's own output to qemu.log.
-    b = qemu.boot(cmd, log=Path(d) / "qemu.log", timeout=timeout)
+    b = qemu.boot(cmd, log=log, timeout=timeout)
     rc = "timeout" if b.timed_out else b.rc
     if b.timed_out:
         print(f"  qemu timed out after {timeout} s")

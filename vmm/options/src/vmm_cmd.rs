@@ -50,6 +50,14 @@ pub mod qemu {
     pub const NO_USER_CONFIG: &str = "-no-user-config";
     /// Display.
     pub const DISPLAY: &str = "-display";
+    /// No display, the serial port and monitor multiplexed on stdio unless
+    /// given elsewhere (with `-nodefaults` and `-serial stdio`: as
+    /// `-display none`).
+    pub const NOGRAPHIC: &str = "-nographic";
+    /// The human monitor's backend.
+    pub const MONITOR: &str = "-monitor";
+    /// An SMBIOS table entry.
+    pub const SMBIOS: &str = "-smbios";
     /// Exit on guest reset instead of rebooting.
     pub const NO_REBOOT: &str = "-no-reboot";
     /// Serial port backend.
@@ -66,6 +74,12 @@ pub mod qemu {
     pub const TRACE: &str = "-trace";
     /// Log file.
     pub const LOG_FILE: &str = "-D";
+    /// How a guest ended and no more (the harness's boots, zstest.qemu's
+    /// how_it_ended): every CPU reset (a triple fault says so) and the
+    /// power-off trace event, without guest errors, which a whole nested
+    /// host under TCG would pour into the file.
+    pub const END_LOG_WHAT: [&str; 4] =
+        ["cpu_reset", TRACE, "qemu_system_shutdown_request", LOG_FILE];
     /// What the nested harness logs: every CPU reset and guest error, and
     /// the trace event that fires on a guest's power-off only (under
     /// `-no-reboot` a reset or a triple fault exits 0 too).
@@ -244,6 +258,19 @@ pub enum Memory {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         prealloc_threads: Option<u32>,
     },
+    /// A private copy-on-write mapping of a file (QEMU's
+    /// `memory-backend-file,share=off`): the guest starts on the file's
+    /// bytes, and its writes never reach the file (the firmware tests fill
+    /// RAM with a pattern this way).
+    File {
+        /// Size in MiB.
+        size_mib: u64,
+        /// The file, at least `size_mib` long.
+        path: PathBuf,
+        /// Touch every page before the guest starts.
+        #[serde(default)]
+        prealloc: bool,
+    },
     /// zerostart's own `--memory` value (`zerostart run`'s grammar,
     /// [`crate::memory`], or the launcher's `size=,source=`), as written.
     Zerostart {
@@ -259,6 +286,7 @@ impl Memory {
             Memory::Anonymous { .. } => "anonymous",
             Memory::MemfdHugetlb { .. } => "memfd-hugetlb",
             Memory::Hugetlbfs { .. } => "hugetlbfs",
+            Memory::File { .. } => "file",
             Memory::Zerostart { .. } => "zerostart",
         }
     }
@@ -288,6 +316,69 @@ pub struct Disk {
     /// Read-only.
     #[serde(default)]
     pub readonly: bool,
+    /// QEMU only: the guest's writes go to a temporary overlay and the
+    /// image is never written (`snapshot=on`), so that a cached image
+    /// serves many boots.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub snapshot: bool,
+    /// QEMU only: how the host caches the image.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub cache: DiskCache,
+    /// QEMU only: `path` is a directory that QEMU serves as a FAT disk
+    /// (its vvfat driver, `file=fat:DIR`): an EFI system partition made
+    /// of plain files.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub fat_dir: bool,
+}
+
+impl Disk {
+    /// An image as every VMM takes it: none of QEMU's own drive options.
+    pub fn raw(path: PathBuf, readonly: bool) -> Disk {
+        Disk {
+            path,
+            readonly,
+            snapshot: false,
+            cache: DiskCache::None,
+            fat_dir: false,
+        }
+    }
+
+    /// Whether it uses a QEMU-only option (the other VMMs have no word
+    /// for them, so they are refused rather than dropped).
+    fn qemu_only(&self) -> bool {
+        self.snapshot || self.fat_dir || self.cache != DiskCache::None
+    }
+}
+
+/// QEMU's host cache mode of a disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiskCache {
+    /// `cache=none`: O_DIRECT, as cloud VMs run (the launcher's mapping),
+    /// so the image must be on a file system that supports it (not tmpfs,
+    /// not a vvfat directory).
+    #[default]
+    None,
+    /// `cache=writeback`, QEMU's own default: through the host's page
+    /// cache, for a throwaway test boot or a file system without O_DIRECT.
+    Writeback,
+}
+
+impl DiskCache {
+    fn name(self) -> &'static str {
+        match self {
+            DiskCache::None => "none",
+            DiskCache::Writeback => "writeback",
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_default<T: Default + PartialEq>(t: &T) -> bool {
+    *t == T::default()
 }
 
 /// A virtio-net device on a host tap.
@@ -350,23 +441,93 @@ pub enum Accel {
     /// KVM.
     #[default]
     Kvm,
-    /// TCG, multi-threaded.
+    /// TCG, in the thread mode of [`QemuOptions::tcg_thread`].
     Tcg,
+}
+
+/// TCG's thread mode (`-accel tcg,thread=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TcgThread {
+    /// One host thread per vCPU.
+    #[default]
+    Multi,
+    /// All vCPUs on one host thread: the correctness suites' choice, where
+    /// multi-threaded TCG's cross-modifying-code race crashed guests.
+    Single,
+}
+
+/// QEMU's display.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Display {
+    /// `-display none`.
+    #[default]
+    None,
+    /// `-nographic`, as the guest kernel tests have always run: with
+    /// `-nodefaults` and a serial backend given it is `-display none`.
+    Nographic,
+}
+
+/// Where QEMU's human monitor listens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Monitor {
+    /// `-monitor none`: no monitor at all.
+    None,
+    /// On QEMU's stdin and stdout.
+    Stdio,
+    /// A unix socket QEMU listens on without waiting for a client (the
+    /// harness connects when it wants a snapshot of a stuck guest).
+    Unix(PathBuf),
+}
+
+/// A file QEMU copies into guest RAM at an address before the guest runs
+/// (its generic `loader` device, raw: no ELF or image parsing), as the
+/// guest kernel tests plant a hint or a byte pattern.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Loader {
+    /// The file.
+    pub file: PathBuf,
+    /// The guest-physical address of its first byte.
+    pub addr: u64,
+}
+
+/// A fw_cfg file the guest's firmware or kernel reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FwCfg {
+    /// Its name (`opt/...`).
+    pub name: String,
+    /// The host file with its contents.
+    pub file: PathBuf,
 }
 
 /// What only QEMU has.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QemuOptions {
-    /// `-L`: where its firmware and option ROMs are.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data_dir: Option<PathBuf>,
+    /// `-L`: where its firmware and option ROMs are, searched in this
+    /// order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_dirs: Vec<PathBuf>,
     /// Machine type.
     #[serde(default)]
     pub machine: Machine,
     /// Accelerator.
     #[serde(default)]
     pub accel: Accel,
+    /// TCG's thread mode (multi when absent); TCG only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcg_thread: Option<TcgThread>,
+    /// Display.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub display: Display,
+    /// The human monitor (QEMU's default, none under `-nodefaults`, when
+    /// absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<Monitor>,
     /// `-cpu` (`host` on KVM, `max` on TCG, or none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
@@ -379,6 +540,19 @@ pub struct QemuOptions {
     /// QEMU's log (resets, guest errors, power-off) into this file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<PathBuf>,
+    /// How the guest ended (resets, power-off: [`qemu::END_LOG_WHAT`])
+    /// into this file; not with `log` (QEMU has one log file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_log: Option<PathBuf>,
+    /// fw_cfg files, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fw_cfg: Vec<FwCfg>,
+    /// SMBIOS OEM strings (type 11), one entry each, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oem_strings: Vec<String>,
+    /// Files planted in guest RAM, in order, after the other devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaders: Vec<Loader>,
 }
 
 /// What only Firecracker has.
@@ -584,20 +758,43 @@ pub fn qemu_devices(
     vsock: Option<(u32, Option<&Path>)>,
     mmio: bool,
 ) -> Result<Vec<String>, String> {
+    let disks: Vec<Disk> = disks
+        .iter()
+        .map(|(p, readonly)| Disk::raw(p.clone(), *readonly))
+        .collect();
+    qemu_disk_devices(&disks, nets, vsock, mmio)
+}
+
+/// [`qemu_devices`] with each disk's QEMU-only options: `cache=` its
+/// [`DiskCache`], `,snapshot=on`, `file=fat:DIR` for a [`Disk::fat_dir`].
+fn qemu_disk_devices(
+    disks: &[Disk],
+    nets: &[(String, String, bool)],
+    vsock: Option<(u32, Option<&Path>)>,
+    mmio: bool,
+) -> Result<Vec<String>, String> {
     let bus = if mmio { "device" } else { "pci" };
     let mut a = Vec::new();
-    for (i, (p, readonly)) in disks.iter().enumerate() {
-        let p = path(p);
+    for (i, d) in disks.iter().enumerate() {
+        let p = path(&d.path);
         if p.contains(',') {
             return Err(format!(
                 "--disk path={p}: QEMU's -drive cannot take a comma in a file name; rename the image"
             ));
         }
+        if d.fat_dir && d.cache == DiskCache::None {
+            return Err(format!(
+                "--disk path={p}: a FAT directory (vvfat) has no O_DIRECT; give it cache writeback"
+            ));
+        }
         a.extend([
             qemu::DRIVE.into(),
             format!(
-                "file={p},format=raw,if=none,id=zs-disk{i},cache=none{}",
-                if *readonly { ",readonly=on" } else { "" }
+                "file={}{p},format=raw,if=none,id=zs-disk{i},cache={}{}{}",
+                if d.fat_dir { "fat:" } else { "" },
+                d.cache.name(),
+                if d.readonly { ",readonly=on" } else { "" },
+                if d.snapshot { ",snapshot=on" } else { "" }
             ),
             qemu::DEVICE.into(),
             format!("virtio-blk-{bus},drive=zs-disk{i}"),
@@ -719,6 +916,9 @@ fn devices(
     s: &Spec,
     need_vhost: bool,
 ) -> Result<(Vec<(PathBuf, bool)>, Vec<(String, String, bool)>), SpecError> {
+    if !need_vhost {
+        refuse_qemu_disks(s)?;
+    }
     let disks = s
         .disks
         .iter()
@@ -740,6 +940,18 @@ fn devices(
         nets.push((n.tap.clone(), mac_of(s.vmm, i, n)?, vhost));
     }
     Ok((disks, nets))
+}
+
+/// Refuses a disk with QEMU-only options for another VMM.
+fn refuse_qemu_disks(s: &Spec) -> Result<(), SpecError> {
+    refuse(
+        s,
+        &[(
+            "disks[].snapshot/cache/fat_dir",
+            s.disks.iter().any(Disk::qemu_only),
+            "QEMU's drive options; this VMM has no word for them",
+        )],
+    )
 }
 
 fn device_error(vmm: Vmm, e: String) -> SpecError {
@@ -836,9 +1048,11 @@ fn build_into(s: &Spec, launched: bool, b: &mut Built) -> Result<(), SpecError> 
 }
 
 /// QEMU, in this order (the order of the nested host's commands):
-/// `-L`, `-machine`, `-accel`, `-cpu`, `-smp`, memory, `-bios`,
-/// `-nodefaults -no-user-config -display none`, `-no-reboot`, `-serial`,
-/// debug console, log, `-kernel`, `-initrd`, devices, `-append`, extra.
+/// `-L`..., `-machine`, `-accel`, `-cpu`, `-smp`, memory, `-bios`,
+/// `-nodefaults -no-user-config`, `-display none` or `-nographic`,
+/// `-no-reboot`, `-serial`, `-monitor`, debug console, log or end log,
+/// `-fw_cfg`..., `-smbios`..., `-kernel`, `-initrd`, devices, loaders,
+/// `-append`, extra.
 fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecError> {
     let q = s.qemu.clone().unwrap_or_default();
     refuse(
@@ -850,14 +1064,24 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
                 s.cmdline.is_some() && s.kernel.is_none(),
                 "-append needs a direct kernel boot: give `kernel` too",
             ),
+            (
+                "qemu.tcg_thread",
+                q.tcg_thread.is_some() && q.accel != Accel::Tcg,
+                "a thread mode is TCG's: give accel tcg or drop it",
+            ),
+            (
+                "qemu.end_log",
+                q.end_log.is_some() && q.log.is_some(),
+                "QEMU has one log file and `log` already logs resets and the power-off",
+            ),
         ],
     )?;
-    if let Some(d) = &q.data_dir {
+    for d in &q.data_dirs {
         a.extend([qemu::DATA_DIR.into(), path(d)]);
     }
     let backend = matches!(
         s.memory,
-        Memory::MemfdHugetlb { .. } | Memory::Hugetlbfs { .. }
+        Memory::MemfdHugetlb { .. } | Memory::Hugetlbfs { .. } | Memory::File { .. }
     );
     let mut machine = match q.machine {
         Machine::Q35 => "q35".to_string(),
@@ -872,10 +1096,15 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
     a.extend([
         qemu::ACCEL.into(),
         match q.accel {
-            Accel::Kvm => "kvm",
-            Accel::Tcg => "tcg,thread=multi",
-        }
-        .into(),
+            Accel::Kvm => "kvm".to_string(),
+            Accel::Tcg => format!(
+                "tcg,thread={}",
+                match q.tcg_thread.unwrap_or_default() {
+                    TcgThread::Multi => "multi",
+                    TcgThread::Single => "single",
+                }
+            ),
+        },
     ]);
     if let Some(c) = &q.cpu {
         a.extend([qemu::CPU.into(), c.clone()]);
@@ -931,6 +1160,31 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
                     .unwrap_or_default()
             ),
         ]),
+        Memory::File {
+            size_mib,
+            path: p,
+            prealloc,
+        } => {
+            let p = path(p);
+            if p.contains(',') {
+                return Err(SpecError::Invalid {
+                    vmm: s.vmm,
+                    field: "memory.path",
+                    problem: format!("'{p}' holds a comma, which ends a QEMU option value"),
+                    fix: "rename the file".into(),
+                });
+            }
+            a.extend([
+                qemu::MEMORY.into(),
+                format!("{size_mib}M"),
+                qemu::OBJECT.into(),
+                format!(
+                    "memory-backend-file,id={},size={size_mib}M,mem-path={p},share=off,prealloc={}",
+                    qemu::RAM_ID,
+                    on_off(*prealloc)
+                ),
+            ])
+        }
         Memory::Zerostart { .. } => {
             return Err(memory_refused(
                 s,
@@ -950,12 +1204,11 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
         }
         a.extend([qemu::BIOS.into(), path(fw)]);
     }
-    a.extend([
-        qemu::NODEFAULTS.into(),
-        qemu::NO_USER_CONFIG.into(),
-        qemu::DISPLAY.into(),
-        "none".into(),
-    ]);
+    a.extend([qemu::NODEFAULTS.into(), qemu::NO_USER_CONFIG.into()]);
+    match q.display {
+        Display::None => a.extend([qemu::DISPLAY.into(), "none".into()]),
+        Display::Nographic => a.push(qemu::NOGRAPHIC.into()),
+    }
     if q.no_reboot {
         a.push(qemu::NO_REBOOT.into());
     }
@@ -972,6 +1225,15 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
             })
         }
     }
+    match &q.monitor {
+        None => {}
+        Some(Monitor::None) => a.extend([qemu::MONITOR.into(), "none".into()]),
+        Some(Monitor::Stdio) => a.extend([qemu::MONITOR.into(), "stdio".into()]),
+        Some(Monitor::Unix(p)) => a.extend([
+            qemu::MONITOR.into(),
+            format!("unix:{},server=on,wait=off", path(p)),
+        ]),
+    }
     if let Some(d) = &q.debugcon {
         a.extend([
             qemu::DEBUGCON.into(),
@@ -984,6 +1246,33 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
         a.push(qemu::LOG_ITEMS.into());
         a.extend(qemu::LOG_WHAT.iter().map(|x| x.to_string()));
         a.push(path(l));
+    }
+    if let Some(l) = &q.end_log {
+        a.push(qemu::LOG_ITEMS.into());
+        a.extend(qemu::END_LOG_WHAT.iter().map(|x| x.to_string()));
+        a.push(path(l));
+    }
+    for f in &q.fw_cfg {
+        let file = path(&f.file);
+        if f.name.contains(',') || file.contains(',') {
+            return Err(SpecError::Invalid {
+                vmm: s.vmm,
+                field: "qemu.fw_cfg",
+                problem: format!(
+                    "name={},file={file} holds a comma, which ends a QEMU option value",
+                    f.name
+                ),
+                fix: "rename it".into(),
+            });
+        }
+        a.extend([qemu::FW_CFG.into(), format!("name={},file={file}", f.name)]);
+    }
+    for o in &q.oem_strings {
+        // QEMU's option syntax: a comma inside a value is doubled.
+        a.extend([
+            qemu::SMBIOS.into(),
+            format!("type=11,value={}", o.replace(',', ",,")),
+        ]);
     }
     if let Some(k) = &s.kernel {
         a.extend([qemu::KERNEL.into(), path(k)]);
@@ -1012,12 +1301,27 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
             ],
         )?;
     }
-    let (disks, nets) = devices(s, true)?;
+    let (_, nets) = devices(s, true)?;
     let vsock = s.vsock.as_ref().map(|v| (v.cid, v.socket.as_deref()));
     a.extend(
-        qemu_devices(&disks, &nets, vsock, q.machine.is_microvm())
+        qemu_disk_devices(&s.disks, &nets, vsock, q.machine.is_microvm())
             .map_err(|e| device_error(s.vmm, e))?,
     );
+    for l in &q.loaders {
+        let file = path(&l.file);
+        if file.contains(',') {
+            return Err(SpecError::Invalid {
+                vmm: s.vmm,
+                field: "qemu.loaders",
+                problem: format!("file={file} holds a comma, which ends a QEMU option value"),
+                fix: "rename it".into(),
+            });
+        }
+        a.extend([
+            qemu::DEVICE.into(),
+            format!("loader,file={file},addr={},force-raw=on", l.addr),
+        ]);
+    }
     if let Some(c) = &s.cmdline {
         a.extend([qemu::APPEND.into(), c.clone()]);
     }
@@ -1219,6 +1523,7 @@ fn build_firecracker(s: &Spec, b: &mut Built) -> Result<(), SpecError> {
 /// `zerostart run`: `--kernel`, `--initramfs`, `--firmware`, `--cmdline`,
 /// `--cpus`, `--memory`, `--serial`, `--timeline`, devices, extra.
 fn build_run(s: &Spec, a: &mut Vec<String>) -> Result<(), SpecError> {
+    refuse_qemu_disks(s)?;
     a.push(zerostart::RUN.into());
     if let Some(k) = &s.kernel {
         a.extend([zerostart::KERNEL.into(), path(k)]);
@@ -1321,6 +1626,7 @@ fn build_launch(s: &Spec, b: &mut Built) -> Result<(), SpecError> {
             ),
         ],
     )?;
+    refuse_qemu_disks(s)?;
     let a = &mut b.argv;
     a.extend([
         zerostart::LAUNCH.into(),

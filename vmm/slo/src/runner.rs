@@ -287,10 +287,7 @@ pub fn launch_command(
             v.disks = s
                 .disk
                 .iter()
-                .map(|d| vmm_cmd::Disk {
-                    path: d.clone(),
-                    readonly: true,
-                })
+                .map(|d| vmm_cmd::Disk::raw(d.clone(), true))
                 .collect();
             v.serial = vmm_cmd::Serial::Tty;
             v

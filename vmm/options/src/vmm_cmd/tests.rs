@@ -33,7 +33,7 @@ fn qemu_microvm_as_scenario_sh() {
             "firmware":"qboot.rom","kernel":"/zs/kernels/patched",
             "initrd":"/zs/l3-initramfs.cpio.gz","cmdline":"console=ttyS0 quiet zsinit.halt=poweroff",
             "serial":{"file":"/tmp/a.serial"},
-            "qemu":{"data_dir":"/qemu/share","machine":"microvm","cpu":"host","no_reboot":true}}"#,
+            "qemu":{"data_dirs":["/qemu/share"],"machine":"microvm","cpu":"host","no_reboot":true}}"#,
     );
     let mut want = words(
         "/qemu/bin/qemu-system-x86_64 -L /qemu/share \
@@ -93,7 +93,7 @@ fn qemu_stock_as_l2_demo() {
             "memory":{"backing":"hugetlbfs","size_mib":512,"path":"/dev/hugepages","prealloc":true,"prealloc_threads":2},
             "firmware":"/zs/fw/OVMF.fd","kernel":"/zs/kernels/stock","initrd":"/zs/l3-initramfs.cpio.gz",
             "cmdline":"console=ttyS0","serial":"stdio",
-            "qemu":{"data_dir":"/qemu/share","cpu":"host","no_reboot":true,"log":"/tmp/s.qlog"}}"#,
+            "qemu":{"data_dirs":["/qemu/share"],"cpu":"host","no_reboot":true,"log":"/tmp/s.qlog"}}"#,
     );
     assert_eq!(
         a,
@@ -119,7 +119,7 @@ fn launch_qemu_as_l2_launch() {
             "launch":{"vmm":"qemu","binary":"/qemu/bin/qemu-system-x86_64","cpus":1,
               "kernel":"/zs/kernels/patched","initrd":"/zs/l3-initramfs.cpio.gz","cmdline":"console=ttyS0",
               "serial":"stdio",
-              "qemu":{"data_dir":"/qemu/share","cpu":"host","no_reboot":true,"debugcon":"/tmp/l.fw","log":"/tmp/l.qlog"}}}"#,
+              "qemu":{"data_dirs":["/qemu/share"],"cpu":"host","no_reboot":true,"debugcon":"/tmp/l.fw","log":"/tmp/l.qlog"}}}"#,
     );
     assert_eq!(
         a,
@@ -245,7 +245,7 @@ fn microvm_devices_each_way() {
             "memory":{{"backing":"zerostart","value":"size=2048M,source=pool:/tmp/pool.sock"}},
             "firmware":"OVMF.fd","timeline":"t",{dev},
             "launch":{{"vmm":"qemu","binary":"q","cpus":1,"kernel":"k","cmdline":"c","serial":"stdio",
-              "qemu":{{"data_dir":"/qemu/share","cpu":"host","no_reboot":true}}}}}}"#
+              "qemu":{{"data_dirs":["/qemu/share"],"cpu":"host","no_reboot":true}}}}}}"#
     ));
     assert_eq!(
         a,
@@ -265,14 +265,14 @@ fn qemu_memory_ready_probe() {
     let a = argv(
         r#"{"vmm":"qemu","binary":"q",
             "memory":{"backing":"hugetlbfs","size_mib":512,"path":"/dev/hugepages","prealloc":true,"prealloc_threads":2},
-            "qemu":{"data_dir":"/qemu/share"},"extra_args":["-S","-monitor","stdio"]}"#,
+            "qemu":{"data_dirs":["/qemu/share"],"monitor":"stdio"},"extra_args":["-S"]}"#,
     );
     assert_eq!(
         a,
         words(
             "q -L /qemu/share -machine q35,memory-backend=ram -accel kvm -m 512M \
              -object memory-backend-file,id=ram,size=512M,mem-path=/dev/hugepages,share=on,prealloc=on,prealloc-threads=2 \
-             -nodefaults -no-user-config -display none -S -monitor stdio"
+             -nodefaults -no-user-config -display none -monitor stdio -S"
         )
     );
 }
@@ -327,8 +327,10 @@ fn serde_round_trip() {
         "disks":[{"path":"d","readonly":true}],"nets":[{"tap":"t","mac":"0a:5a:53:00:00:01","vhost":false}],
         "vsock":{"cid":4,"socket":"/v"},"timeline":"t.json","extra_args":["--verify"],
         "launch":{"vmm":"qemu","binary":"q","cpus":1,"kernel":"k","serial":{"file":"s"},
-          "qemu":{"data_dir":"/qemu/share","machine":"pc","accel":"tcg","cpu":"max","no_reboot":true,
-            "debugcon":"fw","log":"l"}}}"#;
+          "qemu":{"data_dirs":["/qemu/share","/d2"],"machine":"pc","accel":"tcg","tcg_thread":"single",
+            "display":"nographic","monitor":{"unix":"/m.sock"},"cpu":"max","no_reboot":true,
+            "debugcon":"fw","log":"l","fw_cfg":[{"name":"opt/x","file":"/x"}],"oem_strings":["a=b"],
+            "loaders":[{"file":"/b","addr":4096}]}}}"#;
     let s = parse(text).unwrap();
     let again = parse(&serde_json::to_string(&s).unwrap()).unwrap();
     assert_eq!(s, again);
@@ -449,4 +451,190 @@ fn microvm_devices_are_virtio_mmio() {
              -device vhost-vsock-device,guest-cid=5 -append c"
         )[..]
     );
+}
+
+/// tests/zstest/qemu.py l2_command: the nested host L2 on multi-threaded
+/// TCG, two `-L` dirs in their order, the monitor on a unix socket, the
+/// end log, the microvm harness's rootfs drives (snapshot, writeback).
+/// (Was `-drive file=,if=virtio,format=raw,snapshot=on`: the same
+/// virtio-blk-pci device, QEMU's default cache said.)
+#[test]
+fn qemu_l2_as_l2_command() {
+    let a = argv(
+        r#"{"vmm":"qemu","binary":"/b/qemu-system-x86_64","cpus":2,
+            "memory":{"backing":"anonymous","size_mib":4096,"prealloc":true},
+            "kernel":"/v","initrd":"/i","cmdline":"console=ttyS0 panic=-1","serial":"stdio",
+            "disks":[{"path":"/r/rootfs.ext4","snapshot":true,"cache":"writeback"},
+                     {"path":"/r/rootfs.ext4","snapshot":true,"cache":"writeback"}],
+            "qemu":{"data_dirs":["/d1","/d2"],"machine":"pc","accel":"tcg","cpu":"EPYC,+svm",
+              "no_reboot":true,"monitor":{"unix":"/t/monitor.sock"},"end_log":"/t/l2-qemu.log"}}"#,
+    );
+    let mut want = words(
+        "/b/qemu-system-x86_64 -L /d1 -L /d2 -machine pc -accel tcg,thread=multi -cpu EPYC,+svm -smp 2 \
+         -m 4096M -mem-prealloc -nodefaults -no-user-config -display none -no-reboot -serial stdio \
+         -monitor unix:/t/monitor.sock,server=on,wait=off \
+         -d cpu_reset -trace qemu_system_shutdown_request -D /t/l2-qemu.log -kernel /v -initrd /i \
+         -drive file=/r/rootfs.ext4,format=raw,if=none,id=zs-disk0,cache=writeback,snapshot=on \
+         -device virtio-blk-pci,drive=zs-disk0 \
+         -drive file=/r/rootfs.ext4,format=raw,if=none,id=zs-disk1,cache=writeback,snapshot=on \
+         -device virtio-blk-pci,drive=zs-disk1 -append",
+    );
+    want.push("console=ttyS0 panic=-1".into());
+    assert_eq!(a, want);
+    let a = argv(
+        r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":64},
+            "qemu":{"accel":"tcg","tcg_thread":"single","monitor":"none"}}"#,
+    );
+    assert_eq!(
+        a,
+        words(
+            "q -machine q35 -accel tcg,thread=single -m 64M -nodefaults -no-user-config -display none \
+             -monitor none"
+        )
+    );
+}
+
+/// tests/zstest/qemu.py kernel_command: the guest kernel tests' one-shot
+/// TCG boot, -nographic as they always ran, a scratch disk and the
+/// loader plants (the hint blob, a byte pattern) after it. (Was no
+/// -machine, QEMU's default pc, `-m N` in MiB, the disk as `-drive
+/// if=virtio`, which QEMU created after the loaders: another order of
+/// devices that are not on one bus.)
+#[test]
+fn qemu_kernel_test_boot() {
+    let a = argv(
+        r#"{"vmm":"qemu","binary":"qemu-system-x86_64","cpus":2,
+            "memory":{"backing":"anonymous","size_mib":2048},"kernel":"/k/bzImage","initrd":"/i",
+            "cmdline":"console=ttyS0 panic=-1 quiet","serial":"stdio",
+            "qemu":{"machine":"pc","accel":"tcg","tcg_thread":"single","cpu":"max","display":"nographic",
+              "no_reboot":true,"end_log":"/w/boot.log.qemu.log",
+              "loaders":[{"file":"/b","addr":134217728},{"file":"/p","addr":1073741824}]},
+            "disks":[{"path":"/w/flag","cache":"writeback"}],
+            "extra_args":["-netdev","user,id=n0"]}"#,
+    );
+    let mut want = words(
+        "qemu-system-x86_64 -machine pc -accel tcg,thread=single -cpu max -smp 2 -m 2048M \
+         -nodefaults -no-user-config -nographic -no-reboot -serial stdio \
+         -d cpu_reset -trace qemu_system_shutdown_request -D /w/boot.log.qemu.log \
+         -kernel /k/bzImage -initrd /i \
+         -drive file=/w/flag,format=raw,if=none,id=zs-disk0,cache=writeback \
+         -device virtio-blk-pci,drive=zs-disk0 \
+         -device loader,file=/b,addr=134217728,force-raw=on \
+         -device loader,file=/p,addr=1073741824,force-raw=on -append",
+    );
+    want.push("console=ttyS0 panic=-1 quiet".into());
+    want.extend(words("-netdev user,id=n0"));
+    assert_eq!(a, want);
+}
+
+/// tests/kernel/cases.py efi: zerostart's OVMF on q35, the hint in fw_cfg,
+/// the firmware's debug console into a file.
+#[test]
+fn qemu_kernel_test_efi_boot() {
+    let a = argv(
+        r#"{"vmm":"qemu","binary":"q","cpus":2,"memory":{"backing":"anonymous","size_mib":1024},
+            "firmware":"/fw/OVMF.fd","kernel":"/k","cmdline":"c","serial":"stdio",
+            "qemu":{"accel":"tcg","cpu":"max","display":"nographic","no_reboot":true,
+              "debugcon":"/w/boot-efi.fw.log",
+              "fw_cfg":[{"name":"opt/org.zerostart/prezeroed","file":"/w/efi.hint"}]}}"#,
+    );
+    assert_eq!(
+        a,
+        words(
+            "q -machine q35 -accel tcg,thread=multi -cpu max -smp 2 -m 1024M -bios /fw/OVMF.fd \
+             -nodefaults -no-user-config -nographic -no-reboot -serial stdio \
+             -debugcon file:/w/boot-efi.fw.log -global isa-debugcon.iobase=0x402 \
+             -fw_cfg name=opt/org.zerostart/prezeroed,file=/w/efi.hint -kernel /k -append c"
+        )
+    );
+}
+
+/// tests/firmware/qemu/run_tests.py: OVMF booting ZeroStartDump.efi from a
+/// FAT directory, RAM a private copy of a pattern file, the hint in
+/// fw_cfg and its text form in SMBIOS OEM strings (a comma doubled, QEMU's
+/// escape). (Was the ESP as `if=none,id=esp,...,file=fat:DIR` and the RAM
+/// backend's id ram0: other ids, the same devices.)
+#[test]
+fn qemu_firmware_test_boot() {
+    let a = argv(
+        r#"{"vmm":"qemu","binary":"q","cpus":2,
+            "memory":{"backing":"file","size_mib":1024,"path":"/w/ram.img"},
+            "firmware":"/fw/OVMF.fd","serial":{"file":"/w/serial.log"},
+            "disks":[{"path":"/w/esp","readonly":true,"fat_dir":true,"cache":"writeback"}],
+            "qemu":{"accel":"tcg","cpu":"max","no_reboot":true,"debugcon":"/w/debug.log",
+              "fw_cfg":[{"name":"opt/org.zerostart/test/reboot","file":"/w/reboot.flag"},
+                        {"name":"opt/org.zerostart/prezeroed","file":"/w/hint.bin"}],
+              "oem_strings":["prezero.hint=AAA","a,b"]}}"#,
+    );
+    assert_eq!(
+        a,
+        words(
+            "q -machine q35,memory-backend=ram -accel tcg,thread=multi -cpu max -smp 2 -m 1024M \
+             -object memory-backend-file,id=ram,size=1024M,mem-path=/w/ram.img,share=off,prealloc=off \
+             -bios /fw/OVMF.fd -nodefaults -no-user-config -display none -no-reboot \
+             -serial file:/w/serial.log -debugcon file:/w/debug.log -global isa-debugcon.iobase=0x402 \
+             -fw_cfg name=opt/org.zerostart/test/reboot,file=/w/reboot.flag \
+             -fw_cfg name=opt/org.zerostart/prezeroed,file=/w/hint.bin \
+             -smbios type=11,value=prezero.hint=AAA -smbios type=11,value=a,,b \
+             -drive file=fat:/w/esp,format=raw,if=none,id=zs-disk0,cache=writeback,readonly=on \
+             -device virtio-blk-pci,drive=zs-disk0"
+        )
+    );
+}
+
+/// The new QEMU options are refused where they cannot mean anything,
+/// each with its fix.
+#[test]
+fn new_qemu_options_refused_where_meaningless() {
+    let cases: &[(&str, &str)] = &[
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"tcg_thread":"single"}}"#,
+            "vmm qemu: `qemu.tcg_thread` does not apply; remove it (a thread mode is TCG's",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"log":"a","end_log":"b"}}"#,
+            "vmm qemu: `qemu.end_log` does not apply; remove it (QEMU has one log file",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"disks":[{"path":"/esp","fat_dir":true}]}"#,
+            "vmm qemu: `devices` --disk path=/esp: a FAT directory (vvfat) has no O_DIRECT; give it cache writeback",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"fw_cfg":[{"name":"opt/a,b","file":"f"}]}}"#,
+            "vmm qemu: `qemu.fw_cfg` name=opt/a,b,file=f holds a comma",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"loaders":[{"file":"a,b","addr":0}]}}"#,
+            "vmm qemu: `qemu.loaders` file=a,b holds a comma",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"loaders":[{"file":"a","addr":-1}]}}"#,
+            "invalid value: integer `-1`",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"file","size_mib":1,"path":"a,b"}}"#,
+            "vmm qemu: `memory.path` 'a,b' holds a comma",
+        ),
+        (
+            r#"{"vmm":"zerostart-run","binary":"z","memory":{"backing":"zerostart","value":"size=1G"},"disks":[{"path":"d","snapshot":true}]}"#,
+            "vmm zerostart-run: `disks[].snapshot/cache/fat_dir` does not apply",
+        ),
+        (
+            r#"{"vmm":"cloud-hypervisor","binary":"c","memory":{"backing":"anonymous","size_mib":1},"disks":[{"path":"d","cache":"writeback"}]}"#,
+            "vmm cloud-hypervisor: `disks[].snapshot/cache/fat_dir` does not apply",
+        ),
+        (
+            r#"{"vmm":"cloud-hypervisor","binary":"c","memory":{"backing":"file","size_mib":1,"path":"f"}}"#,
+            "vmm cloud-hypervisor: `memory` backing file is not one this VMM takes",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"monitor":"tty"}}"#,
+            "unknown variant `tty`",
+        ),
+    ];
+    for (json, want) in cases {
+        let e = err(json);
+        assert!(e.contains(want), "{json}\n  got: {e}\n want: {want}");
+        assert!(!e.contains('\n'), "{e}");
+    }
 }
