@@ -818,7 +818,7 @@ def initfree(k: Kernel, r: Report) -> None:
     verify=2 scans would have nothing to read): nothing handed out may be
     dirty."""
     img, blob = k.good()
-    lines = boot_case(k, r, "any", "init_on_free=1 init_on_alloc=0 prezero.verify=1", img, gk.loader_args(blob))
+    lines = boot_case(k, r, "any", "init_on_free=1 init_on_alloc=0 prezero.verify=1", img, spec=gk.hint_spec(blob))
     expect_line(r, lines, r"mem auto-init: .*heap alloc:off, heap free:on")
     elided = kv(lines, "ZSDEBUGFS", "pages_elided")
     failed = kv(lines, "ZSDEBUGFS", "verify_failures")
