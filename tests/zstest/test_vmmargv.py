@@ -394,5 +394,23 @@ class Pieces(unittest.TestCase):
         self.assertIn("no zerostart binary", str(cm.exception))
         self.assertIn("cargo build -p zerostart", str(cm.exception))
 
+    def test_an_older_binary_says_to_rebuild(self):
+        # A zerostart that refuses a field the harness writes (a static
+        # build from an earlier tree, found first): the error says so and
+        # names the fix; any other refusal is passed on as it is.
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            old = Path(d, "zerostart")
+            old.write_text("#!/bin/sh\necho 'zerostart vmm-argv: vmm spec: unknown field `tcg_thread`' >&2\nexit 2\n")
+            old.chmod(0o755)
+            with self.assertRaises(vmmargv.VmmArgvError) as cm:
+                vmmargv.build({"vmm": "qemu"}, old)
+            self.assertIn("older than the harness", str(cm.exception))
+            self.assertIn("ZEROSTART_BIN", str(cm.exception))
+            old.write_text("#!/bin/sh\necho 'zerostart vmm-argv: no kernel' >&2\nexit 2\n")
+            with self.assertRaises(vmmargv.VmmArgvError) as cm:
+                vmmargv.build({"vmm": "qemu"}, old)
+            self.assertNotIn("older than the harness", str(cm.exception))
+
 if __name__ == "__main__":
     unittest.main()

@@ -109,7 +109,13 @@ def build(spec: dict, zerostart: Path | str | None = None) -> Built:
     r = subprocess.run([str(zs), "vmm-argv", "-"], input=json.dumps(spec), capture_output=True, text=True,
                        timeout=60)
     if r.returncode != 0:
-        raise VmmArgvError(f"{zs} vmm-argv: {r.stderr.strip() or f'exit {r.returncode}'} (spec {json.dumps(spec)})")
+        why = r.stderr.strip() or f"exit {r.returncode}"
+        if "unknown field" in why or "unknown variant" in why:
+            # The harness is newer than the binary it found (a static
+            # build from an earlier tree is asked first).
+            why += ("; this zerostart is older than the harness: rebuild it (make vmm-argv for the debug "
+                    "build, make e2e-zerostart for the static one) or set ZEROSTART_BIN to a current build")
+        raise VmmArgvError(f"{zs} vmm-argv: {why} (spec {json.dumps(spec)})")
     doc = json.loads(r.stdout)
     return Built(list(doc["argv"]), dict(doc.get("files", {})))
 
