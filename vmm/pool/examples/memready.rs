@@ -78,18 +78,8 @@ fn main() {
         let dir = std::env::temp_dir().join(format!("zerostart-memready-{}", std::process::id()));
         let socket = dir.join("pool.sock");
         let t = Instant::now();
-        let daemon = Daemon::start(Config {
-            socket: socket.clone(),
-            size: len,
-            region_bytes: len,
-            page: PageSize::Size2M,
-            hugetlbfs: None,
-            verify: false,
-            threads: 0,
-            backend: prezero::Choice::Auto,
-            fault: None,
-        })
-        .expect("start the pool");
+        let daemon = Daemon::start(Config::memfds(socket.clone(), len, len, PageSize::Size2M))
+            .expect("start the pool");
         assert!(daemon.wait_all_clean(Duration::from_secs(600)));
         let first_scrub = ms(t.elapsed());
         let mut pool_ms = Vec::new();

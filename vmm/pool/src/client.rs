@@ -68,6 +68,16 @@ impl Lease {
         self.info.offset
     }
 
+    /// Where each of [`Lease::pieces`] starts in its file: a lease of one
+    /// region may start inside it ([`Lease::offset`]); every piece of a
+    /// lease of several regions starts at 0.
+    pub fn piece_offset(&self) -> u64 {
+        match self.info.pieces.is_empty() {
+            true => self.info.offset,
+            false => 0,
+        }
+    }
+
     /// Bytes leased (the request rounded up to the page size).
     pub fn len(&self) -> u64 {
         self.info.len
@@ -121,7 +131,7 @@ impl Lease {
             .map_err(|e| Error::io(what(), e.into()))?;
         let mut at = 0usize;
         for (fd, piece) in self.pieces() {
-            map.map_file_over(at, fd, 0, piece.len as usize, populate)
+            map.map_file_over(at, fd, self.piece_offset(), piece.len as usize, populate)
                 .map_err(|e| {
                     Error::io(
                         format!("{}: piece of region {}", what(), piece.region),

@@ -82,13 +82,7 @@ fn lease_from_pool(
         })?;
         pieces.push(guestmem::LeasedPiece {
             file: std::fs::File::from(fd),
-            // A lease of one region may start inside its file; pieces of
-            // a lease of several start at 0.
-            offset: if lease.info().pieces.is_empty() {
-                lease.offset()
-            } else {
-                0
-            },
+            offset: lease.piece_offset(),
             len: piece.len,
         });
     }

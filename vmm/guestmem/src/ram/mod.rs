@@ -343,15 +343,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("guestmem-{tag}-{}", std::process::id()));
         let socket = dir.join("pool.sock");
         let d = pool::daemon::Daemon::start(pool::daemon::Config {
-            socket: socket.clone(),
-            size,
-            region_bytes: region,
-            page: pool::PageSize::Size4K,
-            hugetlbfs: None,
             verify: true,
-            threads: 0,
-            backend: prezero::Choice::Auto,
-            fault: None,
+            ..pool::daemon::Config::memfds(socket.clone(), size, region, pool::PageSize::Size4K)
         })
         .unwrap();
         assert!(d.wait_all_clean(std::time::Duration::from_secs(60)));

@@ -65,6 +65,24 @@ pub struct Config {
 }
 
 impl Config {
+    /// A pool of `size` bytes in regions of `region_bytes` on memfds of
+    /// `page` pages, zeroed by the automatic backend on all CPUs, without
+    /// read-back or test hook: what an in-process pool (tests, examples)
+    /// starts from, changing the fields it needs.
+    pub fn memfds(socket: PathBuf, size: u64, region_bytes: u64, page: PageSize) -> Config {
+        Config {
+            socket,
+            size,
+            region_bytes,
+            page,
+            hugetlbfs: None,
+            verify: false,
+            threads: 0,
+            backend: prezero::Choice::Auto,
+            fault: None,
+        }
+    }
+
     /// Checks sizes; every problem names the option and the fix.
     pub fn validate(&self) -> Result<(), Error> {
         let page = self.page.bytes();

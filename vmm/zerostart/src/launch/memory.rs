@@ -109,26 +109,17 @@ impl Region {
         }
     }
 
-    /// The files of this region in guest order, each with the offset and
-    /// the bytes of guest RAM it may hold: one, or one per piece of a
-    /// pool lease of several regions (each mapped from offset 0).
+    /// The files of this region in guest order, each with the offset of
+    /// guest RAM in it and the bytes it may hold: one, or one per piece of
+    /// a pool lease of several regions ([`pool::client::Lease::piece_offset`]).
     pub fn files(&self) -> Vec<(BorrowedFd<'_>, u64, u64)> {
         match self {
-            Region::Lease(l) if l.info().pieces.is_empty() => vec![(l.fd(), l.offset(), l.len())],
             Region::Lease(l) => l
                 .pieces()
                 .into_iter()
-                .map(|(fd, p)| (fd, 0, p.len))
+                .map(|(fd, p)| (fd, l.piece_offset(), p.len))
                 .collect(),
             Region::Memfd { file, len, .. } => vec![(file.as_fd(), 0, *len)],
-        }
-    }
-
-    /// The file the VMM maps.
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Region::Lease(l) => l.fd(),
-            Region::Memfd { file, .. } => file.as_fd(),
         }
     }
 
@@ -137,22 +128,6 @@ impl Region {
         match self {
             Region::Lease(l) => Some(l.connection()),
             Region::Memfd { .. } => None,
-        }
-    }
-
-    /// Offset of guest RAM in the file.
-    pub fn offset(&self) -> u64 {
-        match self {
-            Region::Lease(l) => l.offset(),
-            Region::Memfd { .. } => 0,
-        }
-    }
-
-    /// Bytes available from [`Region::offset`].
-    pub fn len(&self) -> u64 {
-        match self {
-            Region::Lease(l) => l.len(),
-            Region::Memfd { len, .. } => *len,
         }
     }
 
@@ -181,9 +156,11 @@ impl Region {
         }
     }
 
-    /// A shared mapping of the whole region (one file: a memfd).
+    /// A shared mapping of the region's first file (all of a memfd, the
+    /// one region [`Region::populate`] maps).
     fn map(&self) -> Result<hostmem::Mapping, Error> {
-        map_file(self.fd(), self.offset(), self.len())
+        let (fd, offset, len) = self.files()[0];
+        map_file(fd, offset, len)
     }
 
     /// `MADV_POPULATE_WRITE` over the memfd in `threads` parallel chunks
@@ -417,15 +394,8 @@ mod tests {
     ) -> (std::path::PathBuf, pool::daemon::Daemon) {
         let socket = dir.join("pool.sock");
         let d = pool::daemon::Daemon::start(pool::daemon::Config {
-            socket: socket.clone(),
-            size,
-            region_bytes: region,
-            page: PageSize::Size4K,
-            hugetlbfs: None,
             verify: true,
-            threads: 0,
-            backend: prezero::Choice::Auto,
-            fault: None,
+            ..pool::daemon::Config::memfds(socket.clone(), size, region, PageSize::Size4K)
         })
         .unwrap();
         assert!(d.wait_all_clean(std::time::Duration::from_secs(60)));
