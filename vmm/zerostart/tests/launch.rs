@@ -540,6 +540,20 @@ fn device_options_through_the_binary() {
     }
 }
 
+/// An ELF64 with one PT_LOAD of 16 bytes at 1 MiB: what the launcher
+/// reads of a CloudHv-like firmware or a PVH kernel (its load segments).
+fn pvh_elf() -> Vec<u8> {
+    let mut elf = vec![0u8; 120];
+    elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+    elf[32] = 64;
+    elf[54] = 56;
+    elf[56] = 1;
+    elf[64] = 1;
+    elf[64 + 26] = 0x10;
+    elf[64 + 40] = 0x10;
+    elf
+}
+
 /// cloud-hypervisor itself when it is on PATH: the launcher's fw_cfg
 /// detection against the real binary's --help. A release binary (no
 /// fw_cfg) gets the hint as an SMBIOS OEM string, one with fw_cfg over
@@ -559,17 +573,8 @@ fn cloud_hypervisor_when_present() {
     };
     let help = Command::new(&p).arg("--help").output().unwrap();
     let has = String::from_utf8_lossy(&help.stdout).contains("--fw-cfg-config");
-    // An ELF64 with one PT_LOAD at 1 MiB (CloudHv-like).
-    let mut elf = vec![0u8; 120];
-    elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
-    elf[32] = 64;
-    elf[54] = 56;
-    elf[56] = 1;
-    elf[64] = 1;
-    elf[64 + 26] = 0x10;
-    elf[64 + 40] = 0x10;
     let mut fw = tempfile::NamedTempFile::new().unwrap();
-    fw.write_all(&elf).unwrap();
+    fw.write_all(&pvh_elf()).unwrap();
     // The same launch, for real and as a dry run.
     let launch = |first: &[&str]| {
         Command::new(BIN)
@@ -905,17 +910,8 @@ fn cloud_hypervisor_zones_take_several_regions() {
     )
     .unwrap();
     std::fs::set_permissions(&vmm, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // A PVH-style ELF kernel: one PT_LOAD of 16 bytes at 1 MiB.
-    let mut elf = vec![0u8; 120];
-    elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
-    elf[32] = 64;
-    elf[54] = 56;
-    elf[56] = 1;
-    elf[64] = 1;
-    elf[64 + 26] = 0x10;
-    elf[64 + 40] = 0x10;
     let kernel = dir.path().join("vmlinux");
-    std::fs::write(&kernel, &elf).unwrap();
+    std::fs::write(&kernel, pvh_elf()).unwrap();
     let size = REGION + REGION / 2;
     let memory = format!(
         "size={}M,source=pool:{},hugepages=off",

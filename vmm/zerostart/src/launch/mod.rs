@@ -511,10 +511,7 @@ impl Binding {
                 .iter()
                 .enumerate()
                 .map(|(i, &size)| vmm::MemFile {
-                    path: match sizes.len() {
-                        1 => "/proc/self/fd/REGION_FD".into(),
-                        _ => format!("/proc/self/fd/REGION_FD{i}"),
-                    },
+                    path: vmm::numbered("/proc/self/fd/REGION_FD", i, sizes.len()),
                     offset: 0,
                     size,
                 })
@@ -1218,7 +1215,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     CHILD.store(0, Ordering::SeqCst);
     // The VMM is gone: the region goes back (lease closed; memfd freed).
     let lease_ids = region.as_ref().and_then(GuestRam::lease_ids);
-    let regions = region.as_ref().map_or(0, |r| r.files().len());
+    let regions = files.len();
     let lease_id = region.as_ref().and_then(GuestRam::lease).map(|l| l.id());
     let Sent {
         published,

@@ -11,6 +11,16 @@ use super::Error;
 /// Id of the memory object/zone the launcher adds.
 pub const MEMORY_ID: &str = "zerostart-ram";
 
+/// The name of item `i` of `n` the launcher adds (a memory backend or
+/// zone, a placeholder descriptor): `base` alone for one, so a guest of
+/// one file keeps the names it always had; `base` + `i` for several.
+pub fn numbered(base: &str, i: usize, n: usize) -> String {
+    match n {
+        1 => base.to_string(),
+        _ => format!("{base}{i}"),
+    }
+}
+
 /// The external VMMs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum VmmKind {
@@ -688,10 +698,7 @@ pub fn qemu(user: &[String], inp: &Inputs) -> Result<Built, Error> {
         ));
     }
     // One backend keeps its old id; several are numbered in guest order.
-    let id = |i: usize| match sizes.len() {
-        1 => MEMORY_ID.to_string(),
-        _ => format!("{MEMORY_ID}{i}"),
-    };
+    let id = |i: usize| numbered(MEMORY_ID, i, sizes.len());
     if nodes.is_empty() {
         args.extend([
             vmm_cmd::qemu::MACHINE.into(),
@@ -962,11 +969,12 @@ pub fn cloud_hypervisor(
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            let id = match inp.mem.len() {
-                1 => MEMORY_ID.to_string(),
-                _ => format!("{MEMORY_ID}{i}"),
-            };
-            format!("id={id},size={},file={},shared=on{page}", f.size, f.path)
+            format!(
+                "id={},size={},file={},shared=on{page}",
+                numbered(MEMORY_ID, i, inp.mem.len()),
+                f.size,
+                f.path
+            )
         })
         .collect();
     let mut args: Vec<String> = user.to_vec();
