@@ -15,7 +15,7 @@
 #   zerostart  zerostart's own VMM on the same pool, direct kernel boot,
 #              the patched kernel.
 #
-# /zs/launch.txt: first line "pool|pool_mib|region_mib", then one scenario
+# /zs/launch.txt: first line "pool|pool_mib|region_mib|regions" (l2-pool.sh), then one scenario
 # per line (the line of l2-microvm.sh, tap empty):
 #   name|kind|timeout_s|tap|memory_ready command|command
 # The commands are whole, shell-quoted, built on the host by `zerostart

@@ -10,7 +10,7 @@
 # vmm chv-direct: the same cloud-hypervisor booting the kernel itself
 # (--kernel, no firmware), the hint on --cmdline.
 #
-# /zs/launch.txt: first line "pool|size_mib|region_mib", then one scenario
+# /zs/launch.txt: first line "pool|size_mib|region_mib|regions" (l2-pool.sh), then one scenario
 # per line:
 #   name|timeout_s|command
 # command: the whole `zerostart launch ... -- <VMM args>` line, shell-quoted,

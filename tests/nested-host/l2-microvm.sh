@@ -18,7 +18,7 @@
 # it, and its "network_up" phase pings the router it hands out, i.e. this
 # L2 host), one tap per scenario on the bridge.
 #
-# /zs/launch.txt: first line "pool|pool_mib|region_mib", then one scenario
+# /zs/launch.txt: first line "pool|pool_mib|region_mib|regions" (l2-pool.sh), then one scenario
 # per line (the line of l2-demo.sh):
 #   name|kind|timeout_s|tap|memory_ready command|command
 # The commands are whole, shell-quoted, built on the host by `zerostart

@@ -4,7 +4,9 @@
 # and idle wait, the scenario protocol around one VMM run and stock QEMU's
 # memory_ready measurement. No VMM flag is spelled here: every VMM command
 # comes built from the host (zstest.vmmargv, `zerostart vmm-argv`).
-# Reads /zs/launch.txt's first line "pool|pool_mib|region_mib".
+# Reads /zs/launch.txt's first line "pool|pool_mib|region_mib|regions"
+# (regions: a --regions list of several sizes adding up to pool_mib, or
+# empty for pool_mib in regions of region_mib).
 
 # L2 uptime in ms (the scripts stamp guest serial lines with it).
 ms() {
@@ -16,17 +18,18 @@ ms() {
 list=/zs/launch.txt
 sock=/tmp/pool.sock
 [ -f "$list" ] || { echo "ZSE2E-FATAL no $list"; exit 1; }
-IFS='|' read -r _ pool_mib region_mib < "$list"
+IFS='|' read -r _ pool_mib region_mib regions < "$list"
 
 # pool_start: the pool daemon on 2M pages, in the background; then waits
 # until it is clean and prints ZSL-POOL (or ZSE2E-FATAL and exits).
 pool_start() {
-  /zs/zerostart pool serve --page 2M --size "${pool_mib}M" --region-size "${region_mib}M" \
-    --socket "$sock" > /tmp/pool.log 2>&1 &
+  if [ -n "$regions" ]; then set -- --regions "$regions"
+  else set -- --size "${pool_mib}M" --region-size "${region_mib}M"; fi
+  /zs/zerostart pool serve --page 2M "$@" --socket "$sock" > /tmp/pool.log 2>&1 &
   pool_pid=$!
   t=$(ms)
   wait_clean || { sed 's/^/POOL| /' /tmp/pool.log; echo "ZSE2E-FATAL pool never became clean (waited 300 s)"; exit 1; }
-  echo "ZSL-POOL ready ms=$(( $(ms) - t )) size_mib=$pool_mib region_mib=$region_mib"
+  echo "ZSL-POOL ready ms=$(( $(ms) - t )) size_mib=$pool_mib region_mib=$region_mib regions=${regions:-uniform}"
 }
 
 # wait_clean: until every region is clean (the pool is idle: no measurement

@@ -78,6 +78,10 @@ class LaunchScenario:
     # (a guest larger than the pool's regions: one lease of several
     # regions); 0: not judged.
     zones: int = 0
+    # MiB of pool memory the lease must hold (the timeline's
+    # lease_held_bytes): on a pool of several region sizes, the smallest
+    # region that holds the guest; 0: not judged.
+    held_mib: int = 0
 
     def spec(self) -> dict:
         """This row's start in L2 (zstest.vmmargv): `zerostart launch` on
@@ -319,30 +323,58 @@ def direct_rows(kernel: str, vmm: str, boot: str, carrier: str) -> list[LaunchSc
     ]
 
 
-# The zones rows' pool: regions smaller than their guests (the other rows
-# need one region per guest), so they run in an L2 boot of their own.
-ZONES_POOL_MIB, ZONES_REGION_MIB = 3200, 640
+# The fleet rows' pool (issue 29 item 4): regions of several sizes, as a
+# fleet of guests of many sizes runs on one pool, in an L2 boot of their
+# own (the other rows need one region of their largest guest). 3200 MiB:
+# one 1280 MiB region listed first, then three of 640 MiB.
+FLEET_REGIONS, FLEET_POOL_MIB = "1280M,3x640M", 3200
+
+
+def fleet_regions_mib() -> list[int]:
+    """FLEET_REGIONS as MiB, one per region, in order."""
+    out: list[int] = []
+    for item in FLEET_REGIONS.split(","):
+        n, _, size = item.rpartition("x")
+        out += [int(size.removesuffix("M"))] * int(n or 1)
+    return out
+
+
+def qemu_fleet_scenarios(kernel: str) -> list[LaunchScenario]:
+    """QEMU (one memory-backend: one region per guest) on the fleet pool: a
+    512 MiB guest must take a 640 MiB region, not the 1280 MiB one listed
+    first (the pool's best fit; a first fit would hold 1280), and boot with
+    the hint exact: every byte the hint leaves out, the region's tail
+    beyond the guest included, is poisoned first and every skipped clear
+    verified."""
+    return [
+        LaunchScenario("launch-qemu-direct-fleet-512m", 512, vmm="qemu-direct", kernel=kernel, held_mib=640,
+                       launcher_args="--test-poison-unhinted", guest_args=guest_args(512),
+                       note="QEMU direct boot of a 512 MiB guest on a pool of 1280 + 3 x 640 MiB regions: the "
+                            "lease holds one 640 MiB region (best fit), hint on -append, unhinted bytes "
+                            "poisoned, every skipped clear verified"),
+    ]
 
 
 def chv_zones_scenarios(kernel: str) -> list[LaunchScenario]:
-    """cloud-hypervisor on a guest larger than the pool's regions (issue 29
-    item 4): one lease of whole regions, one --memory-zone each, the hint
-    over the whole guest. 3200 MiB over 640 MiB regions is five zones, the
-    fifth straddling the 32-bit hole at 3 GiB: every byte the hint leaves
-    out is poisoned first and prezero.verify=1 checks every skipped clear,
-    so a zone laid out anywhere but where the launcher's layout says fails
-    the row. The control plants a byte every 64 MiB of the hint (across
-    both zones of a 1280 MiB guest), which must be caught."""
-    big, small = ZONES_POOL_MIB, 2 * ZONES_REGION_MIB
+    """cloud-hypervisor on guests larger than every region of the fleet
+    pool (issue 29 item 4): one lease of whole regions, one --memory-zone
+    each, the hint over the whole guest. 3200 MiB takes all four regions
+    (1280 first, the largest; then the 640s), the last zone straddling the
+    32-bit hole at 3 GiB: every byte the hint leaves out is poisoned first
+    and prezero.verify=1 checks every skipped clear, so a zone laid out
+    anywhere but where the launcher's layout says fails the row. The
+    control plants a byte every 64 MiB of the hint of a 1920 MiB guest
+    (1280 + 640: both zones), which must be caught."""
+    big, small = FLEET_POOL_MIB, 1920
     return [
         LaunchScenario(f"launch-chv-zones-{big}m", big, vmm="chv-direct", kernel=kernel,
-                       zones=big // ZONES_REGION_MIB, timeout_s=300,
+                       zones=4, held_mib=big, timeout_s=300,
                        launcher_args="--test-poison-unhinted", guest_args=guest_args(big),
-                       note=f"cloud-hypervisor direct boot on {big // ZONES_REGION_MIB} pool regions of "
-                            f"{ZONES_REGION_MIB} MiB as memory zones (one across the hole), hint on --cmdline; "
-                            "every byte the hint leaves out poisoned first, every skipped clear verified"),
+                       note="cloud-hypervisor direct boot on the four regions of a pool of 1280 + 3 x 640 MiB "
+                            "as memory zones (one across the hole), hint on --cmdline; every byte the hint "
+                            "leaves out poisoned first, every skipped clear verified"),
         LaunchScenario(f"launch-chv-zones-dirty-{small}m", small, vmm="chv-direct", kernel=kernel, expect="dirty",
-                       zones=small // ZONES_REGION_MIB,
+                       zones=2, held_mib=small,
                        launcher_args="--test-corrupt-hint dirty-spread",
                        guest_args=guest_args(small, "zsinit.check_pct=85"),
                        note="negative control over memory zones: a byte planted every 64 MiB of the hint, in "
@@ -556,6 +588,10 @@ def judge(r: LaunchResult) -> None:
             if got != sc.zones:
                 f.append(f"the launcher gave cloud-hypervisor {got} memory zones, not {sc.zones} "
                          f"(one per pool region of the lease)")
+        held = (r.timeline.get("lease_held_bytes") or 0) >> 20
+        if sc.held_mib and held != sc.held_mib:
+            f.append(f"the lease held {held} MiB of pool memory, not {sc.held_mib} "
+                     f"(the smallest region that holds {sc.mem_mib} MiB)")
     if sc.expect == "pass":
         if v["status"] != "PASS":
             f.append(f"guest verdict FAIL: {v.get('reason', '?')}")
@@ -604,13 +640,15 @@ L2_RETRIES = int(os.environ.get("ZSE2E_L2_RETRIES", "1"))
 
 
 def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, pool_mib: int, region_mib: int,
-                  echo: bool = False, smp: int = 2, console_log: Path = OUT / "console.log",
+                  regions: str = "", echo: bool = False, smp: int = 2, console_log: Path = OUT / "console.log",
                   extra_files: dict[str, tuple[bytes, int]] | None = None,
                   script: Path = Path(__file__).parent / "l2-launch.sh",
                   judge_fn=None, l2_disks: list[dict] | None = None,
                   l2_extra_mib: int = 0,
                   l2_retries: list[str] | None = None) -> tuple[list[LaunchResult], str | None]:
-    """Boots L2 with a pool of `pool_mib` in regions of `region_mib`, runs `scenarios`, returns results.
+    """Boots L2 with a pool of `pool_mib` in regions of `region_mib` (or of
+    the sizes `regions` lists, `zerostart pool serve --regions`, adding up
+    to `pool_mib`), runs `scenarios`, returns results.
 
     `script` is the L2 script (l2-launch.sh; the demo's l2-demo.sh speaks the
     same protocol), `judge_fn` judges each result (default: `judge`),
@@ -631,7 +669,7 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
     def boot(todo: list[LaunchScenario]):
         log = console_log if not retries else console_log.with_name(
             f"{console_log.stem}.l2-retry{len(retries)}{console_log.suffix}")
-        return _boot_once(todo, manifest, kernels, zerostart, ovmf, pool_mib, region_mib, echo, smp,
+        return _boot_once(todo, manifest, kernels, zerostart, ovmf, pool_mib, region_mib, regions, echo, smp,
                           log, extra_files, script, judge_fn or judge, l2_disks, l2_extra_mib)
 
     return rerun_after_bed_faults(list(scenarios), boot, retries, L2_RETRIES,
@@ -639,7 +677,7 @@ def run_scenarios(scenarios: list[LaunchScenario], zerostart: Path, ovmf: Path, 
 
 
 def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, zerostart: Path, ovmf: Path,
-               pool_mib: int, region_mib: int, echo: bool, smp: int, console_log: Path,
+               pool_mib: int, region_mib: int, regions: str, echo: bool, smp: int, console_log: Path,
                extra_files: dict[str, tuple[bytes, int]] | None, script: Path, judge_fn,
                l2_disks: list[dict] | None, l2_extra_mib: int) -> tuple[list[LaunchResult], str | None, str | None]:
     """One L2 boot for `scenarios`: results, the fatal error and, when the
@@ -691,11 +729,12 @@ def _boot_once(scenarios: list[LaunchScenario], manifest: dict, kernels: dict, z
         extra.file("qemu/share/bios-microvm.bin", bios.read_bytes())
     for path, (blob, mode) in (extra_files or {}).items():
         extra.file(path, blob, mode)
-    extra.file("zs/launch.txt", ("\n".join([f"pool|{pool_mib}|{region_mib}"] + list_lines(scenarios, zerostart, extra))
+    extra.file("zs/launch.txt", ("\n".join([f"pool|{pool_mib}|{region_mib}|{regions}"] + list_lines(scenarios, zerostart, extra))
                                  + "\n").encode())
     l2_mem, hugepages = l2_memory(manifest, pool_mib)
     l2_mem += l2_extra_mib
-    print(f"launch: booting L2 ({l2_mem} MiB, pool {pool_mib} MiB in {region_mib} MiB regions) "
+    print(f"launch: booting L2 ({l2_mem} MiB, pool {pool_mib} MiB in "
+          f"{f'regions of {regions}' if regions else f'{region_mib} MiB regions'}) "
           f"for {len(scenarios)} scenario(s)", flush=True)
     with boot_l2(manifest, extra, l2_mem, hugepages, log=console_log, smp=smp, echo=echo,
                  append="zse2e.script=launch.sh", disks=l2_disks, zerostart=zerostart) as con:
@@ -879,27 +918,32 @@ def cmd_launch(a) -> int:
     else:
         print(f"launch: firecracker {fc}", flush=True)
         scs += fc_scenarios(kernel)
-    zones: list[LaunchScenario] = []
+    fleet: list[LaunchScenario] = []
+    if kernel == "patched":
+        fleet += qemu_fleet_scenarios(kernel)
+    else:
+        skipped += [f"SKIP launch: {s.name}: no patched guest kernel reads the command-line hint"
+                    for s in qemu_fleet_scenarios(kernel)]
     if chv is None or kernel != "patched":
         skipped += [f"SKIP launch: {s.name}: {why}" for s in chv_zones_scenarios(kernel)]
     else:
-        zones = chv_zones_scenarios(kernel)
+        fleet += chv_zones_scenarios(kernel)
     if a.only:
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
-        zones = [s for s in zones if s.name in want]
+        fleet = [s for s in fleet if s.name in want]
         skipped = [k for k in skipped if k.split(": ")[1] in want]
     # One region of the largest size: each lease takes it, the pool re-scrubs it between scenarios.
     retries: list[str] = []
     results, fatal = ([], None) if not scs else run_scenarios(
         scs, zs, ovmf, pool_mib=large, region_mib=large, echo=a.verbose, smp=a.smp, l2_retries=retries)
-    if zones and fatal is None:
-        # The zones rows: a pool of smaller regions, in an L2 boot of its own.
-        more, fatal = run_scenarios(zones, zs, ovmf, pool_mib=ZONES_POOL_MIB, region_mib=ZONES_REGION_MIB,
-                                    echo=a.verbose, smp=a.smp, console_log=OUT / "console-zones.log",
-                                    l2_retries=retries)
+    if fleet and fatal is None:
+        # The fleet rows: a pool of several region sizes, in an L2 boot of its own.
+        more, fatal = run_scenarios(fleet, zs, ovmf, pool_mib=FLEET_POOL_MIB, region_mib=max(fleet_regions_mib()),
+                                    regions=FLEET_REGIONS, echo=a.verbose, smp=a.smp,
+                                    console_log=OUT / "console-fleet.log", l2_retries=retries)
         results += more
-    scs += zones
+    scs += fleet
     rows = [row(r) for r in results]
     OUT.mkdir(parents=True, exist_ok=True)
     rep = {"scenarios": rows, "fatal": fatal, "firmware": str(ovmf), "kernel": kernel, "l2_retries": retries}

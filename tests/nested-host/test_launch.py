@@ -34,7 +34,7 @@ TL = ('{"phases":[{"name":"process_start","t_ms":0.0},{"name":"memory_ready","t_
       '{"name":"hint_ready","t_ms":22.0},{"name":"vmm_spawned","t_ms":23.1},{"name":"exit","t_ms":9000.0}],'
       '"vmm":"qemu","boot":"uefi","hint_transport":"fw_cfg","argv":["qemu-system-x86_64","-m","1024M"],'
       '"memory_bytes":1073741824,'
-      '"memory_source":"pool","memory_source_asked":"pool","lease":1,'
+      '"memory_source":"pool","memory_source_asked":"pool","lease":1,"lease_held_bytes":1073741824,'
       '"hint":{"ranges":[[1048576,1072693248]],"bytes":1072693248,"corrupt":null},"exit":{"code":0,"signal":null},'
       '"guest_phases":[]}')
 
@@ -237,7 +237,8 @@ class Judge(unittest.TestCase):
     def test_every_row_builds_and_l2_runs_that_argv(self):
         rows = (launch.test_scenarios("patched", 3072) + launch.direct_scenarios("patched")
                 + launch.chv_scenarios("patched") + launch.chv_direct_scenarios("patched")
-                + launch.chv_zones_scenarios("patched") + launch.fc_scenarios("patched"))
+                + launch.chv_zones_scenarios("patched") + launch.qemu_fleet_scenarios("patched")
+                + launch.fc_scenarios("patched"))
         extra = build.Cpio()
         lines = launch.list_lines(rows, ZS, extra)
         for sc, ln in zip(rows, lines):
@@ -318,18 +319,39 @@ class Judge(unittest.TestCase):
         # region of the lease. Fewer (a fallback to one memfd, or QEMU's
         # one backend) fails the row whatever the guest says.
         big, dirty = launch.chv_zones_scenarios("patched")
-        self.assertEqual((big.zones, dirty.zones), (5, 2))
+        self.assertEqual((big.zones, dirty.zones), (4, 2))
         self.assertGreater(big.mem_mib, 3072, "one zone must straddle the hole at 3 GiB")
-        self.assertEqual(launch.ZONES_POOL_MIB % launch.ZONES_REGION_MIB, 0)
+        self.assertEqual(sum(launch.fleet_regions_mib()), launch.FLEET_POOL_MIB)
+        self.assertEqual(launch.fleet_regions_mib(), [1280, 640, 640, 640])
+        self.assertEqual(big.mem_mib, launch.FLEET_POOL_MIB, "the big row takes every region")
         def tl(n):
             return TL.replace('"argv":["qemu-system-x86_64","-m","1024M"]',
-                              '"argv":["cloud-hypervisor"' + ',"--memory-zone","z"' * n + ']')
-        ok = drive(big, V.format(sk=46766, vf=0), tl=tl(5))
+                              '"argv":["cloud-hypervisor"' + ',"--memory-zone","z"' * n + ']').replace(
+                                  '"lease_held_bytes":1073741824', f'"lease_held_bytes":{big.mem_mib << 20}')
+        ok = drive(big, V.format(sk=46766, vf=0), tl=tl(4))
         self.assertEqual(ok.failures, [])
         short = drive(big, V.format(sk=46766, vf=0), tl=tl(1))
-        self.assertTrue(any("1 memory zones, not 5" in f for f in short.failures), short.failures)
+        self.assertTrue(any("1 memory zones, not 4" in f for f in short.failures), short.failures)
         plain = drive(launch.LaunchScenario("a", 1024), V.format(sk=46766, vf=0), tl=tl(1))
         self.assertEqual(plain.failures, [], "zones are judged only on the zones rows")
+
+    def test_fleet_rows_judge_what_the_lease_held(self):
+        # A 512 MiB QEMU guest on the fleet pool holds one 640 MiB region;
+        # the 1280 MiB one (a first fit) or a fallback (no lease) fails.
+        (sc,) = launch.qemu_fleet_scenarios("patched")
+        self.assertEqual((sc.mem_mib, sc.held_mib, sc.vmm), (512, 640, "qemu-direct"))
+        self.assertLess(sc.mem_mib, min(launch.fleet_regions_mib()))
+        self.assertEqual(launch.fleet_regions_mib()[0], 1280, "the first region must be the wrong fit")
+        def tl(held):
+            return TL.replace('"lease_held_bytes":1073741824', f'"lease_held_bytes":{held}')
+        self.assertEqual(drive(sc, V.format(sk=46766, vf=0), tl=tl(640 << 20)).failures, [])
+        first = drive(sc, V.format(sk=46766, vf=0), tl=tl(1280 << 20))
+        self.assertIn("the lease held 1280 MiB of pool memory, not 640 (the smallest region that holds 512 MiB)",
+                      first.failures)
+        none = drive(sc, V.format(sk=46766, vf=0), tl=tl("null"))
+        self.assertTrue(any("held 0 MiB" in f for f in none.failures), none.failures)
+        plain = drive(launch.LaunchScenario("a", 1024), V.format(sk=46766, vf=0), tl=tl(4 << 30))
+        self.assertEqual(plain.failures, [], "what is held is judged only on the fleet rows")
 
     def test_launcher_timeline_schema_is_checked(self):
         sc = launch.LaunchScenario("a", 1024)

@@ -43,7 +43,7 @@ LAUNCH = {
     "phases": [{"name": n, "t_ms": float(i)} for i, n in enumerate(timeline.LAUNCH_PHASES)],
     "guest_phases": [],
     "vmm": "qemu", "boot": "uefi", "hint_transport": "fw_cfg", "argv": ["qemu-system-x86_64", "-m", "1G"], "memory_bytes": 1 << 30, "memory_source": "pool",
-    "memory_source_asked": "pool", "lease": 3, "hint": None, "exit": {"code": 0, "signal": None},
+    "memory_source_asked": "pool", "lease": 3, "lease_held_bytes": 1 << 30, "hint": None, "exit": {"code": 0, "signal": None},
 }
 
 

@@ -71,17 +71,7 @@ fn main() {
                 }
                 _ => {
                     let d = Daemon::start_with(
-                        Config {
-                            socket: dir.join("pool.sock"),
-                            size: len,
-                            region_bytes: len,
-                            page,
-                            hugetlbfs: None,
-                            verify: false,
-                            threads: 0,
-                            backend: prezero::Choice::Auto,
-                            fault: None,
-                        },
+                        Config::memfds(dir.join("pool.sock"), len, len, page),
                         Ops::default(),
                     )
                     .unwrap();

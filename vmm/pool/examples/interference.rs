@@ -121,17 +121,7 @@ fn main() {
             let m0 = moved.load(Ordering::Relaxed);
             let t0 = Instant::now();
             let d = Daemon::start_with(
-                Config {
-                    socket: dir.join("pool.sock"),
-                    size: gib << 30,
-                    region_bytes: region,
-                    page,
-                    hugetlbfs: None,
-                    verify: false,
-                    threads: 0,
-                    backend: prezero::Choice::Auto,
-                    fault: None,
-                },
+                Config::memfds(dir.join("pool.sock"), gib << 30, region, page),
                 Ops {
                     metrics: None,
                     scrub_bandwidth: *cap,

@@ -49,6 +49,12 @@ pub struct ServeArgs {
     /// Size of each region = the largest lease.
     #[arg(long, default_value = "1G", value_parser = hostmem::parse_size)]
     pub region_size: u64,
+    /// Regions of several sizes instead of --size/--region-size: a comma
+    /// list of SIZE or COUNTxSIZE, e.g. 4x1G,2x3G,5G (a fleet of 1, 3 and
+    /// 5 GiB guests). Each lease takes the smallest clean region that
+    /// holds it, so a guest holds what it needs, not a whole large region.
+    #[arg(long, value_name = "LIST", value_parser = parse_regions, conflicts_with_all = ["size", "region_size"])]
+    pub regions: Option<RegionList>,
     /// Page size: 2M, 1G (hugetlb) or 4K (shmem; test/fallback mode).
     #[arg(long, default_value = "2M")]
     pub page: String,
@@ -86,6 +92,45 @@ pub struct ServeArgs {
     /// under --scrub-bandwidth, whose cap N scrubbers would share.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub scrubbers: usize,
+}
+
+/// The sizes `--regions` lists, one per region, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionList(pub Vec<u64>);
+
+/// Parses `--regions`: `SIZE` or `COUNTxSIZE`, comma separated.
+pub fn parse_regions(s: &str) -> Result<RegionList, String> {
+    let mut out = Vec::new();
+    for item in s.split(',') {
+        let item = item.trim();
+        let (count, size) = match item.split_once(['x', 'X']) {
+            Some((n, size)) => (
+                n.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| (1..=crate::daemon::MAX_REGIONS).contains(&n))
+                    .ok_or_else(|| {
+                        format!(
+                            "{item:?}: the count before x must be 1 to {}; write e.g. 4x1G",
+                            crate::daemon::MAX_REGIONS
+                        )
+                    })?,
+                size,
+            ),
+            None => (1, item),
+        };
+        let bytes = hostmem::parse_size(size).map_err(|_| {
+            format!("{item:?}: {size:?} is not a size; write SIZE or COUNTxSIZE, e.g. 4x1G,2x3G,5G")
+        })?;
+        if out.len() + count > crate::daemon::MAX_REGIONS {
+            return Err(format!(
+                "more than {} regions; use fewer, larger regions",
+                crate::daemon::MAX_REGIONS
+            ));
+        }
+        out.extend(std::iter::repeat_n(bytes, count));
+    }
+    Ok(RegionList(out))
 }
 
 /// Resolves `--metrics HOST:PORT` to one address.
@@ -198,6 +243,7 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
         socket: a.socket.clone(),
         size: a.size,
         region_bytes: a.region_size,
+        regions: Vec::new(),
         page: a.page.parse()?,
         hugetlbfs: a.hugetlbfs.clone(),
         verify: a.verify,
@@ -211,6 +257,10 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
                 fix: e.to_string(),
             })?,
         fault,
+    };
+    let config = match &a.regions {
+        Some(RegionList(sizes)) => config.with_regions(sizes.clone()),
+        None => config,
     };
     // SIGTERM/SIGINT end the daemon cleanly (socket removed); blocked here
     // so every daemon thread inherits the mask and this thread takes them.
@@ -233,9 +283,8 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
         eprintln!("zerostart pool: metrics at http://{addr}/metrics");
     }
     eprintln!(
-        "zerostart pool: serving {} regions of {} bytes ({} pages) on {}, {} scrubber(s){}",
-        config.size / config.region_bytes,
-        config.region_bytes,
+        "zerostart pool: serving {} ({} pages) on {}, {} scrubber(s){}",
+        describe_regions(&config.region_sizes()),
         config.page,
         config.socket.display(),
         d.scrubbers(),
@@ -251,6 +300,30 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
     eprintln!("zerostart pool: {sig}: stopping (leased memory stays with its clients)");
     drop(d);
     Ok(())
+}
+
+/// "4 regions of 1073741824 bytes", or by size for several sizes:
+/// "6 regions: 4 of 1073741824 bytes, 2 of 3221225472 bytes".
+pub fn describe_regions(sizes: &[u64]) -> String {
+    let mut by: Vec<(u64, usize)> = Vec::new();
+    for &b in sizes {
+        match by.iter_mut().find(|x| x.0 == b) {
+            Some(x) => x.1 += 1,
+            None => by.push((b, 1)),
+        }
+    }
+    by.sort_unstable();
+    match by.as_slice() {
+        [(b, n)] => format!("{n} regions of {b} bytes"),
+        _ => format!(
+            "{} regions: {}",
+            sizes.len(),
+            by.iter()
+                .map(|(b, n)| format!("{n} of {b} bytes"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 fn gib(b: u64) -> String {
@@ -305,13 +378,24 @@ fn status(a: &StatusArgs) -> Result<(), Error> {
         );
         return Ok(());
     }
+    let sizes = s.region_sizes();
+    let regions = match sizes.as_slice() {
+        [one] => format!("{} regions of {}", one.regions, gib(one.bytes)),
+        _ => format!(
+            "{} regions ({})",
+            s.regions,
+            sizes
+                .iter()
+                .map(|c| format!("{} of {}, {} clean", c.regions, gib(c.bytes), c.clean))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    };
     println!(
-        "pool {} (pid {}): {} in {} regions of {}, {} pages, backing {}",
+        "pool {} (pid {}): {} in {regions}, {} pages, backing {}",
         a.socket.display(),
         s.pid,
         gib(s.size_bytes),
-        s.regions,
-        gib(s.region_bytes),
         s.page,
         s.backing
     );
@@ -432,4 +516,70 @@ fn lease(a: &LeaseArgs) -> Result<(), Error> {
     drop(m);
     drop(l);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    const G: u64 = 1 << 30;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: PoolCommand,
+    }
+
+    fn serve(args: &[&str]) -> Result<ServeArgs, String> {
+        let argv = ["pool", "serve"].iter().chain(args);
+        match Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            PoolCommand::Serve(a) => Ok(a),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_list_of_regions_parses_in_order() {
+        assert_eq!(parse_regions("1G"), Ok(RegionList(vec![G])));
+        assert_eq!(
+            parse_regions("2x1G, 3G,1X5G"),
+            Ok(RegionList(vec![G, G, 3 * G, 5 * G]))
+        );
+        for (bad, says) in [
+            ("", "is not a size"),
+            ("1G,", "is not a size"),
+            ("0x1G", "the count before x must be 1 to 4096"),
+            ("x1G", "the count before x must be 1 to 4096"),
+            ("2x", "is not a size"),
+            ("4097x2M", "the count before x must be 1 to 4096"),
+            ("4000x2M,100x2M", "more than 4096 regions"),
+            ("1Q", "write SIZE or COUNTxSIZE"),
+        ] {
+            let e = parse_regions(bad).unwrap_err();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn regions_exclude_size_and_region_size() {
+        let a = serve(&["--regions", "2x1G,3G"]).unwrap();
+        assert_eq!(a.regions, Some(RegionList(vec![G, G, 3 * G])));
+        for other in [["--size", "8G"], ["--region-size", "2G"]] {
+            let e = serve(&["--regions", "1G", other[0], other[1]]).unwrap_err();
+            assert!(e.contains("cannot be used with"), "{e}");
+        }
+    }
+
+    #[test]
+    fn regions_are_described_by_size() {
+        assert_eq!(describe_regions(&[G; 4]), "4 regions of 1073741824 bytes");
+        assert_eq!(
+            describe_regions(&[3 * G, G, G]),
+            "3 regions: 2 of 1073741824 bytes, 1 of 3221225472 bytes"
+        );
+    }
 }

@@ -88,6 +88,16 @@ impl Lease {
         self.info.len == 0
     }
 
+    /// Bytes of pool memory the lease holds: its regions whole (a lease
+    /// that does not fill its last region, or a small guest on a large
+    /// region, still holds all of it). What a fleet operator counts.
+    pub fn held_bytes(&self) -> u64 {
+        self.fds
+            .iter()
+            .map(|f| file_size(f.as_fd()).unwrap_or(0))
+            .sum()
+    }
+
     /// Lease id.
     pub fn id(&self) -> u64 {
         self.info.id

@@ -31,6 +31,7 @@
 //! * [`proto`]: the versioned, length-framed JSON protocol.
 //! * [`region`]: the per-region state machine (pure, unit-tested).
 //! * [`memory`]: one region's memory: memfd/hugetlbfs, scrub, verify.
+//! * [`fit`]: which regions a lease takes (regions of several sizes).
 //! * [`cli`]: `zerostart pool serve|status|lease`.
 //! * [`metrics`]: the Prometheus endpoint (`serve --metrics HOST:PORT`).
 
@@ -39,6 +40,7 @@
 pub mod cli;
 pub mod client;
 pub mod daemon;
+pub mod fit;
 mod holders;
 /// The hugetlbfs and privacy checks (`hostmem::hugetlbfs`, shared with
 /// guest RAM files).

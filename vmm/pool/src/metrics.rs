@@ -263,14 +263,15 @@ impl Metrics {
         Ok(())
     }
 
-    /// Sets the per-state gauges: `counts[i]` regions in `STATES[i]`.
-    pub fn set_states(&self, counts: [u64; 4], region_bytes: u64) {
-        for (s, n) in STATES.iter().zip(counts) {
+    /// Sets the per-state gauges: `counts[i]` regions of `bytes[i]` bytes
+    /// in all in `STATES[i]`.
+    pub fn set_states(&self, counts: [u64; 4], bytes: [u64; 4]) {
+        for ((s, n), b) in STATES.iter().zip(counts).zip(bytes) {
             let l = StateLabel { state: s };
             self.regions.get_or_create(&l).set(n as i64);
             self.bytes
                 .get_or_create(&l)
-                .set((n * region_bytes).min(i64::MAX as u64) as i64);
+                .set(b.min(i64::MAX as u64) as i64);
         }
     }
 

@@ -272,10 +272,16 @@ pub struct Status {
     pub backing: String,
     /// Pool size in bytes.
     pub size_bytes: u64,
-    /// Size of each region.
+    /// Size of each region (of a pool of several sizes: the largest).
     pub region_bytes: u64,
     /// Number of regions.
     pub regions: usize,
+    /// The regions by size, smallest first, with how many are clean now:
+    /// what a client needs to know whether a lease would be granted now
+    /// ([`crate::fit`]). Absent (empty) from older daemons, whose regions
+    /// are all of `region_bytes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sizes: Vec<RegionSize>,
     /// Bytes known zero and ready.
     pub clean_bytes: u64,
     /// Bytes waiting for a scrub.
@@ -301,6 +307,46 @@ pub struct Status {
     pub retired_total: u64,
     /// Scrubs that failed (region replaced and scrubbed again).
     pub scrub_failures: u64,
+}
+
+/// Regions of one size in [`Status::sizes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionSize {
+    /// Bytes of each.
+    pub bytes: u64,
+    /// How many regions the pool has of this size.
+    pub regions: usize,
+    /// How many of them are clean now.
+    pub clean: usize,
+}
+
+impl Status {
+    /// Every region as [`RegionSize`]s (an older daemon's: `regions` of
+    /// `region_bytes`, as many clean as `clean_bytes` says).
+    pub fn region_sizes(&self) -> Vec<RegionSize> {
+        if !self.sizes.is_empty() {
+            return self.sizes.clone();
+        }
+        vec![RegionSize {
+            bytes: self.region_bytes,
+            regions: self.regions,
+            clean: (self.clean_bytes / self.region_bytes.max(1)) as usize,
+        }]
+    }
+
+    /// [`crate::fit`]'s view of the regions: every region (`clean_only`
+    /// false) or only the clean ones, numbered in size order (the indices
+    /// are not the daemon's).
+    pub fn free_regions(&self, clean_only: bool) -> Vec<crate::fit::Free> {
+        self.region_sizes()
+            .iter()
+            .flat_map(|c| {
+                let n = if clean_only { c.clean } else { c.regions };
+                std::iter::repeat_n(c.bytes, n)
+            })
+            .enumerate()
+            .collect()
+    }
 }
 
 /// Writes one frame, with `fd` attached to its first byte if given.

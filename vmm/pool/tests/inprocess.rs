@@ -9,17 +9,12 @@ use pool::PageSize;
 
 /// Two 8 MiB regions of 4K pages, serving `dir/pool.sock`.
 fn config(dir: &tempfile::TempDir) -> Config {
-    Config {
-        socket: dir.path().join("pool.sock"),
-        size: 16 << 20,
-        region_bytes: 8 << 20,
-        page: PageSize::Size4K,
-        hugetlbfs: None,
-        verify: false,
-        threads: 0,
-        backend: prezero::Choice::Auto,
-        fault: None,
-    }
+    Config::memfds(
+        dir.path().join("pool.sock"),
+        16 << 20,
+        8 << 20,
+        PageSize::Size4K,
+    )
 }
 
 fn daemon(dir: &tempfile::TempDir) -> Daemon {

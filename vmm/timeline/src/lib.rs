@@ -226,6 +226,10 @@ pub struct LaunchTimeline {
     pub hint_transport: String,
     /// The pool lease the memory came from (`null` when not a lease).
     pub lease: Option<u64>,
+    /// Bytes of pool memory the lease held: its regions whole, which a
+    /// guest smaller than its region does not fill (`null` when not a
+    /// lease).
+    pub lease_held_bytes: Option<u64>,
     /// Guest RAM size.
     #[schemars(range(min = 1))]
     pub memory_bytes: u64,

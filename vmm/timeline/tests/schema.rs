@@ -117,6 +117,7 @@ fn launch_document_bytes_are_unchanged() {
         }),
         hint_transport: "fw_cfg".into(),
         lease: Some(3),
+        lease_held_bytes: Some(2 << 30),
         memory_bytes: 1 << 30,
         memory_source: "pool".into(),
         memory_source_asked: "pool".into(),
@@ -137,6 +138,7 @@ fn launch_document_bytes_are_unchanged() {
         if !hint {
             d.hint = None;
             d.lease = None;
+            d.lease_held_bytes = None;
             d.exit = LaunchExit {
                 code: 137,
                 signal: Some(9),
@@ -153,6 +155,7 @@ fn launch_document_bytes_are_unchanged() {
             "memory_source": d.memory_source,
             "memory_source_asked": d.memory_source_asked,
             "lease": d.lease,
+            "lease_held_bytes": d.lease_held_bytes,
             "hint": d.hint.as_ref().map(|h| json!({
                 "ranges": h.ranges,
                 "bytes": h.bytes,

@@ -590,17 +590,7 @@ fn start_pool(
     wait_free(size);
     let socket = socket_path(tag);
     let _ = std::fs::remove_file(&socket);
-    let config = pool::daemon::Config {
-        socket: socket.clone(),
-        size,
-        region_bytes: region,
-        page: pool::PageSize::Size2M,
-        hugetlbfs: None,
-        verify: false,
-        threads: 0,
-        backend: prezero::Choice::Auto,
-        fault: None,
-    };
+    let config = pool::daemon::Config::memfds(socket.clone(), size, region, pool::PageSize::Size2M);
     // Normal priority: at the default idle priority a host with other
     // work fills only when a CPU is idle, which measures the other work.
     let ops = pool::daemon::Ops {

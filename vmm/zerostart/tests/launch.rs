@@ -57,20 +57,19 @@ impl Pool {
 
     /// The same pool at `socket` (in `dir`), with more `serve` options.
     fn start_at(dir: tempfile::TempDir, socket: PathBuf, extra: &[&str]) -> Pool {
+        let mut args = vec!["--size", "128M", "--region-size", "64M"];
+        args.extend_from_slice(extra);
+        Pool::serve(dir, socket, &args)
+    }
+
+    /// A pool of 4K shmem serving `socket` (in `dir`) with these `serve`
+    /// options, once all of it is clean.
+    fn serve(dir: tempfile::TempDir, socket: PathBuf, args: &[&str]) -> Pool {
         let child = Command::new(BIN)
-            .args([
-                "pool",
-                "serve",
-                "--page",
-                "4K",
-                "--size",
-                "128M",
-                "--region-size",
-                "64M",
-            ])
+            .args(["pool", "serve", "--page", "4K"])
             .arg("--socket")
             .arg(&socket)
-            .args(extra)
+            .args(args)
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
@@ -79,7 +78,7 @@ impl Pool {
             socket,
             _dir: dir,
         };
-        p.wait_until("all clean", |s| s.clean_bytes == 2 * REGION);
+        p.wait_until("all clean", |s| s.clean_bytes == s.size_bytes);
         p
     }
 
@@ -126,6 +125,16 @@ impl Drop for Pool {
 }
 
 fn launch(pool: &Pool, qemu: &Path, extra: &[&str]) -> (Child, tempfile::NamedTempFile) {
+    launch_sized(pool, qemu, 64, extra)
+}
+
+/// [`launch`] of a guest of `mib` MiB.
+fn launch_sized(
+    pool: &Pool,
+    qemu: &Path,
+    mib: u64,
+    extra: &[&str],
+) -> (Child, tempfile::NamedTempFile) {
     // A 64 KiB "firmware": QEMU maps it as the BIOS ROM; with -S no vCPU
     // ever runs it.
     let mut fw = tempfile::NamedTempFile::new().unwrap();
@@ -137,7 +146,7 @@ fn launch(pool: &Pool, qemu: &Path, extra: &[&str]) -> (Child, tempfile::NamedTe
         .arg(qemu)
         .arg("--memory")
         .arg(format!(
-            "size=64M,source=pool:{},hugepages=off",
+            "size={mib}M,source=pool:{},hugepages=off",
             pool.socket.display()
         ))
         .arg("--firmware")
@@ -155,6 +164,7 @@ fn launch(pool: &Pool, qemu: &Path, extra: &[&str]) -> (Child, tempfile::NamedTe
             "none",
         ])
         .stdin(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     (child, fw)
@@ -1002,4 +1012,117 @@ fn cloud_hypervisor_zones_take_several_regions() {
         .unwrap();
     let err = String::from_utf8_lossy(&q.stderr);
     assert!(err.contains("falling back to source=prefault"), "{err}");
+}
+
+/// A fleet's pool of several region sizes under real QEMUs (one
+/// `memory-backend` each, so one region each): guests of 1, 3 and 5 units
+/// (64 MiB here for a GiB) each lease the smallest region that holds them
+/// and hold exactly that, side by side; the dry run says so first; a
+/// guest no clean region holds falls back with one line; every region
+/// comes back clean when the VMs end.
+#[test]
+fn qemu_guests_of_several_sizes_hold_what_they_need() {
+    let qemu = need_qemu!();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("pool.sock");
+    // Largest first: a pool that took the first clean region that holds
+    // a guest (not the smallest) would give the 64 MiB guest 320 MiB.
+    let pool = Pool::serve(dir, socket, &["--regions", "320M,192M,2x64M"]);
+    let st = pool.status().unwrap();
+    assert_eq!(
+        (st.size_bytes, st.regions, st.region_bytes),
+        (10 * REGION, 4, 5 * REGION)
+    );
+    let dry = |mib: u64| {
+        let out = Command::new(BIN)
+            .arg("launch")
+            .arg("--dry-run")
+            .args(["--vmm", "qemu", "--vmm-binary"])
+            .arg(&qemu)
+            .arg("--memory")
+            .arg(format!(
+                "size={mib}M,source=pool:{},hugepages=off,hint=off",
+                pool.socket.display()
+            ))
+            .args(["--", "-accel", "tcg"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = dry(192);
+    assert!(
+        text.contains("a lease would be granted now (201326592 bytes held)"),
+        "{text}"
+    );
+    assert!(text.contains("2 of 67108864 bytes, 2 clean"), "{text}");
+    assert!(dry(384).contains("none as large as size=402653184"));
+    let mut vms = Vec::new();
+    for (mib, held) in [(64u64, REGION), (192, 3 * REGION), (320, 5 * REGION)] {
+        let before = pool.status().unwrap().leased_bytes;
+        let (launcher, fw) = launch_sized(&pool, &qemu, mib, &[]);
+        let (vmm, fd) = vmm_of(launcher.id());
+        let guard = KillOnDrop(vmm);
+        // The region QEMU maps is the smallest that holds the guest.
+        assert_eq!(
+            std::fs::metadata(&fd).unwrap().len(),
+            held,
+            "{mib} MiB guest"
+        );
+        pool.wait_until("the guest's region leased", |s| {
+            s.leased_bytes == before + held
+        });
+        vms.push((launcher, fw, guard, mib));
+    }
+    let st = pool.status().unwrap();
+    assert_eq!(
+        (st.leased_bytes, st.clean_bytes),
+        (9 * REGION, REGION),
+        "{st:?}"
+    );
+    let clean: Vec<(u64, usize, usize)> = st
+        .sizes
+        .iter()
+        .map(|c| (c.bytes, c.regions, c.clean))
+        .collect();
+    assert_eq!(
+        clean,
+        [(REGION, 2, 1), (3 * REGION, 1, 0), (5 * REGION, 1, 0)]
+    );
+    // 128 MiB: the one clean region is 64 MiB. Falls back, holds nothing.
+    let out = Command::new(BIN)
+        .arg("launch")
+        .args(["--vmm", "qemu", "--vmm-binary"])
+        .arg(&qemu)
+        .args(["--pool-wait", "0", "--memory"])
+        .arg(format!(
+            "size=128M,source=pool:{},hugepages=off,hint=off",
+            pool.socket.display()
+        ))
+        .args(["--", "-accel", "tcg", "-no-such-option"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no clean region holding 134217728 bytes now")
+            && err.contains("falling back to source=prefault"),
+        "{err}"
+    );
+    assert_eq!(pool.status().unwrap().leased_bytes, 9 * REGION);
+    for (launcher, _fw, _guard, mib) in vms {
+        // SAFETY: signalling the launcher this test started.
+        unsafe { libc::kill(launcher.id() as i32, libc::SIGTERM) };
+        let done = launcher.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&done.stderr);
+        assert!(done.status.success(), "{err}");
+        // The launcher's closing line says what the lease held.
+        assert!(
+            err.contains(&format!("memory={mib}MiB source=pool lease="))
+                && err.contains(&format!(" held={mib}MiB ")),
+            "{err}"
+        );
+    }
+    pool.wait_until("every region back and clean", |s| {
+        s.leased_bytes == 0 && s.clean_bytes == 10 * REGION
+    });
 }

@@ -20,7 +20,7 @@ pub(super) fn grant(
     let c = &shared.config;
     let len = check_lease(c, &shared.nodes, bytes, page, node, pieces)?;
     let mut st = shared.lock();
-    let granted = st.lease(c, len, page, node)?;
+    let granted = st.lease(c, len, page, node, pieces.unwrap_or(1))?;
     shared.metrics.leases.inc();
     shared.changed.notify_all();
     Ok(granted)

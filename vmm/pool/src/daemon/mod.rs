@@ -46,10 +46,20 @@ pub use crate::memory::FAULT_ENV;
 pub struct Config {
     /// Unix socket to serve.
     pub socket: PathBuf,
-    /// Total pool bytes (a multiple of `region_bytes`).
+    /// Total pool bytes (a multiple of `region_bytes`; with `regions`,
+    /// their sum).
     pub size: u64,
-    /// Bytes per region (the largest lease; a multiple of the page size).
+    /// Bytes per region (the largest lease of one region; a multiple of
+    /// the page size; with `regions`, the largest of them).
     pub region_bytes: u64,
+    /// Regions of several sizes, in the order they are made (`--regions
+    /// 4x1G,2x3G,5G`; [`Config::with_regions`]). Why: a fleet runs guests
+    /// of many sizes on one pool, and a VMM that maps one file per guest
+    /// (QEMU's one `memory-backend`) holds a whole region, so a 1 GiB guest
+    /// on 4 GiB regions would hold 4 GiB; with several sizes each lease
+    /// takes the smallest clean region that holds it ([`crate::fit`]).
+    /// Empty: `size / region_bytes` regions of `region_bytes`.
+    pub regions: Vec<u64>,
     /// Page size.
     pub page: PageSize,
     /// hugetlbfs directory for named region files; `None` = memfds.
@@ -74,6 +84,7 @@ impl Config {
             socket,
             size,
             region_bytes,
+            regions: Vec::new(),
             page,
             hugetlbfs: None,
             verify: false,
@@ -83,9 +94,46 @@ impl Config {
         }
     }
 
+    /// This configuration with regions of the given sizes, in this order
+    /// (`size` their sum, `region_bytes` the largest).
+    pub fn with_regions(self, regions: Vec<u64>) -> Config {
+        Config {
+            size: regions.iter().sum(),
+            region_bytes: regions.iter().copied().max().unwrap_or(0),
+            regions,
+            ..self
+        }
+    }
+
+    /// How many regions the pool has.
+    pub fn region_count(&self) -> usize {
+        match self.regions.len() {
+            0 => (self.size / self.region_bytes.max(1)) as usize,
+            n => n,
+        }
+    }
+
+    /// Bytes of region `index`.
+    pub fn region_size(&self, index: usize) -> u64 {
+        self.regions
+            .get(index)
+            .copied()
+            .unwrap_or(self.region_bytes)
+    }
+
+    /// Every region's bytes, in index order.
+    pub fn region_sizes(&self) -> Vec<u64> {
+        (0..self.region_count())
+            .map(|i| self.region_size(i))
+            .collect()
+    }
+
     /// Checks sizes; every problem names the option and the fix.
     pub fn validate(&self) -> Result<(), Error> {
         let page = self.page.bytes();
+        if !self.regions.is_empty() {
+            return self.validate_regions();
+        }
         if !self.region_bytes.is_multiple_of(page) {
             return Err(Error::BadValue {
                 key: "region-size",
@@ -103,13 +151,63 @@ impl Config {
                 ),
             });
         }
-        if self.size / self.region_bytes > 4096 {
+        if self.size / self.region_bytes > MAX_REGIONS as u64 {
             return Err(Error::BadValue {
                 key: "region-size",
                 value: self.region_bytes.to_string(),
-                fix: "more than 4096 regions; use larger regions".into(),
+                fix: format!("more than {MAX_REGIONS} regions; use larger regions"),
             });
         }
+        self.validate_backing()
+    }
+
+    /// [`Config::validate`] of a pool of several region sizes.
+    fn validate_regions(&self) -> Result<(), Error> {
+        let page = self.page.bytes();
+        let list = || {
+            self.regions
+                .iter()
+                .map(|b| b.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        if let Some(b) = self
+            .regions
+            .iter()
+            .find(|&&b| b == 0 || !b.is_multiple_of(page))
+        {
+            return Err(Error::BadValue {
+                key: "regions",
+                value: list(),
+                fix: format!(
+                    "region of {b} bytes: every region must be a non-zero multiple of the {} page size",
+                    self.page
+                ),
+            });
+        }
+        if self.regions.len() > MAX_REGIONS {
+            return Err(Error::BadValue {
+                key: "regions",
+                value: list(),
+                fix: format!("more than {MAX_REGIONS} regions; use fewer, larger regions"),
+            });
+        }
+        if self.size != self.regions.iter().sum::<u64>()
+            || Some(self.region_bytes) != self.regions.iter().copied().max()
+        {
+            return Err(Error::BadValue {
+                key: "regions",
+                value: list(),
+                fix: format!(
+                    "--size ({}) and --region-size ({}) must be their sum and largest; give --regions alone",
+                    self.size, self.region_bytes
+                ),
+            });
+        }
+        self.validate_backing()
+    }
+
+    fn validate_backing(&self) -> Result<(), Error> {
         if self.hugetlbfs.is_some() && !self.page.is_huge() {
             return Err(Error::BadValue {
                 key: "hugetlbfs",
@@ -120,6 +218,10 @@ impl Config {
         Ok(())
     }
 }
+
+/// The most regions a pool has: each is a file, a mapping and a slot the
+/// daemon walks under its mutex.
+pub const MAX_REGIONS: usize = 4096;
 
 /// Operations options: how the daemon is watched and what its background
 /// work may cost others. Separate from [`Config`] so that callers that
@@ -159,7 +261,7 @@ pub struct Ops {
 /// than one per region. Fault injection counts scrubs in the order one
 /// scrubber does them, so it gets one.
 pub fn auto_scrubbers(config: &Config, ops: &Ops) -> usize {
-    let regions = (config.size / config.region_bytes.max(1)).max(1) as usize;
+    let regions = config.region_count().max(1);
     if config.fault.is_some() {
         return 1;
     }
@@ -204,8 +306,12 @@ impl Shared {
     fn new_memory(&self, index: usize) -> Result<RegionMemory, Error> {
         let c = &self.config;
         match &c.hugetlbfs {
-            None => RegionMemory::memfd(&format!("zerostart-pool-{index}"), c.region_bytes, c.page),
-            Some(dir) => RegionMemory::hugetlbfs(dir, index, c.region_bytes, c.page),
+            None => RegionMemory::memfd(
+                &format!("zerostart-pool-{index}"),
+                c.region_size(index),
+                c.page,
+            ),
+            Some(dir) => RegionMemory::hugetlbfs(dir, index, c.region_size(index), c.page),
         }
     }
 }
@@ -279,7 +385,7 @@ impl Daemon {
             None => None,
             Some(dir) => {
                 let lock = crate::memory::check_dir(dir, config.page)?;
-                for i in 0..(config.size / config.region_bytes) as usize {
+                for i in 0..config.region_count() {
                     if let Leftover::Removed { holders } = crate::memory::clear_leftover(dir, i)? {
                         let path = crate::memory::region_path(dir, i);
                         if holders.is_empty() {
@@ -299,7 +405,7 @@ impl Daemon {
         let backend_name = zeroer.backend().name().to_string();
         let listener = bind(&config.socket, ops.socket_group)?;
         let config_size = config.size;
-        let n = (config.size / config.region_bytes) as usize;
+        let n = config.region_count();
         let scrubbers = auto_scrubbers(&config, &ops);
         let shared = Arc::new(Shared {
             config,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::memory::{Fault, RegionMemory, ScrubFault, ScrubStats};
 use crate::numa::Node;
-use crate::proto::{LeaseInfo, Piece, Status, MAX_PIECES, VERSION};
+use crate::proto::{LeaseInfo, Piece, RegionSize, Status, MAX_PIECES, VERSION};
 use crate::region::{BadTransition, Region, State};
 use crate::PageSize;
 
@@ -24,6 +24,8 @@ struct Slot {
     fresh: bool,
     /// NUMA node of the region's memory.
     node: usize,
+    /// The region's size (its memory's, kept while that is replaced).
+    bytes: u64,
 }
 
 #[derive(Default)]
@@ -85,21 +87,29 @@ pub(super) fn check_lease(
             "a lease may take 1 to {MAX_PIECES} regions, not {pieces}; ask for fewer pieces"
         ));
     }
+    let largest = match c.regions.is_empty() {
+        true => format!("a region of {} bytes", c.region_bytes),
+        false => format!("the largest region ({} bytes)", c.region_bytes),
+    };
     if bytes == 0 {
         return Err(format!(
-            "a lease of 0 bytes does not fit a region of {} bytes; ask for at least one page",
-            c.region_bytes
+            "a lease of 0 bytes does not fit {largest}; ask for at least one page"
         ));
     }
-    if bytes > c.region_bytes * pieces as u64 {
-        return Err(match pieces {
-            1 => format!(
-                "a lease of {bytes} bytes does not fit a region of {} bytes; restart the pool with --region-size of at least {bytes}",
-                c.region_bytes
+    if bytes > crate::fit::capacity(&c.region_sizes(), pieces) {
+        return Err(match (pieces, c.regions.is_empty()) {
+            (1, true) => format!(
+                "a lease of {bytes} bytes does not fit {largest}; restart the pool with --region-size of at least {bytes}"
             ),
-            n => format!(
+            (1, false) => format!(
+                "a lease of {bytes} bytes does not fit {largest}; restart the pool with a region of at least {bytes} in --regions"
+            ),
+            (n, true) => format!(
                 "a lease of {bytes} bytes does not fit {n} regions of {} bytes; map more pieces or restart the pool with a larger --region-size",
                 c.region_bytes
+            ),
+            (n, false) => format!(
+                "a lease of {bytes} bytes does not fit the {n} largest regions of this pool; map more pieces or restart the pool with larger --regions"
             ),
         });
     }
@@ -130,6 +140,7 @@ impl PoolState {
         let index = self.slots.len();
         self.slots.push(Slot {
             region: Region::new(index),
+            bytes: mem.len(),
             mem: Some(Arc::new(mem)),
             fresh: true,
             node,
@@ -158,68 +169,44 @@ impl PoolState {
             .count()
     }
 
-    /// Leases the first `ceil(len / region)` clean regions (on `node`, if
-    /// asked) for a lease of `len` bytes ([`check_lease`] passed): all of
-    /// them or none, one new lease id, each region `leased` and no longer
-    /// fresh. Returns what the client is sent and the memory of each piece
-    /// in order (one fd each goes with it), or the one-line refusal.
+    /// Leases the clean regions (on `node`, if asked) that [`crate::fit`]
+    /// picks for a lease of `len` bytes mapped as up to `pieces` files
+    /// ([`check_lease`] passed): all of them or none, one new lease id,
+    /// each region `leased` and no longer fresh. Returns what the client
+    /// is sent and the memory of each piece in order (one fd each goes
+    /// with it), or the one-line refusal.
     pub(super) fn lease(
         &mut self,
         c: &Config,
         len: u64,
         page: PageSize,
         node: Option<usize>,
+        pieces: usize,
     ) -> Result<(LeaseInfo, Vec<Arc<RegionMemory>>), String> {
-        let need = len.div_ceil(c.region_bytes) as usize;
-        let picked: Vec<usize> = self
+        let on = |s: &Slot| node.is_none_or(|n| s.node == n);
+        let clean: Vec<crate::fit::Free> = self
             .slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.region.state() == State::Clean && node.is_none_or(|n| s.node == n))
-            .map(|(i, _)| i)
-            .take(need)
+            .filter(|(_, s)| s.region.state() == State::Clean && on(s))
+            .map(|(i, s)| (i, s.bytes))
             .collect();
-        if picked.len() < need {
-            let asked = match need {
-                1 => String::new(),
-                n => format!(" for a lease of {n} regions ({} clean)", picked.len()),
-            };
-            if let Some(n) = node {
-                let on: Vec<&Slot> = self.slots.iter().filter(|s| s.node == n).collect();
-                return Err(format!(
-                    "no clean region on NUMA node {n} now{asked} ({} of its {} regions leased); retry shortly, ask another node, or grow the pool with --size",
-                    on.iter().filter(|s| s.region.state().name() == "leased").count(),
-                    on.len()
-                ));
-            }
-            let what = match need {
-                1 => "no clean region now".to_string(),
-                n => format!("not {n} clean regions now ({} clean)", picked.len()),
-            };
-            return Err(format!(
-                "{what} ({} leased, {} scrubbing, {} dirty of {}); retry shortly or grow the pool with --size",
-                self.count("leased"),
-                self.count("scrubbing"),
-                self.count("dirty"),
-                self.slots.len()
-            ));
-        }
+        let Some(picked) = crate::fit::fit(&clean, len, pieces) else {
+            return Err(self.refusal(c, len, node, pieces, clean.len()));
+        };
         self.counters.next_lease += 1;
         let id = self.counters.next_lease;
-        let mut pieces = Vec::with_capacity(need);
-        let mut mems = Vec::with_capacity(need);
-        let mut left = len;
-        for &i in &picked {
+        let mut parts = Vec::with_capacity(picked.len());
+        let mut mems = Vec::with_capacity(picked.len());
+        for &(i, n) in &picked {
             let slot = &mut self.slots[i];
             slot.region.lease(id).expect("clean regions can be leased");
             slot.fresh = false;
-            let n = left.min(c.region_bytes);
-            left -= n;
-            pieces.push(Piece { region: i, len: n });
+            parts.push(Piece { region: i, len: n });
             mems.push(slot.mem.clone().expect("clean regions have memory"));
         }
         self.counters.leases_total += 1;
-        let first = picked[0];
+        let first = picked[0].0;
         Ok((
             LeaseInfo {
                 id,
@@ -230,10 +217,63 @@ impl PoolState {
                 verified: c.verify,
                 node: Some(self.slots[first].node),
                 reports: true,
-                pieces: if need > 1 { pieces } else { Vec::new() },
+                pieces: if parts.len() > 1 { parts } else { Vec::new() },
             },
             mems,
         ))
+    }
+
+    /// Why no lease of `len` bytes in up to `pieces` regions can be had
+    /// now (`clean` regions, on `node` if asked, did not hold it).
+    fn refusal(
+        &self,
+        c: &Config,
+        len: u64,
+        node: Option<usize>,
+        pieces: usize,
+        clean: usize,
+    ) -> String {
+        // How many regions the lease takes when all of them are clean (on
+        // that node): what "not N clean regions" names.
+        let all: Vec<crate::fit::Free> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| node.is_none_or(|n| s.node == n))
+            .map(|(i, s)| (i, s.bytes))
+            .collect();
+        let need = crate::fit::fit(&all, len, pieces).map_or(pieces, |p| p.len());
+        let fitting = match c.regions.is_empty() {
+            true => String::new(),
+            false => format!(" holding {len} bytes"),
+        };
+        if let Some(n) = node {
+            let asked = match need {
+                1 => fitting,
+                k => format!(" for a lease of {k} regions ({clean} clean)"),
+            };
+            let on: Vec<&Slot> = self.slots.iter().filter(|s| s.node == n).collect();
+            return format!(
+                "no clean region on NUMA node {n} now{asked} ({} of its {} regions leased); retry shortly, ask another node, or grow the pool with --size",
+                on.iter().filter(|s| s.region.state().name() == "leased").count(),
+                on.len()
+            );
+        }
+        let what = match need {
+            1 => format!("no clean region{fitting} now"),
+            k => format!("not {k} clean regions now ({clean} clean)"),
+        };
+        format!(
+            "{what} ({} leased, {} scrubbing, {} dirty of {}); retry shortly or grow the pool with {}",
+            self.count("leased"),
+            self.count("scrubbing"),
+            self.count("dirty"),
+            self.slots.len(),
+            match c.regions.is_empty() {
+                true => "--size",
+                false => "--regions",
+            }
+        )
     }
 
     /// Lease `lease` of region `index` is over: the region is dirty and
@@ -345,7 +385,29 @@ impl PoolState {
     /// The `status` answer; `backend_name` is the zeroing backend named
     /// before any scrub has run.
     pub(super) fn status(&self, c: &Config, backend_name: &str) -> Status {
-        let bytes = |name: &str| self.count(name) as u64 * c.region_bytes;
+        let bytes = |name: &str| {
+            self.slots
+                .iter()
+                .filter(|s| s.region.state().name() == name)
+                .map(|s| s.bytes)
+                .sum()
+        };
+        let mut sizes: Vec<RegionSize> = Vec::new();
+        for s in &self.slots {
+            let clean = usize::from(s.region.state() == State::Clean);
+            match sizes.iter_mut().find(|x| x.bytes == s.bytes) {
+                Some(x) => {
+                    x.regions += 1;
+                    x.clean += clean;
+                }
+                None => sizes.push(RegionSize {
+                    bytes: s.bytes,
+                    regions: 1,
+                    clean,
+                }),
+            }
+        }
+        sizes.sort_by_key(|x| x.bytes);
         let k = &self.counters;
         Status {
             version: VERSION,
@@ -358,6 +420,7 @@ impl PoolState {
             size_bytes: c.size,
             region_bytes: c.region_bytes,
             regions: self.slots.len(),
+            sizes,
             clean_bytes: bytes("clean"),
             dirty_bytes: bytes("dirty"),
             scrubbing_bytes: bytes("scrubbing"),
@@ -381,16 +444,19 @@ impl PoolState {
         }
     }
 
-    /// Regions per state, in the order of [`crate::metrics::STATES`].
-    pub(super) fn state_counts(&self) -> [u64; 4] {
+    /// Regions and their bytes per state, in the order of
+    /// [`crate::metrics::STATES`].
+    pub(super) fn state_counts(&self) -> ([u64; 4], [u64; 4]) {
         let mut counts = [0u64; 4];
+        let mut bytes = [0u64; 4];
         for slot in &self.slots {
             let name = slot.region.state().name();
             if let Some(i) = crate::metrics::STATES.iter().position(|&s| s == name) {
                 counts[i] += 1;
+                bytes[i] += slot.bytes;
             }
         }
-        counts
+        (counts, bytes)
     }
 }
 
@@ -399,6 +465,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::daemon::MAX_REGIONS;
 
     const REGION: u64 = 64 << 10;
 
@@ -408,6 +475,7 @@ mod tests {
             socket: "/nonexistent/pool.sock".into(),
             size: n * REGION,
             region_bytes: REGION,
+            regions: Vec::new(),
             page: PageSize::Size4K,
             hugetlbfs: None,
             verify: true,
@@ -472,13 +540,13 @@ mod tests {
     fn new_regions_start_dirty_and_their_first_scrub_is_a_fill() {
         let mut st = pool(2, &[0]);
         assert!(!st.all_clean());
-        assert_eq!(st.state_counts(), [2, 0, 0, 0]);
+        assert_eq!(st.state_counts().0, [2, 0, 0, 0]);
         assert_eq!(st.next_dirty(), Some((0, 0)));
         assert_eq!(scrub_one(&mut st, None), (0, Remedy::Fresh));
         assert_eq!(st.next_dirty(), Some((1, 1)));
         assert_eq!(scrub_one(&mut st, None), (1, Remedy::Fresh));
         assert!(st.all_clean() && st.next_dirty().is_none());
-        assert_eq!(st.state_counts(), [0, 0, 2, 0]);
+        assert_eq!(st.state_counts().0, [0, 0, 2, 0]);
         assert_eq!(st.memories().count(), 2);
     }
 
@@ -487,16 +555,20 @@ mod tests {
         let c = config(2);
         let mut st = pool(2, &[0]);
         scrub_all(&mut st);
-        let (a, mem) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        let (a, mem) = st
+            .lease(&c, 4096, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         assert_eq!((a.id, a.region, a.offset, a.len), (1, 0, 0, 4096));
         assert!(a.verified);
         assert_eq!(a.node, Some(0));
         assert_eq!(mem.len(), 1);
         assert!(Arc::ptr_eq(&mem[0], st.memory(0).unwrap()));
         assert!(a.pieces.is_empty(), "one region: no piece list");
-        let (b, _) = st.lease(&c, REGION, PageSize::Size4K, None).unwrap();
+        let (b, _) = st
+            .lease(&c, REGION, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         assert_eq!((b.id, b.region, b.len), (2, 1, REGION));
-        assert_eq!(st.state_counts(), [0, 0, 0, 2]);
+        assert_eq!(st.state_counts().0, [0, 0, 0, 2]);
         let s = st.status(&c, "auto");
         assert_eq!(
             (s.leases_total, s.leased_bytes, s.clean_bytes),
@@ -510,11 +582,15 @@ mod tests {
         let mut st = pool(3, &[0]);
         scrub_one(&mut st, None);
         scrub_one(&mut st, None);
-        st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        st.lease(&c, 4096, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         let (i, done) = st.next_dirty().unwrap();
         st.begin_scrub(i, None, done);
-        st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
-        let e = st.lease(&c, 4096, PageSize::Size4K, None).unwrap_err();
+        st.lease(&c, 4096, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
+        let e = st
+            .lease(&c, 4096, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap_err();
         assert_eq!(
             e,
             "no clean region now (2 leased, 1 scrubbing, 0 dirty of 3); retry shortly or grow the pool with --size"
@@ -528,17 +604,25 @@ mod tests {
         let c = config(4);
         let mut st = pool(4, &[0, 1]);
         scrub_all(&mut st);
-        let (a, _) = st.lease(&c, 4096, PageSize::Size4K, Some(1)).unwrap();
+        let (a, _) = st
+            .lease(&c, 4096, PageSize::Size4K, Some(1), MAX_PIECES)
+            .unwrap();
         assert_eq!((a.region, a.node), (1, Some(1)));
-        let (b, _) = st.lease(&c, 4096, PageSize::Size4K, Some(1)).unwrap();
+        let (b, _) = st
+            .lease(&c, 4096, PageSize::Size4K, Some(1), MAX_PIECES)
+            .unwrap();
         assert_eq!((b.region, b.node), (3, Some(1)));
-        let e = st.lease(&c, 4096, PageSize::Size4K, Some(1)).unwrap_err();
+        let e = st
+            .lease(&c, 4096, PageSize::Size4K, Some(1), MAX_PIECES)
+            .unwrap_err();
         assert!(
             e.starts_with("no clean region on NUMA node 1 now (2 of its 2 regions leased); "),
             "{e}"
         );
         // Node 0 still has both of its regions; no node takes the first.
-        let (d, _) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        let (d, _) = st
+            .lease(&c, 4096, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         assert_eq!(d.region, 0);
     }
 
@@ -573,7 +657,7 @@ mod tests {
         let mut taken: Vec<usize> = Vec::new();
         for (units, id) in [(1u64, 1u64), (3, 2), (5, 3)] {
             let (info, mems) = st
-                .lease(&c, units * REGION, PageSize::Size4K, None)
+                .lease(&c, units * REGION, PageSize::Size4K, None, MAX_PIECES)
                 .unwrap();
             assert_eq!((info.id, info.len, info.offset), (id, units * REGION, 0));
             let r = regions(&info);
@@ -591,7 +675,153 @@ mod tests {
         let s = st.status(&c, "auto");
         assert_eq!((s.leased_bytes, s.clean_bytes), (9 * REGION, 0));
         assert_eq!(s.leases_total, 3);
-        assert_eq!(st.state_counts(), [0, 0, 0, 9]);
+        assert_eq!(st.state_counts().0, [0, 0, 0, 9]);
+    }
+
+    /// A pool of regions of 1, 3, 5 and 1 units (`--regions 1G,3G,5G,1G`
+    /// in miniature), all clean.
+    fn mixed() -> (Config, PoolState) {
+        let sizes = vec![REGION, 3 * REGION, 5 * REGION, REGION];
+        let c = config(1).with_regions(sizes.clone());
+        c.validate().unwrap();
+        let mut st = PoolState::new(sizes.len());
+        for b in sizes {
+            let m = RegionMemory::memfd("zerostart-pool-unit", b, PageSize::Size4K).unwrap();
+            st.add_region(m, 0);
+        }
+        scrub_all(&mut st);
+        (c, st)
+    }
+
+    fn size(bytes: u64, regions: usize, clean: usize) -> RegionSize {
+        RegionSize {
+            bytes,
+            regions,
+            clean,
+        }
+    }
+
+    /// A guest of one region (QEMU's one `memory-backend`) takes the
+    /// smallest clean region that holds it, so leases of 1, 3 and 5 units
+    /// hold 1, 3 and 5 units, and the status says what is left by size.
+    #[test]
+    fn regions_of_several_sizes_lease_the_best_fit() {
+        let (c, mut st) = mixed();
+        assert_eq!(
+            (c.size, c.region_bytes, c.region_count()),
+            (10 * REGION, 5 * REGION, 4)
+        );
+        let s = st.status(&c, "auto");
+        assert_eq!(
+            s.sizes,
+            [
+                size(REGION, 2, 2),
+                size(3 * REGION, 1, 1),
+                size(5 * REGION, 1, 1)
+            ]
+        );
+        assert_eq!(
+            (s.size_bytes, s.clean_bytes, s.regions),
+            (10 * REGION, 10 * REGION, 4)
+        );
+        let mut held = 0;
+        for (len, region) in [(REGION, 0), (3 * REGION - 4096, 1), (5 * REGION, 2)] {
+            let (info, mems) = st.lease(&c, len, PageSize::Size4K, None, 1).unwrap();
+            assert_eq!((info.region, info.len, info.pieces.len()), (region, len, 0));
+            assert_eq!(mems[0].len(), sizes_of(&c)[region]);
+            held += sizes_of(&c)[region];
+            let s = st.status(&c, "auto");
+            assert_eq!(s.leased_bytes, held);
+            assert_eq!(s.clean_bytes, 10 * REGION - held);
+        }
+        assert_eq!(held, 9 * REGION);
+        assert_eq!(
+            st.status(&c, "auto").sizes,
+            [
+                size(REGION, 2, 1),
+                size(3 * REGION, 1, 0),
+                size(5 * REGION, 1, 0)
+            ]
+        );
+        // Two units fit no clean region now (the 3 and 5 are leased).
+        let e = st
+            .lease(&c, 2 * REGION, PageSize::Size4K, None, 1)
+            .unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "no clean region holding {} bytes now (3 leased, 0 scrubbing, 0 dirty of 4); ",
+                2 * REGION
+            )) && e.ends_with("grow the pool with --regions"),
+            "{e}"
+        );
+        // The refusal took nothing: the last unit is still there.
+        let (info, _) = st.lease(&c, 4096, PageSize::Size4K, None, 1).unwrap();
+        assert_eq!(info.region, 3);
+        assert_eq!(st.state_counts(), ([0, 0, 0, 4], [0, 0, 0, 10 * REGION]));
+    }
+
+    fn sizes_of(c: &Config) -> Vec<u64> {
+        c.region_sizes()
+    }
+
+    /// A lease larger than every region (cloud-hypervisor's zones) takes
+    /// the largest first and the best fit last; what no choice of regions
+    /// could hold is refused before any region is looked at.
+    #[test]
+    fn regions_of_several_sizes_lease_several_pieces() {
+        let (c, mut st) = mixed();
+        let (info, mems) = st.lease(&c, 7 * REGION, PageSize::Size4K, None, 8).unwrap();
+        let p: Vec<(usize, u64)> = info.pieces.iter().map(|p| (p.region, p.len)).collect();
+        assert_eq!(p, [(2, 5 * REGION), (1, 2 * REGION)]);
+        assert_eq!(mems.len(), 2);
+        assert_eq!(st.status(&c, "auto").leased_bytes, 8 * REGION);
+        let nodes = nodes(&[0]);
+        let check = |bytes, pieces| check_lease(&c, &nodes, bytes, PageSize::Size4K, None, pieces);
+        assert_eq!(check(5 * REGION, None), Ok(5 * REGION));
+        assert_eq!(
+            check(5 * REGION + 1, None).unwrap_err(),
+            format!(
+                "a lease of {} bytes does not fit the largest region ({} bytes); restart the pool with a region of at least {} in --regions",
+                5 * REGION + 1,
+                5 * REGION,
+                5 * REGION + 1
+            )
+        );
+        assert_eq!(check(9 * REGION, Some(3)), Ok(9 * REGION));
+        assert!(check(9 * REGION + 1, Some(3))
+            .unwrap_err()
+            .contains("does not fit the 3 largest regions of this pool"));
+        assert_eq!(check(10 * REGION, Some(4)), Ok(10 * REGION));
+        // 3 units in 2 pieces: only the two 1-unit regions are clean.
+        let e = st
+            .lease(&c, 3 * REGION, PageSize::Size4K, None, 2)
+            .unwrap_err();
+        assert!(e.starts_with("no clean region holding"), "{e}");
+        let (info, _) = st.lease(&c, 2 * REGION, PageSize::Size4K, None, 2).unwrap();
+        assert_eq!(regions(&info), [0, 3]);
+    }
+
+    #[test]
+    fn a_list_of_region_sizes_is_checked() {
+        let c = config(1);
+        let bad = |sizes: Vec<u64>| {
+            c.clone()
+                .with_regions(sizes)
+                .validate()
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad(vec![REGION, 4096 + 1]).contains("region of 4097 bytes: every region must be a non-zero multiple of the 4K page size"), "{}", bad(vec![REGION, 4097]));
+        assert!(bad(vec![0]).contains("region of 0 bytes"));
+        assert!(bad(vec![4096; MAX_REGIONS + 1]).contains("more than 4096 regions"));
+        let mut c = c.with_regions(vec![REGION, 2 * REGION]);
+        c.validate().unwrap();
+        c.size += REGION;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("give --regions alone"));
     }
 
     #[test]
@@ -600,7 +830,7 @@ mod tests {
         let mut st = pool(4, &[0]);
         scrub_all(&mut st);
         let (info, _) = st
-            .lease(&c, 2 * REGION + 4096, PageSize::Size4K, None)
+            .lease(&c, 2 * REGION + 4096, PageSize::Size4K, None, MAX_PIECES)
             .unwrap();
         let lens: Vec<u64> = info.all_pieces().iter().map(|p| p.len).collect();
         assert_eq!(lens, vec![REGION, REGION, 4096]);
@@ -612,17 +842,20 @@ mod tests {
         let c = config(5);
         let mut st = pool(5, &[0]);
         scrub_all(&mut st);
-        st.lease(&c, 2 * REGION, PageSize::Size4K, None).unwrap();
+        st.lease(&c, 2 * REGION, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         let e = st
-            .lease(&c, 4 * REGION, PageSize::Size4K, None)
+            .lease(&c, 4 * REGION, PageSize::Size4K, None, MAX_PIECES)
             .unwrap_err();
         assert_eq!(
             e,
             "not 4 clean regions now (3 clean) (2 leased, 0 scrubbing, 0 dirty of 5); retry shortly or grow the pool with --size"
         );
         // The refusal took nothing: the 3 clean regions lease as one.
-        assert_eq!(st.state_counts(), [0, 0, 3, 2]);
-        let (info, _) = st.lease(&c, 3 * REGION, PageSize::Size4K, None).unwrap();
+        assert_eq!(st.state_counts().0, [0, 0, 3, 2]);
+        let (info, _) = st
+            .lease(&c, 3 * REGION, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         assert_eq!(regions(&info), vec![2, 3, 4]);
     }
 
@@ -631,10 +864,12 @@ mod tests {
         let c = config(6);
         let mut st = pool(6, &[0, 1]);
         scrub_all(&mut st);
-        let (info, _) = st.lease(&c, 2 * REGION, PageSize::Size4K, Some(1)).unwrap();
+        let (info, _) = st
+            .lease(&c, 2 * REGION, PageSize::Size4K, Some(1), MAX_PIECES)
+            .unwrap();
         assert_eq!(regions(&info), vec![1, 3]);
         let e = st
-            .lease(&c, 2 * REGION, PageSize::Size4K, Some(1))
+            .lease(&c, 2 * REGION, PageSize::Size4K, Some(1), MAX_PIECES)
             .unwrap_err();
         assert!(
             e.starts_with("no clean region on NUMA node 1 now for a lease of 2 regions (1 clean)"),
@@ -647,16 +882,20 @@ mod tests {
         let c = config(4);
         let mut st = pool(4, &[0]);
         scrub_all(&mut st);
-        let (info, old) = st.lease(&c, 3 * REGION, PageSize::Size4K, None).unwrap();
+        let (info, old) = st
+            .lease(&c, 3 * REGION, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         for r in regions(&info) {
             st.end_lease(r, info.id, false).unwrap();
         }
-        assert_eq!(st.state_counts(), [3, 0, 1, 0]);
+        assert_eq!(st.state_counts().0, [3, 0, 1, 0]);
         for _ in 0..3 {
             assert_eq!(scrub_one(&mut st, None).1, Remedy::Replace);
         }
         // The next lease of the same size gets new memory everywhere.
-        let (again, new) = st.lease(&c, 3 * REGION, PageSize::Size4K, None).unwrap();
+        let (again, new) = st
+            .lease(&c, 3 * REGION, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         assert_eq!(regions(&again), vec![0, 1, 2]);
         for m in &new {
             assert!(
@@ -693,10 +932,12 @@ mod tests {
         let c = config(1);
         let mut st = pool(1, &[0]);
         scrub_all(&mut st);
-        let (a, leased) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        let (a, leased) = st
+            .lease(&c, 4096, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         assert!(st.next_dirty().is_none());
         st.end_lease(a.region, a.id, false).unwrap();
-        assert_eq!(st.state_counts(), [1, 0, 0, 0]);
+        assert_eq!(st.state_counts().0, [1, 0, 0, 0]);
         assert_eq!(st.status(&c, "auto").retired_total, 0);
         // Leased memory is never leased again: the scrub replaces it, and
         // the slot lets go of the old pages before new ones are made.
@@ -706,7 +947,9 @@ mod tests {
         assert!(Arc::ptr_eq(old.as_ref().unwrap(), &leased[0]));
         assert!(st.memory(i).is_none());
         st.finish_scrub(i, remedy, &stats(REGION), Some(Arc::new(memory())));
-        let (b, again) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        let (b, again) = st
+            .lease(&c, 4096, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         assert_eq!(b.id, 2);
         assert!(!Arc::ptr_eq(&again[0], &leased[0]));
     }
@@ -716,13 +959,17 @@ mod tests {
         let c = config(2);
         let mut st = pool(2, &[0]);
         scrub_all(&mut st);
-        let (a, _) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        let (a, _) = st
+            .lease(&c, 4096, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         st.end_lease(a.region, a.id, true).unwrap();
         assert_eq!(st.status(&c, "auto").retired_total, 1);
-        let (b, _) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+        let (b, _) = st
+            .lease(&c, 4096, PageSize::Size4K, None, MAX_PIECES)
+            .unwrap();
         let e = st.end_lease(b.region, b.id + 100, false).unwrap_err();
         assert_eq!(e.action, "release a lease it does not hold");
-        assert_eq!(st.state_counts(), [2, 0, 0, 0]);
+        assert_eq!(st.state_counts().0, [2, 0, 0, 0]);
     }
 
     #[test]
@@ -754,7 +1001,7 @@ mod tests {
         let mut st = pool(1, &[0]);
         let (i, done) = st.next_dirty().unwrap();
         assert_eq!(st.begin_scrub(i, None, done).0, Remedy::Fresh);
-        assert_eq!(st.state_counts(), [0, 1, 0, 0]);
+        assert_eq!(st.state_counts().0, [0, 1, 0, 0]);
         assert!(st.fail_scrub(i).is_some());
         assert!(st.memory(i).is_none());
         assert_eq!(st.status(&c, "auto").scrub_failures, 1);
@@ -775,7 +1022,9 @@ mod tests {
         let mut st = pool(1, &[0]);
         scrub_all(&mut st);
         let ret = |st: &mut PoolState| {
-            let (a, _) = st.lease(&c, 4096, PageSize::Size4K, None).unwrap();
+            let (a, _) = st
+                .lease(&c, 4096, PageSize::Size4K, None, MAX_PIECES)
+                .unwrap();
             st.end_lease(a.region, a.id, false).unwrap();
         };
         ret(&mut st);

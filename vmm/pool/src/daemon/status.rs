@@ -10,8 +10,6 @@ pub(super) fn status(shared: &Shared) -> Status {
 
 /// Sets the metrics' per-state gauges from the pool state (at each scrape).
 pub(super) fn refresh_gauges(shared: &Shared) {
-    let counts = shared.lock().state_counts();
-    shared
-        .metrics
-        .set_states(counts, shared.config.region_bytes);
+    let (counts, bytes) = shared.lock().state_counts();
+    shared.metrics.set_states(counts, bytes);
 }

@@ -148,6 +148,15 @@ impl Region {
         }
     }
 
+    /// Bytes of pool memory held (a lease's regions whole, see
+    /// [`pool::client::Lease::held_bytes`]); `None` for a memfd.
+    pub fn held_bytes(&self) -> Option<u64> {
+        match self {
+            Region::Lease(l) => Some(l.held_bytes()),
+            Region::Memfd { .. } => None,
+        }
+    }
+
     /// Lease id for reports.
     pub fn lease_id(&self) -> Option<u64> {
         match self {
@@ -279,6 +288,11 @@ impl GuestRam {
     /// report (pool only).
     pub fn lease(&self) -> Option<&pool::client::Lease> {
         self.parts.first().and_then(Region::lease)
+    }
+
+    /// Bytes of pool memory the leases hold (0: no part is a lease).
+    pub fn held_bytes(&self) -> u64 {
+        self.parts.iter().filter_map(Region::held_bytes).sum()
     }
 
     /// Lease ids for reports (`3` or `3+4`), pool only.

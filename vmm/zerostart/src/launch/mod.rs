@@ -688,7 +688,7 @@ fn dry_run(plan: &Plan<'_>, layout: vmm::Built) -> Result<i32, Error> {
         _ => None,
     };
     let pieces = match &pool {
-        Some(Ok(st)) => piece_sizes(plan.opts.size, st.region_bytes, plan.driver.max_pieces()),
+        Some(Ok(st)) => piece_sizes(plan.opts.size, st, plan.driver.max_pieces()),
         _ => None,
     };
     let built = match (&text, &pieces) {
@@ -784,15 +784,15 @@ fn vmm_binary_check(binary: &std::path::Path) -> Result<String, Error> {
     Ok(format!("vmm binary: {}", path.display()))
 }
 
-/// The guest bytes of each pool region a lease of `size` takes from
-/// regions of `region` bytes for a VMM that maps up to `max_pieces` files
-/// (None: one region, or it does not fit in `max_pieces`).
-fn piece_sizes(size: u64, region: u64, max_pieces: usize) -> Option<Vec<u64>> {
-    let n = size.div_ceil(region.max(1));
-    if n <= 1 || n > max_pieces as u64 {
-        return None;
-    }
-    Some((0..n).map(|i| region.min(size - i * region)).collect())
+/// The guest bytes of each pool region a lease of `size` would take for a
+/// VMM that maps up to `max_pieces` files, by the pool's own rule
+/// ([`pool::fit`]) over its clean regions, or over all of them when too
+/// few are clean now (None: one region, or no `max_pieces` of them hold
+/// it).
+fn piece_sizes(size: u64, st: &pool::proto::Status, max_pieces: usize) -> Option<Vec<u64>> {
+    let p = pool::fit::fit(&st.free_regions(true), size, max_pieces)
+        .or_else(|| pool::fit::fit(&st.free_regions(false), size, max_pieces))?;
+    (p.len() > 1).then(|| p.iter().map(|x| x.1).collect())
 }
 
 /// A dry run's word on the pool (its `status`, asked once): what it has
@@ -816,38 +816,48 @@ fn pool_check(
         }
         Ok(st) => st,
     };
-    let region = st.region_bytes.max(1);
-    let need = size.div_ceil(region);
-    if need > max_pieces as u64 {
+    let sizes = st.region_sizes();
+    let clean: usize = sizes.iter().map(|c| c.clean).sum();
+    let what = match sizes.as_slice() {
+        [one] => format!("regions of {} bytes", one.bytes),
+        _ => format!(
+            "regions ({})",
+            sizes
+                .iter()
+                .map(|c| format!("{} of {} bytes, {} clean", c.regions, c.bytes, c.clean))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    };
+    let Some(whole) = pool::fit::fit(&st.free_regions(false), size, max_pieces) else {
         return match max_pieces {
-            1 => format!(
-                "pool: regions of {} bytes, smaller than size={size}; the launch would {fallback}",
-                st.region_bytes
-            ),
+            1 => format!("pool: {what}, none as large as size={size}; the launch would {fallback}"),
             n => format!(
-                "pool: regions of {} bytes, more than {n} of them for size={size}; the launch would {fallback}",
-                st.region_bytes
+                "pool: {what}, no {n} of them as large as size={size}; the launch would {fallback}"
             ),
         };
-    }
-    let clean = st.clean_bytes / region;
-    let lease = match need {
+    };
+    let now = pool::fit::fit(&st.free_regions(true), size, max_pieces);
+    let lease = match now.as_ref().unwrap_or(&whole).len() {
         1 => "a lease".to_string(),
         n => format!("a lease of {n} regions"),
     };
     format!(
-        "pool: {clean} of {} regions of {} bytes clean, {} pages; {}",
+        "pool: {clean} of {} {what} clean, {} pages; {}",
         st.regions,
-        st.region_bytes,
         st.page,
-        if clean >= need {
-            format!("{lease} would be granted now")
-        } else {
-            format!(
+        match now {
+            Some(p) => format!(
+                "{lease} would be granted now ({} bytes held)",
+                p.iter()
+                    .map(|&(i, _)| st.free_regions(true)[i].1)
+                    .sum::<u64>()
+            ),
+            None => format!(
                 "{} clean: the launch would wait up to {:?}, then {fallback}",
                 if clean == 0 { "none" } else { "too few" },
                 a.pool_wait
-            )
+            ),
         }
     )
 }
@@ -1215,6 +1225,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
     CHILD.store(0, Ordering::SeqCst);
     // The VMM is gone: the region goes back (lease closed; memfd freed).
     let lease_ids = region.as_ref().and_then(GuestRam::lease_ids);
+    let held = region.as_ref().map_or(0, GuestRam::held_bytes);
     let regions = files.len();
     let lease_id = region.as_ref().and_then(GuestRam::lease).map(|l| l.id());
     let Sent {
@@ -1243,8 +1254,8 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
         source.name(),
         lease_ids
             .map(|i| match regions {
-                1 => format!(" lease={i}"),
-                n => format!(" lease={i} regions={n}"),
+                1 => format!(" lease={i} held={}MiB", held >> 20),
+                n => format!(" lease={i} regions={n} held={}MiB", held >> 20),
             })
             .unwrap_or_default(),
         zero.map(|h| format!("{} ranges/{} MiB", h.entries.len(), h.total_bytes() >> 20))
@@ -1273,6 +1284,7 @@ pub fn run(a: &LaunchArgs, start: Instant) -> Result<i32, Error> {
             }),
             hint_transport: carrier.transport().to_string(),
             lease: lease_id,
+            lease_held_bytes: lease_id.map(|_| held),
             memory_bytes: opts.size,
             memory_source: source.name().to_string(),
             memory_source_asked: opts.source.name().to_string(),
