@@ -21,7 +21,9 @@
  * zsinit.huge_check_mib=N (hugetlb
  * memory checked, default: every free 2 MiB page, capped at 512),
  * zsinit.populate_mib=N (time populating N MiB of hugetlb memory; those
- * pages are then checked too), zsinit.halt=poweroff (power off instead),
+ * pages are then checked too), zsinit.halt=poweroff (power off instead;
+ * zsinit.halt=wait: stay up until the VMM is stopped, e.g. by `virsh
+ * destroy`, which is then what ends the VM and returns its memory),
  * zsinit.iomem=1 (print /proc/iomem's "Kernel ..." lines and the addresses of
  * _text, init_top_pgt, io_serial_out, idt_table and asm_exc_page_fault: the
  * kernel's physical and virtual
@@ -520,6 +522,13 @@ int main(void)
 	tcdrain(STDOUT_FILENO);
 	sync();
 	const char *halt = param("zsinit.halt");
+	if (halt && !strncmp(halt, "wait", 4)) {
+		printf("ZSINIT: waiting to be stopped\n");
+		fflush(stdout);
+		tcdrain(STDOUT_FILENO);
+		for (;;)
+			pause();
+	}
 	reboot(halt && !strncmp(halt, "poweroff", 8) ? RB_POWER_OFF : RB_AUTOBOOT);
 	for (;;)
 		pause();

@@ -34,6 +34,12 @@ wrapper around `zerostart qemu-dropin`:
            on that host node;
   numa2-dirty  numa2's negative control: `dirty` on the two-node domain
            (the plants land in both nodes' regions);
+  metrics  a Prometheus scrape of the pool after those domains: every
+           launch the drop-in served is counted as leased with its
+           memory_ready, every lease is back (nothing leased, every
+           region clean); the scrape is kept as metrics.txt beside
+           virsh-session.log (each virsh command the run gave, with its
+           answer: what an operator's session looks like);
   stopped  the pool stopped: the domain still boots, unchanged, with the
            warning (a fleet must not lose a VM to an empty pool).
 
@@ -47,11 +53,14 @@ target/libvirt/.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import urllib.request
 import tempfile
 import time
 from pathlib import Path
@@ -75,7 +84,9 @@ KERNEL_BUG_RE = re.compile(r"BUG:|Oops|Bad page state|Kernel panic|WARNING: CPU"
 # A guest that will not reach its verdict (panic=-1 ends it anyway); a
 # WARNING does not stop it (verify mode's report is one, in the control).
 STOP_RE = re.compile(r"BUG:|Oops|Kernel panic")
-CMDLINE = "console=ttyS0 panic=-1 oops=panic prezero.verify=1 zsinit.halt=poweroff zsinit.check_pct=85"
+# zsinit.halt=wait: the guest stays up after its verdict, so `virsh destroy`
+# is what ends each domain and returns its lease, as in a fleet.
+CMDLINE = "console=ttyS0 panic=-1 oops=panic prezero.verify=1 zsinit.halt=wait zsinit.check_pct=85"
 
 
 class Bed:
@@ -88,6 +99,8 @@ class Bed:
         self.sock = self.run / "pool.sock"
         self.zs = Path(os.environ["ZEROSTART_BIN"])
         self.pool: subprocess.Popen | None = None
+        self.metrics_port = 0
+        self.session = True  # virsh commands go to virsh-session.log
         self.libvirtd: subprocess.Popen | None = None
         self.pool_log = OUT / "pool.log"
 
@@ -106,6 +119,13 @@ class Bed:
     def virsh(self, *args: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
         p = subprocess.run(self.as_nobody(["virsh", "-c", "qemu:///session", *args]), env=self.env(),
                            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        # The session an operator would see, minus the polling.
+        if self.session and args[0] not in ("version", "domstate", "domcapabilities"):
+            with open(OUT / "virsh-session.log", "a") as f:
+                f.write(f"$ virsh -c qemu:///session {' '.join(args)}\n")
+                f.writelines(f"{ln}\n" for ln in (p.stdout + p.stderr).strip().splitlines()[:6])
+                if p.returncode:
+                    f.write(f"(exit {p.returncode})\n")
         if check and p.returncode != 0:
             raise RuntimeError(f"virsh {' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
         return p
@@ -114,6 +134,14 @@ class Bed:
         """`zerostart pool status` as nobody (through the socket's group)."""
         return subprocess.run(self.as_nobody([str(self.zs), "pool", "status", "--socket", str(self.sock), *extra]),
                               capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+
+    def leased_bytes(self) -> int | None:
+        """The pool's leased bytes now (None: no answer)."""
+        p = self.pool_status("--json")
+        try:
+            return int(json.loads(p.stdout)["leased_bytes"])
+        except (ValueError, KeyError):
+            return None
 
     def wait_clean(self) -> str | None:
         """None once every region is clean, else why not within 60 s."""
@@ -124,9 +152,11 @@ class Bed:
         log = open(self.pool_log, "a")
         # The pool runs as root, as its systemd unit does; QEMU (nobody)
         # leases through the socket's group.
+        self.metrics_port = free_port()
         self.pool = subprocess.Popen([str(self.zs), "pool", "serve", "--socket", str(self.sock),
                                       "--socket-group", "nogroup", "--size", f"{2 * MEM_MIB}M",
-                                      "--region-size", f"{MEM_MIB}M", "--page", "4K"],
+                                      "--region-size", f"{MEM_MIB}M", "--page", "4K",
+                                      "--metrics", f"127.0.0.1:{self.metrics_port}"],
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         if (why := self.wait_clean()) is not None:
             raise RuntimeError(f"the pool did not come up clean: {why} (log {self.pool_log})")
@@ -136,6 +166,7 @@ class Bed:
         self.pool = None
 
     def stop(self) -> None:
+        self.session = False  # the clean-up is no part of the session
         for name in ("zs-direct", "zs-dirty", "zs-uefi", "zs-numa1", "zs-numa2", "zs-numa2-bound", "zs-numa2-dirty", "zs-stopped"):
             if self.libvirtd and self.libvirtd.poll() is None:
                 self.virsh("destroy", name, check=False, timeout=30)
@@ -144,6 +175,13 @@ class Bed:
 
 
 BED: Bed | None = None
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (for the pool's --metrics)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wrapper(bed: Bed, name: str, extra: str = "", env: str = "") -> Path:
@@ -167,6 +205,7 @@ def setup(r: Report) -> None:
         r.fail(f"{QEMU} missing: run ci/install-deps.sh (qemu-system-x86)")
         r.abandon()
     OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "virsh-session.log").unlink(missing_ok=True)
     bed = Bed(r.work)
     BED = bed
     r.at_exit(bed.stop)
@@ -257,14 +296,19 @@ class Boot:
         os.chown(xml, *NOBODY)
         self.console_path = bed.home / f"{name}.console"
         self.during = ""
+        # What stood before `virsh destroy`: the domain's state, the pool's
+        # leased bytes; and what destroy answered.
+        self.state_before, self.leased_before, self.destroyed = "", None, None
         bed.virsh("define", str(xml))
         try:
             bed.virsh("start", name)
             p = bed.pool_status()
             self.during = p.stdout + p.stderr
             self.console = self.wait()
+            self.state_before = bed.virsh("domstate", name, check=False).stdout.strip()
+            self.leased_before = bed.leased_bytes()
         finally:
-            bed.virsh("destroy", name, check=False, timeout=60)
+            self.destroyed = bed.virsh("destroy", name, check=False, timeout=60).returncode
             bed.virsh("undefine", name, check=False)
             self.log = self.read(bed.home / ".cache" / "libvirt" / "qemu" / "log" / f"{name}.log")
             (OUT / f"{name}.console.log").write_text(self.console if hasattr(self, "console") else
@@ -364,10 +408,16 @@ def served(r: Report, name: str, uefi: bool = False, numa: int = 0, bound: bool 
     else:
         r.ok(f"{name}: pool lease ({held}), hint from the {want}, {v['skipped']} clears skipped and verified, "
              f"0 failures, 0 non-zero bytes")
-    if (why := leased_after_destroy(bed)):
+    # The guest waits after its verdict (zsinit.halt=wait): the domain was
+    # running and held its lease until `virsh destroy` ended it.
+    if b.state_before != "running" or not b.leased_before or b.destroyed != 0:
+        r.fail(f"before virsh destroy: domain {b.state_before!r}, {b.leased_before} bytes leased; destroy "
+               f"exited {b.destroyed}: destroy was not what ended the domain")
+    elif (why := leased_after_destroy(bed)):
         r.fail(why)
     else:
-        r.ok(f"{name}: virsh destroy returned the lease (pool clean)")
+        r.ok(f"{name}: running with {b.leased_before >> 20} MiB leased until virsh destroy, which returned the "
+             "lease (pool clean)")
 
 
 def dirty(r: Report, name: str = "zs-dirty", numa: int = 0) -> None:
@@ -418,6 +468,45 @@ def stopped(r: Report) -> None:
         bed.start_pool()
 
 
+def sample(text: str, name: str) -> float | None:
+    """The value of the one sample NAME (with its labels) in a scrape."""
+    for ln in text.splitlines():
+        if ln.startswith(name + " "):
+            return float(ln.split()[1])
+    return None
+
+
+def metrics(r: Report) -> None:
+    """The pool's Prometheus endpoint after the domains above, as a fleet
+    operator scrapes it: each launch the drop-in served counted as leased
+    with its memory_ready, nothing leased now, every region clean."""
+    bed = need_bed(r)
+    if (why := bed.wait_clean()) is not None:
+        r.fail(f"the pool is not clean before the scrape: {why}")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{bed.metrics_port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    except OSError as e:
+        r.fail(f"scrape of the pool's metrics failed: {e}")
+        return
+    (OUT / "metrics.txt").write_text(text)
+    leased = sample(text, 'zerostart_pool_launches_total{vmm="qemu",outcome="leased"}')
+    ready = sample(text, 'zerostart_pool_memory_ready_seconds_count{vmm="qemu",source="pool"}')
+    leases = sample(text, "zerostart_pool_leases_total")
+    if leased and leased >= 1 and ready == leased and leases and leases >= leased:
+        r.ok(f"{leased:.0f} launches counted leased, {ready:.0f} memory_ready observations, {leases:.0f} leases "
+             f"(metrics.txt)")
+    else:
+        r.fail(f"launches leased={leased} memory_ready count={ready} leases={leases}: the scrape does not show "
+               "what the drop-in served")
+    held = sample(text, 'zerostart_pool_bytes{state="leased"}')
+    clean = sample(text, 'zerostart_pool_regions{state="clean"}')
+    if held == 0 and clean == 2:
+        r.ok("after virsh destroy: 0 bytes leased, both regions clean")
+    else:
+        r.fail(f"after virsh destroy the pool says leased bytes={held}, clean regions={clean}")
+
+
 CASES = [
     Case("setup", Do("libvirtd", setup)),
     Case("caps", Do("domcapabilities", caps)),
@@ -430,6 +519,7 @@ CASES = [
     Case("numa2-bound", Do("numa2-bound", lambda r: served(r, "zs-numa2-bound", numa=2, bound=True))),
     # numa2's control: the plants go through both nodes' regions.
     Case("numa2-dirty", Do("numa2-dirty", lambda r: dirty(r, "zs-numa2-dirty", numa=2))),
+    Case("metrics", Do("metrics", metrics)),
     Case("stopped", Do("stopped", stopped)),
 ]
 
