@@ -305,21 +305,14 @@ fn serve(a: &ServeArgs) -> Result<(), Error> {
 /// "4 regions of 1073741824 bytes", or by size for several sizes:
 /// "6 regions: 4 of 1073741824 bytes, 2 of 3221225472 bytes".
 pub fn describe_regions(sizes: &[u64]) -> String {
-    let mut by: Vec<(u64, usize)> = Vec::new();
-    for &b in sizes {
-        match by.iter_mut().find(|x| x.0 == b) {
-            Some(x) => x.1 += 1,
-            None => by.push((b, 1)),
-        }
-    }
-    by.sort_unstable();
+    let by = crate::proto::RegionSize::group(sizes.iter().map(|&b| (b, false)));
     match by.as_slice() {
-        [(b, n)] => format!("{n} regions of {b} bytes"),
+        [one] => format!("{} regions of {} bytes", one.regions, one.bytes),
         _ => format!(
             "{} regions: {}",
             sizes.len(),
             by.iter()
-                .map(|(b, n)| format!("{n} of {b} bytes"))
+                .map(|c| format!("{} of {} bytes", c.regions, c.bytes))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

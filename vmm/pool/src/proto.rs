@@ -320,6 +320,29 @@ pub struct RegionSize {
     pub clean: usize,
 }
 
+impl RegionSize {
+    /// Regions `(bytes, clean)` counted by size, smallest first.
+    pub fn group(regions: impl IntoIterator<Item = (u64, bool)>) -> Vec<RegionSize> {
+        let mut sizes: Vec<RegionSize> = Vec::new();
+        for (bytes, clean) in regions {
+            let clean = usize::from(clean);
+            match sizes.iter_mut().find(|x| x.bytes == bytes) {
+                Some(x) => {
+                    x.regions += 1;
+                    x.clean += clean;
+                }
+                None => sizes.push(RegionSize {
+                    bytes,
+                    regions: 1,
+                    clean,
+                }),
+            }
+        }
+        sizes.sort_by_key(|x| x.bytes);
+        sizes
+    }
+}
+
 impl Status {
     /// Every region as [`RegionSize`]s (an older daemon's: `regions` of
     /// `region_bytes`, as many clean as `clean_bytes` says).

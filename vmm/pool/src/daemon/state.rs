@@ -392,22 +392,11 @@ impl PoolState {
                 .map(|s| s.bytes)
                 .sum()
         };
-        let mut sizes: Vec<RegionSize> = Vec::new();
-        for s in &self.slots {
-            let clean = usize::from(s.region.state() == State::Clean);
-            match sizes.iter_mut().find(|x| x.bytes == s.bytes) {
-                Some(x) => {
-                    x.regions += 1;
-                    x.clean += clean;
-                }
-                None => sizes.push(RegionSize {
-                    bytes: s.bytes,
-                    regions: 1,
-                    clean,
-                }),
-            }
-        }
-        sizes.sort_by_key(|x| x.bytes);
+        let sizes = RegionSize::group(
+            self.slots
+                .iter()
+                .map(|s| (s.bytes, s.region.state() == State::Clean)),
+        );
         let k = &self.counters;
         Status {
             version: VERSION,

@@ -837,7 +837,8 @@ fn pool_check(
             ),
         };
     };
-    let now = pool::fit::fit(&st.free_regions(true), size, max_pieces);
+    let clean_regions = st.free_regions(true);
+    let now = pool::fit::fit(&clean_regions, size, max_pieces);
     let lease = match now.as_ref().unwrap_or(&whole).len() {
         1 => "a lease".to_string(),
         n => format!("a lease of {n} regions"),
@@ -849,9 +850,7 @@ fn pool_check(
         match now {
             Some(p) => format!(
                 "{lease} would be granted now ({} bytes held)",
-                p.iter()
-                    .map(|&(i, _)| st.free_regions(true)[i].1)
-                    .sum::<u64>()
+                p.iter().map(|&(i, _)| clean_regions[i].1).sum::<u64>()
             ),
             None => format!(
                 "{} clean: the launch would wait up to {:?}, then {fallback}",
