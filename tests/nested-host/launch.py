@@ -325,18 +325,12 @@ def direct_rows(kernel: str, vmm: str, boot: str, carrier: str) -> list[LaunchSc
 
 # The fleet rows' pool (issue 29 item 4): regions of several sizes, as a
 # fleet of guests of many sizes runs on one pool, in an L2 boot of their
-# own (the other rows need one region of their largest guest). 3200 MiB:
-# one 1280 MiB region listed first, then three of 640 MiB.
-FLEET_REGIONS, FLEET_POOL_MIB = "1280M,3x640M", 3200
-
-
-def fleet_regions_mib() -> list[int]:
-    """FLEET_REGIONS as MiB, one per region, in order."""
-    out: list[int] = []
-    for item in FLEET_REGIONS.split(","):
-        n, _, size = item.rpartition("x")
-        out += [int(size.removesuffix("M"))] * int(n or 1)
-    return out
+# own (the other rows need one region of their largest guest): one 1280 MiB
+# region listed first, then three of 640 MiB, 3200 MiB in all; as `zerostart
+# pool serve --regions` takes it.
+FLEET_REGIONS_MIB = [1280, 640, 640, 640]
+FLEET_POOL_MIB = sum(FLEET_REGIONS_MIB)
+FLEET_REGIONS = ",".join(f"{m}M" for m in FLEET_REGIONS_MIB)
 
 
 def qemu_fleet_scenarios(kernel: str) -> list[LaunchScenario]:
@@ -899,35 +893,29 @@ def cmd_launch(a) -> int:
     scs = test_scenarios(kernel, large)
     chv, why = cloud_hypervisor()
     skipped: list[str] = []
+
+    def runnable(rows: list[LaunchScenario], why_not: str | None) -> list[LaunchScenario]:
+        """ROWS, or none when WHY_NOT names what they lack (each listed as skipped with it)."""
+        if why_not is None:
+            return rows
+        skipped.extend(f"SKIP launch: {s.name}: {why_not}" for s in rows)
+        return []
+
     # Only the patched kernel reads a hint on its command line.
-    if kernel == "patched":
-        scs += direct_scenarios(kernel)
-    else:
-        skipped += [f"SKIP launch: {s.name}: no patched guest kernel reads the command-line hint"
-                    for s in direct_scenarios(kernel)]
-    if chv is None or kernel != "patched":
-        why = why if chv is None else "no patched guest kernel to put in the UKI"
-        skipped += [f"SKIP launch: {s.name}: {why}" for s in chv_scenarios(kernel) + chv_direct_scenarios(kernel)]
-    else:
+    no_cmdline = None if kernel == "patched" else "no patched guest kernel reads the command-line hint"
+    scs += runnable(direct_scenarios(kernel), no_cmdline)
+    no_chv = why if chv is None else None if kernel == "patched" else "no patched guest kernel to put in the UKI"
+    if no_chv is None:
         print(f"launch: cloud-hypervisor {chv} (hint to the firmware over {why})", flush=True)
-        scs += chv_scenarios(kernel, why) + chv_direct_scenarios(kernel)
+    scs += runnable(chv_scenarios(kernel, why if no_chv is None else "fw_cfg") + chv_direct_scenarios(kernel),
+                    no_chv)
     fc, fc_why = firecracker()
-    if fc is None or kernel != "patched":
-        fc_why = fc_why if fc is None else "no patched guest kernel reads the hint in boot_args"
-        skipped += [f"SKIP launch: {s.name}: {fc_why}" for s in fc_scenarios(kernel)]
-    else:
+    no_fc = (fc_why if fc is None else None if kernel == "patched"
+             else "no patched guest kernel reads the hint in boot_args")
+    if no_fc is None:
         print(f"launch: firecracker {fc}", flush=True)
-        scs += fc_scenarios(kernel)
-    fleet: list[LaunchScenario] = []
-    if kernel == "patched":
-        fleet += qemu_fleet_scenarios(kernel)
-    else:
-        skipped += [f"SKIP launch: {s.name}: no patched guest kernel reads the command-line hint"
-                    for s in qemu_fleet_scenarios(kernel)]
-    if chv is None or kernel != "patched":
-        skipped += [f"SKIP launch: {s.name}: {why}" for s in chv_zones_scenarios(kernel)]
-    else:
-        fleet += chv_zones_scenarios(kernel)
+    scs += runnable(fc_scenarios(kernel), no_fc)
+    fleet = runnable(qemu_fleet_scenarios(kernel), no_cmdline) + runnable(chv_zones_scenarios(kernel), no_chv)
     if a.only:
         want = set(a.only.split(","))
         scs = [s for s in scs if s.name in want]
@@ -939,7 +927,7 @@ def cmd_launch(a) -> int:
         scs, zs, ovmf, pool_mib=large, region_mib=large, echo=a.verbose, smp=a.smp, l2_retries=retries)
     if fleet and fatal is None:
         # The fleet rows: a pool of several region sizes, in an L2 boot of its own.
-        more, fatal = run_scenarios(fleet, zs, ovmf, pool_mib=FLEET_POOL_MIB, region_mib=max(fleet_regions_mib()),
+        more, fatal = run_scenarios(fleet, zs, ovmf, pool_mib=FLEET_POOL_MIB, region_mib=max(FLEET_REGIONS_MIB),
                                     regions=FLEET_REGIONS, echo=a.verbose, smp=a.smp,
                                     console_log=OUT / "console-fleet.log", l2_retries=retries)
         results += more

@@ -321,8 +321,8 @@ class Judge(unittest.TestCase):
         big, dirty = launch.chv_zones_scenarios("patched")
         self.assertEqual((big.zones, dirty.zones), (4, 2))
         self.assertGreater(big.mem_mib, 3072, "one zone must straddle the hole at 3 GiB")
-        self.assertEqual(sum(launch.fleet_regions_mib()), launch.FLEET_POOL_MIB)
-        self.assertEqual(launch.fleet_regions_mib(), [1280, 640, 640, 640])
+        self.assertEqual(launch.FLEET_REGIONS, "1280M,640M,640M,640M")
+        self.assertEqual(launch.FLEET_POOL_MIB, 3200)
         self.assertEqual(big.mem_mib, launch.FLEET_POOL_MIB, "the big row takes every region")
         def tl(n):
             return TL.replace('"argv":["qemu-system-x86_64","-m","1024M"]',
@@ -340,8 +340,8 @@ class Judge(unittest.TestCase):
         # the 1280 MiB one (a first fit) or a fallback (no lease) fails.
         (sc,) = launch.qemu_fleet_scenarios("patched")
         self.assertEqual((sc.mem_mib, sc.held_mib, sc.vmm), (512, 640, "qemu-direct"))
-        self.assertLess(sc.mem_mib, min(launch.fleet_regions_mib()))
-        self.assertEqual(launch.fleet_regions_mib()[0], 1280, "the first region must be the wrong fit")
+        self.assertLess(sc.mem_mib, min(launch.FLEET_REGIONS_MIB))
+        self.assertEqual(launch.FLEET_REGIONS_MIB[0], 1280, "the first region must be the wrong fit")
         def tl(held):
             return TL.replace('"lease_held_bytes":1073741824', f'"lease_held_bytes":{held}')
         self.assertEqual(drive(sc, V.format(sk=46766, vf=0), tl=tl(640 << 20)).failures, [])
