@@ -57,7 +57,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -99,7 +98,7 @@ class Bed:
         self.sock = self.run / "pool.sock"
         self.zs = Path(os.environ["ZEROSTART_BIN"])
         self.pool: subprocess.Popen | None = None
-        self.metrics_port = 0
+        self.metrics_url = ""
         self.session = True  # virsh commands go to virsh-session.log
         self.libvirtd: subprocess.Popen | None = None
         self.pool_log = OUT / "pool.log"
@@ -152,14 +151,22 @@ class Bed:
         log = open(self.pool_log, "a")
         # The pool runs as root, as its systemd unit does; QEMU (nobody)
         # leases through the socket's group.
-        self.metrics_port = free_port()
+        # Port 0: the pool picks a free one and names it in its log (in
+        # what this start adds to it: the log is appended to).
+        start = self.pool_log.stat().st_size if self.pool_log.exists() else 0
         self.pool = subprocess.Popen([str(self.zs), "pool", "serve", "--socket", str(self.sock),
                                       "--socket-group", "nogroup", "--size", f"{2 * MEM_MIB}M",
                                       "--region-size", f"{MEM_MIB}M", "--page", "4K",
-                                      "--metrics", f"127.0.0.1:{self.metrics_port}"],
+                                      "--metrics", "127.0.0.1:0"],
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         if (why := self.wait_clean()) is not None:
             raise RuntimeError(f"the pool did not come up clean: {why} (log {self.pool_log})")
+        with open(self.pool_log) as f:
+            f.seek(start)
+            said = re.findall(r"zerostart pool: metrics at (http://\S+/metrics)", f.read())
+        if not said:
+            raise RuntimeError(f"the pool named no metrics address (log {self.pool_log})")
+        self.metrics_url = said[-1]
 
     def stop_pool(self) -> None:
         stop_process(self.pool, timeout=15)
@@ -175,13 +182,6 @@ class Bed:
 
 
 BED: Bed | None = None
-
-
-def free_port() -> int:
-    """A TCP port free on loopback now (for the pool's --metrics)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wrapper(bed: Bed, name: str, extra: str = "", env: str = "") -> Path:
@@ -484,7 +484,7 @@ def metrics(r: Report) -> None:
     if (why := bed.wait_clean()) is not None:
         r.fail(f"the pool is not clean before the scrape: {why}")
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{bed.metrics_port}/metrics", timeout=10) as resp:
+        with urllib.request.urlopen(bed.metrics_url, timeout=10) as resp:
             text = resp.read().decode()
     except OSError as e:
         r.fail(f"scrape of the pool's metrics failed: {e}")
