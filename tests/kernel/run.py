@@ -4,7 +4,8 @@ tables of cases.py (the main suite, then the memmap suite) on zstest.suite,
 every boot through zstest.qemu.
 
   python3 tests/kernel/run.py [--line 6.12|7.3] [--kernel BZIMAGE] [--series-dir DIR]
-                              [--firmware OVMF.fd] [--suite kernel|memmap] [--list] [CASE...]
+                              [--firmware OVMF.fd] [--suite kernel|memmap] [--list]
+                              [--repeat N] [CASE...]
 
 The kernel under test is a parameter: --line names a kernel line of
 guest-kernel-patches/ (guest-kernel-patches/6.12/, the default, or
@@ -26,6 +27,10 @@ every case. ZEROSTART_KERNEL_TEST_TIMEOUT (s) per boot (default 600, memmap
 target/kernel-test of this checkout, target/kernel-test-L for line L other
 than 6.12, the memmap suite in its memmap/ subdir); kept after the run, for
 reading a failure.
+
+--repeat N soaks the named cases: N rounds (the always-run cases in the
+first only), ending at the first round with a failure, whose logs are the
+ones left in the work directory; no round runs after a failed one.
 
 Correctness boots run single-threaded TCG (ZS_TCG_THREAD=single unless
 set): with thread=multi about 1 boot in 20 died with "Oops: int3" in
@@ -82,6 +87,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--work", type=Path, help="logs and scratch (kept)")
     ap.add_argument("--suite", choices=("kernel", "memmap"), help="run only this table")
     ap.add_argument("--list", action="store_true", help="print the case names of each table and exit")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="a soak: run the named cases N times (the always-run cases once), stopping at the first "
+                         "round with a failure, whose logs stay in the work directory (default 1)")
     ap.add_argument("cases", nargs="*", metavar="CASE")
     a = ap.parse_args(argv)
     os.environ.setdefault("ZS_TCG_THREAD", "single")
@@ -119,6 +127,13 @@ def main(argv: list[str]) -> int:
         return 0
 
     names = a.cases or os.environ.get("ZS_TEST_ONLY", "").split()
+    if a.repeat < 1:
+        print(f"{WHO}: --repeat {a.repeat} runs nothing; give a count of at least 1", file=sys.stderr)
+        return 2
+    if a.repeat > 1 and not names:
+        print(f"{WHO}: --repeat {a.repeat} without cases would soak the whole suite; name the cases to soak "
+              "(e.g. --repeat 300 memblock)", file=sys.stderr)
+        return 2
     known = {c.name for _, _, t in tables for c in t}
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -154,12 +169,21 @@ def main(argv: list[str]) -> int:
         return 1
 
     rc = 0
-    for name, kk, t in tables:
-        chosen = [c for c in t if not names or c.name in names or (name == "kernel" + tag and c.name in cases.ALWAYS)]
-        if not chosen:
-            continue
-        runner = Runner(name, kk.work, boot=None, pools=HugePages(WHO), keep_work=True)
-        rc = max(rc, run_suite(runner, chosen))
+    for rnd in range(1, a.repeat + 1):
+        # A soak never boots again after a failed round: a patched guest that
+        # crashed is a failure to read (its console is in the work directory),
+        # not something to retry.
+        for name, kk, t in tables:
+            chosen = [c for c in t if not names or c.name in names
+                      or (rnd == 1 and name == "kernel" + tag and c.name in cases.ALWAYS)]
+            if not chosen:
+                continue
+            runner = Runner(name, kk.work, boot=None, pools=HugePages(WHO), keep_work=True)
+            rc = max(rc, run_suite(runner, chosen))
+        if a.repeat > 1:
+            gk.log(WHO, f"line {a.line}: soak round {rnd} of {a.repeat}: {'passed' if rc == 0 else 'FAILED'}")
+        if rc:
+            break
     gk.log(WHO, f"line {a.line}: {'all kernel tests passed' if rc == 0 else 'a check failed'} (logs in {work})")
     return rc
 
