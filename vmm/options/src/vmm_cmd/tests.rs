@@ -549,6 +549,27 @@ fn qemu_kernel_test_efi_boot() {
     );
 }
 
+/// tests/kernel/cases.py `ipxe`: SeaBIOS boots iPXE from the virtio-net
+/// NIC's option ROM, which fetches the kernel over QEMU's TFTP: no
+/// `-kernel`, the boot script names kernel, initrd and command line.
+#[test]
+fn qemu_network_boot() {
+    let a = argv(
+        r#"{"vmm":"qemu","binary":"q","cpus":2,"memory":{"backing":"anonymous","size_mib":2048},
+            "serial":"stdio","qemu":{"machine":"pc","accel":"tcg","tcg_thread":"single","cpu":"max",
+            "display":"nographic","no_reboot":true,
+            "net_boot":{"tftp_dir":"/w/ipxe","bootfile":"boot.ipxe"}}}"#,
+    );
+    assert_eq!(
+        a,
+        words(
+            "q -machine pc -accel tcg,thread=single -cpu max -smp 2 -m 2048M -nodefaults -no-user-config \
+             -nographic -no-reboot -serial stdio \
+             -nic user,model=virtio-net-pci,tftp=/w/ipxe,bootfile=boot.ipxe -boot order=n"
+        )
+    );
+}
+
 /// tests/firmware/qemu/run_tests.py: OVMF booting ZeroStartDump.efi from a
 /// FAT directory, RAM a private copy of a pattern file, the hint in
 /// fw_cfg and its text form in SMBIOS OEM strings (a comma doubled, QEMU's
@@ -606,6 +627,14 @@ fn new_qemu_options_refused_where_meaningless() {
         (
             r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"loaders":[{"file":"a,b","addr":0}]}}"#,
             "vmm qemu: `qemu.loaders` file=a,b holds a comma",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"kernel":"k","qemu":{"net_boot":{"tftp_dir":"/t","bootfile":"b"}}}"#,
+            "vmm qemu: `qemu.net_boot` a network boot loads its kernel itself, and `kernel` is given too; leave out `kernel`",
+        ),
+        (
+            r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"net_boot":{"tftp_dir":"/a,b","bootfile":"b"}}}"#,
+            "vmm qemu: `qemu.net_boot` tftp=/a,b,bootfile=b holds a comma",
         ),
         (
             r#"{"vmm":"qemu","binary":"q","memory":{"backing":"anonymous","size_mib":1},"qemu":{"loaders":[{"file":"a","addr":-1}]}}"#,
