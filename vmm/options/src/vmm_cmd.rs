@@ -1068,6 +1068,27 @@ fn build_into(s: &Spec, launched: bool, b: &mut Built) -> Result<(), SpecError> 
     Ok(())
 }
 
+/// QEMU ends an option value at its first comma, so a file name or value
+/// holding one would be cut there and the rest read as other options:
+/// refused, naming the option value as QEMU would get it (SHOWN).
+fn comma_free(
+    vmm: Vmm,
+    field: &'static str,
+    values: &[&str],
+    shown: &str,
+    fix: &str,
+) -> Result<(), SpecError> {
+    if values.iter().any(|v| v.contains(',')) {
+        return Err(SpecError::Invalid {
+            vmm,
+            field,
+            problem: format!("{shown} holds a comma, which ends a QEMU option value"),
+            fix: fix.into(),
+        });
+    }
+    Ok(())
+}
+
 /// QEMU, in this order (the order of the nested host's commands):
 /// `-L`..., `-machine`, `-accel`, `-cpu`, `-smp`, memory, `-bios`,
 /// `-nodefaults -no-user-config`, `-display none` or `-nographic`,
@@ -1187,14 +1208,13 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
             prealloc,
         } => {
             let p = path(p);
-            if p.contains(',') {
-                return Err(SpecError::Invalid {
-                    vmm: s.vmm,
-                    field: "memory.path",
-                    problem: format!("'{p}' holds a comma, which ends a QEMU option value"),
-                    fix: "rename the file".into(),
-                });
-            }
+            comma_free(
+                s.vmm,
+                "memory.path",
+                &[&p],
+                &format!("'{p}'"),
+                "rename the file",
+            )?;
             a.extend([
                 qemu::MEMORY.into(),
                 format!("{size_mib}M"),
@@ -1275,18 +1295,9 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
     }
     for f in &q.fw_cfg {
         let file = path(&f.file);
-        if f.name.contains(',') || file.contains(',') {
-            return Err(SpecError::Invalid {
-                vmm: s.vmm,
-                field: "qemu.fw_cfg",
-                problem: format!(
-                    "name={},file={file} holds a comma, which ends a QEMU option value",
-                    f.name
-                ),
-                fix: "rename it".into(),
-            });
-        }
-        a.extend([qemu::FW_CFG.into(), format!("name={},file={file}", f.name)]);
+        let opt = format!("name={},file={file}", f.name);
+        comma_free(s.vmm, "qemu.fw_cfg", &[&f.name, &file], &opt, "rename it")?;
+        a.extend([qemu::FW_CFG.into(), opt]);
     }
     for o in &q.oem_strings {
         // QEMU's option syntax: a comma inside a value is doubled.
@@ -1306,17 +1317,13 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
                     .into(),
             });
         }
-        if dir.contains(',') || n.bootfile.contains(',') {
-            return Err(SpecError::Invalid {
-                vmm: s.vmm,
-                field: "qemu.net_boot",
-                problem: format!(
-                    "tftp={dir},bootfile={} holds a comma, which ends a QEMU option value",
-                    n.bootfile
-                ),
-                fix: "rename it".into(),
-            });
-        }
+        comma_free(
+            s.vmm,
+            "qemu.net_boot",
+            &[&dir, &n.bootfile],
+            &format!("tftp={dir},bootfile={}", n.bootfile),
+            "rename it",
+        )?;
         a.extend([
             qemu::NIC.into(),
             format!(
@@ -1362,14 +1369,13 @@ fn build_qemu(s: &Spec, launched: bool, a: &mut Vec<String>) -> Result<(), SpecE
     );
     for l in &q.loaders {
         let file = path(&l.file);
-        if file.contains(',') {
-            return Err(SpecError::Invalid {
-                vmm: s.vmm,
-                field: "qemu.loaders",
-                problem: format!("file={file} holds a comma, which ends a QEMU option value"),
-                fix: "rename it".into(),
-            });
-        }
+        comma_free(
+            s.vmm,
+            "qemu.loaders",
+            &[&file],
+            &format!("file={file}"),
+            "rename it",
+        )?;
         a.extend([
             qemu::DEVICE.into(),
             format!("loader,file={file},addr={},force-raw=on", l.addr),
