@@ -83,7 +83,7 @@ from pathlib import Path
 from zstest import guestkernel as gk
 from zstest import hint as zshint
 from zstest.guestkernel import grep, int_or, kv
-from zstest.qemu import REBOOT_ANNOUNCED
+from zstest.qemu import KERNEL_TEST_ARGS, REBOOT_ANNOUNCED
 from zstest.suite import Case, Do, Report
 
 MIB = gk.MIB
@@ -1127,7 +1127,7 @@ def ipxe(k: Kernel, r: Report) -> None:
     d.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(k.image, d / "bzImage")
     shutil.copyfile(k.initrd, d / "initrd.cpio.gz")
-    cmdline = (f"console=ttyS0 panic=-1 {COMMON} "
+    cmdline = (f"{KERNEL_TEST_ARGS} {COMMON} "
                f"{zshint.TEXT_PARAM}={text_hint(k, gk.honest_hint_ranges(k.mem_mib))}")
     (d / "boot.ipxe").write_text(f"#!ipxe\nkernel bzImage {cmdline}\ninitrd initrd.cpio.gz\nboot\n")
     b, lines = k.boot("boot-ipxe", "", k.image, initrd=False, spec={

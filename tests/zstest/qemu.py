@@ -100,6 +100,11 @@ def kernel_bug_lines(lines) -> list[str]:
 # KERN_WARNING and worse, so a WARNING reaches L3_KERNEL_BUG_RE. oops=panic
 # and panic=-1: a crashed guest ends at once instead of at the timeout.
 L3_CONSOLE_ARGS = "console=ttyS0 panic=-1 oops=panic quiet loglevel=5"
+# What kernel_command puts before every guest kernel test's arguments: the
+# console on the serial port, and panic=-1 so that a panic ends the boot
+# (-no-reboot turns the reset into QEMU's exit). A kernel test that boots
+# without -kernel (a boot loader's script) starts its line with it too.
+KERNEL_TEST_ARGS = "console=ttyS0 panic=-1"
 MIB = 1 << 20
 # The nested host's own kernel saying one of its CPUs has spun for tens of
 # seconds. In this bed that has been a CPU waiting for an IPI (a TLB flush)
@@ -957,7 +962,7 @@ def kernel_command(image: Path | str, append: str, mem_mib: int, extra: list[str
     more = dict(spec or {})
     opts.update(more.pop("qemu", {}))
     full = {"vmm": "qemu", "binary": KERNEL_QEMU, "cpus": smp, "memory": {"backing": "anonymous", "size_mib": mem_mib},
-            "kernel": str(image), "cmdline": f"console=ttyS0 panic=-1 {append}", "serial": "stdio", **more,
+            "kernel": str(image), "cmdline": f"{KERNEL_TEST_ARGS} {append}", "serial": "stdio", **more,
             "qemu": opts}
     if extra:
         full["extra_args"] = list(extra)
