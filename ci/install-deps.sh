@@ -3,6 +3,9 @@
 # Why a script: CI and fresh machines start with none of these, and the
 # project may not rely on anything installed by hand.
 set -euo pipefail
+# Every package any build script would otherwise apt-get itself: make demo
+# runs those scripts side by side once this has run, and two apt-get
+# installs at once fail on dpkg's lock.
 PKGS=(
   # nested test host and TCG boots
   qemu-system-x86 qemu-utils busybox-static cpio xz-utils zstd
@@ -10,8 +13,12 @@ PKGS=(
   lz4
   # the nested host's QEMU (tests/nested-host/bed-qemu/build.sh)
   ninja-build python3-venv libglib2.0-dev zlib1g-dev patch
-  # kernel builds
-  flex bison libelf-dev bc libssl-dev dwarves rsync kmod
+  # kernel builds (ccache: a second variant or line rebuilds in seconds)
+  flex bison libelf-dev bc libssl-dev dwarves rsync kmod ccache git perl
+  # the bed QEMU's configure
+  pkg-config
+  # the test guest's Debian rootfs (guest-rootfs/build.sh)
+  mmdebstrap e2fsprogs debian-archive-keyring
   # checkpatch's SPDX check (scripts/spdxcheck.py imports ply and git)
   python3-ply python3-git
   # EDK2 builds

@@ -10,7 +10,11 @@
 #   <hash>/{OVMF.fd,CLOUDHV.fd,ZeroStartDump.efi,build.env,build.log}
 #                                 outputs, keyed by sha256 of (tarball sha256,
 #                                 our package files, patches, this script,
-#                                 target and build flags)
+#                                 target and build flags); the platforms are
+#                                 not in the key: a run builds those of
+#                                 FW_PLATFORMS the directory lacks, so `make
+#                                 demo` (OVMF only) and `make firmware` (both)
+#                                 share one directory and no build is repeated
 #
 # Usage: firmware/build.sh [--print-dir] [--no-deps]
 #   --print-dir  print the output directory for the current inputs and exit
@@ -20,7 +24,8 @@
 #                including ZeroStartDxe's timing and scrub lines, to the QEMU
 #                debugcon port 0x402 (-debugcon file:LOG -global
 #                isa-debugcon.iobase=0x402). RELEASE builds are silent.
-#   FW_PLATFORMS "ovmf cloudhv" (default) or a subset
+#   FW_PLATFORMS "ovmf cloudhv" (default) or a subset: the images this run
+#                must leave in the output directory (make demo: ovmf)
 #   FW_JOBS      parallel build jobs (default: nproc)
 set -euo pipefail
 
@@ -57,7 +62,7 @@ log() { echo "firmware: $*" >&2; }
 input_hash() {
   (
     cd "$HERE"
-    echo "tarball $EDK2_TARBALL_SHA256 target $TARGET toolchain $TOOLCHAIN flags ${BUILD_FLAGS[*]} platforms $PLATFORMS"
+    echo "tarball $EDK2_TARBALL_SHA256 target $TARGET toolchain $TOOLCHAIN flags ${BUILD_FLAGS[*]}"
     find ZeroStartPkg patches build.sh edk2.lock -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
   ) | sha256sum | cut -c1-16
 }
@@ -188,20 +193,42 @@ edk2_build() {
   )
 }
 
+# The image file of a platform name (FW_PLATFORMS).
+image_of() {
+  case "$1" in
+    ovmf) echo OVMF.fd ;;
+    cloudhv) echo CLOUDHV.fd ;;
+    *) log "unknown platform '$1' in FW_PLATFORMS (ovmf, cloudhv)"; exit 2 ;;
+  esac
+}
+
+# The platforms of FW_PLATFORMS whose image $OUT does not hold yet.
+missing_platforms() {
+  local p
+  for p in $PLATFORMS; do
+    [ -f "$OUT/$(image_of "$p")" ] || printf '%s ' "$p"
+  done
+}
+
 main() {
+  local todo
+  todo=$(missing_platforms)
   install_deps
   fetch
   unpack_and_tools
   apply_patches
-  mkdir -p "$OUT.tmp"
+  # A directory that holds some platforms keeps them: the missing ones are
+  # added to a copy, which replaces it whole when they are built.
+  rm -rf "$OUT.tmp"
+  if [ -f "$OUT/build.env" ]; then cp -a "$OUT" "$OUT.tmp"; else mkdir -p "$OUT.tmp"; fi
   local blog="$OUT.tmp/build.log"
-  : >"$blog"
+  [ -f "$blog" ] || : >"$blog"
   log "building ZeroStartPkg ($TARGET) - log in $blog"
   edk2_build -p ZeroStartPkg/ZeroStartPkg.dsc >>"$blog" 2>&1 || { tail -40 "$blog" >&2; log "ZeroStartPkg build failed"; exit 1; }
   local zbuild="$TREE/Build/ZeroStartPkg/${TARGET}_$TOOLCHAIN/X64"
   cp "$zbuild/ZeroStartDump.efi" "$OUT.tmp/"
   local p
-  for p in $PLATFORMS; do
+  for p in $todo; do
     case "$p" in
       ovmf)
         log "building OvmfPkgX64 ($TARGET)"
@@ -216,7 +243,9 @@ main() {
       *) log "unknown platform '$p' in FW_PLATFORMS (ovmf, cloudhv)"; exit 2 ;;
     esac
   done
-  printf 'FW_TARGET=%s\nEDK2_TARBALL_SHA256=%s\nPLATFORMS="%s"\n' "$TARGET" "$EDK2_TARBALL_SHA256" "$PLATFORMS" >"$OUT.tmp/build.env"
+  local built=""
+  for p in ovmf cloudhv; do [ -f "$OUT.tmp/$(image_of "$p")" ] && built="$built${built:+ }$p"; done
+  printf 'FW_TARGET=%s\nEDK2_TARBALL_SHA256=%s\nPLATFORMS="%s"\n' "$TARGET" "$EDK2_TARBALL_SHA256" "$built" >"$OUT.tmp/build.env"
   rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
   log "done: $OUT"
   echo "$OUT"
@@ -226,7 +255,8 @@ main() {
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
 flock 9
-if [ -f "$OUT/build.env" ]; then
+for p in $PLATFORMS; do image_of "$p" >/dev/null; done
+if [ -f "$OUT/build.env" ] && [ -z "$(missing_platforms)" ]; then
   log "up to date: $OUT"
   echo "$OUT"
   exit 0

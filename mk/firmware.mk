@@ -1,5 +1,6 @@
 # Firmware (EDK2): OVMF.fd and CLOUDHV.fd with ZeroStartPkg, and its tests.
 #   make firmware         build both images into $(ZEROSTART_CACHE)/firmware/<hash>/
+#   make firmware-ovmf    OVMF.fd alone into the same directory (make demo)
 #   make test-firmware    host unit tests of ZeroHintLib + QEMU TCG boots of OVMF.fd
 #   make firmware-timing  firmware time, 1/4 GiB x 1/2 vCPUs x with/without scrub
 # See firmware/README.md.
@@ -11,10 +12,14 @@ FW_UNIT_SRC = tests/firmware/unit/test_zerohint.c \
 	firmware/ZeroStartPkg/Library/ZeroHintLib/ZeroHintText.c \
 	firmware/ZeroStartPkg/Library/ZeroHintLib/ZeroRange.c
 
-.PHONY: firmware test-firmware test-firmware-unit test-firmware-qemu firmware-timing
+.PHONY: firmware firmware-ovmf test-firmware test-firmware-unit test-firmware-qemu firmware-timing
 
 firmware:
 	@$(PROGRESS) "firmware (OVMF.fd, CLOUDHV.fd)" 600 bash firmware/build.sh
+
+# OVMF.fd alone, into the same directory: all `make demo` boots.
+firmware-ovmf:
+	@$(PROGRESS) "firmware (OVMF.fd)" 300 env FW_PLATFORMS=ovmf bash firmware/build.sh
 
 # Plain gcc, no EDK2: the same ZeroHintLib sources the firmware links.
 test-firmware-unit:
