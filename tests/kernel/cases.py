@@ -466,6 +466,57 @@ def good(k: Kernel, r: Report) -> None:
         expect_line(r, lines, r"zerostart: pristine bitmap retired, [1-9][0-9]* KiB freed")
 
 
+def pagealloc(k: Kernel, r: Report) -> None:
+    """Case good under debug_pagealloc=on, which unmaps every free page from
+    the direct map. The verify scans (prezero.verify=2) read pages that are
+    still free, so they must read them some other way: the series before
+    it did so oopsed in pid 1 at the first scan (RIP memchr_inv, called
+    from zerostart_pristine_scan). directmap_4k() shows the option took
+    effect; pageallocctl is the negative control."""
+    img, blob = k.good()
+    lines = boot_case(k, r, "skip", "debug_pagealloc=on", img, spec=gk.hint_spec(blob))
+    directmap_4k(r, lines)
+
+
+def directmap_4k(r: Report, lines: list[str]) -> bool:
+    """debug_pagealloc took effect: x86 maps the direct map with 4 KiB pages
+    alone under it, so DirectMap2M=0 (and no DirectMap1G). A kernel built
+    without CONFIG_DEBUG_PAGEALLOC ignores debug_pagealloc=on, and a case
+    about it fails rather than passing without the aid it is about."""
+    d2m, d1g = kv(lines, "ZSDIRECTMAP", "2M"), kv(lines, "ZSDIRECTMAP", "1G")
+    if d2m is None:
+        return False  # the guest never reached the line: the boot's judge has said how it ended
+    if d2m == "0" and d1g in (None, "0"):
+        r.ok(f"debug_pagealloc in effect: the direct map has 4 KiB pages only "
+             f"(DirectMap4k={kv(lines, 'ZSDIRECTMAP', '4k')} kB)")
+        return True
+    r.fail(f"debug_pagealloc=on did not take effect (DirectMap2M={d2m}, DirectMap1G={d1g or 'absent'}): "
+           "build the kernel with CONFIG_DEBUG_PAGEALLOC=y (config/zerostart.config has it)")
+    return False
+
+
+def pageallocctl(k: Kernel, r: Report) -> None:
+    """Negative control of case pagealloc: the same boot with a byte written
+    into 16 pages right after they were marked pristine
+    (prezero.test_dirty_pristine=16) and the scans alone checking
+    (prezero.verify=scan): reading free pages while debug_pagealloc keeps
+    them out of the direct map, the scans must still find at least one."""
+    img, blob = k.good()
+    b, lines = k.boot("boot-pageallocctl", f"{COMMON} debug_pagealloc=on prezero.verify=scan "
+                      "prezero.test_dirty_pristine=16", img, spec=gk.hint_spec(blob))
+    if b.problem() or not grep(lines, "^ZSDONE"):
+        r.fail(f"the guest did not finish: it {ended_by(b, lines)}")
+        return
+    directmap_4k(r, lines)
+    s = kv(lines, "ZSDEBUGFS", "scan_failures")
+    w = len(grep(lines, "zerostart: test: wrote into 16 pages marked pristine"))
+    if w == 1 and int_or(s, 0) >= 1:
+        r.ok(f"16 planted pages, {s} found by the scans under debug_pagealloc")
+    else:
+        r.fail(f"planted={w} scan_failures={s or 'missing'}: the scans do not see planted bytes under "
+               "debug_pagealloc")
+
+
 def cover_ranges(mem_mib: int) -> str:
     """Lying about what the boot path wrote: from 1 MiB to the end of RAM,
     i.e. over the compressed and decompressed kernel, the initrd (QEMU puts
@@ -1148,6 +1199,8 @@ def table(k: Kernel) -> list[Case]:
         c("checkpatch", checkpatch),
         c("kunit", kunit),
         c("good", good),
+        c("pagealloc", pagealloc),
+        c("pageallocctl", pageallocctl),
         c("cover", cover),
         c("corrupt", bad_hint("--corrupt", "BadChecksum")),
         c("scrub", bad_hint("--scrub", "ScrubRequest")),

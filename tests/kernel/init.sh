@@ -87,6 +87,9 @@ for f in pages_skipped pages_elided bytes_verified verify_failures pristine_page
 	[ -f "$f" ] && echo "ZSDEBUGFS ${f##*/}=$(/bin/busybox cat "$f")"
 done
 [ -d $nt ] && echo "ZSNTSTAT pages=$(/bin/busybox cat $nt/pages) llc_kib=$(/bin/busybox cat $nt/llc_kib)"
+# How the direct map is mapped: debug_pagealloc=on leaves no 2 MiB or 1 GiB
+# page in it (case pagealloc reads this to know the option took effect).
+echo "ZSDIRECTMAP $(/bin/busybox sed -n 's/^DirectMap\([0-9a-zA-Z]*\): *\([0-9]*\) kB$/\1=\2/p' /proc/meminfo | /bin/busybox tr '\n' ' ')"
 echo "ZSMEM $(/bin/busybox grep -E '^(MemTotal|MemFree|HugePages_Total):' /proc/meminfo | /bin/busybox tr -s ' ' | /bin/busybox tr '\n' ' ')"
 echo "ZSDONE"
 /bin/busybox poweroff -f
