@@ -72,6 +72,7 @@ test-fast: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	python3 tests/lib/test_make_test.py
 	python3 tests/lib/test_progress.py
+	python3 tests/lib/test_build_scripts.py
 	python3 -m unittest zstest.test_zstest
 	bash vmm/guestmem/scripts/with-hugepages.sh 2048 64 -- \
 	  bash vmm/guestmem/scripts/with-hugepages.sh 1048576 1 -- \
