@@ -73,6 +73,7 @@ test-fast: deps
 	python3 tests/lib/test_make_test.py
 	python3 tests/lib/test_progress.py
 	python3 tests/lib/test_build_scripts.py
+	python3 tests/kernel/test_cases.py
 	python3 -m unittest zstest.test_zstest
 	bash vmm/guestmem/scripts/with-hugepages.sh 2048 64 -- \
 	  bash vmm/guestmem/scripts/with-hugepages.sh 1048576 1 -- \

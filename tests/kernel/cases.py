@@ -507,6 +507,11 @@ def pageallocctl(k: Kernel, r: Report) -> None:
     if b.problem() or not grep(lines, "^ZSDONE"):
         r.fail(f"the guest did not finish: it {ended_by(b, lines)}")
         return
+    # The scans report with pr_err, never a WARNING, so any kernel bug
+    # line here is a fault of its own.
+    bugs = grep(lines, WARN)
+    if bugs:
+        r.fail(f"kernel bug line: {' '.join(bugs[:2])}")
     directmap_4k(r, lines)
     s = kv(lines, "ZSDEBUGFS", "scan_failures")
     w = len(grep(lines, "zerostart: test: wrote into 16 pages marked pristine"))
