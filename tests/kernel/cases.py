@@ -83,7 +83,7 @@ from pathlib import Path
 from zstest import guestkernel as gk
 from zstest import hint as zshint
 from zstest.guestkernel import grep, int_or, kv
-from zstest.qemu import KERNEL_TEST_ARGS, REBOOT_ANNOUNCED
+from zstest.qemu import KERNEL_TEST_ARGS, REBOOT_ANNOUNCED, kernel_bug_lines
 from zstest.suite import Case, Do, Report
 
 MIB = gk.MIB
@@ -508,8 +508,8 @@ def pageallocctl(k: Kernel, r: Report) -> None:
         r.fail(f"the guest did not finish: it {ended_by(b, lines)}")
         return
     # The scans report with pr_err, never a WARNING, so any kernel bug
-    # line here is a fault of its own.
-    bugs = grep(lines, WARN)
+    # line (the harness's one judge) is a fault of its own.
+    bugs = kernel_bug_lines(lines)
     if bugs:
         r.fail(f"kernel bug line: {' '.join(bugs[:2])}")
     directmap_4k(r, lines)
