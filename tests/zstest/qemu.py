@@ -61,8 +61,11 @@ L2_ABORT_RE = re.compile(r"^(qemu: fatal:|qemu-system-x86_64: .*(ssertion|fatal|
 # check skipped clears: that is verify doing its job, which a dirty control
 # requires and every other scenario fails on by its verify_failures count.
 VERIFY_WARN_FUNCS = r"(?:zerostart_verify_pages|zerostart_memmap_take_range)\+"
+# The kernel's WARNING line: "WARNING: CPU: N PID: N at FILE:LINE FUNC" (6.12),
+# "WARNING: at ..." (no task), "WARNING: FILE:LINE at FUNC, CPU#N: TASK" (7.3).
+WARNING_HEAD = r"WARNING: (?:CPU: \d+ PID: |at |\S+:\d+ at )"
 L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault|"
-                              rf"WARNING: (?:CPU: \d+ PID: |at )(?!.*{VERIFY_WARN_FUNCS})|"
+                              rf"{WARNING_HEAD}(?!.*{VERIFY_WARN_FUNCS})|"
                               rf"RIP: 0010:(?!{VERIFY_WARN_FUNCS})|soft lockup|hard LOCKUP|"
                               r"KFENCE: |KASAN: ")
 # Inside verify's own report (its WARNING line up to the kernel's
@@ -72,7 +75,7 @@ L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general p
 # read() buffer: rep_movs_alternative), the WARN prints that frame's
 # `RIP: 0010:` too. Every other kind of bug line still counts there.
 # Captured: tests/zstest/captured/verify-warn-in-kernel-fault.log.
-VERIFY_WARN_RE = re.compile(rf"WARNING: (?:CPU: \d+ PID: |at ).*{VERIFY_WARN_FUNCS}")
+VERIFY_WARN_RE = re.compile(rf"{WARNING_HEAD}.*{VERIFY_WARN_FUNCS}")
 END_TRACE_RE = re.compile(r"---\[ end trace [0-9a-f]+ \]---")
 _KERNEL_RIP_RE = re.compile(r"RIP: 0010:")
 

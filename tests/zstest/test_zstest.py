@@ -722,6 +722,13 @@ class GuestKernelKit(unittest.TestCase):
         self.assertTrue(qemu.L3_KERNEL_BUG_RE.search(
             "WARNING: CPU: 0 PID: 1 at mm/zerostart_pristine.c:419 zerostart_pristine_init+0x9d/0x110"))
         self.assertTrue(qemu.L3_KERNEL_BUG_RE.search("RIP: 0010:zerostart_pristine_init+0x9d/0x110"))
+        # 7.3's form of the WARNING line (file first), as make test-kernel's consoles show it.
+        self.assertTrue(qemu.L3_KERNEL_BUG_RE.search(
+            "[    0.07] WARNING: ../src/linux-7.3.4-1~bpo13+1/mm/page_alloc.c:1203 at free_pages_prepare+0x1f0/0x6c0, "
+            "CPU#0: swapper/0"))
+        self.assertIsNone(qemu.L3_KERNEL_BUG_RE.search(
+            "[    0.076592] WARNING: ../src/linux-7.3.4-1~bpo13+1/mm/zerostart_pristine.c:239 at "
+            "zerostart_verify_pages+0x33/0x140, CPU#0: swapper/0"))
         for ok in ("ZSINIT: PASS hint=valid nonzero_bytes=0", "WARNING: no 1G page here, skipping",
                    # verify catching a page: its count judges it, not this line
                    "[    3.1] WARNING: CPU: 1 PID: 77 at mm/zerostart_pristine.c:188 zerostart_verify_pages+0x9d/0x110",
