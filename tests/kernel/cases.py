@@ -102,7 +102,6 @@ SUITE_FILES = (("arch/x86/mm/clear_huge_nt_test.c", "clear_huge_nt"),
                ("mm/zerostart_memmap_test.c", "zerostart_memmap"),
                ("mm/zerostart_memblock_test.c", "zerostart_memblock"),
                ("mm/zerostart_freepaths_test.c", "zerostart_freepaths"))
-WARN = r"WARNING:|BUG:|Oops"
 PRINTK_TS = re.compile(r"^\[[^]]*\] ")
 
 
@@ -190,6 +189,12 @@ def planted_check(r: Report, lines: list[str], prefix: str, key: str) -> None:
                "(the check cannot see a non-zero byte)")
 
 
+def planted_pages(lines: list[str]) -> int:
+    """How many times the kernel said prezero.test_dirty_pristine=16 wrote
+    its 16 bytes (1 in a boot that planted them)."""
+    return len(grep(lines, "zerostart: test: wrote into 16 pages marked pristine"))
+
+
 def scan_check(r: Report, lines: list[str], expect: str, cmdline: str) -> None:
     """In any boot, no line reports a marked page that is not zero; with the
     scans on (the last prezero.verify= is 2 or scan) and a hint in effect
@@ -255,9 +260,8 @@ def judge_boot(r: Report, b, lines: list[str], expect: str, cmdline: str) -> lis
         # ZSDONE and then a panic, a reset or a triple fault is no clean run.
         r.fail(f"the guest did not power off after ZSDONE: it {ended_by(b, lines)}")
         return lines
-    warn = grep(lines, r"WARNING:|BUG:")
-    if grep(lines, WARN):
-        r.fail(f"kernel warning: {' '.join(warn[:2])} ")
+    if bugs := kernel_bug_lines(lines):
+        r.fail(f"kernel bug lines: {' '.join(bugs[:2])} ")
     skipped = kv(lines, "ZSDEBUGFS", "pages_skipped")
     elided = kv(lines, "ZSDEBUGFS", "pages_elided")
     failed = kv(lines, "ZSDEBUGFS", "verify_failures")
@@ -514,7 +518,7 @@ def pageallocctl(k: Kernel, r: Report) -> None:
         r.fail(f"kernel bug line: {' '.join(bugs[:2])}")
     directmap_4k(r, lines)
     s = kv(lines, "ZSDEBUGFS", "scan_failures")
-    w = len(grep(lines, "zerostart: test: wrote into 16 pages marked pristine"))
+    w = planted_pages(lines)
     if w == 1 and int_or(s, 0) >= 1:
         r.ok(f"16 planted pages, {s} found by the scans under debug_pagealloc")
     else:
@@ -937,7 +941,7 @@ def hibernate_case(extra: str, expect: str):
         rs, f = kv(l2, "ZSHIB", "pages_skipped"), kv(l2, "ZSDEBUGFS", "verify_failures")
         d, n = kv(l2, "ZSPROBE", "anon_dirty_pages"), kv(l2, "ZSDEBUGFS", "pages_skipped")
         after = kv(l2, "ZSHIB", "pristine_pages")
-        w = len(grep(l2, WARN))
+        w = len(kernel_bug_lines(l2))
         if expect == "clean":
             if (grep(l1, r"zerostart: hibernation: dropped all [0-9]+ pristine marks") and int_or(before, 0) > 0
                     and after == "0" and (n or "x") == (rs or "y") and f == "0" and d == "0" and w == 0):
@@ -984,7 +988,7 @@ def scanctl(k: Kernel, r: Report) -> None:
         r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
         return
     f, s = kv(lines, "ZSDEBUGFS", "verify_failures"), kv(lines, "ZSDEBUGFS", "scan_failures")
-    w = len(grep(lines, "zerostart: test: wrote into 16 pages marked pristine"))
+    w = planted_pages(lines)
     if w == 1 and f == "16" and int_or(s, 0) >= 1:
         r.ok(f"16 planted pages, verify_failures=16 ({s} found by the scans)")
     else:
@@ -1003,15 +1007,22 @@ def batch_counters(r: Report, lines: list[str]) -> None:
         r.fail(f"expected fault_batches > 0, got {b or 'missing'} (fault_batch_kib={kib or 'missing'})")
 
 
+# Fault batching follows the top-level THP policy (the batch size acts as
+# an mTHP size set to "inherit"): the batch cases turn THP on and its PMD
+# size off, so that every anonymous fault is a 4 KiB fault without the
+# series and a batch with it.
+BATCH_THP = "transparent_hugepage=always thp_anon=2M:never"
+
+
 def batch(k: Kernel, r: Report) -> None:
-    """Fault batching (patch "map pristine memory in batches"): with THP and
-    every mTHP size off, first-touch 256 MiB of anonymous memory without
-    MADV_NOHUGEPAGE: faults must map pristine 64 KiB folios (fault_batches >
-    0), every byte verified zero by the kernel and read back zero by the
-    probe; then touch 1 byte per 64 KiB of another 256 MiB and report the
-    RSS it costs."""
+    """Fault batching (patch "map pristine memory in batches"): with THP on
+    but its PMD size and every mTHP size off, first-touch 256 MiB of
+    anonymous memory without MADV_NOHUGEPAGE: faults must map pristine 64
+    KiB folios (fault_batches > 0), every byte verified zero by the kernel
+    and read back zero by the probe; then touch 1 byte per 64 KiB of another
+    256 MiB and report the RSS it costs."""
     img, blob = k.good()
-    lines = boot_case(k, r, "skip", "transparent_hugepage=never zsprobe=0,256,thp,sparse,refuse", img,
+    lines = boot_case(k, r, "skip", f"{BATCH_THP} zsprobe=0,256,thp,sparse,refuse", img,
                       spec=gk.hint_spec(blob))
     batch_counters(r, lines)
     # VMAs that forbid large folios must not be batched: 64 MiB touched with
@@ -1026,6 +1037,56 @@ def batch(k: Kernel, r: Report) -> None:
                "(want < 16)")
     r.note(f"sparse touch (1 byte per 64 KiB): {kv(lines, 'ZSPROBE', 'sparse_touched_kib') or '?'} KiB touched, "
            f"RSS grew {kv(lines, 'ZSPROBE', 'sparse_rss_kib') or '?'} KiB")
+
+
+def batchnever(k: Kernel, r: Report) -> None:
+    """THP "never" is honoured: the batch case's probe under
+    transparent_hugepage=never must not batch a single fault (the admin
+    asked for no fault larger than a page), while clears are still skipped.
+    Its control is case batch: the same probe and hint, THP on."""
+    img, blob = k.good()
+    lines = boot_case(k, r, "skip", "transparent_hugepage=never zsprobe=0,256,thp,refuse", img,
+                      spec=gk.hint_spec(blob))
+    judge_batchnever(r, lines)
+
+
+def judge_batchnever(r: Report, lines: list[str]) -> None:
+    """batchnever's verdict on the boot's LINES."""
+    b, pl = kv(lines, "ZSDEBUGFS", "fault_batches"), kv(lines, "ZSPROBE", "refuse_plain_batches")
+    if b == "0" and pl == "0":
+        r.ok("THP never: 0 faults batched over 320 MiB first-touched")
+    else:
+        r.fail(f"THP never: fault_batches={b or 'missing'} refuse_plain_batches={pl or 'missing'} (want 0)")
+
+
+def usedup(k: Kernel, r: Report) -> None:
+    """Pristine memory used up switches the skip path off: the probe holds
+    anonymous memory until the kernel says so (debugfs zerostart/active
+    reads 0, the kernel logs it once and has dropped its last marks), gives
+    it back and first-touches 64 MiB with THP on: not one fault may be
+    batched and no clear skipped any more. Every skipped clear before is
+    verified. The case fails if the switch never comes (the probe stops at
+    8 MiB MemAvailable)."""
+    img, blob = k.good()
+    lines = boot_case(k, r, "skip", f"{BATCH_THP} zsprobe=0,0,thp,usedup", img, spec=gk.hint_spec(blob))
+    judge_usedup(r, lines)
+
+
+def judge_usedup(r: Report, lines: list[str]) -> None:
+    """usedup's verdict on the boot's LINES."""
+    held, act = kv(lines, "ZSPROBE", "usedup_held_mib"), kv(lines, "ZSPROBE", "usedup_active")
+    left, after = kv(lines, "ZSPROBE", "usedup_pristine_pages"), kv(lines, "ZSPROBE", "usedup_batches_after")
+    s1, s2 = kv(lines, "ZSPROBE", "usedup_pages_skipped"), kv(lines, "ZSDEBUGFS", "pages_skipped")
+    said = kernel_said(lines, r"zerostart: pristine memory used up: dropped all [0-9]+ pristine marks")
+    once = {re.sub(r"^(ZSKMSG |\[[^]]*\] )", "", x) for x in said}
+    if act == "0" and left == "0" and after == "0" and len(once) == 1 and s1 is not None and s1 == s2 \
+            and kv(lines, "ZSDEBUGFS", "active") == "0":
+        r.ok(f"switched off after {held} MiB held ({PRINTK_TS.sub('', said[0])}); then 0 faults batched over "
+             f"64 MiB, no clear skipped after")
+    else:
+        r.fail(f"held={held or 'missing'} MiB active={act or 'missing'} pristine_pages={left or 'missing'} "
+               f"batches_after={after or 'missing'} skipped at the switch={s1 or 'missing'} at the end="
+               f"{s2 or 'missing'} used-up lines={len(once)}")
 
 
 def secret_check(r: Report, lines: list[str]) -> None:
@@ -1049,7 +1110,7 @@ def leak(k: Kernel, r: Report) -> None:
     which run before the probe) so that only the kernel's own logic stands
     between the secret and user space."""
     img, blob = k.good()
-    lines = boot_case(k, r, "any", "transparent_hugepage=never prezero.verify=scan zsprobe=0,256,thp,leak", img,
+    lines = boot_case(k, r, "any", f"{BATCH_THP} prezero.verify=scan zsprobe=0,256,thp,leak", img,
                       spec=gk.hint_spec(blob))
     batch_counters(r, lines)
     # The freed pages must really have come back through the batch path.
@@ -1067,7 +1128,7 @@ def compact(k: Kernel, r: Report) -> None:
     isolated (mark_allocated() then __free_pages()); the secret must not
     come back either way."""
     img, blob = k.good()
-    lines = boot_case(k, r, "any", "transparent_hugepage=never prezero.verify=scan zsprobe=0,256,thp,leak,compact",
+    lines = boot_case(k, r, "any", f"{BATCH_THP} prezero.verify=scan zsprobe=0,256,thp,leak,compact",
                       img, spec=gk.hint_spec(blob))
     c = kv(lines, "ZSPROBE", "compact_isolated")
     if int_or(c, 0) > 0:
@@ -1231,6 +1292,8 @@ def table(k: Kernel) -> list[Case]:
         c("hugedirty", hugedirty),
         c("scanctl", scanctl),
         c("batch", batch),
+        c("batchnever", batchnever),
+        c("usedup", usedup),
         c("leak", leak),
         c("compact", compact),
         c("pool", pool),
@@ -1288,9 +1351,8 @@ def memmap_boot(k: Kernel, r: Report, image: Path, extra: str, spec: dict | None
 
 
 def no_warning(r: Report, lines: list[str]) -> None:
-    w = grep(lines, WARN)
-    if w:
-        r.fail(f"kernel warning: {' '.join(w[:2])} ")
+    if w := kernel_bug_lines(lines):
+        r.fail(f"kernel bug lines: {' '.join(w[:2])} ")
 
 
 def first_int(lines: list[str], pattern: str) -> int | None:

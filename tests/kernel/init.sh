@@ -82,7 +82,7 @@ for a in $(/bin/busybox cat /proc/cmdline); do
 	esac
 done
 # pages_skipped before bytes_verified: a skip is counted before it is verified.
-for f in pages_skipped pages_elided bytes_verified verify_failures pristine_pages pristine_pages_at_boot verify scanned_pages scan_failures fault_batches fault_batch_misses fault_batch_pauses fault_batch_kib; do
+for f in active pages_skipped pages_elided bytes_verified verify_failures pristine_pages pristine_pages_at_boot verify scanned_pages scan_failures fault_batches fault_batch_misses fault_batch_pauses fault_batch_kib; do
 	f=/sys/kernel/debug/zerostart/$f
 	[ -f "$f" ] && echo "ZSDEBUGFS ${f##*/}=$(/bin/busybox cat "$f")"
 done

@@ -37,17 +37,20 @@
 # A row is skipped when the host has less than MEM/2 + 4 GiB available
 # (the -noprezero kernel clears, i.e. touches, all hugepages).
 #
-# "4K-mapped" first touch, for both kernels alike: THP off
-# (transparent_hugepage=never, which also leaves every mTHP size off), no
-# madvise, one write per 4 KiB page. Without the series every fault maps
-# one 4 KiB page; with it, faults on pristine memory map a 64 KiB pristine
-# folio with 16 PTEs (prezero.fault_batch). Every mapping is a 4 KiB PTE.
+# "4K-mapped" first touch, for both kernels alike: THP on but its PMD size
+# off ($THP4K; every mTHP size is off by default), no madvise, one write
+# per 4 KiB page. Without the series every fault maps one 4 KiB page; with
+# it, faults on pristine memory map a 64 KiB pristine folio with 16 PTEs
+# (prezero.fault_batch). Every mapping is a 4 KiB PTE. (Fault batching
+# follows the top-level THP policy like an mTHP size set to "inherit":
+# under transparent_hugepage=never the series maps single pages too.)
 # Time for a full run (REPS=1, MEMS="1 4 16", every row) on the shared
 # 2-core host: 235 s; each extra repetition adds about as much.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 MEMS="${ZS_MEASURE_MEMS:-1 4 16}"
+THP4K="transparent_hugepage=always thp_anon=2M:never"
 REPS="${ZS_MEASURE_REPS:-1}"
 TMO=900
 ICOUNT=()
@@ -221,10 +224,10 @@ for rep in $(seq 1 "$REPS"); do
 				run "$n" "$k" 4096 "init_on_alloc=$ioa hugepages=1536 zsprobe=3072,0"
 				row "$n" "4 GiB: populate 3 GiB hugetlb" "$ioa" "$k"
 			fi
-			# 4K-mapped (see the top): THP and mTHP off, no madvise.
+			# 4K-mapped (see the top): PMD THP and mTHP off, no madvise.
 			if want anon; then
 				n="anon-4g-ioa$ioa-${k/:/-}-$rep"
-				run "$n" "$k" 4096 "init_on_alloc=$ioa transparent_hugepage=never zsprobe=0,3072,thp"
+				run "$n" "$k" 4096 "init_on_alloc=$ioa $THP4K zsprobe=0,3072,thp"
 				row "$n" "4 GiB: first touch 3 GiB 4K-mapped" "$ioa" "$k"
 			fi
 			# 6.12's 64 KiB mTHP enabled by the admin: one fault maps
@@ -243,7 +246,7 @@ done
 if want sparse; then
 	for k in $KERNELS; do
 		n="sparse-${k/:/-}"
-		run "$n" "$k" 4096 "transparent_hugepage=never zsprobe=0,1024,thp,sparse"
+		run "$n" "$k" 4096 "$THP4K zsprobe=0,1024,thp,sparse"
 		printf "sparse touch, line %s, series %s: touched %s KiB (1 byte per 64 KiB of 1 GiB), RSS grew %s KiB\n" "${k%%:*}" "${k##*:}" \
 			"$(field "$n" ZSPROBE sparse_touched_kib)" "$(field "$n" ZSPROBE sparse_rss_kib)"
 	done
@@ -337,7 +340,7 @@ for rep in $(seq 1 "$REPS"); do
 		for k in $(order "$rep"); do
 			if want pf; then
 				n="pf-ioa$ioa-${k/:/-}-$rep"
-				run "$n" "$k" "$BMEM" "init_on_alloc=$ioa transparent_hugepage=never zsbench=pf,2,$PF_SECS,128"
+				run "$n" "$k" "$BMEM" "init_on_alloc=$ioa $THP4K zsbench=pf,2,$PF_SECS,128"
 				bench_row "$n" "page_fault1 ${BMEM} MiB, 2x128 MiB, ${PF_SECS} s" "$ioa" "$k" pf
 			fi
 			if want work; then

@@ -42,5 +42,62 @@ class DirectMap(unittest.TestCase):
         self.assertEqual((r.oks, r.fails), ([], []))
 
 
+# From boot-usedup.log of tests/kernel/run.py --line 6.12 usedup, 2026-12-04:
+# the series with its used-up switch (0020), and the series before it.
+USEDUP_ON = [
+    "[    9.022814] zerostart: pristine memory used up: dropped all 4170 pristine marks",
+    "[    9.024534] zerostart: pristine memory used up: no clear skipped, no fault batched from here on",
+    "ZSPROBE usedup_held_mib=1682 usedup_active=0 usedup_pristine_pages=0 usedup_below=4402 "
+    "usedup_mem_available_kib=9204 usedup_ms=6189",
+    "ZSPROBE usedup_batches_after=0 usedup_pages_skipped=484275",
+    "ZSDEBUGFS active=0",
+    "ZSDEBUGFS pages_skipped=484275",
+]
+USEDUP_BEFORE = [
+    "ZSPROBE usedup_held_mib=1680 usedup_active=-1 usedup_pristine_pages=2716 usedup_mem_available_kib=7980 "
+    "usedup_ms=6206",
+    "ZSPROBE usedup_batches_after=13 usedup_pages_skipped=485944",
+    "ZSDEBUGFS pages_skipped=485944",
+]
+
+
+class UsedUp(unittest.TestCase):
+    def test_switched_off(self):
+        r = Report()
+        cases.judge_usedup(r, USEDUP_ON)
+        self.assertEqual(r.fails, [])
+        self.assertIn("switched off after 1682 MiB held", r.oks[0])
+
+    def test_a_kernel_without_the_switch_fails(self):
+        r = Report()
+        cases.judge_usedup(r, USEDUP_BEFORE)
+        self.assertIn("active=-1 pristine_pages=2716 batches_after=13", r.fails[0])
+
+    def test_a_clear_skipped_after_the_switch_fails(self):
+        r = Report()
+        cases.judge_usedup(r, USEDUP_ON[:-1] + ["ZSDEBUGFS pages_skipped=484276"])
+        self.assertEqual(len(r.fails), 1)
+
+    def test_a_batch_after_the_switch_fails(self):
+        r = Report()
+        cases.judge_usedup(r, [x.replace("usedup_batches_after=0", "usedup_batches_after=1") for x in USEDUP_ON])
+        self.assertEqual(len(r.fails), 1)
+
+
+class BatchNever(unittest.TestCase):
+    def test_nothing_batched(self):
+        r = Report()
+        cases.judge_batchnever(r, ["ZSPROBE refuse_plain_batches=0 refuse_madv_batches=0 refuse_prctl_batches=0",
+                                   "ZSDEBUGFS fault_batches=0"])
+        self.assertEqual(r.fails, [])
+
+    def test_the_series_before_fails(self):
+        # 6.12 before 0021, the same probe under transparent_hugepage=never.
+        r = Report()
+        cases.judge_batchnever(r, ["ZSPROBE refuse_plain_batches=1018 refuse_madv_batches=0 refuse_prctl_batches=0",
+                                   "ZSDEBUGFS fault_batches=5115"])
+        self.assertIn("fault_batches=5115 refuse_plain_batches=1018", r.fails[0])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -29,6 +29,10 @@
  *   64 MiB after prctl(PR_SET_THP_DISABLE), and report how many fault
  *   batches (debugfs zerostart/fault_batches) each caused: batching must
  *   respect both
+ *   usedup: afterwards, hold anonymous memory until the kernel says its
+ *   pristine memory is used up (debugfs zerostart/active = 0) or little is
+ *   left, give it back, then first-touch 64 MiB: with the skip path off,
+ *   not one fault may be batched
  * prints: "ZSPROBE key=value ..." lines parsed by the scripts in tests/kernel
  *
  * Negative controls: a count of 0 from dirty_pages() or secret_pages() only
@@ -111,18 +115,26 @@ static void plant(unsigned char *p, size_t len, unsigned char byte)
 		p[(k * pages / PLANTED) * 4096 + (k * 4095) / (PLANTED - 1)] = byte;
 }
 
-/* debugfs zerostart/fault_batches, or -1. */
-static long fault_batches(void)
+/* A number from debugfs zerostart/<name>, or -1. */
+static long zs_debugfs(const char *name)
 {
+	char path[128];
 	long v = -1;
-	FILE *f = fopen("/sys/kernel/debug/zerostart/fault_batches", "r");
+	FILE *f;
 
+	snprintf(path, sizeof(path), "/sys/kernel/debug/zerostart/%s", name);
+	f = fopen(path, "r");
 	if (f) {
 		if (fscanf(f, "%ld", &v) != 1)
 			v = -1;
 		fclose(f);
 	}
 	return v;
+}
+
+static long fault_batches(void)
+{
+	return zs_debugfs("fault_batches");
 }
 
 /* Fault batches caused by first-touching 64 MiB (after madvise if asked). */
@@ -183,6 +195,68 @@ static long vmstat(const char *key)
 			found = v;
 	fclose(f);
 	return found;
+}
+
+/* MemAvailable from /proc/meminfo in KiB, or -1. */
+static long mem_available_kib(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char name[64];
+	long v, found = -1;
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %ld kB", name, &v) == 2)
+		if (!strcmp(name, "MemAvailable:"))
+			found = v;
+	fclose(f);
+	return found;
+}
+
+/*
+ * usedup: use up the pristine memory. Hold anonymous memory, 1 MiB at a
+ * time, until the kernel switches its skip path off (debugfs
+ * zerostart/active reads 0) or MemAvailable falls below USEDUP_FLOOR_KIB;
+ * then give it all back and first-touch 64 MiB: no fault may be batched any
+ * more. Prints what it held, the switch's state and the batches after.
+ */
+#define USEDUP_FLOOR_KIB (8 << 10)
+static void use_up(void)
+{
+	size_t chunk = 1 << 20, max = 64 << 10, n = 0, i;
+	unsigned char **held = calloc(max, sizeof(*held));
+	long active = zs_debugfs("active"), avail = mem_available_kib(), b;
+	double t0 = now();
+
+	if (!held) {
+		printf("ZSPROBE usedup_error=calloc\n");
+		return;
+	}
+	while (n < max && active != 0 && avail > USEDUP_FLOOR_KIB) {
+		unsigned char *p = mmap(NULL, chunk, PROT_READ | PROT_WRITE,
+					MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			break;
+		for (i = 0; i < chunk; i += 4096)
+			p[i] = 1;
+		held[n++] = p;
+		active = zs_debugfs("active");
+		avail = mem_available_kib();
+	}
+	/* The switch runs from a workqueue: give it a moment. */
+	for (i = 0; i < 40 && active == 1; i++) {
+		usleep(50000);
+		active = zs_debugfs("active");
+	}
+	printf("ZSPROBE usedup_held_mib=%zu usedup_active=%ld usedup_pristine_pages=%ld usedup_below=%ld usedup_mem_available_kib=%ld usedup_ms=%.0f\n",
+	       n, active, zs_debugfs("pristine_pages"), zs_debugfs("used_up_below"), avail, (now() - t0) * 1e3);
+	for (i = 0; i < n; i++)
+		munmap(held[i], chunk);
+	free(held);
+	b = batches_for_touch(0);
+	printf("ZSPROBE usedup_batches_after=%ld usedup_pages_skipped=%ld\n", b,
+	       zs_debugfs("pages_skipped"));
 }
 
 /* Compact all memory; print what compaction isolated and migrated. */
@@ -310,6 +384,8 @@ int main(int argc, char **argv)
 			       (len / (64 << 10)) * 4, (r1 - r0) * 4);
 		}
 	}
+	if (has_flag(argc, argv, "usedup"))
+		use_up();
 	if (has_flag(argc, argv, "refuse")) {
 		long madv = batches_for_touch(MADV_NOHUGEPAGE), plain, pr;
 
