@@ -989,6 +989,11 @@ def scanctl(k: Kernel, r: Report) -> None:
         return
     f, s = kv(lines, "ZSDEBUGFS", "verify_failures"), kv(lines, "ZSDEBUGFS", "scan_failures")
     w = planted_pages(lines)
+    # A series whose plant walks struct pages before deferred init (7.3)
+    # must stop where they are not initialised yet, and say where.
+    if k.series_has("wait for deferred init: not walked"):
+        expect_line(r, lines, r"zerostart: test: struct pages of node 0 past pfn 0x[0-9a-f]+ wait for deferred "
+                    "init: not walked")
     if w == 1 and f == "16" and int_or(s, 0) >= 1:
         r.ok(f"16 planted pages, verify_failures=16 ({s} found by the scans)")
     else:
@@ -1059,6 +1064,26 @@ def judge_batchnever(r: Report, lines: list[str]) -> None:
         r.fail(f"THP never: fault_batches={b or 'missing'} refuse_plain_batches={pl or 'missing'} (want 0)")
 
 
+def batchmadvise(k: Kernel, r: Report) -> None:
+    """THP "madvise" is honoured: with the PMD size off
+    (transparent_hugepage=madvise thp_anon=2M:never), only MADV_HUGEPAGE
+    areas may be batched: 64 MiB touched plainly must batch nothing, 64 MiB
+    after MADV_HUGEPAGE must batch (>= 512 of its 1024 64 KiB folios)."""
+    img, blob = k.good()
+    lines = boot_case(k, r, "skip", "transparent_hugepage=madvise thp_anon=2M:never zsprobe=0,256,thp,refuse", img,
+                      spec=gk.hint_spec(blob))
+    judge_batchmadvise(r, lines)
+
+
+def judge_batchmadvise(r: Report, lines: list[str]) -> None:
+    """batchmadvise's verdict on the boot's LINES."""
+    pl, hp = kv(lines, "ZSPROBE", "refuse_plain_batches"), kv(lines, "ZSPROBE", "refuse_hugepage_batches")
+    if pl == "0" and int_or(hp, 0) >= 512:
+        r.ok(f"THP madvise: 64 MiB touched: 0 batches plainly, {hp} after MADV_HUGEPAGE")
+    else:
+        r.fail(f"THP madvise: plain={pl or 'missing'} (want 0) MADV_HUGEPAGE={hp or 'missing'} (want >= 512)")
+
+
 def usedup(k: Kernel, r: Report) -> None:
     """Pristine memory used up switches the skip path off: the probe holds
     anonymous memory until the kernel says so (debugfs zerostart/active
@@ -1087,6 +1112,43 @@ def judge_usedup(r: Report, lines: list[str]) -> None:
         r.fail(f"held={held or 'missing'} MiB active={act or 'missing'} pristine_pages={left or 'missing'} "
                f"batches_after={after or 'missing'} skipped at the switch={s1 or 'missing'} at the end="
                f"{s2 or 'missing'} used-up lines={len(once)}")
+
+
+def kexec_jump_case(control: bool):
+    """kexec jump (KEXEC_PRESERVE_CONTEXT: a jump to the image and back, with
+    memory as the peer left it): loading such an image must make the kernel
+    forget every pristine mark, before any jump can happen. The probe loads
+    one (a page holding a ret, never jumped to) and first-touches 64 MiB
+    with THP on: no mark may be left, no clear skipped, no fault batched
+    after. CONTROL (prezero.test_kexec_jump_keep=1) keeps the marks: clears
+    must still be skipped after the load, or the case could not fail."""
+    def run(k: Kernel, r: Report) -> None:
+        img, blob = k.good()
+        extra = "prezero.test_kexec_jump_keep=1 " if control else ""
+        lines = boot_case(k, r, "skip", f"{extra}{BATCH_THP} zsprobe=0,0,thp,kjump", img, spec=gk.hint_spec(blob))
+        judge_kexec_jump(r, lines, control)
+    return run
+
+
+def judge_kexec_jump(r: Report, lines: list[str], control: bool) -> None:
+    """kexecjump's (CONTROL: kexecjumpctl's) verdict on the boot's LINES."""
+    rc, err = kv(lines, "ZSPROBE", "kjump_rc"), kv(lines, "ZSPROBE", "kjump_errno")
+    before, after = kv(lines, "ZSPROBE", "kjump_pristine_before"), kv(lines, "ZSPROBE", "kjump_pristine_after")
+    skipped, batches = kv(lines, "ZSPROBE", "kjump_skipped_after"), kv(lines, "ZSPROBE", "kjump_batches_after")
+    said = {re.sub(r"^(ZSKMSG |\[[^]]*\] )", "", x)
+            for x in kernel_said(lines, r"zerostart: kexec jump image loaded: dropped all [0-9]+ pristine marks")}
+    got = (f"kexec_load={rc or 'missing'} (errno {err or '?'}), marks before={before or 'missing'} "
+           f"after={after or 'missing'}, clears skipped after={skipped or 'missing'}, batches after="
+           f"{batches or 'missing'}, forget lines={len(said)}")
+    if rc != "0" or int_or(before, 0) <= 0:
+        r.fail(f"the image was not loaded over marked memory: {got}")
+    elif not control and after == "0" and skipped == "0" and batches == "0" and len(said) == 1:
+        r.ok(f"{said.pop()}; then 0 marks, 0 clears skipped and 0 faults batched over 64 MiB")
+    elif control and int_or(after, 0) > 0 and int_or(skipped, 0) > 0 and not said:
+        r.ok(f"marks kept (test switch): {after} left after the load and {skipped} clears still skipped: "
+             "the case sees marks that survive")
+    else:
+        r.fail(got)
 
 
 def secret_check(r: Report, lines: list[str]) -> None:
@@ -1293,7 +1355,10 @@ def table(k: Kernel) -> list[Case]:
         c("scanctl", scanctl),
         c("batch", batch),
         c("batchnever", batchnever),
+        c("batchmadvise", batchmadvise),
         c("usedup", usedup),
+        c("kexecjump", kexec_jump_case(False)),
+        c("kexecjumpctl", kexec_jump_case(True)),
         c("leak", leak),
         c("compact", compact),
         c("pool", pool),

@@ -99,5 +99,60 @@ class BatchNever(unittest.TestCase):
         self.assertIn("fault_batches=5115 refuse_plain_batches=1018", r.fails[0])
 
 
+class BatchMadvise(unittest.TestCase):
+    # batchmadvise's and batch's probe lines (6.12, 2026-12-04): under
+    # "madvise" only the MADV_HUGEPAGE area batches; under "always" (case
+    # batch) the plain one does, which must fail this judge.
+    def test_only_madv_hugepage_batches(self):
+        r = Report()
+        cases.judge_batchmadvise(r, ["ZSPROBE refuse_plain_batches=0 refuse_madv_batches=0 "
+                                     "refuse_hugepage_batches=1024 refuse_prctl_batches=0"])
+        self.assertEqual(r.fails, [])
+
+    def test_a_plain_batch_fails(self):
+        r = Report()
+        cases.judge_batchmadvise(r, ["ZSPROBE refuse_plain_batches=1024 refuse_madv_batches=0 "
+                                     "refuse_hugepage_batches=4 refuse_prctl_batches=0"])
+        self.assertEqual(len(r.fails), 1)
+
+
+# From boot-kexecjump*.log of tests/kernel/run.py --line 6.12 kexecjump
+# kexecjumpctl, 2026-12-04 (6.12 with 0022).
+KJUMP = ["[    2.835544] zerostart: kexec jump image loaded: dropped all 428906 pristine marks",
+         "ZSPROBE kjump_rc=0 kjump_errno=0 kjump_pristine_before=428906 kjump_pristine_after=0 "
+         "kjump_skipped_after=0 kjump_batches_after=0"]
+KJUMP_KEPT = ["[    2.856119] zerostart: test: keeping the pristine marks for a kexec jump",
+              "ZSPROBE kjump_rc=0 kjump_errno=0 kjump_pristine_before=428795 kjump_pristine_after=428795 "
+              "kjump_skipped_after=16368 kjump_batches_after=1023"]
+
+
+class KexecJump(unittest.TestCase):
+    def test_marks_forgotten_at_the_load(self):
+        r = Report()
+        cases.judge_kexec_jump(r, KJUMP, control=False)
+        self.assertEqual(r.fails, [])
+
+    def test_marks_kept_fail_the_case(self):
+        r = Report()
+        cases.judge_kexec_jump(r, KJUMP_KEPT, control=False)
+        self.assertIn("after=428795", r.fails[0])
+
+    def test_the_control_sees_kept_marks(self):
+        r = Report()
+        cases.judge_kexec_jump(r, KJUMP_KEPT, control=True)
+        self.assertEqual(r.fails, [])
+
+    def test_the_control_fails_where_marks_were_forgotten(self):
+        r = Report()
+        cases.judge_kexec_jump(r, KJUMP, control=True)
+        self.assertEqual(len(r.fails), 1)
+
+    def test_a_kernel_without_kexec_fails(self):
+        r = Report()
+        cases.judge_kexec_jump(r, [x.replace("kjump_rc=0 kjump_errno=0", "kjump_rc=-1 kjump_errno=38")
+                                   for x in KJUMP], control=False)
+        self.assertIn("not loaded", r.fails[0])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -25,14 +25,18 @@
  *   the free pages it isolated; prints the pages it isolated
  *   fill: only fill the 4K anon area with SECRET and exit (its pages go
  *   back to the allocator holding it): the first boot of the reboot case
- *   refuse: afterwards, first-touch 64 MiB with MADV_NOHUGEPAGE, then
- *   64 MiB after prctl(PR_SET_THP_DISABLE), and report how many fault
- *   batches (debugfs zerostart/fault_batches) each caused: batching must
- *   respect both
+ *   refuse: afterwards, first-touch 64 MiB with MADV_NOHUGEPAGE, 64 MiB
+ *   plainly, 64 MiB with MADV_HUGEPAGE, then 64 MiB after
+ *   prctl(PR_SET_THP_DISABLE), and report how many fault batches (debugfs
+ *   zerostart/fault_batches) each caused: batching must respect the VMA's
+ *   and the process's refusals and follow the THP policy
  *   usedup: afterwards, hold anonymous memory until the kernel says its
  *   pristine memory is used up (debugfs zerostart/active = 0) or little is
  *   left, give it back, then first-touch 64 MiB: with the skip path off,
  *   not one fault may be batched
+ *   kjump: afterwards, load a kexec image with KEXEC_PRESERVE_CONTEXT (never
+ *   executed), then first-touch 64 MiB: the load must have made the kernel
+ *   forget every pristine mark
  * prints: "ZSPROBE key=value ..." lines parsed by the scripts in tests/kernel
  *
  * Negative controls: a count of 0 from dirty_pages() or secret_pages() only
@@ -48,9 +52,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
+#include <errno.h>
+#include <linux/kexec.h>
 
 static double now(void)
 {
@@ -259,6 +266,34 @@ static void use_up(void)
 	       zs_debugfs("pages_skipped"));
 }
 
+/*
+ * kjump: load a kexec image that may jump there and back
+ * (KEXEC_PRESERVE_CONTEXT: one page holding a ret at 16 MiB; it is never
+ * jumped to), then first-touch 64 MiB. The kernel must have forgotten every
+ * pristine mark at the load: none left, no clear skipped after it.
+ */
+static void kexec_jump_load(void)
+{
+	static unsigned char page[4096] __attribute__((aligned(4096)));
+	struct kexec_segment seg = {
+		.buf = page, .bufsz = sizeof(page),
+		.mem = (const void *)(16UL << 20), .memsz = sizeof(page),
+	};
+	long before = zs_debugfs("pristine_pages"), after, s0, b;
+	long rc;
+	int err;
+
+	page[0] = 0xc3;	/* ret: back to the kernel that jumped */
+	rc = syscall(SYS_kexec_load, 16UL << 20, 1UL, &seg,
+		     (unsigned long)(KEXEC_PRESERVE_CONTEXT | KEXEC_ARCH_DEFAULT));
+	err = rc ? errno : 0;
+	after = zs_debugfs("pristine_pages");
+	s0 = zs_debugfs("pages_skipped");
+	b = batches_for_touch(0);
+	printf("ZSPROBE kjump_rc=%ld kjump_errno=%d kjump_pristine_before=%ld kjump_pristine_after=%ld kjump_skipped_after=%ld kjump_batches_after=%ld\n",
+	       rc, err, before, after, zs_debugfs("pages_skipped") - s0, b);
+}
+
 /* Compact all memory; print what compaction isolated and migrated. */
 static void compact_all(void)
 {
@@ -386,13 +421,16 @@ int main(int argc, char **argv)
 	}
 	if (has_flag(argc, argv, "usedup"))
 		use_up();
+	if (has_flag(argc, argv, "kjump"))
+		kexec_jump_load();
 	if (has_flag(argc, argv, "refuse")) {
-		long madv = batches_for_touch(MADV_NOHUGEPAGE), plain, pr;
+		long madv = batches_for_touch(MADV_NOHUGEPAGE), plain, hp, pr;
 
 		plain = batches_for_touch(0);
+		hp = batches_for_touch(MADV_HUGEPAGE);
 		pr = prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) ? -1 : batches_for_touch(0);
-		printf("ZSPROBE refuse_plain_batches=%ld refuse_madv_batches=%ld refuse_prctl_batches=%ld\n",
-		       plain, madv, pr);
+		printf("ZSPROBE refuse_plain_batches=%ld refuse_madv_batches=%ld refuse_hugepage_batches=%ld refuse_prctl_batches=%ld\n",
+		       plain, madv, hp, pr);
 	}
 	return 0;
 }
