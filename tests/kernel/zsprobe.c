@@ -188,36 +188,35 @@ static unsigned long secret_pages(const unsigned char *p, size_t len)
 	return bad;
 }
 
-/* A counter from /proc/vmstat, or -1. */
-static long vmstat(const char *key)
+/*
+ * The number after KEY on the last line of PATH that starts with it
+ * ("KEY VALUE [unit]": /proc/vmstat, /proc/meminfo), or -1.
+ */
+static long proc_field(const char *path, const char *key)
 {
-	FILE *f = fopen("/proc/vmstat", "r");
-	char name[64];
+	FILE *f = fopen(path, "r");
+	char line[256], name[64];
 	long v, found = -1;
 
 	if (!f)
 		return -1;
-	while (fscanf(f, "%63s %ld", name, &v) == 2)
-		if (!strcmp(name, key))
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %ld", name, &v) == 2 && !strcmp(name, key))
 			found = v;
 	fclose(f);
 	return found;
 }
 
+/* A counter from /proc/vmstat, or -1. */
+static long vmstat(const char *key)
+{
+	return proc_field("/proc/vmstat", key);
+}
+
 /* MemAvailable from /proc/meminfo in KiB, or -1. */
 static long mem_available_kib(void)
 {
-	FILE *f = fopen("/proc/meminfo", "r");
-	char name[64];
-	long v, found = -1;
-
-	if (!f)
-		return -1;
-	while (fscanf(f, "%63s %ld kB", name, &v) == 2)
-		if (!strcmp(name, "MemAvailable:"))
-			found = v;
-	fclose(f);
-	return found;
+	return proc_field("/proc/meminfo", "MemAvailable:");
 }
 
 /*
