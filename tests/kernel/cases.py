@@ -189,6 +189,16 @@ def planted_check(r: Report, lines: list[str], prefix: str, key: str) -> None:
                "(the check cannot see a non-zero byte)")
 
 
+def boot_bug_lines(lines: list[str]) -> list[str]:
+    """The bug lines a boot test fails on: the harness's one judge
+    (kernel_bug_lines: panics, GP faults, RIP lines, lockups, KFENCE, KASAN,
+    WARNINGs but verify's own), and, as these tests always did, any line
+    with WARNING:, BUG: or Oops (lockdep's and RCU's "WARNING: <text>"
+    reports, which the shared judge does not name, and verify's WARNING)."""
+    shared = kernel_bug_lines(lines)
+    return shared + [ln for ln in grep(lines, r"WARNING:|BUG:|Oops") if ln not in shared]
+
+
 def planted_pages(lines: list[str]) -> int:
     """How many times the kernel said prezero.test_dirty_pristine=16 wrote
     its 16 bytes (1 in a boot that planted them)."""
@@ -260,7 +270,7 @@ def judge_boot(r: Report, b, lines: list[str], expect: str, cmdline: str) -> lis
         # ZSDONE and then a panic, a reset or a triple fault is no clean run.
         r.fail(f"the guest did not power off after ZSDONE: it {ended_by(b, lines)}")
         return lines
-    if bugs := kernel_bug_lines(lines):
+    if bugs := boot_bug_lines(lines):
         r.fail(f"kernel bug lines: {' '.join(bugs[:2])} ")
     skipped = kv(lines, "ZSDEBUGFS", "pages_skipped")
     elided = kv(lines, "ZSDEBUGFS", "pages_elided")
@@ -941,7 +951,7 @@ def hibernate_case(extra: str, expect: str):
         rs, f = kv(l2, "ZSHIB", "pages_skipped"), kv(l2, "ZSDEBUGFS", "verify_failures")
         d, n = kv(l2, "ZSPROBE", "anon_dirty_pages"), kv(l2, "ZSDEBUGFS", "pages_skipped")
         after = kv(l2, "ZSHIB", "pristine_pages")
-        w = len(kernel_bug_lines(l2))
+        w = len(boot_bug_lines(l2))
         if expect == "clean":
             if (grep(l1, r"zerostart: hibernation: dropped all [0-9]+ pristine marks") and int_or(before, 0) > 0
                     and after == "0" and (n or "x") == (rs or "y") and f == "0" and d == "0" and w == 0):
@@ -1416,7 +1426,7 @@ def memmap_boot(k: Kernel, r: Report, image: Path, extra: str, spec: dict | None
 
 
 def no_warning(r: Report, lines: list[str]) -> None:
-    if w := kernel_bug_lines(lines):
+    if w := boot_bug_lines(lines):
         r.fail(f"kernel bug lines: {' '.join(w[:2])} ")
 
 

@@ -99,6 +99,24 @@ class BatchNever(unittest.TestCase):
         self.assertIn("fault_batches=5115 refuse_plain_batches=1018", r.fails[0])
 
 
+class BootBugLines(unittest.TestCase):
+    # Lines the boot tests failed on before they used the shared judge:
+    # lockdep's report and verify's own WARNING must still fail a boot.
+    def test_lockdep_report_counts(self):
+        self.assertEqual(cases.boot_bug_lines(["[    1.0] WARNING: possible circular locking dependency detected"]),
+                         ["[    1.0] WARNING: possible circular locking dependency detected"])
+
+    def test_verify_warning_counts(self):
+        ln = "[    2.0] WARNING: CPU: 0 PID: 1 at mm/zerostart_pristine.c:200 zerostart_verify_pages+0x9c/0x110"
+        self.assertEqual(cases.boot_bug_lines([ln]), [ln])
+
+    def test_a_panic_counts_once(self):
+        self.assertEqual(len(cases.boot_bug_lines(["[    3.0] BUG: unable to handle page fault for address: 0"])), 1)
+
+    def test_clean_lines(self):
+        self.assertEqual(cases.boot_bug_lines(["ZSDONE", "[    1.0] zerostart: tracking 5 pristine pages"]), [])
+
+
 class BatchMadvise(unittest.TestCase):
     # batchmadvise's and batch's probe lines (6.12, 2026-12-04): under
     # "madvise" only the MADV_HUGEPAGE area batches; under "always" (case
