@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Build zerostart's firmware: OVMF.fd (OvmfPkg/OvmfPkgX64) and CLOUDHV.fd
 # (OvmfPkg/CloudHv/CloudHvX64) with ZeroStartPkg's DXE driver added, plus the
-# ZeroStartDump.efi test application, from Debian's pinned EDK2 source.
+# test applications ZeroStartDump.efi and ZeroStartHandover.efi, from Debian's
+# pinned EDK2 source.
 #
 # Everything big lives under $ZEROSTART_CACHE/firmware, never in the work tree:
 #   dl/<tarball>                  the verified orig tarball (edk2.lock)
 #   edk2-<sha12>/                 the unpacked tree, BaseTools built, our
 #                                 patches applied (builds there are incremental)
-#   <hash>/{OVMF.fd,CLOUDHV.fd,ZeroStartDump.efi,build.env,build.log}
+#   <hash>/{OVMF.fd,CLOUDHV.fd,ZeroStart{Dump,Handover}.efi,build.env,build.log}
 #                                 outputs, keyed by sha256 of (tarball sha256,
 #                                 our package files, patches, this script,
 #                                 target and build flags); the platforms are
@@ -226,7 +227,7 @@ main() {
   log "building ZeroStartPkg ($TARGET) - log in $blog"
   edk2_build -p ZeroStartPkg/ZeroStartPkg.dsc >>"$blog" 2>&1 || { tail -40 "$blog" >&2; log "ZeroStartPkg build failed"; exit 1; }
   local zbuild="$TREE/Build/ZeroStartPkg/${TARGET}_$TOOLCHAIN/X64"
-  cp "$zbuild/ZeroStartDump.efi" "$OUT.tmp/"
+  cp "$zbuild/ZeroStartDump.efi" "$zbuild/ZeroStartHandover.efi" "$OUT.tmp/"
   local p
   for p in $todo; do
     case "$p" in
@@ -240,7 +241,6 @@ main() {
         edk2_build -p OvmfPkg/CloudHv/CloudHvX64.dsc "${BUILD_FLAGS[@]}" >>"$blog" 2>&1 || { tail -40 "$blog" >&2; log "CloudHvX64 build failed"; exit 1; }
         cp "$TREE/Build/CloudHvX64/${TARGET}_$TOOLCHAIN/FV/CLOUDHV.fd" "$OUT.tmp/CLOUDHV.fd"
         ;;
-      *) log "unknown platform '$p' in FW_PLATFORMS (ovmf, cloudhv)"; exit 2 ;;
     esac
   done
   local built=""

@@ -65,7 +65,13 @@ Main suite, in order:
   efi         firmware boot: zerostart's OVMF reads the hint from fw_cfg,
               publishes it in the EFI configuration table, and the kernel
               takes it from there through its EFI stub; a hint on the
-              command line of the same boot is refused by rule (EFI boot).
+              command line of the same boot is refused by rule (EFI boot);
+  efiloader efiloaderctl   a test boot loader (ZeroStartHandover.efi) fills
+              and frees 1 GiB, then hands over through the EFI handover
+              protocol with a setup_data hint naming it zero: refused by rule
+              (EFI boot), nothing skipped, the probe finds no fill / the
+              control publishes the filled pages as the EFI table instead:
+              taken, and verify must catch them.
 qemu-exit, vectors and checkpatch run in every selection (they cost no
 boot).
 """
@@ -1304,6 +1310,74 @@ def efi(k: Kernel, r: Report) -> None:
                 r"table can vouch for memory\)")
 
 
+# The EFI boot-loader cases: zerostart's OVMF boots ZeroStartHandover.efi
+# (firmware/ZeroStartPkg) from a FAT disk; it loads the kernel, fills
+# EFILOADER_FILL_MIB with a pattern, frees it and hands the kernel a
+# setup_data hint naming it as zero through the EFI handover protocol, with
+# the loader ID of a VMM's direct boot. The control keeps the pages and
+# publishes them as the EFI table instead, which the kernel trusts.
+EFILOADER_FILL_MIB = 1024
+EFILOADER_PROBE_MIB = 1200
+EFILOADERCTL_FILL_MIB = 256
+EFILOADERCTL_PROBE_MIB = 64
+HANDOVER_APP = "ZeroStartHandover.efi"
+
+
+def efi_loader_case(control: bool):
+    """Item 2 of the kernel trust rules: a setup_data hint on an EFI boot is
+    refused, because what a boot loader wrote and freed is
+    EfiConventionalMemory again at ExitBootServices. efiloader: the kernel
+    must log the EFI refusal, skip no clear, and the probe, first-touching
+    more than half of RAM, must find no byte of the fill (verify mode on).
+    efiloaderctl, the negative control: the same loader publishes its
+    filled pages as the EFI table; the kernel takes that hint, and verify
+    must catch the filled pages, so the fill demonstrably reaches memory the
+    kernel hands out and efiloader could fail."""
+    def case(k: Kernel, r: Report) -> None:
+        app = k.firmware.parent / HANDOVER_APP if k.firmware else None
+        if app is None or not app.is_file():
+            r.fail(f"no {HANDOVER_APP} beside {k.firmware}: build the firmware with `make firmware` "
+                   "(make test-kernel does) or pass --firmware PATH")
+            return
+        esp = k.work / r.name
+        shutil.rmtree(esp, ignore_errors=True)
+        (esp / "EFI" / "BOOT").mkdir(parents=True)
+        shutil.copyfile(app, esp / "EFI" / "BOOT" / "BOOTX64.EFI")
+        shutil.copyfile(k.image, esp / "bzImage")
+        shutil.copyfile(k.initrd, esp / "initrd")
+        fill, probe = (EFILOADERCTL_FILL_MIB, EFILOADERCTL_PROBE_MIB) if control else \
+            (EFILOADER_FILL_MIB, EFILOADER_PROBE_MIB)
+        (esp / "mode.txt").write_text(f"{'table' if control else 'setup_data'} {fill}\n")
+        cmdline = f"{KERNEL_TEST_ARGS} {COMMON} zsprobe=0,{probe}"
+        (esp / "cmdline.txt").write_text(cmdline + "\n")
+        b, lines = k.boot(f"boot-{r.name}", "", k.image, initrd=False, spec={
+            "kernel": None, "cmdline": None, "initrd": None, "firmware": str(k.firmware),
+            "disks": [{"path": str(esp), "readonly": True, "fat_dir": True, "cache": "writeback"}],
+            "qemu": {"machine": "q35", "debugcon": str(k.work / f"boot-{r.name}.fw.log")}})
+        said = grep(lines, r"ZSHANDOVER: (fill |freed|kept|RESULT)")
+        if not grep(lines, r"ZSHANDOVER: filled 0x[0-9a-fA-F]+-0x[0-9a-fA-F]+ \([1-9][0-9]* pages\)"):
+            r.fail("the loader did not fill memory: " + ("; ".join(said) or "no ZSHANDOVER line (see the log)"))
+            return
+        r.note("; ".join(s[s.index("ZSHANDOVER"):] for s in said))
+        if not control:
+            judge_boot(r, b, lines, "noskip", cmdline)
+            expect_line(r, lines, r"zerostart: ignoring pre-zeroed hint from setup_data: EFI boot \(only the "
+                        r"firmware's EFI table can vouch for memory\)")
+            return
+        failed = kv(lines, "ZSDEBUGFS", "verify_failures")
+        if b.problem() or b.ended != "power-off" or not grep(lines, "^ZSDONE"):
+            r.fail(f"the control boot did not finish: the guest {ended_by(b, lines)}")
+        elif not kernel_said(lines, r"zerostart: hint from EFI table: [1-9][0-9]* ranges"):
+            r.fail("the kernel did not take the loader's EFI table: " + ("; ".join(hint_lines(lines)) or "no hint line"))
+        elif int_or(failed, 0) > 0:
+            r.ok(f"the loader's filled pages, published as the EFI table, were taken as zero and verify caught "
+                 f"{failed} of them")
+        else:
+            r.fail(f"verify_failures={failed or 'missing'}: verify did not see the loader's fill, so efiloader "
+                   "could not fail")
+    return case
+
+
 def ipxe(k: Kernel, r: Report) -> None:
     """A real boot loader between the VMM and the kernel: SeaBIOS runs iPXE
     from the virtio-net NIC's option ROM, iPXE fetches kernel and initrd
@@ -1374,6 +1448,8 @@ def table(k: Kernel) -> list[Case]:
         c("pool", pool),
         c("nt", nt),
         c("efi", efi),
+        c("efiloader", efi_loader_case(False)),
+        c("efiloaderctl", efi_loader_case(True)),
     ]
 
 

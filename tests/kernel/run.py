@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--series-dir", type=Path,
                     help="the series it was built from (series + patches/; default $ZEROSTART_KERNEL_SERIES_DIR, "
                          "else the line's directory)")
-    ap.add_argument("--firmware", help="zerostart's OVMF.fd, for the efi case (make test-kernel passes it)")
+    ap.add_argument("--firmware", help="zerostart's OVMF.fd (ZeroStartHandover.efi beside it), for the efi cases (make test-kernel passes it)")
     ap.add_argument("--work", type=Path, help="logs and scratch (kept)")
     ap.add_argument("--suite", choices=("kernel", "memmap"), help="run only this table")
     ap.add_argument("--list", action="store_true", help="print the case names of each table and exit")
@@ -146,9 +146,10 @@ def main(argv: list[str]) -> int:
         print(f"{WHO}: no kernel image at {image or f'(the {a.line} series is not built)'}; build it with "
               f"`{build}` or pass --kernel BZIMAGE", file=sys.stderr)
         return 2
-    if not a.firmware and any(name == "kernel" + tag and (not names or "efi" in names) for name, _, _ in tables):
-        print(f"{WHO}: the efi case needs --firmware OVMF.fd; `make test-kernel` passes the one `make firmware` "
-              "builds (or pick cases without efi)", file=sys.stderr)
+    if not a.firmware and any(name == "kernel" + tag and (not names or any(n.startswith("efi") for n in names))
+                              for name, _, _ in tables):
+        print(f"{WHO}: the efi cases need --firmware OVMF.fd (and ZeroStartHandover.efi beside it); `make "
+              "test-kernel` passes the one `make firmware` builds (or pick cases without efi*)", file=sys.stderr)
         return 2
     for kk in (k, km):
         kk.image, kk.firmware = Path(image).resolve(), Path(a.firmware) if a.firmware else None
