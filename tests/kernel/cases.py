@@ -48,6 +48,11 @@ Main suite, in order:
   kaslrslot   a command-line hint whose marker pages leave KASLR a single
               slot: the decompressor must put the kernel there (every
               marker written, the hint taken);
+  loadhook    code32_start points at a boot loader's hook (planted at 15
+              MiB) that moves the kernel to 256 MiB before entering it: the
+              kernel must leave out the buffer the decompressor really ran
+              in (it logs the recorded range), so every marked page scans
+              zero;
   hiddenmarker   an SMBIOS hint under nokaslr with a marker page under the
               kernel: refused, since another boot's kernel may sit elsewhere;
   reboot rebootctl rebootcmdline   no hint honoured twice: boot 1 consumes
@@ -747,6 +752,69 @@ def init_size(image: Path) -> int:
         return int.from_bytes(f.read(4), "little")
 
 
+# loadhook: a loader whose code32_start is not where the decompressor runs.
+HOOK_ADDR = 15 * MIB                # the hook code32_start names (below the hint)
+HOOK_DEST = 256 * MIB               # where the hook moves the kernel to run
+QEMU_PROT_ADDR = 1 * MIB            # where QEMU loads the protected-mode kernel
+
+
+def load_hook_code(length: int) -> bytes:
+    """32-bit code for code32_start's hook (Documentation/arch/x86/boot.rst:
+    a boot loader may point code32_start at its own routine, which must then
+    enter the kernel): move the protected-mode kernel (LENGTH bytes) from
+    QEMU_PROT_ADDR to HOOK_DEST and enter startup_32 there, with %esi the
+    boot_params the setup code passed and %ebx, %ebp, %edi zero, as the 32-bit
+    boot protocol asks."""
+    def imm(v: int) -> bytes:
+        return v.to_bytes(4, "little")
+    return b"".join([
+        b"\x56",                                    # push %esi
+        b"\xbe" + imm(QEMU_PROT_ADDR),              # mov $QEMU_PROT_ADDR, %esi
+        b"\xbf" + imm(HOOK_DEST),                   # mov $HOOK_DEST, %edi
+        b"\xb9" + imm(-(-length // 4)),             # mov $dwords, %ecx
+        b"\xfc\xf3\xa5",                            # cld; rep movsl
+        b"\x5e",                                    # pop %esi
+        b"\x31\xff\x31\xed\x31\xdb",                # xor %edi,%edi; xor %ebp,%ebp; xor %ebx,%ebx
+        b"\xb8" + imm(HOOK_DEST),                   # mov $HOOK_DEST, %eax
+        b"\xff\xe0",                                # jmp *%eax
+    ])
+
+
+def load_hook(k: Kernel, r: Report) -> None:
+    """The decompressor's footprint comes from where it really ran, not
+    from code32_start. A boot loader may point code32_start at a hook of its
+    own (the boot protocol allows it); this one, planted at HOOK_ADDR, moves
+    the kernel QEMU loaded at 1 MiB to HOOK_DEST and enters it there. The
+    command-line hint leaves out what the loader wrote (the kernel file at
+    HOOK_DEST) and names the rest of RAM from 16 MiB: the decompressor then
+    runs in [HOOK_DEST, HOOK_DEST + init_size), copies itself to the top of
+    that buffer and keeps its heap, stack and page tables there, and KASLR
+    puts the kernel elsewhere (it avoids that buffer). The kernel must leave
+    the buffer out of the pristine set (it logs the range the decompressor
+    recorded), so the scans find every marked page zero. A kernel that
+    computes the footprint from code32_start leaves out [HOOK_ADDR, 16 MiB +
+    init_size) instead and marks the decompressor's own pages pristine: the
+    scans catch them and the case fails (the series before the fix)."""
+    with open(k.image, "rb") as f:
+        head = f.read(0x1f2)
+    setup_sects = head[0x1f1] or 4
+    pm_len = k.image.stat().st_size - (setup_sects + 1) * 512
+    img = k.work / "loadhook.bzImage"
+    data = bytearray(k.image.read_bytes())
+    data[0x214:0x218] = HOOK_ADDR.to_bytes(4, "little")        # code32_start: the hook
+    img.write_bytes(bytes(data))
+    hook = k.work / "loadhook.bin"
+    hook.write_bytes(load_hook_code(pm_len))
+    file_end = -(-(HOOK_DEST + pm_len) // (2 * MIB)) * 2 * MIB
+    low = k.mem_mib * MIB - 64 * MIB
+    text = text_hint(k, f"{16 * MIB}:{HOOK_DEST - 16 * MIB},{file_end}:{low - file_end}")
+    lines = boot_case(k, r, "skip", f"prezero.hint={text}", img,
+                      spec={"qemu": {"loaders": [gk.loader(hook, HOOK_ADDR)]}})
+    expect_line(r, lines, r"zerostart: hint from command line: 2 ranges")
+    end = HOOK_DEST + init_size(k.image)
+    expect_line(r, lines, rf"zerostart: decompressor ran in \[mem {HOOK_DEST:#018x}-{end - 1:#018x}\]")
+
+
 # kaslrslot: a command-line hint whose marker pages leave KASLR one slot.
 KASLR_MEM_MIB = 512
 KASLR_LIMIT = 448 * MIB             # mem=448M: KASLR's slots end here
@@ -1425,6 +1493,7 @@ def table(k: Kernel) -> list[Case]:
         c("textrules", text_rules),
         c("ipxe", ipxe),
         c("kaslrslot", kaslr_slot),
+        c("loadhook", load_hook),
         c("hiddenmarker", hidden_marker),
         c("off", off),
         c("nohint", nohint),
