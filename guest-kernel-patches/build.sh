@@ -4,8 +4,10 @@
 # CONFIG_ZEROSTART_PREZERO=y (bzImage), and with
 # ZEROSTART_KERNEL_VARIANTS="y n" also =n (bzImage-noprezero), the series-off
 # baseline that only the kernel measurements boot (make bench-kernel asks
-# for it; every test boots bzImage, so make demo and make test build one
-# image, about 9 of a cold build's 17 minutes here).
+# for it; every test boots bzImage, so make demo builds one image, about 9
+# of a cold build's 17 minutes here), and with "kasan" the series under
+# generic KASAN (bzImage-kasan, in its own build dir: other compiler flags
+# for every file), which make test-kernel boots for the verify scans.
 #
 # Lines: `--line 6.12` (the default) or `--line 7.3` (Debian's
 # linux-source-7.3 from trixie-backports), each a sibling directory <line>/
@@ -106,13 +108,15 @@ if [ "$MODE" = "--print" ]; then
 fi
 # The image file of each variant: y is the series (what every test boots),
 # n the same tree and config with the option off (make bench-kernel's
-# baseline).
+# baseline), kasan the series with generic KASAN (test-kernel's sanitizer
+# boots).
 VARIANTS="${ZEROSTART_KERNEL_VARIANTS:-y}"
 variant_image() {
 	case "$1" in
 	y) echo bzImage ;;
 	n) echo bzImage-noprezero ;;
-	*) die "ZEROSTART_KERNEL_VARIANTS: unknown variant '$1' (use y, n or \"y n\")" ;;
+	kasan) echo bzImage-kasan ;;
+	*) die "ZEROSTART_KERNEL_VARIANTS: unknown variant '$1' (use y, n, kasan or a list: \"y n\")" ;;
 	esac
 }
 for v in $VARIANTS; do variant_image "$v" >/dev/null; done
@@ -217,20 +221,29 @@ mkdir -p "$BUILD"
 export CCACHE_DIR="$CACHE/ccache" CCACHE_BASEDIR="$SRC" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=5G
 export KBUILD_BUILD_TIMESTAMP="Thu Jan  1 00:00:00 UTC 2026" KBUILD_BUILD_USER=zerostart KBUILD_BUILD_HOST=zerostart
 JOBS="${ZEROSTART_KERNEL_JOBS:-$(($(nproc) + 1))}"
-KMAKE=(make -s -C "$SRC" O="$BUILD" CC="ccache gcc" HOSTCC="ccache gcc" -j"$JOBS")
+KMAKE=(make -s -C "$SRC" CC="ccache gcc" HOSTCC="ccache gcc" -j"$JOBS")
 
-# configure <y|n>: defconfig + kvm_guest.config + fragment, then the variant,
-# generated in a scratch dir; the build dir's .config is replaced only when
-# the content changes, so Kbuild stays incremental.
+# The build dir of a variant: kasan changes the flags of every object, so
+# it keeps its own (switching one dir between them would rebuild each time).
+variant_build() {
+	case "$1" in kasan) echo "$BUILD-kasan" ;; *) echo "$BUILD" ;; esac
+}
+
+# configure <y|n|kasan>: defconfig + kvm_guest.config + fragment, then the
+# variant, generated in a scratch dir; the variant's build dir's .config is
+# replaced only when the content changes, so Kbuild stays incremental.
 configure() {
 	local variant="$1" cfg="${DEV_ROOT:-$LROOT}/cfg"
-	local tmp="$cfg/.config"
+	local tmp="$cfg/.config" want_series=y
 	mkdir -p "$cfg"
 	make -s -C "$SRC" O="$cfg" CC="ccache gcc" HOSTCC="ccache gcc" defconfig >/dev/null
 	KCONFIG_CONFIG="$tmp" "$SRC/scripts/kconfig/merge_config.sh" -m -O "$cfg" \
 		"$tmp" "$SRC/kernel/configs/kvm_guest.config" "$FRAGMENT" ${LINE_FRAGMENT:+"$LINE_FRAGMENT"} >/dev/null
 	if [ "$variant" = n ]; then
 		"$SRC/scripts/config" --file "$tmp" -d ZEROSTART_PREZERO -d X86_CLEAR_HUGE_NT
+		want_series=n
+	elif [ "$variant" = kasan ]; then
+		"$SRC/scripts/config" --file "$tmp" -e KASAN -e KASAN_GENERIC -e KASAN_INLINE
 	fi
 	make -s -C "$SRC" O="$cfg" CC="ccache gcc" HOSTCC="ccache gcc" olddefconfig >/dev/null
 	# Every option the fragment names must have taken (merge_config only warns).
@@ -241,7 +254,7 @@ configure() {
 		"# CONFIG_"*" is not set") opt="${line#\# }"; opt="${opt%% *}"; want=n ;;
 		*) continue ;;
 		esac
-		case "$opt" in CONFIG_ZEROSTART_PREZERO|CONFIG_X86_CLEAR_HUGE_NT) want="$variant" ;; esac
+		case "$opt" in CONFIG_ZEROSTART_PREZERO|CONFIG_X86_CLEAR_HUGE_NT) want="$want_series" ;; esac
 		# An option of the shared fragment this line's kernel does not
 		# have (renamed or removed upstream), named in line.config.
 		if [[ " $NOT_IN_LINE " == *" $opt "* ]]; then
@@ -252,7 +265,7 @@ configure() {
 		case "$opt" in CONFIG_ZEROSTART_*|CONFIG_X86_CLEAR_HUGE_NT*)
 			# A tree without the series (pristine baseline) has no such options.
 			grep -q "config ${opt#CONFIG_}\$" -r "$SRC/mm/Kconfig" "$SRC/arch/x86/Kconfig" 2>/dev/null || continue
-			if [ "$variant" = n ] && [ "$opt" != CONFIG_ZEROSTART_PREZERO ] && [ "$opt" != CONFIG_X86_CLEAR_HUGE_NT ]; then continue; fi ;;
+			if [ "$want_series" = n ] && [ "$opt" != CONFIG_ZEROSTART_PREZERO ] && [ "$opt" != CONFIG_X86_CLEAR_HUGE_NT ]; then continue; fi ;;
 		esac
 		got="$(grep -E "^$opt=|^# $opt is not set" "$tmp" || true)"
 		case "$got" in "$opt=$want") ;; "# $opt is not set") [ "$want" = n ] || die "config: $opt is not set, fragment wants $want (check its dependencies)" ;;
@@ -260,19 +273,26 @@ configure() {
 		*) die "config: got '$got', fragment wants $opt=$want" ;;
 		esac
 	done < <(cat "$FRAGMENT" ${LINE_FRAGMENT:+"$LINE_FRAGMENT"})
-	cmp -s "$tmp" "$BUILD/.config" || cp "$tmp" "$BUILD/.config"
+	if [ "$variant" = kasan ] && ! grep -q "^CONFIG_KASAN_GENERIC=y" "$tmp"; then
+		die "config: the kasan variant did not get CONFIG_KASAN_GENERIC=y (check its dependencies)"
+	fi
+	local dir
+	dir="$(variant_build "$variant")"
+	mkdir -p "$dir"
+	cmp -s "$tmp" "$dir/.config" || cp "$tmp" "$dir/.config"
 }
 
 build_variant() {
-	local variant="$1" dest="$2"
-	log "building bzImage (CONFIG_ZEROSTART_PREZERO=$variant) in $BUILD with -j$JOBS"
+	local variant="$1" dest="$2" dir
+	dir="$(variant_build "$variant")"
+	log "building $dest (variant $variant) in $dir with -j$JOBS"
 	configure "$variant"
 	local t0=$SECONDS
-	"${KMAKE[@]}" bzImage || die "kernel build failed (CONFIG_ZEROSTART_PREZERO=$variant)"
+	"${KMAKE[@]}" O="$dir" bzImage || die "kernel build failed (variant $variant)"
 	log "built in $((SECONDS - t0)) s"
 	mkdir -p "$OUT"
-	cp "$BUILD/arch/x86/boot/bzImage" "$OUT/$dest.tmp" && mv "$OUT/$dest.tmp" "$OUT/$dest"
-	cp "$BUILD/.config" "$OUT/config-$dest"
+	cp "$dir/arch/x86/boot/bzImage" "$OUT/$dest.tmp" && mv "$OUT/$dest.tmp" "$OUT/$dest"
+	cp "$dir/.config" "$OUT/config-$dest"
 }
 
 if [ "$MODE" = --dev ] || [ "$MODE" = --configure ]; then
@@ -281,7 +301,7 @@ if [ "$MODE" = --dev ] || [ "$MODE" = --configure ]; then
 fi
 if [ "$MODE" = --configure ]; then
 	configure y
-	"${KMAKE[@]}" prepare
+	"${KMAKE[@]}" O="$BUILD" prepare
 	echo "$BUILD"; exit 0
 fi
 # A plain build makes only the variants its directory lacks (the option on

@@ -1522,6 +1522,39 @@ def table(k: Kernel) -> list[Case]:
     ]
 
 
+# ---------------------------------------------------------------- kasan
+# The series under generic KASAN (guest-kernel-patches/build.sh variant
+# kasan: bzImage-kasan, inline instrumentation). prezero.verify=2 scans
+# pages that are still free, which KASAN keeps poisoned: the scans must
+# tell KASAN the read is meant (series file "scan free pages as
+# debug_pagealloc and sanitizers allow"), else the first scan reports
+# "BUG: KASAN: use-after-free" in pid 1. Each case is its namesake of the
+# main table run on the KASAN image (any BUG line fails it: boot_bug_lines)
+# and must show KASAN initialised, so an image without KASAN cannot pass.
+KASAN_BANNER = r"KernelAddressSanitizer initialized"
+
+
+def kasan_on(r: Report, lines: list[str]) -> bool:
+    """The boot of LINES ran with KASAN (its banner), else a failure: an
+    image without KASAN must not pass the kasan suite."""
+    m = grep(lines, KASAN_BANNER)
+    if m:
+        r.note(f"KASAN on: '{PRINTK_TS.sub('', m[0])}'")
+        return True
+    r.fail(f"no '{KASAN_BANNER}' line: this image has no KASAN (guest-kernel-patches/build.sh variant kasan)")
+    return False
+
+
+def kasan_table(k: Kernel) -> list[Case]:
+    def c(name, fn):
+        def run(r: Report) -> None:
+            fn(k, r)
+            log = k.work / f"boot-{name}.log"
+            kasan_on(r, log.read_text(errors="replace").splitlines() if log.is_file() else [])
+        return Case(name, Do(name, run))
+    return [c("good", good), c("pagealloc", pagealloc), c("scanctl", scanctl)]
+
+
 # ---------------------------------------------------------------- memmap
 # Boot tests for series file 0006, "mm: skip clearing pristine struct pages
 # in deferred init" (guest-kernel-patches/6.12/memmap.md):

@@ -3,16 +3,20 @@
 tables of cases.py (the main suite, then the memmap suite) on zstest.suite,
 every boot through zstest.qemu.
 
-  python3 tests/kernel/run.py [--line 6.12|7.3] [--kernel BZIMAGE] [--series-dir DIR]
-                              [--firmware OVMF.fd] [--suite kernel|memmap] [--list]
-                              [--repeat N] [CASE...]
+  python3 tests/kernel/run.py [--line 6.12|7.3] [--kernel BZIMAGE] [--kasan-kernel BZIMAGE]
+                              [--series-dir DIR] [--firmware OVMF.fd]
+                              [--suite kernel|kasan|memmap] [--list] [--repeat N] [CASE...]
 
 The kernel under test is a parameter: --line names a kernel line of
 guest-kernel-patches/ (guest-kernel-patches/6.12/, the default, or
 guest-kernel-patches/7.3/), and sets the defaults of the rest: --kernel is
 the bzImage (default $ZEROSTART_KERNEL_IMAGE, else the line's committed
 series built in the cache, `guest-kernel-patches/build.sh --line L
---print`), --series-dir the series it was built from (its `series` file
+--print`), --kasan-kernel the same series built with generic KASAN for the
+kasan suite, which runs only under --suite kasan (make test-kernel-kasan;
+default: bzImage-kasan beside the line's cached bzImage, which
+`ZEROSTART_KERNEL_VARIANTS=kasan build.sh` builds), --series-dir the
+series it was built from (its `series` file
 and patches/: the vector-copy check and the KUnit suites to require),
 default $ZEROSTART_KERNEL_SERIES_DIR, else the line's directory. Suites of
 a line other than 6.12 carry its name (`kernel-7.3: N passed, ...`), so
@@ -25,8 +29,8 @@ either table, in table order; qemu-exit, vectors and checkpatch always run); def
 every case. ZEROSTART_KERNEL_TEST_TIMEOUT (s) per boot (default 600, memmap
 900). ZS_TEST_WORK=dir: logs and scratch (default
 target/kernel-test of this checkout, target/kernel-test-L for line L other
-than 6.12, the memmap suite in its memmap/ subdir); kept after the run, for
-reading a failure.
+than 6.12, the memmap suite in its memmap/ subdir, --suite kasan in
+target/kernel-test-kasan[-L]); kept after the run, for reading a failure.
 
 --repeat N soaks the named cases: N rounds (the always-run cases in the
 first only), ending at the first round with a failure, whose logs are the
@@ -74,18 +78,26 @@ def default_kernel(line: str) -> str | None:
     return f"{out[-1]}/bzImage" if p.returncode == 0 and out else None
 
 
+def default_kasan_kernel(line: str) -> str | None:
+    """bzImage-kasan beside the line's cached bzImage (None without one)."""
+    image = None if os.environ.get("ZEROSTART_KERNEL_IMAGE") else default_kernel(line)
+    return str(Path(image).parent / "bzImage-kasan") if image else None
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="tests/kernel/run.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--line", default=DEFAULT_LINE,
                     help=f"the kernel line: guest-kernel-patches/LINE (default {DEFAULT_LINE})")
     ap.add_argument("--kernel", help="the bzImage under test")
+    ap.add_argument("--kasan-kernel", help="the same series built with KASAN, for the kasan suite (default: "
+                                           "bzImage-kasan beside the line's cached bzImage)")
     ap.add_argument("--series-dir", type=Path,
                     help="the series it was built from (series + patches/; default $ZEROSTART_KERNEL_SERIES_DIR, "
                          "else the line's directory)")
     ap.add_argument("--firmware", help="zerostart's OVMF.fd (ZeroStartHandover.efi beside it), for the efi cases (make test-kernel passes it)")
     ap.add_argument("--work", type=Path, help="logs and scratch (kept)")
-    ap.add_argument("--suite", choices=("kernel", "memmap"), help="run only this table")
+    ap.add_argument("--suite", choices=("kernel", "kasan", "memmap"), help="run only this table")
     ap.add_argument("--list", action="store_true", help="print the case names of each table and exit")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="a soak: run the named cases N times (the always-run cases once), stopping at the first "
@@ -107,13 +119,23 @@ def main(argv: list[str]) -> int:
     # clone and a developer's tree) testing at once each wiped the other's
     # hinted images in a shared test-run/ (seen: "could not open kernel file
     # .../test-run/good.bzImage" in 9 cases of a fresh-clone run).
-    work = a.work or Path(os.environ.get("ZS_TEST_WORK") or gk.ROOT / "target" / f"kernel-test{tag}")
+    # The kasan suite (run alone) keeps its own, so it never wipes test-kernel's logs.
+    kind = "-kasan" if a.suite == "kasan" else ""
+    work = a.work or Path(os.environ.get("ZS_TEST_WORK") or gk.ROOT / "target" / f"kernel-test{kind}{tag}")
     tmo = os.environ.get("ZEROSTART_KERNEL_TEST_TIMEOUT")
     k = cases.Kernel(image=Path("."), series_dir=a.series_dir, firmware=None, work=work,
                      timeout=float(tmo or 600), memmap_timeout=float(tmo or 900))
     km = cases.Kernel(image=Path("."), series_dir=a.series_dir, firmware=None, work=work / "memmap",
                       timeout=k.timeout, memmap_timeout=k.memmap_timeout)
-    tables = [("kernel", k, cases.table(k)), ("memmap", km, cases.memmap_table(km))]
+    kz = cases.Kernel(image=Path("."), series_dir=a.series_dir, firmware=None, work=work / "kasan",
+                      timeout=k.timeout, memmap_timeout=k.memmap_timeout)
+    tables = [("kernel", k, cases.table(k)), ("kasan", kz, cases.kasan_table(kz)),
+              ("memmap", km, cases.memmap_table(km))]
+    # The kasan suite runs only when asked for (make test-kernel-kasan): its
+    # images cost a cold machine 12 minutes of build per line, which make
+    # test's budget on a fresh machine does not hold.
+    if a.suite != "kasan":
+        tables = [t for t in tables if t[0] != "kasan"]
     if a.suite:
         tables = [t for t in tables if t[0] == a.suite]
     tables = [(name + tag, kk, t) for name, kk, t in tables]
@@ -153,6 +175,17 @@ def main(argv: list[str]) -> int:
         return 2
     for kk in (k, km):
         kk.image, kk.firmware = Path(image).resolve(), Path(a.firmware) if a.firmware else None
+    # The KASAN image only where a kasan case runs.
+    if not any(name == "kasan" + tag and any(not names or c.name in names for c in t) for name, _, t in tables):
+        tables = [t for t in tables if t[0] != "kasan" + tag]
+    if any(name == "kasan" + tag for name, _, _ in tables):
+        kasan = a.kasan_kernel or default_kasan_kernel(a.line)
+        if not kasan or not Path(kasan).is_file():
+            build = "kernel-kasan" if a.line == DEFAULT_LINE else f"kernel-{a.line}-kasan"
+            print(f"{WHO}: no KASAN kernel image at {kasan or '(the line is not built)'}; build it with "
+                  f"`make {build}` or pass --kasan-kernel BZIMAGE (or --suite kernel)", file=sys.stderr)
+            return 2
+        kz.image = Path(kasan).resolve()
     if not (a.series_dir / "series").is_file():
         print(f"{WHO}: no series file in {a.series_dir}; pass --series-dir DIR (the series the kernel was built "
               "from)", file=sys.stderr)
@@ -163,8 +196,9 @@ def main(argv: list[str]) -> int:
         gk.install_test_deps(WHO)
         shutil.rmtree(work, ignore_errors=True)
         km.work.mkdir(parents=True)
+        kz.work.mkdir(parents=True)
         k.initrd = gk.build_initramfs(k.work)
-        km.initrd = k.initrd
+        km.initrd = kz.initrd = k.initrd
     except (gk.KitError, OSError) as e:
         print(f"{WHO}: {e}", file=sys.stderr)
         return 1

@@ -18,6 +18,29 @@ class Report:
     def fail(self, msg):
         self.fails.append(msg)
 
+    def note(self, msg):
+        self.oks.append(msg)
+
+
+# From boot-good.log of tests/kernel/run.py --line 6.12 --suite kasan
+# (bzImage-kasan) and of the plain image, 2026-12-04.
+KASAN_LINES = ["[    0.000000] Linux version 6.12.107-gef4492174f81 (zerostart@zerostart)",
+               "[    0.898859] kasan: KernelAddressSanitizer initialized", "ZSDONE"]
+PLAIN_LINES = ["[    0.000000] Linux version 6.12.107-gef4492174f81 (zerostart@zerostart)", "ZSDONE"]
+
+
+class Kasan(unittest.TestCase):
+    def test_a_kasan_boot_passes(self):
+        r = Report()
+        self.assertTrue(cases.kasan_on(r, KASAN_LINES))
+        self.assertEqual(r.fails, [])
+        self.assertIn("kasan: KernelAddressSanitizer initialized", r.oks[0])
+
+    def test_an_image_without_kasan_fails(self):
+        r = Report()
+        self.assertFalse(cases.kasan_on(r, PLAIN_LINES))
+        self.assertIn("this image has no KASAN", r.fails[0])
+
 
 # From boot-pagealloc.log (6.12, 2 GiB, debug_pagealloc=on) and boot-good.log
 # (the same boot without it) of make test-kernel, 2026-12-04.

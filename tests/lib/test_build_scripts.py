@@ -48,7 +48,7 @@ class Kernel(unittest.TestCase):
             r = run(KERNEL, d, ZEROSTART_KERNEL_VARIANTS="y q")
             self.assertEqual(r.returncode, 1)
             self.assertEqual(r.stderr, "guest-kernel build: ZEROSTART_KERNEL_VARIANTS: unknown variant 'q' "
-                                       "(use y, n or \"y n\")\n")
+                                       "(use y, n, kasan or a list: \"y n\")\n")
 
     def test_print_names_nothing_before_a_build(self):
         with tempfile.TemporaryDirectory() as d:
