@@ -7,7 +7,7 @@
 # for it; every test boots bzImage, so make demo builds one image, about 9
 # of a cold build's 17 minutes here), and with "kasan" the series under
 # generic KASAN (bzImage-kasan, in its own build dir: other compiler flags
-# for every file), which make test-kernel boots for the verify scans.
+# for every file), which make test-kernel-kasan boots.
 #
 # Lines: `--line 6.12` (the default) or `--line 7.3` (Debian's
 # linux-source-7.3 from trixie-backports), each a sibling directory <line>/

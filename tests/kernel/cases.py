@@ -799,6 +799,10 @@ def load_hook(k: Kernel, r: Report) -> None:
         head = f.read(0x1f2)
     setup_sects = head[0x1f1] or 4
     pm_len = k.image.stat().st_size - (setup_sects + 1) * 512
+    if QEMU_PROT_ADDR + pm_len > HOOK_ADDR:
+        r.fail(f"the protected-mode kernel ({pm_len} bytes from {QEMU_PROT_ADDR:#x}) would cover the hook at "
+               f"{HOOK_ADDR:#x}: move HOOK_ADDR up")
+        return
     img = k.work / "loadhook.bzImage"
     data = bytearray(k.image.read_bytes())
     data[0x214:0x218] = HOOK_ADDR.to_bytes(4, "little")        # code32_start: the hook

@@ -80,7 +80,7 @@ def default_kernel(line: str) -> str | None:
 
 def default_kasan_kernel(line: str) -> str | None:
     """bzImage-kasan beside the line's cached bzImage (None without one)."""
-    image = None if os.environ.get("ZEROSTART_KERNEL_IMAGE") else default_kernel(line)
+    image = default_kernel(line)
     return str(Path(image).parent / "bzImage-kasan") if image else None
 
 
@@ -95,7 +95,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--series-dir", type=Path,
                     help="the series it was built from (series + patches/; default $ZEROSTART_KERNEL_SERIES_DIR, "
                          "else the line's directory)")
-    ap.add_argument("--firmware", help="zerostart's OVMF.fd (ZeroStartHandover.efi beside it), for the efi cases (make test-kernel passes it)")
+    ap.add_argument("--firmware", help="zerostart's OVMF.fd (ZeroStartHandover.efi beside it), for the efi cases "
+                                       "(make test-kernel passes it)")
     ap.add_argument("--work", type=Path, help="logs and scratch (kept)")
     ap.add_argument("--suite", choices=("kernel", "kasan", "memmap"), help="run only this table")
     ap.add_argument("--list", action="store_true", help="print the case names of each table and exit")
@@ -179,7 +180,13 @@ def main(argv: list[str]) -> int:
     if not any(name == "kasan" + tag and any(not names or c.name in names for c in t) for name, _, t in tables):
         tables = [t for t in tables if t[0] != "kasan" + tag]
     if any(name == "kasan" + tag for name, _, _ in tables):
-        kasan = a.kasan_kernel or default_kasan_kernel(a.line)
+        # An image given by hand has no KASAN sibling in the cache.
+        by_hand = a.kernel or os.environ.get("ZEROSTART_KERNEL_IMAGE")
+        kasan = a.kasan_kernel or (None if by_hand else default_kasan_kernel(a.line))
+        if by_hand and not kasan:
+            print(f"{WHO}: the kasan suite of a kernel given by hand needs its KASAN build too: pass --kasan-kernel "
+                  "BZIMAGE", file=sys.stderr)
+            return 2
         if not kasan or not Path(kasan).is_file():
             build = "kernel-kasan" if a.line == DEFAULT_LINE else f"kernel-{a.line}-kasan"
             print(f"{WHO}: no KASAN kernel image at {kasan or '(the line is not built)'}; build it with "
@@ -196,7 +203,8 @@ def main(argv: list[str]) -> int:
         gk.install_test_deps(WHO)
         shutil.rmtree(work, ignore_errors=True)
         km.work.mkdir(parents=True)
-        kz.work.mkdir(parents=True)
+        if any(name == "kasan" + tag for name, _, _ in tables):
+            kz.work.mkdir(parents=True)
         k.initrd = gk.build_initramfs(k.work)
         km.initrd = kz.initrd = k.initrd
     except (gk.KitError, OSError) as e:
