@@ -49,33 +49,36 @@ kernel-7.3-kasan: kernel-7.3
 KERNEL_LINE_TARGETS = $(foreach l,$(ZEROSTART_KERNEL_LINES),$(if $(filter 6.12,$(l)),kernel,kernel-$(l)))
 KERNEL_KASAN_TARGETS = $(foreach l,$(ZEROSTART_KERNEL_LINES),$(if $(filter 6.12,$(l)),kernel-kasan,kernel-$(l)-kasan))
 
+# $(call kernel_lines,NAME,ARGS): tests/kernel/run.py --line L ARGS for
+# every line of ZEROSTART_KERNEL_LINES side by side (each its line's own
+# images and series: the environment's are unset), logs in
+# target/NAME-L.log, each printed whole when all have ended; fails if any
+# line did.
+define kernel_lines
+@mkdir -p target; rc=0; for l in $(ZEROSTART_KERNEL_LINES); do \
+	  rm -f target/$(1)-$$l.rc; \
+	  ( env -u ZEROSTART_KERNEL_SERIES_DIR -u ZEROSTART_KERNEL_IMAGE ZEROSTART_BIN=$(VMM_ARGV_BIN) \
+	      python3 tests/kernel/run.py --line "$$l" $(2) > target/$(1)-$$l.log 2>&1; \
+	    echo $$? > target/$(1)-$$l.rc ) & \
+	done; echo "$(1): lines $(ZEROSTART_KERNEL_LINES) side by side; their output follows when all end"; \
+	wait; for l in $(ZEROSTART_KERNEL_LINES); do \
+	  echo "$(1): === line $$l"; cat target/$(1)-$$l.log; \
+	  [ "$$(cat target/$(1)-$$l.rc 2>/dev/null)" = 0 ] || rc=1; \
+	done; exit $$rc
+endef
+
 test-kernel: $(if $(ZEROSTART_KERNEL_IMAGE),,$(KERNEL_LINE_TARGETS)) firmware vmm-argv
 ifdef ZEROSTART_KERNEL_IMAGE
 	@ZEROSTART_BIN=$(VMM_ARGV_BIN) python3 tests/kernel/run.py --series-dir "$(ZEROSTART_KERNEL_SERIES_DIR)" --firmware "$(FW_DIR)/OVMF.fd" \
 	  --kernel "$(ZEROSTART_KERNEL_IMAGE)"
 else
-	@mkdir -p target; rc=0; for l in $(ZEROSTART_KERNEL_LINES); do \
-	  rm -f target/test-kernel-$$l.rc; \
-	  ( env -u ZEROSTART_KERNEL_SERIES_DIR ZEROSTART_BIN=$(VMM_ARGV_BIN) python3 tests/kernel/run.py --line "$$l" --firmware "$(FW_DIR)/OVMF.fd" \
-	      > target/test-kernel-$$l.log 2>&1; echo $$? > target/test-kernel-$$l.rc ) & \
-	done; echo "test-kernel: lines $(ZEROSTART_KERNEL_LINES) side by side; their output follows when both end"; \
-	wait; for l in $(ZEROSTART_KERNEL_LINES); do \
-	  echo "test-kernel: === line $$l"; cat target/test-kernel-$$l.log; \
-	  [ "$$(cat target/test-kernel-$$l.rc 2>/dev/null)" = 0 ] || rc=1; \
-	done; exit $$rc
+	$(call kernel_lines,test-kernel,--firmware "$(FW_DIR)/OVMF.fd")
 endif
 
 # The kasan suite of each line (cases good, pagealloc and scanctl on the
 # KASAN image; tests/kernel/cases.py kasan_table), the lines side by side.
 test-kernel-kasan: $(KERNEL_KASAN_TARGETS) vmm-argv
-	@mkdir -p target; rc=0; for l in $(ZEROSTART_KERNEL_LINES); do \
-	  ( env -u ZEROSTART_KERNEL_SERIES_DIR -u ZEROSTART_KERNEL_IMAGE ZEROSTART_BIN=$(VMM_ARGV_BIN) \
-	      python3 tests/kernel/run.py --line "$$l" --suite kasan > target/test-kernel-kasan-$$l.log 2>&1; \
-	    echo $$? > target/test-kernel-kasan-$$l.rc ) & \
-	done; wait; for l in $(ZEROSTART_KERNEL_LINES); do \
-	  echo "test-kernel-kasan: === line $$l"; cat target/test-kernel-kasan-$$l.log; \
-	  [ "$$(cat target/test-kernel-kasan-$$l.rc 2>/dev/null)" = 0 ] || rc=1; \
-	done; exit $$rc
+	$(call kernel_lines,test-kernel-kasan,--suite kasan)
 
 # ZS_MEASURE_LINE="6.12 7.3" measures both lines in one run (each line's
 # build target first); docs/kernel-measurements.md has the rows.

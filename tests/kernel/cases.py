@@ -795,16 +795,14 @@ def load_hook(k: Kernel, r: Report) -> None:
     computes the footprint from code32_start leaves out [HOOK_ADDR, 16 MiB +
     init_size) instead and marks the decompressor's own pages pristine: the
     scans catch them and the case fails (the series before the fix)."""
-    with open(k.image, "rb") as f:
-        head = f.read(0x1f2)
-    setup_sects = head[0x1f1] or 4
-    pm_len = k.image.stat().st_size - (setup_sects + 1) * 512
+    data = bytearray(k.image.read_bytes())
+    setup_sects = data[0x1f1] or 4
+    pm_len = len(data) - (setup_sects + 1) * 512
     if QEMU_PROT_ADDR + pm_len > HOOK_ADDR:
         r.fail(f"the protected-mode kernel ({pm_len} bytes from {QEMU_PROT_ADDR:#x}) would cover the hook at "
                f"{HOOK_ADDR:#x}: move HOOK_ADDR up")
         return
     img = k.work / "loadhook.bzImage"
-    data = bytearray(k.image.read_bytes())
     data[0x214:0x218] = HOOK_ADDR.to_bytes(4, "little")        # code32_start: the hook
     img.write_bytes(bytes(data))
     hook = k.work / "loadhook.bin"
@@ -1424,7 +1422,7 @@ def efi_loader_case(control: bool):
         (esp / "cmdline.txt").write_text(cmdline + "\n")
         b, lines = k.boot(f"boot-{r.name}", "", k.image, initrd=False, spec={
             "kernel": None, "cmdline": None, "initrd": None, "firmware": str(k.firmware),
-            "disks": [{"path": str(esp), "readonly": True, "fat_dir": True, "cache": "writeback"}],
+            "disks": [gk.fat_dir_disk(esp)],
             "qemu": {"machine": "q35", "debugcon": str(k.work / f"boot-{r.name}.fw.log")}})
         said = grep(lines, r"ZSHANDOVER: (fill |freed|kept|RESULT)")
         if not grep(lines, r"ZSHANDOVER: filled 0x[0-9a-fA-F]+-0x[0-9a-fA-F]+ \([1-9][0-9]* pages\)"):

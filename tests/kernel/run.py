@@ -78,12 +78,6 @@ def default_kernel(line: str) -> str | None:
     return f"{out[-1]}/bzImage" if p.returncode == 0 and out else None
 
 
-def default_kasan_kernel(line: str) -> str | None:
-    """bzImage-kasan beside the line's cached bzImage (None without one)."""
-    image = default_kernel(line)
-    return str(Path(image).parent / "bzImage-kasan") if image else None
-
-
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="tests/kernel/run.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,9 +114,13 @@ def main(argv: list[str]) -> int:
     # clone and a developer's tree) testing at once each wiped the other's
     # hinted images in a shared test-run/ (seen: "could not open kernel file
     # .../test-run/good.bzImage" in 9 cases of a fresh-clone run).
-    # The kasan suite (run alone) keeps its own, so it never wipes test-kernel's logs.
-    kind = "-kasan" if a.suite == "kasan" else ""
-    work = a.work or Path(os.environ.get("ZS_TEST_WORK") or gk.ROOT / "target" / f"kernel-test{kind}{tag}")
+    # The kasan suite runs only when asked for, alone (make test-kernel-kasan):
+    # its images cost a cold machine 12 minutes of build per line, which make
+    # test's budget on a fresh machine does not hold. It keeps its own work
+    # directory, so it never wipes test-kernel's logs.
+    kasan = a.suite == "kasan"
+    work = a.work or Path(os.environ.get("ZS_TEST_WORK")
+                          or gk.ROOT / "target" / f"kernel-test{'-kasan' if kasan else ''}{tag}")
     tmo = os.environ.get("ZEROSTART_KERNEL_TEST_TIMEOUT")
     k = cases.Kernel(image=Path("."), series_dir=a.series_dir, firmware=None, work=work,
                      timeout=float(tmo or 600), memmap_timeout=float(tmo or 900))
@@ -130,15 +128,12 @@ def main(argv: list[str]) -> int:
                       timeout=k.timeout, memmap_timeout=k.memmap_timeout)
     kz = cases.Kernel(image=Path("."), series_dir=a.series_dir, firmware=None, work=work / "kasan",
                       timeout=k.timeout, memmap_timeout=k.memmap_timeout)
-    tables = [("kernel", k, cases.table(k)), ("kasan", kz, cases.kasan_table(kz)),
-              ("memmap", km, cases.memmap_table(km))]
-    # The kasan suite runs only when asked for (make test-kernel-kasan): its
-    # images cost a cold machine 12 minutes of build per line, which make
-    # test's budget on a fresh machine does not hold.
-    if a.suite != "kasan":
-        tables = [t for t in tables if t[0] != "kasan"]
-    if a.suite:
-        tables = [t for t in tables if t[0] == a.suite]
+    if kasan:
+        tables = [("kasan", kz, cases.kasan_table(kz))]
+    else:
+        tables = [("kernel", k, cases.table(k)), ("memmap", km, cases.memmap_table(km))]
+        if a.suite:
+            tables = [t for t in tables if t[0] == a.suite]
     tables = [(name + tag, kk, t) for name, kk, t in tables]
     for name, _, t in tables:
         for p in table_problems(t):
@@ -176,23 +171,21 @@ def main(argv: list[str]) -> int:
         return 2
     for kk in (k, km):
         kk.image, kk.firmware = Path(image).resolve(), Path(a.firmware) if a.firmware else None
-    # The KASAN image only where a kasan case runs.
-    if not any(name == "kasan" + tag and any(not names or c.name in names for c in t) for name, _, t in tables):
-        tables = [t for t in tables if t[0] != "kasan" + tag]
-    if any(name == "kasan" + tag for name, _, _ in tables):
-        # An image given by hand has no KASAN sibling in the cache.
+    if kasan:
+        # An image given by hand has no KASAN sibling in the cache; the
+        # line's cached one has bzImage-kasan beside it.
         by_hand = a.kernel or os.environ.get("ZEROSTART_KERNEL_IMAGE")
-        kasan = a.kasan_kernel or (None if by_hand else default_kasan_kernel(a.line))
-        if by_hand and not kasan:
+        kimage = a.kasan_kernel or (None if by_hand else str(Path(image).parent / "bzImage-kasan"))
+        if not kimage:
             print(f"{WHO}: the kasan suite of a kernel given by hand needs its KASAN build too: pass --kasan-kernel "
                   "BZIMAGE", file=sys.stderr)
             return 2
-        if not kasan or not Path(kasan).is_file():
+        if not Path(kimage).is_file():
             build = "kernel-kasan" if a.line == DEFAULT_LINE else f"kernel-{a.line}-kasan"
-            print(f"{WHO}: no KASAN kernel image at {kasan or '(the line is not built)'}; build it with "
-                  f"`make {build}` or pass --kasan-kernel BZIMAGE (or --suite kernel)", file=sys.stderr)
+            print(f"{WHO}: no KASAN kernel image at {kimage}; build it with `make {build}` or pass --kasan-kernel "
+                  "BZIMAGE (or --suite kernel)", file=sys.stderr)
             return 2
-        kz.image = Path(kasan).resolve()
+        kz.image = Path(kimage).resolve()
     if not (a.series_dir / "series").is_file():
         print(f"{WHO}: no series file in {a.series_dir}; pass --series-dir DIR (the series the kernel was built "
               "from)", file=sys.stderr)
@@ -203,7 +196,7 @@ def main(argv: list[str]) -> int:
         gk.install_test_deps(WHO)
         shutil.rmtree(work, ignore_errors=True)
         km.work.mkdir(parents=True)
-        if any(name == "kasan" + tag for name, _, _ in tables):
+        if kasan:
             kz.work.mkdir(parents=True)
         k.initrd = gk.build_initramfs(k.work)
         km.initrd = kz.initrd = k.initrd

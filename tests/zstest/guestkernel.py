@@ -112,6 +112,13 @@ def test_disk(path: Path | str) -> dict:
     return {"path": str(path), "cache": "writeback"}
 
 
+def fat_dir_disk(path: Path | str) -> dict:
+    """A host directory as a read-only FAT disk (QEMU's vvfat; a spec's
+    disk), for firmware to boot an EFI application from; vvfat has no
+    O_DIRECT, so through the host's page cache."""
+    return {"path": str(path), "readonly": True, "fat_dir": True, "cache": "writeback"}
+
+
 def loader(file: Path | str, addr: int) -> dict:
     """FILE planted in guest RAM at ADDR by QEMU (a spec's qemu.loaders
     entry, options::vmm_cmd::Loader)."""

@@ -28,6 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from zstest import guestkernel as gk
 from zstest import hint as zshint
 from zstest import qemu, vmmargv
 from zstest.hugepages import HugePages
@@ -36,7 +37,7 @@ from zstest.suite import Case, Do, Runner, run_suite
 MiB = zshint.MiB
 GiB = zshint.GiB
 FLOOR = 32 * MiB  # ZeroStartPei's ZEROSTART_FLOOR
-PATTERN = 0x5A53464C4C504154  # ZeroStartDump's FILL_PATTERN
+PATTERN = 0x5A53464C4C504154  # FILL_PATTERN of firmware/ZeroStartPkg/Include/Internal/ZeroStartTestPattern.h
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -126,9 +127,8 @@ def run_qemu(args, work, name, mem, smp, hint=None, pattern=False, timeout=900, 
         kernel, initrd, append = linux
         spec.update(kernel=kernel, initrd=initrd, cmdline=append)
     else:
-        # ZeroStartDump.efi on a FAT disk made of the directory (QEMU's vvfat),
-        # through the host's page cache (QEMU's default; vvfat has no O_DIRECT).
-        spec["disks"] = [{"path": os.path.join(d, "esp"), "readonly": True, "fat_dir": True, "cache": "writeback"}]
+        # ZeroStartDump.efi on a FAT disk made of the directory (QEMU's vvfat).
+        spec["disks"] = [gk.fat_dir_disk(os.path.join(d, "esp"))]
     if reboot_test:
         # ZeroStartDump dirties the published pages and warm-resets once.
         flag = os.path.join(d, "reboot.flag")
