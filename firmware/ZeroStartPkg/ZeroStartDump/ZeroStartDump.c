@@ -24,6 +24,7 @@
 
 #include <Uefi.h>
 #include <Guid/ZeroStartHint.h>
+#include <Internal/ZeroStartTestPattern.h>
 #include <Protocol/LoadedImage.h>
 #include <Library/BaseLib.h>
 #include <Library/BaseMemoryLib.h>
@@ -34,9 +35,6 @@
 #include <Library/UefiLib.h>
 #include <Library/UefiRuntimeServicesTableLib.h>
 #include <Library/ZeroHintLib.h>
-
-/// The qword the QEMU test writes over guest RAM before boot.
-#define FILL_PATTERN  0x5a53464c4c504154ULL    // "TAPLLFSZ"
 
 #define FW_CFG_PORT_SELECTOR  0x510
 #define FW_CFG_PORT_DATA      0x511

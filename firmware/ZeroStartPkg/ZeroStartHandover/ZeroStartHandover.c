@@ -40,6 +40,7 @@
 #include <Uefi.h>
 #include <Guid/FileInfo.h>
 #include <Guid/ZeroStartHint.h>
+#include <Internal/ZeroStartTestPattern.h>
 #include <Protocol/LoadedImage.h>
 #include <Protocol/SimpleFileSystem.h>
 #include <Library/BaseLib.h>
@@ -51,8 +52,6 @@
 #include <Library/UefiRuntimeServicesTableLib.h>
 #include <Library/ZeroHintLib.h>
 
-/// The qword the fill writes (ZeroStartDump's and the firmware tests' too).
-#define FILL_PATTERN  0x5a53464c4c504154ULL    // "TAPLLFSZ"
 
 //
 // Linux x86 boot protocol (Documentation/arch/x86/boot.rst). The setup
@@ -477,8 +476,7 @@ ZeroStartHandoverMain (
       Fail (L"the hint does not fit its setup_data page", EFI_BAD_BUFFER_SIZE);
     }
 
-    ZeroMem ((VOID *)(UINTN)SetupData, EFI_PAGE_SIZE);
-    WriteUnaligned64 ((UINT64 *)(UINTN)SetupData, 0);
+    ZeroMem ((VOID *)(UINTN)SetupData, EFI_PAGE_SIZE);     // next = 0: the only entry
     WriteUnaligned32 ((UINT32 *)(UINTN)(SetupData + 8), SETUP_ZEROSTART_HINT);
     WriteUnaligned32 ((UINT32 *)(UINTN)(SetupData + 12), (UINT32)HintSize);
     CopyMem ((VOID *)(UINTN)(SetupData + SETUP_DATA_HEADER_SIZE), Hint, HintSize);
