@@ -167,36 +167,15 @@ def kv(lines: list[str], prefix: str, key: str) -> str | None:
     return val
 
 
-# A kernel console message's timestamp. printk writes to the UART directly,
-# while a user-space line goes through the tty and drains behind it, so a
-# message can land inside a line the guest's programs print (seen:
-# "... hugetlb_planted_found=16[    4.667137] zsprobe (55) used greatest
-# stack depth: ..." and the line's own newline after it).
-PRINTK_AT = re.compile(r"\[\s*\d+\.\d{6}\] ")
-
-
 def untangle(lines: list[str]) -> list[str]:
     """LINES with each kernel message that cut into a line of the test
     programs (they all begin with "ZS") taken out: the message on a line of
     its own, and the cut line joined to its rest (the next line). Any other
     line stays as it is (e.g. the firmware's "Booting from ROM.." before the
-    kernel's first message)."""
-    out: list[str] = []
-    cut: str | None = None
-    for ln in lines:
-        if cut is not None:
-            out.append(cut + ln)
-            cut = None
-            continue
-        m = PRINTK_AT.search(ln)
-        if m and m.start() > 0 and ln.startswith("ZS"):
-            out.append(ln[m.start():])
-            cut = ln[:m.start()]
-        else:
-            out.append(ln)
-    if cut is not None:
-        out.append(cut)
-    return out
+    kernel's first message). The streaming form is zstest.qemu.Untangler,
+    which every Console applies as it reads."""
+    u = qemu.Untangler(("ZS",))
+    return [out for ln in lines for out in u.feed(ln)] + u.flush()
 
 
 def grep(lines: list[str], pattern: str) -> list[str]:
@@ -216,7 +195,7 @@ def last_words(lines: list[str], most: int = 3) -> str:
     without printk times: put into a failure line, a CI summary that shows
     only failure lines still names the crash. Empty when the log has none
     (a triple fault or a reset says nothing)."""
-    hits = [PRINTK_AT.sub("", ln).strip() for ln in lines if LAST_WORDS_RE.search(ln)]
+    hits = [qemu.PRINTK_AT.sub("", ln).strip() for ln in lines if LAST_WORDS_RE.search(ln)]
     return " | ".join(hits[:most])
 
 

@@ -163,6 +163,51 @@ class L2Stuck(TimeoutError):
 L2_BOOT_TIMEOUT_S = 180  # L2 boot to "kvm ready" under TCG (normally ~5-15 s)
 
 
+# A kernel console message's timestamp. printk writes to the UART directly,
+# while a user-space line goes through the tty and drains behind it, so a
+# message can land inside a line the guest's programs print (seen:
+# "... hugetlb_planted_found=16[    4.667137] zsprobe (55) used greatest
+# stack depth: ..." and the line's own newline after it; and L2's
+# "[  162.529693] hrtimer: interrupt took 12243080 ns" inside the launcher
+# timeline's JSON, which the nested harness then could not parse).
+PRINTK_AT = re.compile(r"\[\s*\d+\.\d{6}\] ")
+# Lines the harnesses' guest-side programs print, none of which holds a
+# kernel timestamp of its own: the test programs' and L2 scripts' ZS...
+# lines and L2's relays of the VMM, firmware, QEMU log and KVM records
+# (L3| lines carry the L3 kernel's own timestamps and are left alone).
+HARNESS_LINE_PREFIXES = ("ZS", "VMM| ", "FW| ", "QLOG| ", "KVMX| ")
+
+
+class Untangler:
+    """Takes a kernel message out of a harness line it cut into, one console
+    line at a time: the message becomes a line of its own and the cut line
+    is joined to its rest (the next line), so a parser sees the line the
+    program printed. Lines not starting with one of PREFIXES pass as they
+    are."""
+
+    def __init__(self, prefixes: tuple[str, ...] = HARNESS_LINE_PREFIXES):
+        self.prefixes = prefixes
+        self.cut: str | None = None
+
+    def feed(self, line: str) -> list[str]:
+        """The lines LINE completes (none while a cut line waits for its rest)."""
+        out: list[str] = []
+        if self.cut is not None:
+            line, self.cut = self.cut + line, None
+        m = PRINTK_AT.search(line)
+        if m and m.start() > 0 and line.startswith(self.prefixes):
+            out.append(line[m.start():])
+            self.cut = line[:m.start()]
+            return out
+        out.append(line)
+        return out
+
+    def flush(self) -> list[str]:
+        """A cut line whose rest never came (end of the console)."""
+        cut, self.cut = self.cut, None
+        return [] if cut is None else [cut]
+
+
 class Console:
     """Reads a child's stdout on a thread so every wait can have a deadline.
     `log` is a path (written from the start) or an open file (appended to,
@@ -191,8 +236,12 @@ class Console:
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
+        u = Untangler()
         for raw in iter(self.proc.stdout.readline, b""):
-            self.q.put(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", ""))
+            for line in u.feed(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", "")):
+                self.q.put(line)
+        for line in u.flush():
+            self.q.put(line)
         self.q.put(None)
 
     def next(self, deadline: float) -> str | None:

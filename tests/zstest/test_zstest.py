@@ -664,6 +664,35 @@ class GuestKernelKit(unittest.TestCase):
                  "Booting from ROM..\x1bc[    0.000000] Linux version 6.12", "[    0.000000] Command line: x"]
         self.assertEqual(guestkernel.untangle(plain), plain)
 
+    def test_the_console_untangles_a_kernel_message_inside_a_harness_line(self):
+        # CI on 7c9f985: L2's printk landed inside the launcher timeline's
+        # JSON ("...\"name\": \"mult[  162.529693] hrtimer: interrupt took
+        # 12243080 ns" then "i_user_reached\" ...") and launch.py failed the
+        # scenario with "launcher timeline unparsable". The Console hands
+        # the parser the line as printed, and the message on its own line.
+        tl = '{"phases": [{"name": "multi_user_reached"}]}'
+        raw = [b"ZSL-BEGIN name=x t0_ms=1\n",
+               b'ZSL-TIMELINE name=x {"phases": [{"name": "mult[  162.529693] hrtimer: interrupt took 12243080 ns\r\n',
+               b'i_user_reached"}]}\n',
+               b"L3| 285140 [    0.269186] Code: 89 ff\n",
+               b"VMM| zerostart: exit=0[    9.000001] x\n", b" y\n",
+               b"ZSL-END name=x rc=0 wall_ms=9[    9.500000] tail\n"]
+        proc = type("P", (), {"stdout": io.BytesIO(b"".join(raw))})()
+        with tempfile.TemporaryDirectory() as d:
+            con = qemu.Console(proc, Path(d) / "console.log", echo=False)
+            got = []
+            while (line := con.next(time.monotonic() + 5)) is not None:
+                got.append(line)
+        self.assertEqual(got, ["ZSL-BEGIN name=x t0_ms=1",
+                               "[  162.529693] hrtimer: interrupt took 12243080 ns",
+                               f"ZSL-TIMELINE name=x {tl}",
+                               "L3| 285140 [    0.269186] Code: 89 ff",
+                               "[    9.000001] x",
+                               "VMM| zerostart: exit=0 y",
+                               "[    9.500000] tail",
+                               "ZSL-END name=x rc=0 wall_ms=9"])
+        self.assertEqual(json.loads(got[2].split(" ", 2)[2]), json.loads(tl))
+
     def test_a_bed_fault_retry_prints_the_one_retry_line(self):
         # make test counts retries from these lines (tests/lib/make_test.py).
         sc = lambda n: type("Sc", (), {"name": n})()  # noqa: E731
