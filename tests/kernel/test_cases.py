@@ -6,6 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import cases  # noqa: E402
+import tcgprof  # noqa: E402
 
 
 class Report:
@@ -193,6 +194,31 @@ class KexecJump(unittest.TestCase):
         cases.judge_kexec_jump(r, [x.replace("kjump_rc=0 kjump_errno=0", "kjump_rc=-1 kjump_errno=38")
                                    for x in KJUMP], control=False)
         self.assertIn("not loaded", r.fails[0])
+
+
+
+class TcgProf(unittest.TestCase):
+    # Lines of the 6.12 dev build's System.map (2026-12-05).
+    MAP = ("ffffffff81000000 T _stext\n"
+           "ffffffff818b5ba0 t memset_orig\n"
+           "ffffffff818b5c50 T __cpuidle_text_start\n"
+           "ffffffff8213b000 d rcu_state\n"
+           "ffffffff83a1b2c0 t deferred_init_maxorder\n"
+           "ffffffff83a1b6f0 t deferred_init_memmap_chunk\n")
+
+    def test_a_rip_is_named_by_the_text_symbol_below_it(self):
+        m = tcgprof.SymbolMap(self.MAP)
+        self.assertEqual(m.name(0xffffffff818b5ba0), "memset_orig")
+        self.assertEqual(m.name(0xffffffff818b5c4f), "memset_orig")
+        self.assertEqual(m.name(0xffffffff83a1b300), "deferred_init_maxorder")
+        self.assertEqual(m.name(0x7f6075ce9b57), "user/other")  # user space
+        self.assertNotIn("rcu_state", m.names)  # data is no function
+
+    def test_the_window_is_the_span_of_one_symbol_and_what_ran_beside_it(self):
+        s = ["a", "x", "b", "x", "c", "x", "d"]
+        self.assertEqual(tcgprof.window(s, "x"), ["x", "b", "x", "c", "x"])
+        self.assertEqual(tcgprof.window(s, "nowhere"), [])
+        self.assertEqual(tcgprof.top(["x", "x", "y", "z"], 2), [("x", 2, 50.0), ("y", 1, 25.0)])
 
 
 if __name__ == "__main__":
