@@ -64,8 +64,16 @@ VERIFY_WARN_FUNCS = r"(?:zerostart_verify_pages|zerostart_memmap_take_range)\+"
 # The kernel's WARNING line: "WARNING: CPU: N PID: N at FILE:LINE FUNC" (6.12),
 # "WARNING: at ..." (no task), "WARNING: FILE:LINE at FUNC, CPU#N: TASK" (7.3).
 WARNING_HEAD = r"WARNING: (?:CPU: \d+ PID: |at |\S+:\d+ at )"
+# lockdep's and RCU's reports begin with a WARNING line of their own
+# ("WARNING: possible circular locking dependency detected", "WARNING:
+# suspicious RCU usage"): any kernel message that begins with "WARNING: "
+# and is not the WARN line above. Only at the start of a kernel message
+# (after its printk time): "Speculative Return Stack Overflow: WARNING: See
+# ..." (every nested guest's boot on this CPU model) and a program's
+# "WARNING:" line are no kernel bug.
+REPORT_WARNING = r"\[\s*\d+\.\d+\] WARNING: (?!CPU: \d+ PID: |at |\S+:\d+ at )"
 L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault|"
-                              rf"{WARNING_HEAD}(?!.*{VERIFY_WARN_FUNCS})|"
+                              rf"{WARNING_HEAD}(?!.*{VERIFY_WARN_FUNCS})|{REPORT_WARNING}|"
                               rf"RIP: 0010:(?!{VERIFY_WARN_FUNCS})|soft lockup|hard LOCKUP|"
                               r"KFENCE: |KASAN: ")
 # Inside verify's own report (its WARNING line up to the kernel's

@@ -758,6 +758,17 @@ class GuestKernelKit(unittest.TestCase):
         self.assertIsNone(qemu.L3_KERNEL_BUG_RE.search(
             "[    0.076592] WARNING: ../src/linux-7.3.4-1~bpo13+1/mm/zerostart_pristine.c:239 at "
             "zerostart_verify_pages+0x33/0x140, CPU#0: swapper/0"))
+        # lockdep's and RCU's reports, which have no WARN line of the form above.
+        for report in ("WARNING: possible circular locking dependency detected",
+                       "WARNING: suspicious RCU usage", "WARNING: inconsistent lock state",
+                       "WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected"):
+            self.assertTrue(qemu.L3_KERNEL_BUG_RE.search(f"[   12.345678] {report}"), report)
+            self.assertTrue(qemu.L3_KERNEL_BUG_RE.search(f"L3| 259500 [   26.015218] {report}"), report)
+            self.assertIsNone(qemu.L3_KERNEL_BUG_RE.search(report), f"a program's line: {report}")
+        # Not a report: the SRSO mitigation line every nested L3 boot prints here (CI on 7c9f985).
+        self.assertIsNone(qemu.L3_KERNEL_BUG_RE.search(
+            "L3| 17150 [    0.592059] Speculative Return Stack Overflow: WARNING: See "
+            "https://kernel.org/doc/html/latest/admin-guide/hw-vuln/srso.html for mitigation options."))
         for ok in ("ZSINIT: PASS hint=valid nonzero_bytes=0", "WARNING: no 1G page here, skipping",
                    # verify catching a page: its count judges it, not this line
                    "[    3.1] WARNING: CPU: 1 PID: 77 at mm/zerostart_pristine.c:188 zerostart_verify_pages+0x9d/0x110",
