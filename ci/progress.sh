@@ -11,6 +11,9 @@
 # (a partial rebuild records its shorter time too: the estimate is "last").
 # CMD's stdout, stderr and exit status pass through unchanged (callers
 # read build.sh's printed path from stdout); the progress lines go to stderr.
+# PROGRESS_SHARED=N (make demo's side-by-side builds): N builds share the
+# cores, so each takes longer than the estimate, which is for a build alone;
+# the lines say so instead of promising the alone time.
 # PROGRESS_FIRST_S / PROGRESS_EVERY_S / PROGRESS_RECORD_S (15, 60, 60):
 # the first line, the interval and the shortest run recorded (for tests).
 set -u
@@ -24,6 +27,10 @@ if [ -s "$rec" ] && read -r last < "$rec" && [ "$last" -gt 0 ] 2>/dev/null; then
 	expect="~$(fmt "$last"): its last cold build here"
 else
 	expect="~$(fmt "$cold"): a cold build on a 2-core machine"
+fi
+shared=${PROGRESS_SHARED:-1}
+if [ "$shared" -gt 1 ] 2>/dev/null; then
+	expect="$expect, alone; longer now: $shared builds share the cores"
 fi
 t0=$SECONDS
 # One-second sleeps: a sleep left behind when the heartbeat is killed holds

@@ -74,7 +74,7 @@ DEMO_JOBS ?= $(words $(DEMO_BUILDS))
 .PHONY: demo-chart e2e-fetch
 demo: deps
 	@echo "demo: building $(DEMO_BUILDS) ($(DEMO_JOBS) at a time; cached after the first run)"
-	@$(MAKE) --no-print-directory -j$(DEMO_JOBS) $(DEMO_BUILDS)
+	@PROGRESS_SHARED=$(DEMO_JOBS) $(MAKE) --no-print-directory -j$(DEMO_JOBS) $(DEMO_BUILDS)
 	@$(E2E_PY) demo --zerostart $(ZEROSTART_STATIC) --firmware "$(FW_DIR)/OVMF.fd" --chart-bin $(TARGET_DIR)/release/examples/demo_chart $(DEMO_ARGS)
 
 demo-chart: deps

@@ -36,6 +36,14 @@ class Progress(unittest.TestCase):
             r = run("sleep 1.5", d)
             self.assertIn(f"expected ~0m0{took}s: its last cold build here", r.stderr)
 
+    def test_side_by_side_builds_say_the_estimate_is_for_one_alone(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("sleep 1.5", d, PROGRESS_SHARED="7")
+            self.assertIn("(expected ~2m00s: a cold build on a 2-core machine, alone; longer now: "
+                          "7 builds share the cores; cached afterwards)", r.stderr)
+            r = run("sleep 1.5", d, PROGRESS_SHARED="1")
+            self.assertNotIn("share the cores", r.stderr)
+
     def test_failed_build_records_nothing(self):
         with tempfile.TemporaryDirectory() as d:
             r = run("sleep 2.5; exit 1", d)
