@@ -86,7 +86,7 @@ ZS_MEASURE_LINE ?= 6.12
 # The measurements boot the series-off image beside the series: only they
 # ask build.sh for it (the tests boot bzImage alone).
 bench-kernel: export ZEROSTART_KERNEL_VARIANTS = y n
-bench-kernel: $(if $(ZS_MEASURE_OUT),,$(foreach l,$(ZS_MEASURE_LINE),$(if $(filter 6.12,$(l)),kernel,kernel-$(l))))
-	@ZS_MEASURE_LINE="$(ZS_MEASURE_LINE)" bash tests/kernel/measure.sh
+bench-kernel: $(if $(ZS_MEASURE_OUT),,$(foreach l,$(ZS_MEASURE_LINE),$(if $(filter 6.12,$(l)),kernel,kernel-$(l)))) vmm-argv
+	@ZEROSTART_BIN=$(VMM_ARGV_BIN) ZS_MEASURE_LINE="$(ZS_MEASURE_LINE)" bash tests/kernel/measure.sh
 
 TEST_TARGETS += test-kernel

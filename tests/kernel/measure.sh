@@ -24,6 +24,11 @@
 # ZS_MEASURE_WORK=dir (logs; default $ZEROSTART_CACHE/kernel/measure),
 # ZS_MEASURE_ON_ARGS="..." (extra kernel arguments for the "on" boots only,
 # e.g. prezero.fault_batch=0, to find where a difference comes from).
+# ZS_MEASURE_HUGEPAGESZ=2M|1G: the page size of the boot rows' hugetlb
+# pool, half the guest (none at 1 GiB); default 2M. A 1G pool is
+# allocated from memblock before the page allocator exists (no buddy
+# allocation, no compound-page preparation of each page, no check of its
+# struct pages): the boot rows then show what that path costs at scale.
 # ZS_MEASURE_ICOUNT=1: boot with `-icount shift=0,sleep=off` (single-threaded
 # TCG): the guest clock counts executed guest instructions (1 ns each) and
 # jumps over idle time to the next timer, so /proc/uptime and printk times
@@ -51,6 +56,12 @@ set -euo pipefail
 
 MEMS="${ZS_MEASURE_MEMS:-1 4 16}"
 THP4K="transparent_hugepage=always thp_anon=2M:never"
+HPSZ="${ZS_MEASURE_HUGEPAGESZ:-2M}"
+case "$HPSZ" in
+2M) hp_mib=2 ;;
+1G) hp_mib=1024 ;;
+*) die "ZS_MEASURE_HUGEPAGESZ=$HPSZ is no x86 huge page size; use 2M or 1G" ;;
+esac
 REPS="${ZS_MEASURE_REPS:-1}"
 TMO=900
 ICOUNT=()
@@ -148,8 +159,11 @@ run() {
 	fi
 	make_hinted_image "$WORK" "$name" "$img" "$(honest_hint_ranges "$mem")"
 	boots=$((boots + 1))
+	# A boot that never started (the harness could not build QEMU's
+	# command line, no QEMU) is this script's failure, not a guest crash.
 	qemu_boot "$logf" "$TMO" "$mem" "$WORK/$name.bzImage" "$append" \
-		-initrd "$INITRD" $(hint_loader_args "$WORK/$name.blob") "${ICOUNT[@]}" "$@" || true
+		-initrd "$INITRD" $(hint_loader_args "$WORK/$name.blob") "${ICOUNT[@]}" "$@" ||
+		[ -s "$logf" ] || die "$name: the boot did not start (no console log); the error above says why"
 	why="$({ grep -aE -m1 'Kernel panic|Oops|BUG:|Bad page state|general protection fault' "$logf" || true; } | tr -d '\r')"
 	[ -n "$why" ] || grep -aq "^ZSDONE" "$logf" || why="init did not finish"
 	if [ -n "$why" ]; then
@@ -194,7 +208,7 @@ for rep in $(seq 1 "$REPS"); do
 	for ioa in 1 0; do
 		want boot && for mem_g in $MEMS; do
 			mem=$((mem_g * 1024))
-			hp=$((mem / 2 / 2))
+			hp=$((mem / 2 / hp_mib))
 			[ "$mem_g" = 1 ] && hp=0
 			# A guest larger than the host (overcommit): QEMU's RAM is
 			# mapped without reservation and backed as the guest touches
@@ -202,19 +216,20 @@ for rep in $(seq 1 "$REPS"); do
 			# skips the pool's clears; init_on_alloc=0 clears none at boot)
 			# touches only its struct pages and what it allocates; the
 			# kernel without the series at init_on_alloc=1 clears the
-			# whole pool (half the guest), so it boots only where the host
-			# has that much available.
+			# whole 2M pool (half the guest), so it boots only where the
+			# host has that much available (a 1G pool comes from memblock,
+			# which clears nothing).
 			over=()
 			[ "$mem_g" -ge 16 ] && over=(-object "memory-backend-ram,id=zs-ram,size=${mem}M,reserve=off" -machine memory-backend=zs-ram)
 			for k in $(order "$rep"); do
 				n="boot-${mem_g}g-ioa$ioa-${k/:/-}-$rep"
-				if [ "$mem_g" -ge 16 ] && [ "$ioa" = 1 ] && [ "${k##*:}" = off ] && [ "$(avail_gib)" -lt $((mem_g / 2 + 4)) ]; then
+				if [ "$HPSZ" = 2M ] && [ "$mem_g" -ge 16 ] && [ "$ioa" = 1 ] && [ "${k##*:}" = off ] && [ "$(avail_gib)" -lt $((mem_g / 2 + 4)) ]; then
 					echo "the kernel without the series clears its $((mem_g / 2)) GiB hugetlb pool at boot; this host has $(avail_gib) GiB available" >"$WORK/$n.log.skipped"
 					log "$n: SKIP: $(cat "$WORK/$n.log.skipped")"
 				else
-					run "$n" "$k" "$mem" "init_on_alloc=$ioa hugepages=$hp" "${over[@]}"
+					run "$n" "$k" "$mem" "init_on_alloc=$ioa hugepagesz=$HPSZ hugepages=$hp" "${over[@]}"
 				fi
-				row "$n" "boot ${mem_g} GiB, hugepages=$hp" "$ioa" "$k"
+				row "$n" "boot ${mem_g} GiB, hugepages=$hp ($HPSZ)" "$ioa" "$k"
 			done
 		done
 		# Populate 75% of a 4 GiB guest: as hugetlb pages, then as 4K anon.
