@@ -63,7 +63,8 @@ L2_ABORT_RE = re.compile(r"^(qemu: fatal:|qemu-system-x86_64: .*(ssertion|fatal|
 VERIFY_WARN_FUNCS = r"(?:zerostart_verify_pages|zerostart_memmap_take_range)\+"
 # The kernel's WARNING line: "WARNING: CPU: N PID: N at FILE:LINE FUNC" (6.12),
 # "WARNING: at ..." (no task), "WARNING: FILE:LINE at FUNC, CPU#N: TASK" (7.3).
-WARNING_HEAD = r"WARNING: (?:CPU: \d+ PID: |at |\S+:\d+ at )"
+WARN_LINE_FORMS = r"(?:CPU: \d+ PID: |at |\S+:\d+ at )"
+WARNING_HEAD = rf"WARNING: {WARN_LINE_FORMS}"
 # lockdep's and RCU's reports begin with a WARNING line of their own
 # ("WARNING: possible circular locking dependency detected", "WARNING:
 # suspicious RCU usage"): any kernel message that begins with "WARNING: "
@@ -71,7 +72,7 @@ WARNING_HEAD = r"WARNING: (?:CPU: \d+ PID: |at |\S+:\d+ at )"
 # (after its printk time): "Speculative Return Stack Overflow: WARNING: See
 # ..." (every nested guest's boot on this CPU model) and a program's
 # "WARNING:" line are no kernel bug.
-REPORT_WARNING = r"\[\s*\d+\.\d+\] WARNING: (?!CPU: \d+ PID: |at |\S+:\d+ at )"
+REPORT_WARNING = rf"\[\s*\d+\.\d+\] WARNING: (?!{WARN_LINE_FORMS})"
 L3_KERNEL_BUG_RE = re.compile(r"Bad page state|BUG:|Oops:|Kernel panic|general protection fault|double fault|"
                               rf"{WARNING_HEAD}(?!.*{VERIFY_WARN_FUNCS})|{REPORT_WARNING}|"
                               rf"RIP: 0010:(?!{VERIFY_WARN_FUNCS})|soft lockup|hard LOCKUP|"
