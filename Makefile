@@ -44,7 +44,7 @@ help:
 	@echo "make demo   - the same VM at 1, 4, 8 GiB: stock QEMU, QEMU through zerostart launch, zerostart's VMM"
 	@echo "make test   - everything: $(TEST_TARGETS)"
 	@echo "make test-fast | bench | $(filter-out test-fast,$(TEST_TARGETS))"
-	@echo "make test-kernel-kasan - the kernel series under KASAN (not in make test: a second cold kernel build per line)"
+	@echo "make test-kernel-kasan - the kernel series under KASAN, built cold once (make test-kernel runs it where kept)"
 	@echo "other targets (see the comment at the top of each mk/*.mk):"
 	@sed -n 's/^\.PHONY: *//p' mk/*.mk | tr ' ' '\n' | grep -v '^test-' | sort -u | tr '\n' ' ' | fold -s -w 78 | sed 's/^/  /'; echo
 

@@ -7,7 +7,8 @@
 # for it; every test boots bzImage, so make demo builds one image, about 9
 # of a cold build's 17 minutes here), and with "kasan" the series under
 # generic KASAN (bzImage-kasan, in its own build dir: other compiler flags
-# for every file), which make test-kernel-kasan boots.
+# for every file), which make test-kernel-kasan boots, and make
+# test-kernel where --kept finds that build dir.
 #
 # Lines: `--line 6.12` (the default) or `--line 7.3` (Debian's
 # linux-source-7.3 from trixie-backports), each a sibling directory <line>/
@@ -38,6 +39,12 @@
 #                            working on the series inside the cache tree
 #        build.sh --print    print the output dir for the current inputs
 #                            (exit 1 if its bzImage is not built yet)
+#        build.sh --kept     build only the asked-for variants whose build
+#                            dir this machine keeps (make test-kernel: the
+#                            KASAN image where make test-kernel-kasan built
+#                            it once; a cold one, 12 to 15 minutes, does
+#                            not fit a fresh machine's make test), nothing
+#                            if none
 #
 # ZEROSTART_KERNEL_DEV_ROOT=dir (with --dev): build dir/src/linux-<version>
 # (e.g. a `git worktree` of the cache tree) in dir/build, output in dir/out,
@@ -56,12 +63,14 @@ log() { echo "guest-kernel build: $*" >&2; }
 DEFAULT_LINE=6.12
 LINE="$DEFAULT_LINE"
 MODE=build
+KEPT=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--line) [ $# -ge 2 ] || die "--line needs a value (6.12 or 7.3)"; LINE="$2"; shift 2 ;;
 	--line=*) LINE="${1#--line=}"; shift ;;
 	--dev|--print|--configure) MODE="$1"; shift ;;
-	*) die "unknown argument '$1'; use [--line 6.12|7.3] [--dev|--print|--configure]" ;;
+	--kept) KEPT=1; shift ;;
+	*) die "unknown argument '$1'; use [--line 6.12|7.3] [--dev|--print|--configure|--kept]" ;;
 	esac
 done
 # HERE: the line's directory (source.lock, series, patches/, line.config).
@@ -120,6 +129,26 @@ variant_image() {
 	esac
 }
 for v in $VARIANTS; do variant_image "$v" >/dev/null; done
+# The build dir of a variant: kasan changes the flags of every object, so
+# it keeps its own (switching one dir between them would rebuild each time).
+# (BUILD is set below; before that, the line's own build dir.)
+variant_build() {
+	local b="${BUILD:-$LROOT/build}"
+	case "$1" in kasan) echo "$b-kasan" ;; *) echo "$b" ;; esac
+}
+if [ "$KEPT" = 1 ]; then
+	[ "$MODE" = build ] || die "--kept goes with a plain build, not $MODE"
+	kept=
+	for v in $VARIANTS; do
+		if [ -f "$(variant_build "$v")/.config" ]; then
+			kept="$kept $v"
+		else
+			log "variant $v: no build dir kept here ($(variant_build "$v")), not built; a first build of it is ZEROSTART_KERNEL_VARIANTS=$v build.sh${LINE:+ --line $LINE}"
+		fi
+	done
+	[ -n "$kept" ] || exit 0
+	VARIANTS="${kept# }"
+fi
 # The asked-for variants that $OUT does not hold yet.
 missing_variants() {
 	local v
@@ -222,12 +251,6 @@ export CCACHE_DIR="$CACHE/ccache" CCACHE_BASEDIR="$SRC" CCACHE_NOHASHDIR=1 CCACH
 export KBUILD_BUILD_TIMESTAMP="Thu Jan  1 00:00:00 UTC 2026" KBUILD_BUILD_USER=zerostart KBUILD_BUILD_HOST=zerostart
 JOBS="${ZEROSTART_KERNEL_JOBS:-$(($(nproc) + 1))}"
 KMAKE=(make -s -C "$SRC" CC="ccache gcc" HOSTCC="ccache gcc" -j"$JOBS")
-
-# The build dir of a variant: kasan changes the flags of every object, so
-# it keeps its own (switching one dir between them would rebuild each time).
-variant_build() {
-	case "$1" in kasan) echo "$BUILD-kasan" ;; *) echo "$BUILD" ;; esac
-}
 
 # configure <y|n|kasan>: defconfig + kvm_guest.config + fragment, then the
 # variant, generated in a scratch dir; the variant's build dir's .config is

@@ -13,9 +13,8 @@ guest-kernel-patches/7.3/), and sets the defaults of the rest: --kernel is
 the bzImage (default $ZEROSTART_KERNEL_IMAGE, else the line's committed
 series built in the cache, `guest-kernel-patches/build.sh --line L
 --print`), --kasan-kernel the same series built with generic KASAN for the
-kasan suite, which runs only under --suite kasan (make test-kernel-kasan;
-default: bzImage-kasan beside the line's cached bzImage, which
-`ZEROSTART_KERNEL_VARIANTS=kasan build.sh` builds), --series-dir the
+kasan suite (default: bzImage-kasan beside the line's cached bzImage,
+which `ZEROSTART_KERNEL_VARIANTS=kasan build.sh` builds), --series-dir the
 series it was built from (its `series` file
 and patches/: the vector-copy check and the KUnit suites to require),
 default $ZEROSTART_KERNEL_SERIES_DIR, else the line's directory. Suites of
@@ -24,9 +23,18 @@ the two lines' results stay apart in one `make test-kernel`. make builds
 the kernels and the firmware (mk/kernel.mk); this script builds nothing
 but the initramfs (busybox, /init, zsprobe).
 
+Tables: a run without case names (make test-kernel) runs the main suite,
+the memmap suite and the kasan suite; the kasan suite needs the KASAN
+image, a second cold kernel build per line (12 to 15 minutes here), which
+make test-kernel builds, incrementally, only where this machine keeps its
+build directory (make test-kernel-kasan made it once; a fresh machine's
+make demo + make test cannot fit two such builds in their 90 minutes);
+without the image the suite is one SKIP line saying so. --suite kasan
+(make test-kernel-kasan) runs it alone and fails without the image.
+
 Cases: CASE... or ZS_TEST_ONLY="kunit good ..." picks a subset (names of
-either table, in table order; qemu-exit, vectors and checkpatch always run); default
-every case. ZEROSTART_KERNEL_TEST_TIMEOUT (s) per boot (default 600, memmap
+the main or memmap table, in table order, or of --suite's; qemu-exit,
+vectors and checkpatch always run); default every case. ZEROSTART_KERNEL_TEST_TIMEOUT (s) per boot (default 600, memmap
 900). ZS_TEST_WORK=dir: logs and scratch (default
 target/kernel-test of this checkout, target/kernel-test-L for line L other
 than 6.12, the memmap suite in its memmap/ subdir, --suite kasan in
@@ -78,6 +86,27 @@ def default_kernel(line: str) -> str | None:
     return f"{out[-1]}/bzImage" if p.returncode == 0 and out else None
 
 
+def kasan_image(line: str, image: Path, given: str | None, by_hand: bool) -> tuple[Path | None, str | None]:
+    """The KASAN image of the kasan suite, or None and why there is none:
+    GIVEN (--kasan-kernel), else bzImage-kasan beside the line's cached
+    IMAGE (build.sh puts it there); an image given BY_HAND has no such
+    sibling. A full run says SKIP with the why, --suite kasan fails."""
+    if given:
+        kimage = Path(given)
+    elif by_hand:
+        return None, "the kasan suite of a kernel given by hand needs its KASAN build too: pass --kasan-kernel BZIMAGE"
+    else:
+        kimage = image.parent / "bzImage-kasan"
+    if kimage.is_file():
+        return kimage.resolve(), None
+    if given:
+        return None, f"no KASAN kernel image at {kimage} (--kasan-kernel); pass the path of a KASAN bzImage"
+    build = "kernel-kasan" if line == DEFAULT_LINE else f"kernel-{line}-kasan"
+    return None, (f"no KASAN kernel image at {kimage}: this machine never built one (a second cold kernel build, "
+                  f"12 to 15 min, outside a fresh machine's make test budget); `make {build}` or `make "
+                  "test-kernel-kasan` builds it once, then make test-kernel keeps it current and runs this suite")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="tests/kernel/run.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -114,10 +143,9 @@ def main(argv: list[str]) -> int:
     # clone and a developer's tree) testing at once each wiped the other's
     # hinted images in a shared test-run/ (seen: "could not open kernel file
     # .../test-run/good.bzImage" in 9 cases of a fresh-clone run).
-    # The kasan suite runs only when asked for, alone (make test-kernel-kasan):
-    # its images cost a cold machine 12 minutes of build per line, which make
-    # test's budget on a fresh machine does not hold. It keeps its own work
-    # directory, so it never wipes test-kernel's logs.
+    # --suite kasan (make test-kernel-kasan) keeps its own work directory,
+    # so it never wipes test-kernel's logs; in a full run the kasan suite
+    # works in WORK/kasan beside memmap/.
     kasan = a.suite == "kasan"
     work = a.work or Path(os.environ.get("ZS_TEST_WORK")
                           or gk.ROOT / "target" / f"kernel-test{'-kasan' if kasan else ''}{tag}")
@@ -128,12 +156,16 @@ def main(argv: list[str]) -> int:
                       timeout=k.timeout, memmap_timeout=k.memmap_timeout)
     kz = cases.Kernel(image=Path("."), series_dir=a.series_dir, firmware=None, work=work / "kasan",
                       timeout=k.timeout, memmap_timeout=k.memmap_timeout)
-    if kasan:
-        tables = [("kasan", kz, cases.kasan_table(kz))]
-    else:
-        tables = [("kernel", k, cases.table(k)), ("memmap", km, cases.memmap_table(km))]
-        if a.suite:
-            tables = [t for t in tables if t[0] == a.suite]
+    names = a.cases or os.environ.get("ZS_TEST_ONLY", "").split()
+    tables = [("kernel", k, cases.table(k)), ("memmap", km, cases.memmap_table(km)),
+              ("kasan", kz, cases.kasan_table(kz))]
+    if a.suite:
+        tables = [t for t in tables if t[0] == a.suite]
+    elif names:
+        # Case names pick from the main and memmap tables (the kasan
+        # table's are their namesakes): a full run alone adds it.
+        tables = tables[:2]
+    full_kasan = not kasan and any(t[0] == "kasan" for t in tables)
     tables = [(name + tag, kk, t) for name, kk, t in tables]
     for name, _, t in tables:
         for p in table_problems(t):
@@ -144,7 +176,6 @@ def main(argv: list[str]) -> int:
             print(f"{name}: {' '.join(c.name for c in t)}")
         return 0
 
-    names = a.cases or os.environ.get("ZS_TEST_ONLY", "").split()
     if a.repeat < 1:
         print(f"{WHO}: --repeat {a.repeat} runs nothing; give a count of at least 1", file=sys.stderr)
         return 2
@@ -171,21 +202,17 @@ def main(argv: list[str]) -> int:
         return 2
     for kk in (k, km):
         kk.image, kk.firmware = Path(image).resolve(), Path(a.firmware) if a.firmware else None
-    if kasan:
-        # An image given by hand has no KASAN sibling in the cache; the
-        # line's cached one has bzImage-kasan beside it.
-        by_hand = a.kernel or os.environ.get("ZEROSTART_KERNEL_IMAGE")
-        kimage = a.kasan_kernel or (None if by_hand else str(Path(image).parent / "bzImage-kasan"))
-        if not kimage:
-            print(f"{WHO}: the kasan suite of a kernel given by hand needs its KASAN build too: pass --kasan-kernel "
-                  "BZIMAGE", file=sys.stderr)
+    if kasan or full_kasan:
+        by_hand = bool(a.kernel or os.environ.get("ZEROSTART_KERNEL_IMAGE"))
+        kimage, why = kasan_image(a.line, Path(image), a.kasan_kernel, by_hand)
+        if kimage:
+            kz.image = kimage
+        if why and kasan:
+            print(f"{WHO}: {why}", file=sys.stderr)
             return 2
-        if not Path(kimage).is_file():
-            build = "kernel-kasan" if a.line == DEFAULT_LINE else f"kernel-{a.line}-kasan"
-            print(f"{WHO}: no KASAN kernel image at {kimage}; build it with `make {build}` or pass --kasan-kernel "
-                  "BZIMAGE (or --suite kernel)", file=sys.stderr)
-            return 2
-        kz.image = Path(kimage).resolve()
+        if why:
+            tables = [(n, kk, [cases.Case("kasan", cases.Do("kasan", lambda r, w=why: r.skip(w)))])
+                      if n == "kasan" + tag else (n, kk, t) for n, kk, t in tables]
     if not (a.series_dir / "series").is_file():
         print(f"{WHO}: no series file in {a.series_dir}; pass --series-dir DIR (the series the kernel was built "
               "from)", file=sys.stderr)
@@ -196,7 +223,7 @@ def main(argv: list[str]) -> int:
         gk.install_test_deps(WHO)
         shutil.rmtree(work, ignore_errors=True)
         km.work.mkdir(parents=True)
-        if kasan:
+        if kasan or full_kasan:
             kz.work.mkdir(parents=True)
         k.initrd = gk.build_initramfs(k.work)
         km.initrd = kz.initrd = k.initrd

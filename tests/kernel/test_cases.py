@@ -6,6 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import cases  # noqa: E402
+import run  # noqa: E402
 import tcgprof  # noqa: E402
 
 
@@ -219,6 +220,34 @@ class TcgProf(unittest.TestCase):
         self.assertEqual(tcgprof.window(s, "x"), ["x", "b", "x", "c", "x"])
         self.assertEqual(tcgprof.window(s, "nowhere"), [])
         self.assertEqual(tcgprof.top(["x", "x", "y", "z"], 2), [("x", 2, 50.0), ("y", 1, 25.0)])
+
+
+class KasanImage(unittest.TestCase):
+    """Which KASAN image the kasan suite boots, and the one line a full
+    run skips with (--suite kasan fails with it) when there is none."""
+
+    def test_beside_the_cached_image(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            img = Path(d) / "bzImage"
+            img.write_bytes(b"x")
+            kimage, why = run.kasan_image("7.3", img, None, False)
+            self.assertIsNone(kimage)
+            self.assertIn("make kernel-7.3-kasan", why)
+            self.assertIn("never built one", why)
+            (Path(d) / "bzImage-kasan").write_bytes(b"k")
+            kimage, why = run.kasan_image("7.3", img, None, False)
+            self.assertEqual(kimage, (Path(d) / "bzImage-kasan").resolve())
+            self.assertIsNone(why)
+            self.assertIn("make kernel-kasan", run.kasan_image("6.12", Path(d) / "none" / "bzImage", None, False)[1])
+
+    def test_by_hand_needs_its_own(self):
+        kimage, why = run.kasan_image("6.12", Path("/nonexistent/bzImage"), None, True)
+        self.assertIsNone(kimage)
+        self.assertIn("--kasan-kernel", why)
+        kimage, why = run.kasan_image("6.12", Path("/nonexistent/bzImage"), "/nonexistent/k", True)
+        self.assertIsNone(kimage)
+        self.assertIn("/nonexistent/k", why)
 
 
 if __name__ == "__main__":
