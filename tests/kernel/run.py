@@ -34,7 +34,8 @@ without the image the suite is one SKIP line saying so. --suite kasan
 
 Cases: CASE... or ZS_TEST_ONLY="kunit good ..." picks a subset (names of
 the main or memmap table, in table order, or of --suite's; qemu-exit,
-vectors and checkpatch always run); default every case. ZEROSTART_KERNEL_TEST_TIMEOUT (s) per boot (default 600, memmap
+vectors and checkpatch always run); default every case.
+ZEROSTART_KERNEL_TEST_TIMEOUT (s) per boot (default 600, memmap
 900). ZS_TEST_WORK=dir: logs and scratch (default
 target/kernel-test of this checkout, target/kernel-test-L for line L other
 than 6.12, the memmap suite in its memmap/ subdir, --suite kasan in
@@ -165,7 +166,7 @@ def main(argv: list[str]) -> int:
         # Case names pick from the main and memmap tables (the kasan
         # table's are their namesakes): a full run alone adds it.
         tables = tables[:2]
-    full_kasan = not kasan and any(t[0] == "kasan" for t in tables)
+    with_kasan = any(t[0] == "kasan" for t in tables)
     tables = [(name + tag, kk, t) for name, kk, t in tables]
     for name, _, t in tables:
         for p in table_problems(t):
@@ -202,7 +203,7 @@ def main(argv: list[str]) -> int:
         return 2
     for kk in (k, km):
         kk.image, kk.firmware = Path(image).resolve(), Path(a.firmware) if a.firmware else None
-    if kasan or full_kasan:
+    if with_kasan:
         by_hand = bool(a.kernel or os.environ.get("ZEROSTART_KERNEL_IMAGE"))
         kimage, why = kasan_image(a.line, Path(image), a.kasan_kernel, by_hand)
         if kimage:
@@ -223,7 +224,7 @@ def main(argv: list[str]) -> int:
         gk.install_test_deps(WHO)
         shutil.rmtree(work, ignore_errors=True)
         km.work.mkdir(parents=True)
-        if kasan or full_kasan:
+        if with_kasan:
             kz.work.mkdir(parents=True)
         k.initrd = gk.build_initramfs(k.work)
         km.initrd = kz.initrd = k.initrd
