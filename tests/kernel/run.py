@@ -156,7 +156,7 @@ def main(argv: list[str]) -> int:
     km = cases.Kernel(image=Path("."), series_dir=a.series_dir, firmware=None, work=work / "memmap",
                       timeout=k.timeout, memmap_timeout=k.memmap_timeout)
     kz = cases.Kernel(image=Path("."), series_dir=a.series_dir, firmware=None, work=work / "kasan",
-                      timeout=k.timeout, memmap_timeout=k.memmap_timeout)
+                      timeout=k.timeout, memmap_timeout=k.memmap_timeout, append=cases.KASAN_APPEND)
     names = a.cases or os.environ.get("ZS_TEST_ONLY", "").split()
     tables = [("kernel", k, cases.table(k)), ("memmap", km, cases.memmap_table(km)),
               ("kasan", kz, cases.kasan_table(kz))]

@@ -27,6 +27,7 @@ class Report:
 # From boot-good.log of tests/kernel/run.py --line 6.12 --suite kasan
 # (bzImage-kasan) and of the plain image, 2026-12-04.
 KASAN_LINES = ["[    0.000000] Linux version 6.12.107-gef4492174f81 (zerostart@zerostart)",
+               "[    0.000000] Command line: console=ttyS0 panic=-1 hugepages=128 prezero.verify=2 no5lvl",
                "[    0.898859] kasan: KernelAddressSanitizer initialized", "ZSDONE"]
 PLAIN_LINES = ["[    0.000000] Linux version 6.12.107-gef4492174f81 (zerostart@zerostart)", "ZSDONE"]
 
@@ -42,6 +43,29 @@ class Kasan(unittest.TestCase):
         r = Report()
         self.assertFalse(cases.kasan_on(r, PLAIN_LINES))
         self.assertIn("this image has no KASAN", r.fails[0])
+
+    def test_a_boot_with_5_level_paging_fails(self):
+        r = Report()
+        lines = [ln.replace(" no5lvl", "") for ln in KASAN_LINES]
+        self.assertFalse(cases.kasan_on(r, lines))
+        self.assertIn("has no no5lvl", r.fails[0])
+
+    def test_every_kasan_suite_boot_ends_with_no5lvl(self):
+        seen = []
+        orig = cases.gk.boot
+        try:
+            cases.gk.boot = lambda logf, tmo, mem, image, append, *a, **kw: seen.append(append) or _Booted()
+            cases.Kernel(Path("."), Path("."), None, Path("/nonexistent"), append=cases.KASAN_APPEND).boot(
+                "boot-x", "prezero.verify=2", Path("bzImage"))
+            cases.Kernel(Path("."), Path("."), None, Path("/nonexistent")).boot(
+                "boot-y", "prezero.verify=2", Path("bzImage"))
+        finally:
+            cases.gk.boot = orig
+        self.assertEqual(seen, ["prezero.verify=2 no5lvl", "prezero.verify=2"])
+
+
+class _Booted:
+    lines: list = []
 
 
 # From boot-pagealloc.log (6.12, 2 GiB, debug_pagealloc=on) and boot-good.log
