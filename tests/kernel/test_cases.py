@@ -25,7 +25,8 @@ class Report:
 
 
 # From boot-good.log of tests/kernel/run.py --line 6.12 --suite kasan
-# (bzImage-kasan) and of the plain image, 2026-12-04.
+# (bzImage-kasan) and of the plain image, 2026-12-04; the command line as
+# the kasan suite boots since b2a9ced (cases.KASAN_APPEND).
 KASAN_LINES = ["[    0.000000] Linux version 6.12.107-gef4492174f81 (zerostart@zerostart)",
                "[    0.000000] Command line: console=ttyS0 panic=-1 hugepages=128 prezero.verify=2 no5lvl",
                "[    0.898859] kasan: KernelAddressSanitizer initialized", "ZSDONE"]
