@@ -2,6 +2,7 @@
 import sys
 import unittest
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -52,21 +53,13 @@ class Kasan(unittest.TestCase):
         self.assertIn("has no no5lvl", r.fails[0])
 
     def test_every_kasan_suite_boot_ends_with_no5lvl(self):
-        seen = []
-        orig = cases.gk.boot
-        try:
-            cases.gk.boot = lambda logf, tmo, mem, image, append, *a, **kw: seen.append(append) or _Booted()
+        with mock.patch.object(cases.gk, "boot", return_value=mock.Mock(lines=[])) as boot:
             cases.Kernel(Path("."), Path("."), None, Path("/nonexistent"), append=cases.KASAN_APPEND).boot(
                 "boot-x", "prezero.verify=2", Path("bzImage"))
             cases.Kernel(Path("."), Path("."), None, Path("/nonexistent")).boot(
                 "boot-y", "prezero.verify=2", Path("bzImage"))
-        finally:
-            cases.gk.boot = orig
-        self.assertEqual(seen, ["prezero.verify=2 no5lvl", "prezero.verify=2"])
-
-
-class _Booted:
-    lines: list = []
+        # gk.boot(logf, timeout, mem, image, append, ...): the append argument.
+        self.assertEqual([c.args[4] for c in boot.call_args_list], ["prezero.verify=2 no5lvl", "prezero.verify=2"])
 
 
 # From boot-pagealloc.log (6.12, 2 GiB, debug_pagealloc=on) and boot-good.log
