@@ -8,7 +8,8 @@
 # COLD_S: a cold build's duration on the 2-core reference machine, used
 # until this machine has measured one; a run longer than 60 s records its
 # own duration in $ZEROSTART_CACHE/durations/NAME for the next estimate
-# (a partial rebuild records its shorter time too: the estimate is "last").
+# (a partial rebuild records its shorter time too, and the line says the
+# estimate is the last build, cold or partial).
 # CMD's stdout, stderr and exit status pass through unchanged (callers
 # read build.sh's printed path from stdout); the progress lines go to stderr.
 # PROGRESS_SHARED=N (make demo's side-by-side builds): N builds share the
@@ -24,7 +25,7 @@ cache=${ZEROSTART_CACHE:-$HOME/.cache/zerostart}
 rec="$cache/durations/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_')"
 fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 if [ -s "$rec" ] && read -r last < "$rec" && [ "$last" -gt 0 ] 2>/dev/null; then
-	expect="~$(fmt "$last"): its last cold build here"
+	expect="~$(fmt "$last"): its last build here, cold or partial"
 else
 	expect="~$(fmt "$cold"): a cold build on a 2-core machine"
 fi

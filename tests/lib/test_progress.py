@@ -34,7 +34,7 @@ class Progress(unittest.TestCase):
             self.assertIn(took, ("3", "4", "5"))
             # The next estimate is this machine's own.
             r = run("sleep 1.5", d)
-            self.assertIn(f"expected ~0m0{took}s: its last cold build here", r.stderr)
+            self.assertIn(f"expected ~0m0{took}s: its last build here, cold or partial", r.stderr)
 
     def test_side_by_side_builds_say_the_estimate_is_for_one_alone(self):
         with tempfile.TemporaryDirectory() as d:
