@@ -260,6 +260,17 @@ def ended_by(b, lines: list[str]) -> str:
     return f"ended by {b.ended}{': ' + words if words else ''} ({b.log})"
 
 
+def unfinished(b, lines: list[str]) -> str:
+    """B.problem() (a timeout, QEMU's exit status, a reset nobody asked
+    for) and the kernel's last words, for a boot that did not complete: a
+    guest that oopsed and then hung until the timeout names the oops in the
+    failure line, not only the timeout (CI, 2026-12-06: the 6.12
+    hibernatectl resume printed an Oops on CPU 1 and hung; the line said
+    only "the resuming boot timed out")."""
+    words = gk.last_words(lines)
+    return f"{b.problem()}{'; the kernel said: ' + words if words else ''}"
+
+
 def boot_case(k: Kernel, r: Report, expect: str, extra: str, image: Path, *,
               mem: int | None = None, common: str = COMMON, spec: dict | None = None) -> list[str]:
     """Boots case R.name with COMMON + EXTRA and judges the common part.
@@ -276,7 +287,7 @@ def judge_boot(r: Report, b, lines: list[str], expect: str, cmdline: str) -> lis
     """boot_case's judgement of one boot B (its LINES, booted with CMDLINE):
     see boot_case. Returns LINES."""
     if b.problem():
-        r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
+        r.fail(f"QEMU did not complete the boot: {unfinished(b, lines)}")
         return lines
     if not grep(lines, "^ZSDONE"):
         r.fail(f"init did not finish: the guest {ended_by(b, lines)}")
@@ -456,7 +467,7 @@ def kunit(k: Kernel, r: Report) -> None:
     # the two top blocks, and the case needs one that offlines.)
     b, lines = k.boot("kunit", "kunit.enable=1 init_on_alloc=1 hugepages=2 movablecore=1G", k.image, initrd=False)
     if b.problem():
-        r.fail(f"KUnit boot did not finish: {b.log}")
+        r.fail(f"KUnit boot did not finish: {unfinished(b, lines)}")
         return
     # KTAP without the printk timestamps.
     ktap = [re.sub(r"^\[ *[0-9]+\.[0-9]+\] ", "", ln) for ln in lines]
@@ -1018,7 +1029,7 @@ def hibernate_case(extra: str, expect: str):
         args = f"{HIB_ARGS} {extra}".strip()
         b1, l1 = k.boot(f"boot-{name}", f"{args} zshib=1", img, spec=disk)
         if b1.problem():
-            r.fail("the hibernating boot timed out")
+            r.fail(f"the hibernating boot did not finish: {unfinished(b1, l1)}")
             return
         before = kv(l1, "ZSHIB", "pristine_pages")
         if not any(HIB_SAVED.search(ln) for ln in l1):
@@ -1026,7 +1037,7 @@ def hibernate_case(extra: str, expect: str):
             return
         b2, l2 = k.boot(f"boot-{name}-resume", f"{args} zshib=2 resume=/dev/vda", img, spec=disk)
         if b2.problem():
-            r.fail("the resuming boot timed out")
+            r.fail(f"the resuming boot did not finish: {unfinished(b2, l2)}")
             return
         if not grep(l2, "^ZSHIB resumed") or not grep(l2, "^ZSDONE"):
             r.fail(f"the image was not resumed to the end: {';'.join(grep(l2, 'ZSHIB|PM: ')[-3:])};")
@@ -1078,7 +1089,7 @@ def scanctl(k: Kernel, r: Report) -> None:
     img, blob = k.good()
     b, lines = k.boot("boot-scanctl", f"{COMMON} prezero.test_dirty_pristine=16", img, spec=gk.hint_spec(blob))
     if b.problem():
-        r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
+        r.fail(f"QEMU did not complete the boot: {unfinished(b, lines)}")
         return
     f, s = kv(lines, "ZSDEBUGFS", "verify_failures"), kv(lines, "ZSDEBUGFS", "scan_failures")
     w = planted_pages(lines)
@@ -1616,7 +1627,7 @@ def memmap_boot(k: Kernel, r: Report, image: Path, extra: str, spec: dict | None
     b, lines = k.boot(f"memmap-{r.name}", f"{MEMMAP_APPEND} {extra}", image, mem=MEMMAP_MIB,
                       timeout=k.memmap_timeout, spec=spec)
     if b.problem():
-        r.fail("QEMU did not complete the boot (timeout or exit status; see above)")
+        r.fail(f"QEMU did not complete the boot: {unfinished(b, lines)}")
         return None
     if not grep(lines, "^ZSDONE"):
         r.fail(f"init did not finish: the guest {ended_by(b, lines)}")

@@ -216,6 +216,37 @@ class KexecJump(unittest.TestCase):
 
 
 
+# The end of boot-hibernatectl-resume.log (6.12, CI of 1de5675, 2026-12-06):
+# the resumed image's CPU 1 oopsed and the guest hung until the timeout.
+HUNG_OOPS = ["[    2.366456] PM: hibernation: Need to copy 18549 pages",
+             "[    2.414398] BUG: kernel NULL pointer dereference, address: 0000000000000000",
+             "[    2.415206] #PF: supervisor instruction fetch in kernel mode",
+             "[    2.415621] Oops: Oops: 0010 [#1] PREEMPT SMP NOPTI",
+             "[    2.415974] CPU: 1 UID: 0 PID: 0 Comm: swapper/1 Not tainted 6.12.107-gf302c48a5b51 #6",
+             "[    2.416166] RIP: 0010:0x0"]
+
+
+class TimedOut:
+    ended, log = "timeout", "/w/boot-x.log"
+
+    def problem(self):
+        return "QEMU timed out after 600s: /w/boot-x.log"
+
+
+class Unfinished(unittest.TestCase):
+    def test_a_hung_oops_is_named_in_the_failure_line(self):
+        r = Report()
+        cases.judge_boot(r, TimedOut(), HUNG_OOPS, "skip", "console=ttyS0")
+        self.assertEqual(len(r.fails), 1)
+        self.assertIn("QEMU timed out after 600s", r.fails[0])
+        self.assertIn("BUG: kernel NULL pointer dereference", r.fails[0])
+        self.assertIn("Oops: Oops: 0010", r.fails[0])
+
+    def test_a_silent_timeout_says_only_the_timeout(self):
+        why = cases.unfinished(TimedOut(), ["[    1.0] Run /init as init process"])
+        self.assertEqual(why, "QEMU timed out after 600s: /w/boot-x.log")
+
+
 class TcgProf(unittest.TestCase):
     # Lines of the 6.12 dev build's System.map (2026-12-05).
     MAP = ("ffffffff81000000 T _stext\n"
