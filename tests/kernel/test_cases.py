@@ -218,8 +218,8 @@ class KexecJump(unittest.TestCase):
 
 # boot-hibernatectl-resume.log of the CI of 1de5675 (6.12, 2026-12-06),
 # kept as it was: the resumed image's CPU 1 oopsed and the guest hung until
-# the timeout (guest-kernel-patches/6.12/README.md, "Open: an Oops on CPU 1
-# in the hibernatectl resume").
+# the timeout (guest-kernel-patches/6.12/README.md, "An Oops on CPU 1 in the
+# hibernatectl resume": x86's restore window, closed by the series' 0025).
 HUNG_OOPS = (Path(__file__).resolve().parents[1] / "zstest" / "captured" /
              "hibernatectl-resume-oops-cpu1.log").read_text(errors="replace").splitlines()
 
@@ -243,6 +243,60 @@ class Unfinished(unittest.TestCase):
     def test_a_silent_timeout_says_only_the_timeout(self):
         why = cases.unfinished(TimedOut(), ["[    1.0] Run /init as init process"])
         self.assertEqual(why, "QEMU timed out after 600s: /w/boot-x.log")
+
+
+class Booted:
+    def __init__(self, lines):
+        self.lines = lines
+
+    def problem(self):
+        return None
+
+
+# The two boots of a hibernation case, as the 6.12 series with 0026 prints
+# them (boot-hibernatectl{,-resume}.log, 2026-12-06), trimmed.
+HIB_BOOT1 = ["ZSHIB pristine_pages=494318", "[    9.1] PM: hibernation: hibernation exit"]
+HIB_BOOT2 = ["[    0.000000] zerostart: test: CPUs parked for an image restore wait 300 ms before they halt",
+             "ZSHIB resumed pages_skipped=0 pristine_pages=0", "ZSDEBUGFS verify_failures=5302",
+             "ZSDEBUGFS pages_skipped=0", "ZSPROBE anon_dirty_pages=0", "ZSDONE"]
+
+
+class HibernatePark(unittest.TestCase):
+    """Every hibernation resume holds the parked CPUs' window open where the
+    series has the knob, and a loading kernel that did not take it fails
+    the case (it would have tested nothing of the window)."""
+
+    def run_case(self, has_knob, boot2):
+        k = mock.Mock(work=Path("/nonexistent"))
+        k.good.return_value = (Path("good.bzImage"), Path("good.blob"))
+        k.series_has.side_effect = lambda text: has_knob and text == cases.HIB_PARK_KNOB
+        k.boot.side_effect = [(Booted(HIB_BOOT1), HIB_BOOT1), (Booted(boot2), boot2)]
+        r = Report()
+        r.name = "hibernatectl"
+        with mock.patch("builtins.open", mock.mock_open()), \
+                mock.patch.object(cases.gk, "hint_spec", return_value={}), \
+                mock.patch.object(cases.gk, "test_disk", return_value={}), \
+                mock.patch.object(Path, "unlink"):
+            cases.hibernate_case("prezero.test_hibernate_keep=1", "caught")(k, r)
+        return r, [c.args[1] for c in k.boot.call_args_list]
+
+    def test_both_boots_hold_the_window_and_the_loading_kernel_took_it(self):
+        r, cmdlines = self.run_case(True, HIB_BOOT2)
+        self.assertEqual(r.fails, [])
+        self.assertIn("verify caught 5302 pages", r.oks[0])
+        for c in cmdlines:
+            self.assertIn(f"{cases.HIB_PARK_KNOB}={cases.HIB_PARK_MS}", c)
+
+    def test_a_loading_kernel_without_the_knob_fails(self):
+        r, _ = self.run_case(True, HIB_BOOT2[1:])
+        self.assertEqual(len(r.fails), 1)
+        self.assertIn(f"did not take {cases.HIB_PARK_KNOB}=", r.fails[0])
+
+    def test_a_series_without_the_knob_boots_without_it(self):
+        r, cmdlines = self.run_case(False, HIB_BOOT2[1:])
+        self.assertEqual(r.fails, [])
+        for c in cmdlines:
+            self.assertNotIn(cases.HIB_PARK_KNOB, c)
 
 
 class TcgProf(unittest.TestCase):
