@@ -1007,9 +1007,9 @@ HIB_ARGS = "hugepages=0 prezero.verify=1 init_on_alloc=1 nokaslr zsprobe=0,1200"
 # prezero.test_resume_park_ms): the window in which a vCPU that TCG
 # switched away from once returned through a stack the image had
 # overwritten (tests/zstest/captured/hibernatectl-resume-oops-cpu1.log).
-# Held open, every resume oopses on CPU 1 unless the boot CPU waits for
-# the halt (the series' "wait for the parked CPUs to halt"; without that
-# patch 6/6 such resumes crashed, 6.12 README).
+# Held open, every resume crashes on CPU 1 unless the boot CPU waits for
+# the halt (the series' "wait for the parked CPUs to halt"; with this knob
+# and without that patch 3 of 3 such resumes hung, 6.12 README).
 HIB_PARK_MS = 300
 HIB_PARK_KNOB = "prezero.test_resume_park_ms"
 HIB_SAVED = re.compile(r"PM: hibernation: hibernation exit|PM: Image saving done|PM: hibernation: Image saving done|"
