@@ -114,9 +114,15 @@ def kernel_bug_lines(lines) -> list[str]:
 L3_CONSOLE_ARGS = "console=ttyS0 panic=-1 oops=panic quiet loglevel=5"
 # What kernel_command puts before every guest kernel test's arguments: the
 # console on the serial port, and panic=-1 so that a panic ends the boot
-# (-no-reboot turns the reset into QEMU's exit). A kernel test that boots
-# without -kernel (a boot loader's script) starts its line with it too.
-KERNEL_TEST_ARGS = "console=ttyS0 panic=-1"
+# (-no-reboot turns the reset into QEMU's exit). oops=panic, as every other
+# harness boots its guests (L3_CONSOLE_ARGS): an oops ends the boot at once,
+# its report kept on the console, instead of a guest that oopsed and hung
+# holding its case until the timeout (the 6.12 hibernatectl resume of
+# 2026-12-06's CI: an Oops on CPU 1, then 600 s of nothing). Any Oops fails
+# a kernel case anyway (cases.boot_bug_lines), so no verdict changes. A
+# kernel test that boots without -kernel (a boot loader's script) starts its
+# line with it too.
+KERNEL_TEST_ARGS = "console=ttyS0 panic=-1 oops=panic"
 MIB = 1 << 20
 # The nested host's own kernel saying one of its CPUs has spun for tens of
 # seconds. In this bed that has been a CPU waiting for an IPI (a TLB flush)

@@ -181,7 +181,7 @@ class HarnessCommands(unittest.TestCase):
         self.assertEqual(a[0], qemu.KERNEL_QEMU)
         for f, v in (("-machine", "pc"), ("-accel", "tcg,thread=single"), ("-cpu", "max"), ("-m", "2048M"),
                      ("-smp", "2"), ("-serial", "stdio"), ("-kernel", "/k/bzImage"), ("-initrd", "/i"),
-                     ("-append", "console=ttyS0 panic=-1 quiet"), ("-D", "/w/b.log.qemu.log")):
+                     ("-append", "console=ttyS0 panic=-1 oops=panic quiet"), ("-D", "/w/b.log.qemu.log")):
             self.assertEqual(flag(a, f), v, f)
         for f in ("-nographic", "-no-reboot", "-nodefaults", "-no-user-config"):
             self.assertEqual(a.count(f), 1, f)
@@ -308,7 +308,7 @@ class HarnessCommands(unittest.TestCase):
         # mind (root=LABEL=, systemd-networkd matches en*).
         for f, v in (("-accel", "tcg,thread=single"), ("-cpu", "max"), ("-m", "2048M"), ("-smp", "2"),
                      ("-kernel", "/img/vmlinuz"), ("-initrd", "/img/initrd.img"),
-                     ("-append", "console=ttyS0 panic=-1 root=LABEL=zsroot quiet zsapp.poweroff=1"),
+                     ("-append", "console=ttyS0 panic=-1 oops=panic root=LABEL=zsroot quiet zsapp.poweroff=1"),
                      ("-drive", "file=/img/rootfs.ext4,format=raw,if=none,id=zs-disk0,cache=writeback,snapshot=on"),
                      ("-netdev", "user,id=n0"), ("-D", "/out/serial.log.qemu.log")):
             self.assertEqual(flag(a, f), v, f)

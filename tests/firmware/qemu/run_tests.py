@@ -378,7 +378,7 @@ def case_linux(args, work):
     mem = 1 * GiB
     blob, _, _ = adversarial_hint(mem)
     linux = (os.path.join(args.linux_dir, "vmlinuz"), os.path.join(args.linux_dir, "initrd.cpio.gz"),
-             "console=ttyS0 panic=-1 efi=debug")
+             "console=ttyS0 panic=-1 oops=panic efi=debug")
     b = run_qemu(args, work, "linux-1g", mem, 2, blob, linux=linux)
     errs = []
     if "ZSLINUX: done" not in b.serial:
