@@ -98,7 +98,7 @@ from zstest.qemu import KERNEL_TEST_ARGS, REBOOT_ANNOUNCED, kernel_bug_lines
 from zstest.suite import Case, Do, Report
 
 MIB = gk.MIB
-ALWAYS = ("qemu-exit", "vectors", "checkpatch")
+ALWAYS = ("qemu-exit", "vectors", "checkpatch", "coverletter")
 # checkpatch --strict CHECKs a series may keep, each with why (the text
 # after "CHECK: ").
 ALLOWED_CHECKS = {
@@ -457,6 +457,137 @@ def checkpatch(k: Kernel, r: Report) -> None:
     if r.runner.failed == failed:
         r.ok(f"checkpatch --strict ({tree.name}): {len(k.series_patches())} patches, {total['errors']} errors, "
              f"{total['warnings']} warnings, {total['checks']} checks")
+
+
+COVER_LETTER = "0000-cover-letter.patch"
+
+
+def patch_subject(text: str) -> tuple[str, str]:
+    """The "[PATCH nn/NN]" tag and the subject of a git format-patch file
+    (its folded Subject: header unfolded), ("", "") if it has none."""
+    m = re.search(r"^Subject: (.*(?:\n[ \t].*)*)", text, re.M)
+    if not m:
+        return "", ""
+    subj = " ".join(m[1].split())
+    t = re.match(r"(\[PATCH [^]]*\]) (.*)", subj)
+    return (t[1], t[2]) if t else ("", subj)
+
+
+def cover_shortlog(text: str) -> tuple[int | None, list[str]]:
+    """The count N of the cover letter's "<author> (N):" line and its
+    shortlog entries, each wrapped entry joined into one line."""
+    m = re.search(r"^\S.* \((\d+)\):\n((?:  .*\n)+)", text, re.M)
+    if not m:
+        return None, []
+    out: list[str] = []
+    for ln in m[2].splitlines():
+        if ln.startswith("    ") and out:
+            out[-1] += " " + ln.strip()
+        else:
+            out.append(ln.strip())
+    return int(m[1]), out
+
+
+def cover_diffstat(text: str) -> tuple[dict[str, int], str]:
+    """The cover letter's diffstat: {path as printed: changed lines} and
+    its "N files changed, ..." line."""
+    files = {m[1]: int(m[2]) for m in re.finditer(r"^ (\S+)\s+\|\s+(\d+) ", text, re.M)}
+    total = next((ln.strip() for ln in text.splitlines() if re.match(r" \d+ files? changed", ln)), "")
+    return files, total
+
+
+def series_numstat(tree: Path, patches: list[Path], work: Path) -> tuple[dict[str, int], str, str]:
+    """The series' net diffstat against the tree's `pristine` tag without
+    touching its checkout: the patches applied one after another to a
+    scratch index read from pristine (git apply --cached). Returns
+    ({path: added + deleted lines}, git's --shortstat line, and an error
+    ("" when it worked))."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(work / "cover-index")}
+    git = ["git", "-C", str(tree)]
+
+    def run(*args):
+        return subprocess.run([*git, *args], capture_output=True, text=True, env=env)
+    p = run("read-tree", "pristine")
+    if p.returncode:
+        return {}, "", f"git read-tree pristine: {p.stderr.strip()[:200]}"
+    for patch in patches:
+        p = run("apply", "--cached", str(patch.resolve()))
+        if p.returncode:
+            return {}, "", f"{patch.name} does not apply to the pristine tree: {p.stderr.strip()[:200]}"
+    t = run("write-tree")
+    if t.returncode:
+        return {}, "", f"git write-tree: {t.stderr.strip()[:200]}"
+    num = run("diff", "--numstat", "pristine", t.stdout.strip())
+    short = run("diff", "--shortstat", "pristine", t.stdout.strip())
+    stat = {}
+    for ln in num.stdout.splitlines():
+        a, d, path = ln.split("\t", 2)
+        stat[path] = int(a) + int(d)
+    return stat, short.stdout.strip(), ""
+
+
+def cover_letter_problems(text: str, patches: list[Path], stat: dict[str, int] | None,
+                          short: str) -> list[str]:
+    """What is out of step between a cover letter's TEXT and its series
+    (PATCHES in order; STAT and SHORT: series_numstat's, None when not
+    computed): see cover_letter."""
+    out = []
+    n = len(patches)
+    width = len(str(n))
+    tag, _ = patch_subject(text)
+    if tag != f"[PATCH {0:0{width}d}/{n}]":
+        out.append(f"{COVER_LETTER} is {tag or 'untagged'}; the series has {n} patches")
+    subjects, mistagged = [], []
+    for i, patch in enumerate(patches, 1):
+        ptag, subj = patch_subject(patch.read_text(errors="replace"))
+        subjects.append(subj)
+        if ptag != f"[PATCH {i:0{width}d}/{n}]":
+            mistagged.append(f"{patch.name} is {ptag or 'untagged'}, patch {i} of {n} in series")
+    if mistagged:
+        out.append(f"{len(mistagged)} patch(es) not numbered as series lists them, the first: {mistagged[0]}")
+    count, shortlog = cover_shortlog(text)
+    if count != n or shortlog != subjects:
+        diff = next((f"entry {i + 1} reads {a!r}, the patch {b!r}" for i, (a, b) in enumerate(zip(shortlog, subjects))
+                     if a != b), f"{len(shortlog)} entries")
+        out.append(f"{COVER_LETTER}'s shortlog ({count} patches) is not the series' {n} subjects: {diff}")
+    if stat is None:
+        return out
+    files, total = cover_diffstat(text)
+    if total != short:
+        out.append(f"{COVER_LETTER}'s diffstat says '{total}', the series '{short}'")
+    for path, lines in files.items():
+        real = [v for q, v in stat.items() if q == path or (path.startswith(".../") and q.endswith(path[3:]))]
+        if real != [lines]:
+            out.append(f"{COVER_LETTER}'s diffstat has {path} | {lines}, the series {real or 'no such file'}")
+    if len(files) != len(stat):
+        out.append(f"{COVER_LETTER}'s diffstat names {len(files)} files, the series changes {len(stat)}")
+    return out
+
+
+def cover_letter(k: Kernel, r: Report) -> None:
+    """The line's cover letter is in step with its series: "[PATCH 00/N]"
+    and "(N):" count the patches `series` lists, each patch is "[PATCH
+    n/N]" in its place, the shortlog is their subjects in order, and the
+    diffstat is the series' own, computed against the line's pristine tree
+    (line_tree). A series change that did not regenerate the letter fails
+    here (7.3's had drifted before 2026-12-06: mm_init.c 82 -> 89 lines)."""
+    text = (k.series_dir / "patches" / COVER_LETTER).read_text(errors="replace")
+    patches = k.series_patches()
+    tree = line_tree(k.series_dir)
+    stat, short = None, ""
+    if tree is not None:
+        stat, short, err = series_numstat(tree, patches, k.work)
+        if err:
+            r.fail(f"the series' diffstat could not be computed: {err}")
+            return
+    problems = cover_letter_problems(text, patches, stat, short)
+    for p in problems:
+        r.fail(f"{p} (regenerate the letter: guest-kernel-patches/7.3/README.md)")
+    if tree is None:
+        r.skip(f"{COVER_LETTER}'s diffstat not checked: no kernel tree for {k.series_dir} in "
+               f"{gk.CACHE / 'kernel'} (build.sh unpacks it; this kernel was built elsewhere)")
+    elif not problems:
+        r.ok(f"{COVER_LETTER}: {len(patches)} patches in order, shortlog and diffstat ({short}) match the series")
 
 
 def kunit(k: Kernel, r: Report) -> None:
@@ -1516,6 +1647,7 @@ def table(k: Kernel) -> list[Case]:
         c("qemu-ends", qemu_ends),
         c("vectors", vectors),
         c("checkpatch", checkpatch),
+        *([c("coverletter", cover_letter)] if (k.series_dir / "patches" / COVER_LETTER).is_file() else []),
         c("kunit", kunit),
         c("good", good),
         c("pagealloc", pagealloc),

@@ -351,5 +351,49 @@ class KasanImage(unittest.TestCase):
         self.assertIn("/nonexistent/k", why)
 
 
+SERIES_73 = Path(__file__).resolve().parents[2] / "guest-kernel-patches" / "7.3"
+
+
+class CoverLetter(unittest.TestCase):
+    """cases.cover_letter_problems on the 7.3 line's real letter and series."""
+
+    def setUp(self):
+        self.patches = [SERIES_73 / ln.strip() for ln in (SERIES_73 / "series").read_text().splitlines()
+                        if ln.startswith("patches/")]
+        self.text = (SERIES_73 / "patches" / cases.COVER_LETTER).read_text()
+        files, self.total = cases.cover_diffstat(self.text)
+        # The series' numstat as git prints it: full paths.
+        full = {"...": "Documentation"}
+        self.stat = {(full["..."] + p[3:] if p.startswith(".../") else p): v for p, v in files.items()}
+
+    def test_the_committed_letter_is_in_step(self):
+        self.assertEqual(cases.cover_letter_problems(self.text, self.patches, None, ""), [])
+        self.assertEqual(cases.cover_letter_problems(self.text, self.patches, self.stat, self.total), [])
+
+    def test_a_patch_more_or_less_fails(self):
+        out = cases.cover_letter_problems(self.text, self.patches[:-1], None, "")
+        self.assertTrue(any("the series has" in p for p in out), out)
+        self.assertTrue(any("shortlog" in p for p in out), out)
+
+    def test_a_stale_shortlog_entry_fails(self):
+        bad = self.text.replace("  mm: skip clearing pristine pages\n", "  mm: skip clearing pristine page\n")
+        self.assertNotEqual(bad, self.text)
+        out = cases.cover_letter_problems(bad, self.patches, None, "")
+        self.assertEqual(len(out), 1)
+        self.assertIn("entry 2", out[0])
+
+    def test_a_stale_diffstat_fails(self):
+        stat = dict(self.stat)
+        stat["mm/mm_init.c"] += 7
+        out = cases.cover_letter_problems(self.text, self.patches, stat, self.total)
+        self.assertEqual(len(out), 1)
+        self.assertIn("mm/mm_init.c", out[0])
+        out = cases.cover_letter_problems(self.text, self.patches, self.stat, self.total.replace("8890", "8897"))
+        self.assertEqual(len(out), 1)
+        self.assertIn("diffstat says", out[0])
+        stat = {**self.stat, "mm/new.c": 3}
+        self.assertEqual(len(cases.cover_letter_problems(self.text, self.patches, stat, self.total)), 1)
+
+
 if __name__ == "__main__":
     unittest.main()
