@@ -588,7 +588,7 @@ def cmd_e2e(a) -> int:
         scs = [copy.replace(s, name=f"{s.name}-r{i}") if hasattr(copy, "replace") else
                Scenario(**{**s.__dict__, "name": f"{s.name}-r{i}"}) for s in scs for i in range(a.repeat)]
     if zs is None and any(s.vmm == "zerostart" for s in scs):
-        print("e2e: warning: no static zerostart binary (make zerostart-static); its scenarios will fail",
+        print("e2e: warning: no static zerostart binary (make e2e-zerostart); its scenarios will fail",
               flush=True)
     # Scenarios that need the patched kernel are left out on a stock one: say so.
     skipped = [] if a.only or a.vmm else \

@@ -424,7 +424,7 @@ def zerostart_binary(path: Path | None) -> Path | None:
     if path is None:
         return None
     if not path.exists():
-        raise BuildError(f"zerostart binary {path} does not exist; build it with `make zerostart-static`")
+        raise BuildError(f"zerostart binary {path} does not exist; build it with `make e2e-zerostart`")
     r = run(["ldd", str(path)])
     if "not a dynamic executable" not in (r.stdout + r.stderr) and "statically linked" not in (r.stdout + r.stderr):
         raise BuildError(f"{path} is dynamically linked; L2 has no libc. Build with "

@@ -100,7 +100,7 @@ def zerostart_binary(given: Path | str | None = None) -> Path:
         if c and Path(c).is_file():
             return Path(c)
     raise VmmArgvError("no zerostart binary to build the VMM command lines with; build one "
-                       "(make zerostart-static, or cargo build -p zerostart) or set ZEROSTART_BIN")
+                       "(make e2e-zerostart, or cargo build -p zerostart) or set ZEROSTART_BIN")
 
 
 def build(spec: dict, zerostart: Path | str | None = None) -> Built:
