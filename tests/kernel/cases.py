@@ -522,7 +522,8 @@ def series_numstat(tree: Path, patches: list[Path], work: Path) -> tuple[dict[st
     stat = {}
     for ln in num.stdout.splitlines():
         a, d, path = ln.split("\t", 2)
-        stat[path] = int(a) + int(d)
+        # (a binary file's counts are "-": no lines, as format-patch's "Bin")
+        stat[path] = sum(int(x) for x in (a, d) if x.isdigit())
     return stat, short.stdout.strip(), ""
 
 
