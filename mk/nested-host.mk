@@ -71,9 +71,10 @@ test-nested-host: deps test-nested-host-units e2e-zerostart e2e-kernel bed-qemu
 #
 # A newcomer's first command, so it builds only what the demo shows (the
 # patched 6.12 image, OVMF, the bed QEMU, the rootfs, the static zerostart
-# with the chart, the nested host's packages) and builds them side by side once the host
-# packages are in: on 2 cores one build's download, unpack, configure and
-# link phases leave a core idle that another build's compile fills.
+# with the chart, the nested host's packages) and builds them side by side
+# once the host packages are in: on 2 cores one build's download, unpack,
+# configure and link phases leave a core idle that another build's compile
+# fills.
 # DEMO_JOBS=1 builds them one after the other. Their outputs are the caches
 # `make test` uses (the firmware directory gains CLOUDHV.fd there).
 DEMO_BUILDS := e2e-zerostart e2e-kernel bed-qemu firmware-ovmf rootfs e2e-fetch

@@ -517,14 +517,17 @@ def series_numstat(tree: Path, patches: list[Path], work: Path) -> tuple[dict[st
     t = run("write-tree")
     if t.returncode:
         return {}, "", f"git write-tree: {t.stderr.strip()[:200]}"
-    num = run("diff", "--numstat", "pristine", t.stdout.strip())
-    short = run("diff", "--shortstat", "pristine", t.stdout.strip())
-    stat = {}
-    for ln in num.stdout.splitlines():
-        a, d, path = ln.split("\t", 2)
+    # One diff of the two trees: its numstat lines, then its shortstat line.
+    d = run("diff", "--numstat", "--shortstat", "pristine", t.stdout.strip())
+    stat, short = {}, ""
+    for ln in d.stdout.splitlines():
+        if "\t" not in ln:
+            short = ln.strip()
+            continue
+        a, dl, path = ln.split("\t", 2)
         # (a binary file's counts are "-": no lines, as format-patch's "Bin")
-        stat[path] = sum(int(x) for x in (a, d) if x.isdigit())
-    return stat, short.stdout.strip(), ""
+        stat[path] = sum(int(x) for x in (a, dl) if x.isdigit())
+    return stat, short, ""
 
 
 def cover_letter_problems(text: str, patches: list[Path], stat: dict[str, int] | None,
@@ -534,15 +537,17 @@ def cover_letter_problems(text: str, patches: list[Path], stat: dict[str, int] |
     computed): see cover_letter."""
     out = []
     n = len(patches)
-    width = len(str(n))
-    tag, _ = patch_subject(text)
-    if tag != f"[PATCH {0:0{width}d}/{n}]":
-        out.append(f"{COVER_LETTER} is {tag or 'untagged'}; the series has {n} patches")
+
+    def tag(i: int) -> str:
+        return f"[PATCH {i:0{len(str(n))}d}/{n}]"
+    cover_tag, _ = patch_subject(text)
+    if cover_tag != tag(0):
+        out.append(f"{COVER_LETTER} is {cover_tag or 'untagged'}; the series has {n} patches")
     subjects, mistagged = [], []
     for i, patch in enumerate(patches, 1):
         ptag, subj = patch_subject(patch.read_text(errors="replace"))
         subjects.append(subj)
-        if ptag != f"[PATCH {i:0{width}d}/{n}]":
+        if ptag != tag(i):
             mistagged.append(f"{patch.name} is {ptag or 'untagged'}, patch {i} of {n} in series")
     if mistagged:
         out.append(f"{len(mistagged)} patch(es) not numbered as series lists them, the first: {mistagged[0]}")
