@@ -247,7 +247,16 @@ fi
 # ---------------------------------------------------------------- configure
 BUILD="${DEV_ROOT:-$LROOT}/build"
 mkdir -p "$BUILD"
-export CCACHE_DIR="$CACHE/ccache" CCACHE_BASEDIR="$SRC" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=5G
+# CCACHE_DEPEND: ccache's depend mode. By default a miss runs the
+# preprocessor once for ccache's hash and again inside the compile; depend
+# mode hashes the source and the headers Kbuild's -Wp,-MMD depfile names,
+# so a miss costs one compile. Measured on a cold build of mm/ and kernel/
+# (309 objects, -j3, 2-core AMD EPYC, 2026-12-06): gcc alone 200 CPU-s,
+# ccache's default 263, depend mode 194; a rerun hits all 309 directly
+# (4 s). A first build is all misses (a newcomer's make demo, whose long
+# pole this image is), and Kbuild already rebuilds only what a config or
+# series change touches, so the preprocessor-mode hits given up are few.
+export CCACHE_DIR="$CACHE/ccache" CCACHE_BASEDIR="$SRC" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=5G CCACHE_DEPEND=1
 export KBUILD_BUILD_TIMESTAMP="Thu Jan  1 00:00:00 UTC 2026" KBUILD_BUILD_USER=zerostart KBUILD_BUILD_HOST=zerostart
 JOBS="${ZEROSTART_KERNEL_JOBS:-$(($(nproc) + 1))}"
 KMAKE=(make -s -C "$SRC" CC="ccache gcc" HOSTCC="ccache gcc" -j"$JOBS")
