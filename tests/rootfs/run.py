@@ -35,12 +35,13 @@ def command(image_dir: Path, log: Path) -> list[str]:
     # The one direct-kernel QEMU command of the harness (zstest.qemu:
     # ZS_KERNEL_QEMU picks the binary, as for the kernel and firmware boots;
     # it adds panic=-1 oops=panic, so a guest panic or oops ends QEMU at
-    # once instead of waiting out the deadline). Single-threaded TCG unless ZS_TCG_THREAD
-    # says otherwise, as for the kernel tests: with thread=multi Debian's
-    # stock kernel died in 1 of 9 boots of `quiet`-less repro runs (and once
-    # in CI, 7.8 s into this boot) of "Oops: int3" in sched_clock_cpu, at
-    # the static-key site the other vCPU was patching: multi-threaded TCG's
-    # cross-modifying-code race, not the image's fault (docs/e2e.md).
+    # once instead of waiting out the deadline). Single-threaded TCG unless
+    # ZS_TCG_THREAD says otherwise, as for the kernel tests: with
+    # thread=multi Debian's stock kernel died in 1 of 9 boots of
+    # `quiet`-less repro runs (and once in CI, 7.8 s into this boot) of
+    # "Oops: int3" in sched_clock_cpu, at the static-key site the other
+    # vCPU was patching: multi-threaded TCG's cross-modifying-code race,
+    # not the image's fault (docs/e2e.md).
     # The disk and the rest through the one builder (options::vmm_cmd); the
     # user-mode NIC, which only this boot has, as given.
     return kernel_command(
